@@ -1,0 +1,199 @@
+// Command mcpgw is a Model Context Protocol gateway: one endpoint in front of
+// many MCP servers. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/mcpgw/mcpgw/configs"
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/demo"
+	"github.com/mcpgw/mcpgw/internal/gateway"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = ""
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+const usage = `mcpgw — a Model Context Protocol gateway
+
+Usage:
+  mcpgw run [--config FILE]       serve (without --config: the embedded demo config)
+  mcpgw validate --config FILE    check a config; every problem is reported at once
+  mcpgw version                   print the version
+  mcpgw demo-server               the built-in demo MCP server, on stdio
+
+Run 'mcpgw COMMAND -h' for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintf(stdout, "mcpgw %s\n", buildVersion())
+		return 0
+	case "demo-server":
+		if err := demo.ServeStdio(context.Background(), buildVersion()); err != nil && !errors.Is(err, io.EOF) {
+			fmt.Fprintln(stderr, "demo-server:", err)
+			return 1
+		}
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "mcpgw: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// env resolves ${VAR} in configs: the process environment, plus
+// MCPGW_EXECUTABLE (this binary), which the embedded default uses to run
+// the demo upstream.
+func env(name string) (string, bool) {
+	if name == "MCPGW_EXECUTABLE" {
+		if v, ok := os.LookupEnv(name); ok {
+			return v, true
+		}
+		if exe, err := os.Executable(); err == nil {
+			return exe, true
+		}
+	}
+	return os.LookupEnv(name)
+}
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.Parse("(embedded default config)", configs.Default, env)
+	}
+	return config.Load(path, env)
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config `FILE` to check")
+	fs.StringVar(path, "c", "", "shorthand for --config")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "mcpgw validate: --config FILE is required")
+		return 2
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, cfg.Summary())
+	return 0
+}
+
+func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	var enc zapcore.Encoder
+	switch format {
+	case "json":
+		ec := zap.NewProductionEncoderConfig()
+		ec.EncodeTime = zapcore.ISO8601TimeEncoder
+		enc = zapcore.NewJSONEncoder(ec)
+	case "console":
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+		enc = zapcore.NewConsoleEncoder(ec)
+	default:
+		return nil, fmt.Errorf("--log-format %q: use json or console", format)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}
+
+func cmdRun(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config `FILE` (default: the embedded demo config)")
+	fs.StringVar(path, "c", "", "shorthand for --config")
+	logFormat := fs.String("log-format", "console", "log format: json or console")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	drain := fs.Duration("drain-timeout", 10*time.Second, "how long in-flight requests may finish on SIGTERM")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := newLogger(*logFormat, *logLevel, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpgw run:", err)
+		return 2
+	}
+	defer func() { _ = log.Sync() }()
+
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Version: buildVersion()})
+	if err != nil {
+		log.Error("cannot start", zap.Error(err))
+		return 1
+	}
+	for _, r := range cfg.Routes {
+		log.Info("serving MCP", zap.String("url", fmt.Sprintf("http://%s%s", gw.Addr(), r.Path)), zap.Strings("upstreams", cfg.RouteUpstreams(r)))
+	}
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	select {
+	case s := <-sig:
+		log.Info("shutting down", zap.String("signal", s.String()), zap.Duration("drain_timeout", *drain))
+	case err := <-gw.Err():
+		log.Error("listener failed", zap.Error(err))
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *drain)
+	defer cancel()
+	go func() { // a second signal means now
+		<-sig
+		log.Warn("second signal: exiting at once")
+		os.Exit(1)
+	}()
+	if err := gw.Shutdown(ctx); err != nil {
+		log.Warn("drain timed out; open requests were cut", zap.Error(err))
+	}
+	log.Info("stopped")
+	return 0
+}

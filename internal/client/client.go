@@ -1,0 +1,446 @@
+// Package client is mcpgw's MCP client for one upstream server: the
+// transports (stdio child, Streamable HTTP, legacy HTTP+SSE), the initialize
+// handshake and version negotiation, and request/response matching with
+// per-request timeouts, cancellation and progress-token mapping.
+//
+// Payloads stay raw JSON: the client rewrites only request ids and progress
+// tokens, which it owns on the upstream side.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// Transport moves JSON-RPC messages to and from one upstream. Incoming
+// messages are handed to the deliver function given to Start; a transport
+// calls it from its own goroutines and must stop calling it once Close returns.
+type Transport interface {
+	// Start connects. deliver receives every message the upstream sends.
+	Start(ctx context.Context, deliver func([]byte)) error
+	// Send writes one message. For HTTP transports an error may carry an
+	// HTTP status; the message was not accepted.
+	Send(ctx context.Context, msg []byte) error
+	// Done is closed when the transport can no longer carry messages.
+	Done() <-chan struct{}
+	// Err says why Done was closed.
+	Err() error
+	// Close releases everything the transport owns (child process, streams).
+	Close() error
+}
+
+// versionSetter is implemented by transports that must repeat the
+// negotiated version (the Streamable HTTP MCP-Protocol-Version header).
+type versionSetter interface{ setProtocolVersion(string) }
+
+// ErrClosed is returned for calls on a closed or failed client.
+var ErrClosed = errors.New("connection to upstream closed")
+
+// Options configure a Client.
+type Options struct {
+	// Name is the upstream's name, used in errors and logs.
+	Name string
+	// Logger receives the client's log lines; it is already scoped to the upstream.
+	Logger *zap.Logger
+	// Timeout bounds each request when the caller's context has no earlier deadline.
+	Timeout time.Duration
+	// ClientInfo is sent in initialize.
+	ClientInfo mcp.Implementation
+	// Capabilities is the raw client capabilities object sent in initialize.
+	Capabilities json.RawMessage
+	// OnNotification receives upstream notifications that are not progress
+	// for one of this client's calls (list_changed, logging, resource updates).
+	OnNotification func(method string, params json.RawMessage)
+	// OnRequest answers server→client requests (ping is answered here).
+	// It returns a result or an error; nil means method not found.
+	OnRequest func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
+}
+
+// Client is one MCP client connection to an upstream.
+type Client struct {
+	opts Options
+	t    Transport
+	log  *zap.Logger
+
+	nextID atomic.Int64
+
+	mu       sync.Mutex
+	pending  map[string]*call // by upstream request id
+	progress map[string]*call // by upstream progress token
+	closed   bool
+
+	init mcp.InitializeResult
+
+	ctx    context.Context // cancelled on Close: stops server→client request handlers
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type call struct {
+	id       jsonrpc.ID
+	token    json.RawMessage // upstream progress token, nil when none
+	orig     json.RawMessage // the caller's progress token
+	progress func(params json.RawMessage)
+	done     chan *jsonrpc.Message // buffered 1
+}
+
+// CallOptions are per-call settings.
+type CallOptions struct {
+	// Progress, when set and the params carry _meta.progressToken, receives
+	// every progress notification for this call with the caller's token restored.
+	Progress func(params json.RawMessage)
+}
+
+// Connect starts the transport and runs the initialize handshake.
+func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Capabilities == nil {
+		opts.Capabilities = json.RawMessage(`{}`)
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		opts:     opts,
+		t:        t,
+		log:      opts.Logger,
+		pending:  make(map[string]*call),
+		progress: make(map[string]*call),
+		ctx:      cctx,
+		cancel:   cancel,
+	}
+	if err := t.Start(ctx, c.deliver); err != nil {
+		cancel()
+		_ = t.Close()
+		return nil, err
+	}
+	c.wg.Add(1)
+	go func() { // fail pending calls as soon as the transport dies
+		defer c.wg.Done()
+		select {
+		case <-t.Done():
+			c.failAll()
+		case <-cctx.Done():
+		}
+	}()
+	if err := c.handshake(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Client) handshake(ctx context.Context) error {
+	params, _ := json.Marshal(struct {
+		ProtocolVersion string             `json:"protocolVersion"`
+		Capabilities    json.RawMessage    `json:"capabilities"`
+		ClientInfo      mcp.Implementation `json:"clientInfo"`
+	}{mcp.LatestVersion, c.opts.Capabilities, c.opts.ClientInfo})
+	resp, err := c.Call(ctx, mcp.MethodInitialize, params, CallOptions{})
+	if err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("initialize refused: %d %s", resp.Error.Code, resp.Error.Message)
+	}
+	var res mcp.InitializeResult
+	if err := json.Unmarshal(resp.Result, &res); err != nil {
+		return fmt.Errorf("initialize: unreadable result: %v", err)
+	}
+	if !mcp.IsSupported(res.ProtocolVersion) {
+		return fmt.Errorf("initialize: upstream chose protocol version %q, which mcpgw does not speak (it speaks %v)", res.ProtocolVersion, mcp.SupportedVersions)
+	}
+	if res.Capabilities == nil {
+		res.Capabilities = json.RawMessage(`{}`)
+	}
+	c.init = res
+	if vs, ok := c.t.(versionSetter); ok {
+		vs.setProtocolVersion(res.ProtocolVersion)
+	}
+	if err := c.Notify(ctx, mcp.NotificationInitialized, nil); err != nil {
+		return fmt.Errorf("notifications/initialized: %w", err)
+	}
+	return nil
+}
+
+// ProtocolVersion is the negotiated revision.
+func (c *Client) ProtocolVersion() string { return c.init.ProtocolVersion }
+
+// InitializeResult is the upstream's initialize answer.
+func (c *Client) InitializeResult() mcp.InitializeResult { return c.init }
+
+// HasCapability reports whether the upstream's capabilities object has key.
+func (c *Client) HasCapability(key string) bool {
+	_, ok := rawjson.Get(c.init.Capabilities, key)
+	return ok
+}
+
+// Done is closed when the connection has failed or was closed.
+func (c *Client) Done() <-chan struct{} { return c.t.Done() }
+
+// Err says why the connection ended.
+func (c *Client) Err() error { return c.t.Err() }
+
+// Close ends the connection and everything it owns.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if already {
+		return nil
+	}
+	c.cancel()
+	err := c.t.Close()
+	c.failAll()
+	c.wg.Wait()
+	return err
+}
+
+// Notify sends a notification.
+func (c *Client) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params))
+	if err != nil {
+		return err
+	}
+	return c.t.Send(ctx, b)
+}
+
+// Call sends a request and waits for its response, which may be a JSON-RPC
+// error (returned in the message, not as err). err is set only when no
+// response came: the connection failed, the context ended or the timeout
+// fired; in the last two cases notifications/cancelled is sent upstream.
+func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, opts CallOptions) (*jsonrpc.Message, error) {
+	if c.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	id := jsonrpc.IntID(c.nextID.Add(1))
+	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), progress: opts.Progress}
+	// Progress tokens are always replaced by one unique to this client, so
+	// that two callers using the same token value never see each other's
+	// progress; without a Progress callback the notifications are dropped.
+	if tok, ok := progressToken(params); ok {
+		cl.orig = tok
+		cl.token = json.RawMessage(strconv.Quote("mcpgw-" + id.String()))
+		p, err := setProgressToken(params, cl.token)
+		if err != nil {
+			return nil, fmt.Errorf("%s: params: %w", method, err)
+		}
+		params = p
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	c.pending[string(id)] = cl
+	if cl.token != nil {
+		c.progress[string(cl.token)] = cl
+	}
+	c.mu.Unlock()
+	defer c.forget(cl)
+
+	b, err := jsonrpc.Encode(jsonrpc.NewRequest(id, method, params))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.t.Send(ctx, b); err != nil {
+		if ctx.Err() != nil {
+			return nil, c.ctxErr(ctx, method)
+		}
+		return nil, err
+	}
+	select {
+	case resp := <-cl.done:
+		if resp == nil {
+			return nil, c.closedErr()
+		}
+		return resp, nil
+	case <-ctx.Done():
+		// The upstream may already be working on it: tell it to stop, and
+		// never retry (the call may have had effects).
+		if method != mcp.MethodInitialize {
+			reason := "request cancelled by the gateway"
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				reason = "request timed out at the gateway"
+			}
+			cp, _ := json.Marshal(map[string]any{"requestId": id, "reason": reason})
+			sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+			if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
+				c.log.Debug("could not send notifications/cancelled", zap.Error(err))
+			}
+			cancel()
+		}
+		return nil, c.ctxErr(ctx, method)
+	}
+}
+
+// TimeoutError reports a call that got no answer in time.
+type TimeoutError struct {
+	Method string
+	After  time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	if e.After > 0 {
+		return fmt.Sprintf("no answer to %s within %s", e.Method, e.After)
+	}
+	return fmt.Sprintf("no answer to %s before the deadline", e.Method)
+}
+
+func (c *Client) ctxErr(ctx context.Context, method string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &TimeoutError{Method: method, After: c.opts.Timeout}
+	}
+	return ctx.Err()
+}
+
+func (c *Client) closedErr() error {
+	if err := c.t.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	return ErrClosed
+}
+
+func (c *Client) forget(cl *call) {
+	c.mu.Lock()
+	delete(c.pending, string(cl.id))
+	if cl.token != nil {
+		delete(c.progress, string(cl.token))
+	}
+	c.mu.Unlock()
+}
+
+// failAll wakes every waiting call with "connection closed".
+func (c *Client) failAll() {
+	c.mu.Lock()
+	for k, cl := range c.pending {
+		select {
+		case cl.done <- nil:
+		default:
+		}
+		delete(c.pending, k)
+	}
+	c.mu.Unlock()
+}
+
+// deliver handles one message from the upstream.
+func (c *Client) deliver(data []byte) {
+	m, err := jsonrpc.Parse(data)
+	if err != nil {
+		c.log.Warn("dropping malformed message from upstream", zap.Error(err), zap.Int("bytes", len(data)))
+		return
+	}
+	switch m.Kind() {
+	case jsonrpc.KindResponse:
+		c.mu.Lock()
+		cl := c.pending[string(m.ID)]
+		delete(c.pending, string(m.ID))
+		c.mu.Unlock()
+		if cl == nil {
+			// Late answer to a cancelled or timed-out call: dropped, never misrouted.
+			c.log.Debug("dropping response to unknown or abandoned request", zap.String("id", m.ID.String()))
+			return
+		}
+		cl.done <- m
+	case jsonrpc.KindNotification:
+		if m.Method == mcp.NotificationProgress && c.deliverProgress(m.Params) {
+			return
+		}
+		if c.opts.OnNotification != nil {
+			c.opts.OnNotification(m.Method, m.Params)
+		}
+	case jsonrpc.KindRequest:
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.answer(m)
+		}()
+	}
+}
+
+func (c *Client) deliverProgress(params json.RawMessage) bool {
+	tok, ok := rawjson.Get(params, "progressToken")
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	cl := c.progress[string(tok)]
+	c.mu.Unlock()
+	if cl == nil {
+		return false
+	}
+	if cl.progress == nil {
+		return true
+	}
+	p, err := rawjson.Set(params, "progressToken", cl.orig)
+	if err != nil {
+		return false
+	}
+	cl.progress(p)
+	return true
+}
+
+func (c *Client) answer(m *jsonrpc.Message) {
+	var resp *jsonrpc.Message
+	switch {
+	case m.Method == mcp.MethodPing:
+		resp = jsonrpc.NewResult(m.ID, json.RawMessage(`{}`))
+	case c.opts.OnRequest != nil:
+		res, rerr := c.opts.OnRequest(c.ctx, m.Method, m.Params)
+		switch {
+		case rerr != nil:
+			resp = jsonrpc.NewError(m.ID, rerr)
+		case res != nil:
+			resp = jsonrpc.NewResult(m.ID, res)
+		}
+	}
+	if resp == nil {
+		resp = jsonrpc.NewError(m.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw does not support %q from upstreams", m.Method))
+	}
+	b, err := jsonrpc.Encode(resp)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	if err := c.t.Send(ctx, b); err != nil {
+		c.log.Debug("could not answer upstream request", zap.String("method", m.Method), zap.Error(err))
+	}
+}
+
+// progressToken returns params._meta.progressToken.
+func progressToken(params json.RawMessage) (json.RawMessage, bool) {
+	meta, ok := rawjson.Get(params, "_meta")
+	if !ok {
+		return nil, false
+	}
+	tok, ok := rawjson.Get(meta, "progressToken")
+	if !ok || string(tok) == "null" {
+		return nil, false
+	}
+	return tok, true
+}
+
+func setProgressToken(params, tok json.RawMessage) (json.RawMessage, error) {
+	meta, _ := rawjson.Get(params, "_meta")
+	meta, err := rawjson.Set(meta, "progressToken", tok)
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.Set(params, "_meta", meta)
+}

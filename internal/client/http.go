@@ -1,0 +1,506 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/sse"
+)
+
+// HTTPConfig describes an HTTP upstream.
+type HTTPConfig struct {
+	URL string
+	// Headers are added to every request (upstream credentials from config;
+	// never anything from the downstream request).
+	Headers map[string]string
+	// Client is the HTTP client to use (its Transport carries connect and
+	// header timeouts). Nil means a default client.
+	Client *http.Client
+	// MaxMessageBytes caps one JSON body or SSE event.
+	MaxMessageBytes int
+	Logger          *zap.Logger
+}
+
+func (c *HTTPConfig) defaults() {
+	if c.Client == nil {
+		c.Client = &http.Client{Transport: DefaultHTTPTransport()}
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 8 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// DefaultHTTPTransport returns a transport with bounded connect and
+// response-header waits, so a dead upstream fails fast instead of hanging.
+func DefaultHTTPTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = 60 * time.Second
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+// StatusError is an HTTP answer the transport could not use.
+type StatusError struct {
+	Status int
+	Body   string
+}
+
+func (e *StatusError) Error() string {
+	if e.Body == "" {
+		return fmt.Sprintf("upstream answered HTTP %d", e.Status)
+	}
+	return fmt.Sprintf("upstream answered HTTP %d: %s", e.Status, e.Body)
+}
+
+// lifecycle is the done/err/goroutine bookkeeping both HTTP transports share.
+type lifecycle struct {
+	ctx    context.Context // cancelled by Close: ends every stream
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	stopped bool // no goroutine may start once stop began waiting
+
+	done     chan struct{}
+	doneOnce sync.Once
+	err      error
+}
+
+func newLifecycle() lifecycle {
+	ctx, cancel := context.WithCancel(context.Background())
+	return lifecycle{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (l *lifecycle) fail(err error) {
+	l.doneOnce.Do(func() {
+		l.err = err
+		close(l.done)
+	})
+}
+
+func (l *lifecycle) Done() <-chan struct{} { return l.done }
+
+func (l *lifecycle) Err() error {
+	select {
+	case <-l.done:
+		return l.err
+	default:
+		return nil
+	}
+}
+
+// goTracked runs fn on a goroutine that stop waits for. It reports false,
+// without running fn, once stop has begun.
+func (l *lifecycle) goTracked(fn func()) bool {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return false
+	}
+	l.wg.Add(1)
+	l.mu.Unlock()
+	go func() {
+		defer l.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// stop cancels every stream and waits for their goroutines.
+func (l *lifecycle) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+	l.cancel()
+	l.wg.Wait()
+}
+
+// requestContext derives a request context from the transport's lifetime
+// that is also cancelled if ctx ends before the response headers arrive;
+// the returned stop detaches ctx once the headers are in, so a streamed
+// answer outlives the caller's Send.
+func (l *lifecycle) requestContext(ctx context.Context) (context.Context, context.CancelFunc, func() bool) {
+	rctx, cancel := context.WithCancel(l.ctx)
+	stop := context.AfterFunc(ctx, cancel)
+	return rctx, cancel, stop
+}
+
+func readSnippet(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, 512))
+	return string(bytes.TrimSpace(b))
+}
+
+func mediaType(h http.Header) string {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt
+}
+
+// readEvents delivers every SSE "message" event's data until the stream ends.
+func readEvents(body io.Reader, max int, deliver func([]byte), log *zap.Logger) (lastID string, err error) {
+	rd := sse.NewReader(body, max)
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			return rd.LastEventID(), err
+		}
+		if len(bytes.TrimSpace(ev.Data)) == 0 {
+			continue // priming events and retry hints carry no message
+		}
+		if ev.Name != "" && ev.Name != "message" {
+			log.Debug("ignoring SSE event", zap.String("event", ev.Name))
+			continue
+		}
+		deliver(ev.Data)
+	}
+}
+
+// Streamable is the Streamable HTTP transport (2025-03-26 and later).
+type Streamable struct {
+	cfg HTTPConfig
+	log *zap.Logger
+	lifecycle
+
+	deliver func([]byte)
+
+	mu        sync.Mutex
+	sessionID string
+	version   string
+}
+
+// NewStreamable returns an unstarted Streamable HTTP transport.
+func NewStreamable(cfg HTTPConfig) *Streamable {
+	cfg.defaults()
+	return &Streamable{cfg: cfg, log: cfg.Logger, lifecycle: newLifecycle()}
+}
+
+// Start records where to deliver messages; HTTP needs no connection up front.
+func (s *Streamable) Start(_ context.Context, deliver func([]byte)) error {
+	s.deliver = deliver
+	return nil
+}
+
+func (s *Streamable) setProtocolVersion(v string) {
+	s.mu.Lock()
+	s.version = v
+	s.mu.Unlock()
+	s.goTracked(s.listen)
+}
+
+func (s *Streamable) headers(h http.Header) {
+	for k, v := range s.cfg.Headers {
+		h.Set(k, v)
+	}
+	s.mu.Lock()
+	if s.sessionID != "" {
+		h.Set(mcp.HeaderSessionID, s.sessionID)
+	}
+	if s.version != "" {
+		h.Set(mcp.HeaderProtocolVersion, s.version)
+	}
+	s.mu.Unlock()
+}
+
+// Send POSTs one message. A JSON answer is delivered before Send returns; an
+// SSE answer is read on a goroutine owned by the transport.
+func (s *Streamable) Send(ctx context.Context, msg []byte) error {
+	if err := s.Err(); err != nil {
+		return err
+	}
+	rctx, cancel, stop := s.requestContext(ctx)
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.cfg.URL, bytes.NewReader(msg))
+	if err != nil {
+		cancel()
+		return err
+	}
+	req.Header.Set("Content-Type", mcp.ContentTypeJSON)
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	s.headers(req.Header)
+	resp, err := s.cfg.Client.Do(req)
+	stop()
+	if err != nil {
+		cancel()
+		return fmt.Errorf("POST %s: %w", redactURL(s.cfg.URL), err)
+	}
+	if id := resp.Header.Get(mcp.HeaderSessionID); id != "" {
+		s.mu.Lock()
+		if s.sessionID == "" {
+			s.sessionID = id
+		}
+		s.mu.Unlock()
+	}
+	switch {
+	case resp.StatusCode == http.StatusAccepted:
+		resp.Body.Close()
+		cancel()
+		return nil
+	case resp.StatusCode == http.StatusNotFound && s.hasSession():
+		resp.Body.Close()
+		cancel()
+		err := errors.New("upstream session expired (HTTP 404); reconnecting")
+		s.fail(err)
+		return err
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		body := readSnippet(resp.Body)
+		resp.Body.Close()
+		cancel()
+		return &StatusError{Status: resp.StatusCode, Body: body}
+	}
+	switch mediaType(resp.Header) {
+	case mcp.ContentTypeEventStream:
+		started := s.goTracked(func() {
+			defer cancel()
+			defer resp.Body.Close()
+			_, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, s.deliver, s.log)
+			if err != nil && !errors.Is(err, io.EOF) && rctx.Err() == nil {
+				s.log.Warn("upstream response stream broke", zap.Error(err))
+			}
+		})
+		if !started {
+			resp.Body.Close()
+			cancel()
+			return errors.New("transport closed")
+		}
+		return nil
+	default:
+		defer cancel()
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, int64(s.cfg.MaxMessageBytes)+1))
+		if err != nil {
+			return fmt.Errorf("reading upstream answer: %w", err)
+		}
+		if len(body) > s.cfg.MaxMessageBytes {
+			return fmt.Errorf("upstream answer exceeds %d bytes", s.cfg.MaxMessageBytes)
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			s.deliver(body)
+		}
+		return nil
+	}
+}
+
+func (s *Streamable) hasSession() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessionID != ""
+}
+
+// listen holds the GET stream open for server-initiated messages,
+// reconnecting with backoff; a 405 means the upstream offers none.
+func (s *Streamable) listen() {
+	backoff := 500 * time.Millisecond
+	lastID := ""
+	for s.ctx.Err() == nil {
+		req, err := http.NewRequestWithContext(s.ctx, http.MethodGet, s.cfg.URL, nil)
+		if err != nil {
+			return
+		}
+		req.Header.Set("Accept", mcp.ContentTypeEventStream)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		s.headers(req.Header)
+		resp, err := s.cfg.Client.Do(req)
+		if err == nil {
+			switch {
+			case resp.StatusCode == http.StatusMethodNotAllowed:
+				resp.Body.Close()
+				return
+			case resp.StatusCode == http.StatusOK && mediaType(resp.Header) == mcp.ContentTypeEventStream:
+				backoff = 500 * time.Millisecond
+				id, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, s.deliver, s.log)
+				if id != "" {
+					lastID = id
+				}
+				resp.Body.Close()
+			case resp.StatusCode == http.StatusNotFound:
+				resp.Body.Close()
+				s.fail(errors.New("upstream session expired (HTTP 404 on the GET stream); reconnecting"))
+				return
+			default:
+				s.log.Debug("upstream GET stream refused", zap.Int("status", resp.StatusCode))
+				resp.Body.Close()
+			}
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+// Close ends the upstream session with DELETE and stops every stream.
+func (s *Streamable) Close() error {
+	s.fail(errors.New("closed by the gateway"))
+	s.mu.Lock()
+	id := s.sessionID
+	s.mu.Unlock()
+	if id != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.cfg.URL, nil)
+		if err == nil {
+			s.headers(req.Header)
+			if resp, err := s.cfg.Client.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		cancel()
+	}
+	s.stop()
+	return nil
+}
+
+// LegacySSE is the 2024-11-05 HTTP+SSE transport: a long-lived GET stream
+// that first names the POST endpoint, then carries every server message.
+type LegacySSE struct {
+	cfg HTTPConfig
+	log *zap.Logger
+	lifecycle
+
+	endpoint string
+}
+
+// NewLegacySSE returns an unstarted legacy HTTP+SSE transport.
+func NewLegacySSE(cfg HTTPConfig) *LegacySSE {
+	cfg.defaults()
+	return &LegacySSE{cfg: cfg, log: cfg.Logger, lifecycle: newLifecycle()}
+}
+
+// Start opens the event stream and waits for the endpoint event.
+func (l *LegacySSE) Start(ctx context.Context, deliver func([]byte)) error {
+	rctx, cancel, stop := l.requestContext(ctx)
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, l.cfg.URL, nil)
+	if err != nil {
+		cancel()
+		return err
+	}
+	req.Header.Set("Accept", mcp.ContentTypeEventStream)
+	for k, v := range l.cfg.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := l.cfg.Client.Do(req)
+	if err != nil {
+		stop()
+		cancel()
+		return fmt.Errorf("GET %s: %w", redactURL(l.cfg.URL), err)
+	}
+	if resp.StatusCode != http.StatusOK || mediaType(resp.Header) != mcp.ContentTypeEventStream {
+		stop()
+		body := readSnippet(resp.Body)
+		resp.Body.Close()
+		cancel()
+		return &StatusError{Status: resp.StatusCode, Body: body}
+	}
+	rd := sse.NewReader(resp.Body, l.cfg.MaxMessageBytes)
+	ev, err := rd.Next()
+	stop()
+	if err != nil || ev.Name != "endpoint" {
+		resp.Body.Close()
+		cancel()
+		if err == nil {
+			err = fmt.Errorf("first event was %q", ev.Name)
+		}
+		return fmt.Errorf("legacy SSE upstream did not announce its endpoint: %w", err)
+	}
+	ep, err := resolveEndpoint(l.cfg.URL, string(ev.Data))
+	if err != nil {
+		resp.Body.Close()
+		cancel()
+		return err
+	}
+	l.endpoint = ep
+	l.goTracked(func() { // cannot be refused: Close has not been called yet
+		defer cancel()
+		defer resp.Body.Close()
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				if rctx.Err() == nil {
+					l.fail(fmt.Errorf("legacy SSE stream ended: %v", err))
+				}
+				return
+			}
+			if (ev.Name == "" || ev.Name == "message") && len(bytes.TrimSpace(ev.Data)) > 0 {
+				deliver(ev.Data)
+			}
+		}
+	})
+	return nil
+}
+
+// resolveEndpoint resolves the announced endpoint against the stream URL and
+// refuses another origin: the upstream must not redirect our messages (and
+// credentials) elsewhere.
+func resolveEndpoint(base, ref string) (string, error) {
+	b, err := url.Parse(base)
+	if err != nil {
+		return "", err
+	}
+	r, err := url.Parse(ref)
+	if err != nil {
+		return "", fmt.Errorf("legacy SSE endpoint %q is not a URL: %w", ref, err)
+	}
+	u := b.ResolveReference(r)
+	if u.Scheme != b.Scheme || u.Host != b.Host {
+		return "", fmt.Errorf("legacy SSE endpoint %q is on another origin than %s; refusing to send messages there", ref, redactURL(base))
+	}
+	return u.String(), nil
+}
+
+// Send POSTs one message to the announced endpoint; answers come on the stream.
+func (l *LegacySSE) Send(ctx context.Context, msg []byte) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.endpoint, bytes.NewReader(msg))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", mcp.ContentTypeJSON)
+	for k, v := range l.cfg.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := l.cfg.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("POST %s: %w", redactURL(l.endpoint), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return &StatusError{Status: resp.StatusCode, Body: readSnippet(resp.Body)}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return nil
+}
+
+// Close ends the stream.
+func (l *LegacySSE) Close() error {
+	l.fail(errors.New("closed by the gateway"))
+	l.stop()
+	return nil
+}
+
+// redactURL drops the query and userinfo, where credentials tend to hide.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	u.User = nil
+	u.RawQuery = ""
+	return u.String()
+}

@@ -1,0 +1,368 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// StdioConfig describes a child process speaking newline-delimited JSON-RPC.
+type StdioConfig struct {
+	// Argv is the command and its arguments; no shell is involved.
+	Argv []string
+	// Env is added to the gateway's own environment.
+	Env map[string]string
+	// Dir is the working directory ("" = the gateway's).
+	Dir string
+	// MaxLineBytes caps one stdout line; longer lines are dropped and counted.
+	MaxLineBytes int
+	// Logger receives the child's stderr lines and transport events.
+	Logger *zap.Logger
+	// StopGrace is how long the child gets after stdin closes, and again
+	// after SIGTERM, before the next step (default 2s).
+	StopGrace time.Duration
+}
+
+// StdioStats counts what the transport had to throw away.
+type StdioStats struct {
+	// NonJSONLines are stdout lines that were not JSON-RPC (a server printing
+	// banners on stdout, for example).
+	NonJSONLines int64
+	// OversizedLines are stdout lines over MaxLineBytes.
+	OversizedLines int64
+}
+
+// Stdio is the transport to a child process. The child runs in its own
+// process group so that stopping it also stops anything it spawned (an npx
+// wrapper's node grandchild, for example).
+type Stdio struct {
+	cfg StdioConfig
+	log *zap.Logger
+
+	cmd   *exec.Cmd
+	stdin *os.File
+
+	writeMu sync.Mutex
+
+	nonJSON   atomic.Int64
+	oversized atomic.Int64
+
+	stderrMu   sync.Mutex
+	stderrTail []string // last lines, for error messages
+
+	done     chan struct{}
+	doneOnce sync.Once
+	err      error
+	exited   chan struct{} // closed when Wait returns
+	wg       sync.WaitGroup
+}
+
+// NewStdio returns an unstarted stdio transport.
+func NewStdio(cfg StdioConfig) *Stdio {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.MaxLineBytes <= 0 {
+		cfg.MaxLineBytes = 8 << 20
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 2 * time.Second
+	}
+	return &Stdio{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), exited: make(chan struct{})}
+}
+
+// Stats returns the transport's counters.
+func (s *Stdio) Stats() StdioStats {
+	return StdioStats{NonJSONLines: s.nonJSON.Load(), OversizedLines: s.oversized.Load()}
+}
+
+// PID is the child's process id (0 before Start).
+func (s *Stdio) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Start spawns the child.
+func (s *Stdio) Start(_ context.Context, deliver func([]byte)) error {
+	if len(s.cfg.Argv) == 0 || s.cfg.Argv[0] == "" {
+		return errors.New("stdio: empty command")
+	}
+	cmd := exec.Command(s.cfg.Argv[0], s.cfg.Argv[1:]...)
+	cmd.Dir = s.cfg.Dir
+	cmd.Env = os.Environ()
+	for k, v := range s.cfg.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	// No Pdeathsig: Go ties it to the spawning OS thread, not the process.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	// Our own pipes rather than cmd.StdoutPipe: reads may go on after Wait
+	// returns, and Wait must not close them under the reader.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return fmt.Errorf("start %q: %w", s.cfg.Argv[0], err)
+	}
+	closeAll(inR, outW, errW) // the child has its copies
+	s.cmd, s.stdin = cmd, inW
+	s.log.Info("started child process", zap.Int("pid", cmd.Process.Pid), zap.Strings("argv", s.cfg.Argv))
+
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		s.readStdout(outR, deliver)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.readStderr(errR)
+	}()
+	go func() {
+		defer s.wg.Done()
+		werr := cmd.Wait()
+		close(s.exited)
+		if werr == nil {
+			werr = errors.New("exited with status 0")
+		}
+		s.fail(fmt.Errorf("child process %s%s", describeExit(werr), s.tail()))
+	}()
+	return nil
+}
+
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "was killed by " + ws.Signal().String()
+		}
+		return "exited: " + ee.Error()
+	}
+	return err.Error()
+}
+
+func (s *Stdio) tail() string {
+	s.stderrMu.Lock()
+	defer s.stderrMu.Unlock()
+	if len(s.stderrTail) == 0 {
+		return ""
+	}
+	return "; last stderr: " + strings.Join(s.stderrTail, " | ")
+}
+
+func (s *Stdio) readStdout(r *os.File, deliver func([]byte)) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64*1024)
+	max := s.cfg.MaxLineBytes
+	for {
+		line, err := readLine(br, max)
+		switch {
+		case errors.Is(err, errLineTooLong):
+			n := s.oversized.Add(1)
+			s.log.Warn("dropped an oversized stdout line from the child; raise max_line_bytes if it is legitimate",
+				zap.Int("max_line_bytes", max), zap.Int64("dropped_total", n))
+			continue
+		case err != nil:
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+				s.fail(fmt.Errorf("reading child stdout: %w", err))
+			} else {
+				s.fail(errors.New("child closed its stdout"))
+			}
+			return
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] != '{' {
+			// Banners and debug prints on stdout are a common server bug; skip
+			// them rather than fail the connection.
+			n := s.nonJSON.Add(1)
+			s.log.Debug("skipped a non-JSON-RPC stdout line from the child", zap.ByteString("line", clip(line, 200)), zap.Int64("skipped_total", n))
+			continue
+		}
+		deliver(line)
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads one '\n'-terminated line of at most max bytes. A longer line
+// is consumed to its end and reported as errLineTooLong.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var buf []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(buf)+len(chunk) > max+1 { // +1: the newline itself
+				tooLong, buf = true, nil
+			} else {
+				buf = append(buf, chunk...)
+			}
+		}
+		switch {
+		case err == nil:
+			if tooLong {
+				return nil, errLineTooLong
+			}
+			return buf, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			if len(buf) > 0 && !tooLong && errors.Is(err, io.EOF) {
+				return buf, nil
+			}
+			return nil, err
+		}
+	}
+}
+
+func (s *Stdio) readStderr(r *os.File) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 64*1024)
+	for {
+		if !sc.Scan() {
+			if errors.Is(sc.Err(), bufio.ErrTooLong) {
+				// Keep draining so the child never blocks on a full pipe.
+				sc = bufio.NewScanner(r)
+				sc.Buffer(make([]byte, 0, 4096), 64*1024)
+				continue
+			}
+			return
+		}
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		s.log.Info("child stderr", zap.String("line", string(clip([]byte(line), 2000))))
+		s.stderrMu.Lock()
+		s.stderrTail = append(s.stderrTail, string(clip([]byte(line), 300)))
+		if len(s.stderrTail) > 3 {
+			s.stderrTail = s.stderrTail[len(s.stderrTail)-3:]
+		}
+		s.stderrMu.Unlock()
+	}
+}
+
+func clip(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+// Send writes one line to the child's stdin.
+func (s *Stdio) Send(ctx context.Context, msg []byte) error {
+	if bytes.IndexByte(msg, '\n') >= 0 {
+		// Newline-delimited framing: pretty-printed JSON must be compacted
+		// (inside JSON strings a newline is always escaped, so this only
+		// removes whitespace between tokens).
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, msg); err != nil {
+			return fmt.Errorf("stdio: message is not valid JSON: %w", err)
+		}
+		msg = buf.Bytes()
+	}
+	select {
+	case <-s.done:
+		return s.Err()
+	default:
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	// A child that stops reading must not wedge the gateway forever.
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.stdin.SetWriteDeadline(dl)
+	} else {
+		_ = s.stdin.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	}
+	buf := make([]byte, 0, len(msg)+1)
+	buf = append(append(buf, msg...), '\n')
+	if _, err := s.stdin.Write(buf); err != nil {
+		return fmt.Errorf("write to child stdin: %w", err)
+	}
+	return nil
+}
+
+// Done is closed when the child exits or its stdout ends.
+func (s *Stdio) Done() <-chan struct{} { return s.done }
+
+// Err says why the transport ended.
+func (s *Stdio) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+func (s *Stdio) fail(err error) {
+	s.doneOnce.Do(func() {
+		s.err = err
+		close(s.done)
+	})
+}
+
+// Close stops the child as the MCP spec asks: close its stdin, wait, then
+// SIGTERM, wait, then SIGKILL — each signal sent to the whole process group.
+func (s *Stdio) Close() error {
+	if s.cmd == nil {
+		return nil
+	}
+	s.fail(errors.New("closed by the gateway"))
+	s.writeMu.Lock()
+	_ = s.stdin.Close()
+	s.writeMu.Unlock()
+	pgid := s.cmd.Process.Pid
+	select {
+	case <-s.exited:
+	case <-time.After(s.cfg.StopGrace):
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(s.cfg.StopGrace):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-s.exited
+		}
+	}
+	// Grandchildren that outlived the leader still hold our pipes open.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	s.wg.Wait()
+	return nil
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		_ = f.Close()
+	}
+}

@@ -1,0 +1,141 @@
+// Package config owns mcpgw's YAML configuration: its shape, strict loading
+// (unknown keys are errors with line numbers), ${ENV} expansion, defaults and
+// validation that reports every problem at once.
+package config
+
+import "time"
+
+// DefaultSeparator joins an upstream name and a tool/prompt name on prefixed routes.
+const DefaultSeparator = "__"
+
+// Config is the whole gateway configuration. Field tags are the YAML keys;
+// docs/configuration.md documents each one.
+type Config struct {
+	// Listen is the MCP listener address. Loopback by default.
+	Listen string `yaml:"listen"`
+	// PublicURL is the canonical resource URI of the gateway (token audience).
+	PublicURL string `yaml:"public_url"`
+	// AllowedOrigins lists the browser Origins accepted on the MCP listener.
+	// A request without Origin is allowed; one with an unlisted Origin gets 403.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// Separator joins "<upstream><separator><name>" on prefixed routes.
+	Separator string `yaml:"separator"`
+	// MaxBodyBytes caps a downstream request body (413 beyond).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Upstreams are the MCP servers the gateway is a client of, by name.
+	Upstreams map[string]*Upstream `yaml:"upstreams"`
+	// Routes are the downstream endpoints ("virtual servers").
+	Routes []*Route `yaml:"routes"`
+	// Auth configures downstream authentication.
+	Auth *Auth `yaml:"auth"`
+	// Admin configures the admin listener (/metrics, /healthz, /readyz).
+	Admin *Admin `yaml:"admin"`
+	// Sessions configures downstream session handling.
+	Sessions *Sessions `yaml:"sessions"`
+	// Policy configures per-tool access decisions.
+	Policy *Policy `yaml:"policy"`
+}
+
+// Upstream is one MCP server. Exactly one of URL or Command is set.
+type Upstream struct {
+	// URL of a Streamable HTTP or legacy HTTP+SSE server.
+	URL string `yaml:"url"`
+	// Transport forces the HTTP flavour: "streamable" (default for url) or "sse"
+	// (legacy 2024-11-05 HTTP+SSE). For command upstreams it is "stdio".
+	Transport string `yaml:"transport"`
+	// Headers are sent on every HTTP request to the upstream (credentials from env).
+	Headers map[string]string `yaml:"headers"`
+	// Command is the argv of a stdio child; no shell is involved.
+	Command []string `yaml:"command"`
+	// Env is added to the child's environment.
+	Env map[string]string `yaml:"env"`
+	// Dir is the child's working directory.
+	Dir string `yaml:"dir"`
+	// Timeout bounds each request to the upstream.
+	Timeout Duration `yaml:"timeout"`
+	// StartupTimeout bounds the handshake.
+	StartupTimeout Duration `yaml:"startup_timeout"`
+	// Stateful gives each downstream session its own upstream session.
+	Stateful bool `yaml:"stateful"`
+	// MaxLineBytes caps one stdout line of a stdio child.
+	MaxLineBytes int `yaml:"max_line_bytes"`
+}
+
+// Route is one downstream endpoint.
+type Route struct {
+	// Path is the HTTP path, e.g. /mcp.
+	Path string `yaml:"path"`
+	// Upstreams lists the upstreams exposed; empty means all.
+	Upstreams []string `yaml:"upstreams"`
+	// Prefix namespaces names as "<upstream><separator><name>". Defaults to
+	// true; false is allowed only for a route with exactly one upstream.
+	Prefix *bool `yaml:"prefix"`
+}
+
+// Prefixed reports whether names on this route carry the upstream prefix.
+func (r *Route) Prefixed() bool { return r.Prefix == nil || *r.Prefix }
+
+// Auth configures downstream authentication (see internal/auth).
+type Auth struct {
+	OIDC           *OIDC    `yaml:"oidc"`
+	APIKeys        []APIKey `yaml:"api_keys"`
+	InsecureNoAuth bool     `yaml:"insecure_no_auth"`
+}
+
+// OIDC is one token issuer.
+type OIDC struct {
+	Issuer   string `yaml:"issuer"`
+	Audience string `yaml:"audience"`
+}
+
+// APIKey maps a secret key to a principal.
+type APIKey struct {
+	Name      string   `yaml:"name"`
+	Key       string   `yaml:"key"`
+	KeyFile   string   `yaml:"key_file"`
+	Principal string   `yaml:"principal"`
+	Groups    []string `yaml:"groups"`
+}
+
+// Admin is the admin listener.
+type Admin struct {
+	Listen string `yaml:"listen"`
+}
+
+// Sessions configures downstream sessions.
+type Sessions struct {
+	KeyFile string `yaml:"key_file"`
+	// IdleTimeout ends a downstream session nobody used for this long.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	Redis       *Redis   `yaml:"redis"`
+}
+
+// Redis is optional shared state between replicas.
+type Redis struct {
+	Addr string `yaml:"addr"`
+}
+
+// Policy is the access policy.
+type Policy struct {
+	Default string        `yaml:"default"`
+	Rules   []*PolicyRule `yaml:"rules"`
+}
+
+// PolicyRule allows and denies names for matching principals.
+type PolicyRule struct {
+	Match *PolicyMatch `yaml:"match"`
+	Allow []string     `yaml:"allow"`
+	Deny  []string     `yaml:"deny"`
+}
+
+// PolicyMatch selects principals.
+type PolicyMatch struct {
+	Subjects []string `yaml:"subjects"`
+	Groups   []string `yaml:"groups"`
+}
+
+// Duration is a time.Duration written as "30s", "1m30s" in YAML.
+type Duration time.Duration
+
+// D returns the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

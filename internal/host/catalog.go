@@ -1,0 +1,436 @@
+package host
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// URISeparator joins an upstream name to a resource URI on prefixed routes:
+// upstream "docs" exposing "file:///a.md" is seen as "docs+file:///a.md".
+// The result is still an RFC 3986 URI (the scheme "docs+file" is legal when
+// the upstream name uses letters, digits, '-' and '.'), the original URI is
+// recovered by cutting at the first '+', and two upstreams exposing the same
+// URI get two distinct names.
+const URISeparator = "+"
+
+// ListKind describes one of the four merged list methods.
+type ListKind struct {
+	Method     string // e.g. tools/list
+	Key        string // the result's array key, e.g. "tools"
+	Field      string // the item's identifying field, e.g. "name"
+	URI        bool   // Field holds a URI (template), rewritten with URISeparator
+	Capability string // the upstream capability that offers the list
+}
+
+// The merged lists.
+var (
+	Tools             = ListKind{mcp.MethodToolsList, "tools", "name", false, "tools"}
+	Prompts           = ListKind{mcp.MethodPromptsList, "prompts", "name", false, "prompts"}
+	Resources         = ListKind{mcp.MethodResourcesList, "resources", "uri", true, "resources"}
+	ResourceTemplates = ListKind{mcp.MethodResourcesTemplatesList, "resourceTemplates", "uriTemplate", true, "resources"}
+)
+
+// View is the catalog one route exposes: a subset of the upstreams, with or
+// without name prefixes.
+type View struct {
+	h        *Host
+	names    []string // sorted
+	prefixed bool
+}
+
+// View returns the catalog over the named upstreams (all when names is empty).
+func (h *Host) View(names []string, prefixed bool) *View {
+	if len(names) == 0 {
+		names = h.names
+	}
+	names = slices.Clone(names)
+	slices.Sort(names)
+	return &View{h: h, names: names, prefixed: prefixed}
+}
+
+// Upstreams returns the view's upstream names in catalog order.
+func (v *View) Upstreams() []string { return slices.Clone(v.names) }
+
+// Prefixed reports whether names carry the upstream prefix.
+func (v *View) Prefixed() bool { return v.prefixed }
+
+// cursor is the composite pagination cursor: which upstream to continue
+// with and that upstream's own cursor. It is opaque to clients.
+type cursor struct {
+	Kind     string `json:"k"`
+	Upstream string `json:"u"`
+	Cursor   string `json:"c,omitempty"`
+}
+
+func encodeCursor(c cursor) string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(kind ListKind, s string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || json.Unmarshal(b, &c) != nil || c.Kind != kind.Key || c.Upstream == "" {
+		return c, errors.New("invalid cursor: pass back the nextCursor of the previous page unchanged")
+	}
+	return c, nil
+}
+
+// List answers one page of a merged list. Upstreams are visited in name
+// order, one upstream page per downstream page, so that every upstream's own
+// pagination is respected; an upstream that is down or offers no such list
+// is skipped (its items are absent until it returns).
+func (v *View) List(ctx context.Context, kind ListKind, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	start, upCursor := 0, ""
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage(`{}`)
+	}
+	if s, ok := rawjson.GetString(params, "cursor"); ok {
+		c, err := decodeCursor(kind, s)
+		if err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err)
+		}
+		start = slices.Index(v.names, c.Upstream)
+		if start < 0 {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid cursor: upstream %q is no longer on this route; start the list again without a cursor", c.Upstream)
+		}
+		upCursor = c.Cursor
+	}
+	for i := start; i < len(v.names); i, upCursor = i+1, "" {
+		name := v.names[i]
+		res, next, ok := v.listOne(ctx, kind, name, params, upCursor)
+		if !ok {
+			continue
+		}
+		var nextCursor string
+		switch {
+		case next != "":
+			nextCursor = encodeCursor(cursor{Kind: kind.Key, Upstream: name, Cursor: next})
+		default:
+			if j := v.nextOffering(kind, i+1); j >= 0 {
+				nextCursor = encodeCursor(cursor{Kind: kind.Key, Upstream: v.names[j]})
+			}
+		}
+		if next == "" && nextCursor != "" && isEmptyArray(res, kind.Key) {
+			continue // skip an empty upstream rather than return an empty page
+		}
+		out, err := finishPage(res, nextCursor)
+		if err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %q: %v", name, err)
+		}
+		return out, nil
+	}
+	return json.RawMessage(`{"` + kind.Key + `":[]}`), nil
+}
+
+// nextOffering returns the index of the first upstream from i on that is
+// connected and offers kind, or -1.
+func (v *View) nextOffering(kind ListKind, i int) int {
+	for ; i < len(v.names); i++ {
+		u := v.h.upstreams[v.names[i]]
+		u.mu.Lock()
+		c := u.client
+		u.mu.Unlock()
+		if c != nil && c.HasCapability(kind.Capability) {
+			return i
+		}
+	}
+	return -1
+}
+
+// listOne fetches one page from one upstream and rewrites its items. It
+// returns the result object, the upstream's nextCursor and whether the
+// upstream contributed (false when it is down, offers no such list or failed).
+func (v *View) listOne(ctx context.Context, kind ListKind, name string, params json.RawMessage, upCursor string) (json.RawMessage, string, bool) {
+	u := v.h.upstreams[name]
+	c, err := u.Client(ctx)
+	if err != nil {
+		u.log.Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))
+		return nil, "", false
+	}
+	if !c.HasCapability(kind.Capability) {
+		return nil, "", false
+	}
+	p, err := rawjson.Delete(params, "cursor")
+	if err == nil && upCursor != "" {
+		p, err = rawjson.SetString(p, "cursor", upCursor)
+	}
+	if err != nil {
+		return nil, "", false
+	}
+	resp, err := c.Call(ctx, kind.Method, p, client.CallOptions{})
+	if err != nil {
+		u.log.Warn(kind.Method+" failed; its items are left out of this page", zap.Error(err))
+		return nil, "", false
+	}
+	if resp.Error != nil {
+		u.log.Warn(kind.Method+" answered an error; its items are left out of this page",
+			zap.Int("code", resp.Error.Code), zap.String("message", resp.Error.Message))
+		return nil, "", false
+	}
+	next, _ := rawjson.GetString(resp.Result, "nextCursor")
+	res := resp.Result
+	if v.prefixed {
+		res, err = v.rewriteItems(kind, name, res)
+		if err != nil {
+			u.log.Warn(kind.Method+" result unreadable; its items are left out", zap.Error(err))
+			return nil, "", false
+		}
+	}
+	return res, next, true
+}
+
+// rewriteItems prefixes each item's identifying field, leaving every other
+// byte of the item as the upstream sent it.
+func (v *View) rewriteItems(kind ListKind, upstream string, res json.RawMessage) (json.RawMessage, error) {
+	arr, ok := rawjson.Get(res, kind.Key)
+	if !ok {
+		return res, nil
+	}
+	items, err := rawjson.Elements(arr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kind.Key, err)
+	}
+	out := make([][]byte, 0, len(items))
+	for _, it := range items {
+		id, ok := rawjson.GetString(it, kind.Field)
+		if !ok {
+			return nil, fmt.Errorf("%s item without a string %q", kind.Key, kind.Field)
+		}
+		nit, err := rawjson.SetString(it, kind.Field, v.external(kind.URI, upstream, id))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nit)
+	}
+	return rawjson.Set(res, kind.Key, rawjson.AppendArray(nil, out))
+}
+
+func isEmptyArray(obj json.RawMessage, key string) bool {
+	arr, ok := rawjson.Get(obj, key)
+	if !ok {
+		return true
+	}
+	items, err := rawjson.Elements(arr)
+	return err == nil && len(items) == 0
+}
+
+func finishPage(res json.RawMessage, nextCursor string) (json.RawMessage, error) {
+	if nextCursor != "" {
+		return rawjson.SetString(res, "nextCursor", nextCursor)
+	}
+	return rawjson.Delete(res, "nextCursor")
+}
+
+// external returns the downstream-facing name or URI for an upstream's one.
+func (v *View) external(uri bool, upstream, id string) string {
+	if !v.prefixed {
+		return id
+	}
+	if uri {
+		return upstream + URISeparator + id
+	}
+	return upstream + v.h.sep + id
+}
+
+// Resolve maps a downstream tool/prompt name (or, with uri, a resource URI)
+// to its upstream and the upstream's own name for it.
+func (v *View) Resolve(uri bool, external string) (upstream, internal string, ok bool) {
+	if !v.prefixed {
+		if len(v.names) != 1 {
+			return "", "", false
+		}
+		return v.names[0], external, true
+	}
+	sep := v.h.sep
+	if uri {
+		sep = URISeparator
+	}
+	up, rest, found := strings.Cut(external, sep)
+	if !found || rest == "" {
+		return "", "", false
+	}
+	if _, ok := slices.BinarySearch(v.names, up); !ok {
+		return "", "", false
+	}
+	return up, rest, true
+}
+
+// target says where a routed method keeps the name it is routed by.
+type target struct {
+	path []string // object keys from params to the field
+	uri  bool
+	what string // for error messages
+}
+
+var routed = map[string]target{
+	mcp.MethodToolsCall:            {[]string{"name"}, false, "tool"},
+	mcp.MethodPromptsGet:           {[]string{"name"}, false, "prompt"},
+	mcp.MethodResourcesRead:        {[]string{"uri"}, true, "resource"},
+	mcp.MethodResourcesSubscribe:   {[]string{"uri"}, true, "resource"},
+	mcp.MethodResourcesUnsubscribe: {[]string{"uri"}, true, "resource"},
+}
+
+// Routed reports whether method is forwarded to a single upstream by name.
+func Routed(method string) bool {
+	_, ok := routed[method]
+	return ok || method == mcp.MethodCompletionComplete
+}
+
+// Forward routes a request to the upstream that owns the name or URI in its
+// params, translating the name back, and returns the upstream's response
+// with resource URIs translated forward. A gateway-side failure (unknown
+// name, upstream down, timeout) is returned as a *jsonrpc.Error that names
+// the upstream; the upstream's own errors come back inside the response.
+func (v *View) Forward(ctx context.Context, method string, params json.RawMessage, opts client.CallOptions) (*jsonrpc.Message, *jsonrpc.Error) {
+	t, ok := routed[method]
+	if method == mcp.MethodCompletionComplete {
+		t, ok = completionTarget(params)
+	}
+	if !ok {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not routed by mcpgw", method)
+	}
+	external, err := getPath(params, t.path)
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, strings.Join(t.path, "."))
+	}
+	upstream, internal, ok := v.Resolve(t.uri, external)
+	if !ok {
+		return nil, v.unknown(t, external)
+	}
+	if internal != external {
+		if params, err = setPath(params, t.path, internal); err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %v", method, err)
+		}
+	}
+	c, cerr := v.h.upstreams[upstream].Client(ctx)
+	if cerr != nil {
+		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
+	}
+	resp, cerr := c.Call(ctx, method, params, opts)
+	if cerr != nil {
+		var te *client.TimeoutError
+		switch {
+		case errors.As(cerr, &te):
+			return nil, jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: %v", upstream, te)
+		case errors.Is(cerr, context.Canceled):
+			return nil, jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: request cancelled", upstream)
+		}
+		return nil, jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "upstream %q: %v", upstream, cerr)
+	}
+	if method == mcp.MethodResourcesRead && v.prefixed && resp.Error == nil {
+		if res, err := v.rewriteContents(upstream, resp.Result); err == nil {
+			resp.Result = res
+		}
+	}
+	return resp, nil
+}
+
+func (v *View) unknown(t target, external string) *jsonrpc.Error {
+	switch {
+	case t.uri && v.prefixed:
+		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q; on this route resource URIs have the form <upstream>%s<uri> with upstream one of %v", external, URISeparator, v.names)
+	case t.uri:
+		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q", external)
+	case v.prefixed:
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v", t.what, external, v.h.sep, v.names)
+	}
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", t.what, external)
+}
+
+// rewriteContents prefixes contents[].uri of a resources/read result.
+func (v *View) rewriteContents(upstream string, res json.RawMessage) (json.RawMessage, error) {
+	arr, ok := rawjson.Get(res, "contents")
+	if !ok {
+		return res, nil
+	}
+	items, err := rawjson.Elements(arr)
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range items {
+		if uri, ok := rawjson.GetString(it, "uri"); ok {
+			if items[i], err = rawjson.SetString(it, "uri", v.external(true, upstream, uri)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rawjson.Set(res, "contents", rawjson.AppendArray(nil, items))
+}
+
+// completionTarget routes completion/complete by its ref: a prompt name or a
+// resource template URI.
+func completionTarget(params json.RawMessage) (target, bool) {
+	ref, ok := rawjson.Get(params, "ref")
+	if !ok {
+		return target{}, false
+	}
+	typ, _ := rawjson.GetString(ref, "type")
+	switch typ {
+	case "ref/prompt":
+		return target{[]string{"ref", "name"}, false, "prompt"}, true
+	case "ref/resource":
+		return target{[]string{"ref", "uri"}, true, "resource"}, true
+	}
+	return target{}, false
+}
+
+func getPath(obj json.RawMessage, path []string) (string, error) {
+	for _, k := range path[:len(path)-1] {
+		next, ok := rawjson.Get(obj, k)
+		if !ok {
+			return "", errors.New("missing")
+		}
+		obj = next
+	}
+	s, ok := rawjson.GetString(obj, path[len(path)-1])
+	if !ok {
+		return "", errors.New("not a string")
+	}
+	return s, nil
+}
+
+func setPath(obj json.RawMessage, path []string, value string) (json.RawMessage, error) {
+	if len(path) == 1 {
+		return rawjson.SetString(obj, path[0], value)
+	}
+	inner, _ := rawjson.Get(obj, path[0])
+	inner, err := setPath(inner, path[1:], value)
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.Set(obj, path[0], inner)
+}
+
+// Instructions merges the upstreams' instructions: an unprefixed route
+// passes its upstream's through; a prefixed one labels each part.
+func (v *View) Instructions() string {
+	var parts []string
+	for _, name := range v.names {
+		u := v.h.upstreams[name]
+		u.mu.Lock()
+		c := u.client
+		u.mu.Unlock()
+		if c == nil || c.InitializeResult().Instructions == "" {
+			continue
+		}
+		ins := c.InitializeResult().Instructions
+		if !v.prefixed {
+			return ins
+		}
+		parts = append(parts, fmt.Sprintf("## %s (tools prefixed %q)\n%s", name, name+v.h.sep, ins))
+	}
+	return strings.Join(parts, "\n\n")
+}

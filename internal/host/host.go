@@ -1,0 +1,308 @@
+// Package host owns the gateway's upstream MCP clients and the merged,
+// namespaced catalog built over them. A Host is built from one config
+// generation; a reload builds a new Host and swaps it in.
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+)
+
+// State is an upstream's connection state.
+type State string
+
+// Upstream states.
+const (
+	StateStarting State = "starting" // never connected yet
+	StateReady    State = "ready"
+	StateDown     State = "down" // lost or failed; being retried
+	StateStopped  State = "stopped"
+)
+
+// Options configure a Host.
+type Options struct {
+	Logger *zap.Logger
+	// ClientInfo is sent to upstreams in initialize.
+	ClientInfo mcp.Implementation
+	// OnNotification receives every upstream notification that is not
+	// progress for a call (list_changed, resource updates, log messages).
+	OnNotification func(upstream, method string, params json.RawMessage)
+	// OnStateChange is called when an upstream connects or is lost.
+	OnStateChange func(upstream string, state State)
+	// HTTPClient is used for HTTP upstreams (nil: a default with timeouts).
+	HTTPClient *http.Client
+	// MinBackoff and MaxBackoff bound reconnection delays (defaults 500ms, 30s).
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Host owns one upstream client per configured upstream.
+type Host struct {
+	log       *zap.Logger
+	opts      Options
+	sep       string
+	upstreams map[string]*Upstream
+	names     []string // sorted: the catalog's deterministic order
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New builds a Host for cfg; Start connects the upstreams.
+func New(cfg *config.Config, opts Options) *Host {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 500 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Transport: client.DefaultHTTPTransport()}
+	}
+	sep := cfg.Separator
+	if sep == "" {
+		sep = config.DefaultSeparator
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Host{log: opts.Logger, opts: opts, sep: sep, upstreams: map[string]*Upstream{}, ctx: ctx, cancel: cancel}
+	for name, ucfg := range cfg.Upstreams {
+		h.upstreams[name] = &Upstream{
+			name:  name,
+			cfg:   ucfg,
+			host:  h,
+			log:   opts.Logger.With(zap.String("upstream", name)),
+			state: StateStarting,
+			first: make(chan struct{}),
+		}
+		h.names = append(h.names, name)
+	}
+	sort.Strings(h.names)
+	return h
+}
+
+// Start connects every upstream concurrently; one that fails does not hold
+// up or stop the others, and is retried with backoff.
+func (h *Host) Start() {
+	for _, name := range h.names {
+		u := h.upstreams[name]
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			u.supervise(h.ctx)
+		}()
+	}
+}
+
+// Close stops every upstream and waits for their goroutines and children.
+func (h *Host) Close() {
+	h.cancel()
+	h.wg.Wait()
+}
+
+// Names returns the upstream names in catalog order.
+func (h *Host) Names() []string { return slices.Clone(h.names) }
+
+// Upstream returns the named upstream, or nil.
+func (h *Host) Upstream(name string) *Upstream { return h.upstreams[name] }
+
+// Separator is the prefix separator.
+func (h *Host) Separator() string { return h.sep }
+
+// WaitReady waits until every upstream has made its first connection
+// attempt (successful or not) or ctx ends.
+func (h *Host) WaitReady(ctx context.Context) error {
+	for _, name := range h.names {
+		select {
+		case <-h.upstreams[name].first:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Upstream is one supervised upstream connection.
+type Upstream struct {
+	name string
+	cfg  *config.Upstream
+	host *Host
+	log  *zap.Logger
+
+	mu      sync.Mutex
+	client  *client.Client
+	state   State
+	lastErr error
+	first   chan struct{} // closed after the first connection attempt
+}
+
+// Name is the upstream's configured name.
+func (u *Upstream) Name() string { return u.name }
+
+// State returns the current state and the last error.
+func (u *Upstream) State() (State, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.state, u.lastErr
+}
+
+// UnavailableError is returned for an upstream that is not connected.
+type UnavailableError struct {
+	Upstream string
+	State    State
+	Cause    error
+}
+
+func (e *UnavailableError) Error() string {
+	msg := fmt.Sprintf("upstream %q is unavailable (%s)", e.Upstream, e.State)
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg + "; mcpgw keeps retrying it in the background"
+}
+
+// Client returns the live client. While the upstream is making its first
+// connection it waits for it (bounded by ctx); otherwise a disconnected
+// upstream fails fast with an *UnavailableError.
+func (u *Upstream) Client(ctx context.Context) (*client.Client, error) {
+	u.mu.Lock()
+	state := u.state
+	u.mu.Unlock()
+	if state == StateStarting {
+		select {
+		case <-u.first:
+		case <-ctx.Done():
+		}
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.client == nil {
+		return nil, &UnavailableError{Upstream: u.name, State: u.state, Cause: u.lastErr}
+	}
+	return u.client, nil
+}
+
+func (u *Upstream) setState(s State, c *client.Client, err error) {
+	u.mu.Lock()
+	changed := u.state != s
+	u.state, u.client, u.lastErr = s, c, err
+	u.mu.Unlock()
+	if changed && u.host.opts.OnStateChange != nil {
+		u.host.opts.OnStateChange(u.name, s)
+	}
+}
+
+// supervise keeps the upstream connected until ctx ends: connect, wait for
+// the connection to fail, back off with jitter, reconnect.
+func (u *Upstream) supervise(ctx context.Context) {
+	opts := u.host.opts
+	backoff := opts.MinBackoff
+	firstDone := false
+	markFirst := func() {
+		if !firstDone {
+			firstDone = true
+			close(u.first)
+		}
+	}
+	defer markFirst()
+	for ctx.Err() == nil {
+		c, err := u.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			u.log.Warn("upstream failed to start; will retry", zap.Error(err), zap.Duration("retry_in", backoff))
+			u.setState(StateDown, nil, err)
+			markFirst()
+		} else {
+			u.log.Info("upstream ready", zap.String("protocol_version", c.ProtocolVersion()))
+			u.setState(StateReady, c, nil)
+			markFirst()
+			connectedAt := time.Now()
+			select {
+			case <-ctx.Done():
+				u.setState(StateStopped, nil, errors.New("gateway shutting down"))
+				_ = c.Close()
+				return
+			case <-c.Done():
+			}
+			lost := c.Err()
+			u.setState(StateDown, nil, lost)
+			_ = c.Close()
+			u.log.Warn("lost upstream; will reconnect", zap.Error(lost))
+			if time.Since(connectedAt) > opts.MaxBackoff {
+				backoff = opts.MinBackoff // it was healthy for a while: not a crash loop
+			}
+		}
+		// Full jitter keeps a fleet of gateways from reconnecting in lockstep.
+		delay := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		backoff = min(backoff*2, opts.MaxBackoff)
+	}
+	u.setState(StateStopped, nil, errors.New("gateway shutting down"))
+}
+
+func (u *Upstream) connect(ctx context.Context) (*client.Client, error) {
+	t, err := u.transport()
+	if err != nil {
+		return nil, err
+	}
+	startup := u.cfg.StartupTimeout.D()
+	if startup <= 0 {
+		startup = 30 * time.Second
+	}
+	cctx, cancel := context.WithTimeout(ctx, startup)
+	defer cancel()
+	name := u.name
+	opts := u.host.opts
+	return client.Connect(cctx, t, client.Options{
+		Name:       name,
+		Logger:     u.log,
+		Timeout:    u.cfg.Timeout.D(),
+		ClientInfo: opts.ClientInfo,
+		OnNotification: func(method string, params json.RawMessage) {
+			if opts.OnNotification != nil {
+				opts.OnNotification(name, method, params)
+			}
+		},
+	})
+}
+
+func (u *Upstream) transport() (client.Transport, error) {
+	switch {
+	case len(u.cfg.Command) > 0:
+		return client.NewStdio(client.StdioConfig{
+			Argv:         u.cfg.Command,
+			Env:          u.cfg.Env,
+			Dir:          u.cfg.Dir,
+			MaxLineBytes: u.cfg.MaxLineBytes,
+			Logger:       u.log,
+		}), nil
+	case u.cfg.URL != "":
+		hc := client.HTTPConfig{URL: u.cfg.URL, Headers: u.cfg.Headers, Client: u.host.opts.HTTPClient, Logger: u.log}
+		if u.cfg.Transport == "sse" {
+			return client.NewLegacySSE(hc), nil
+		}
+		return client.NewStreamable(hc), nil
+	}
+	return nil, errors.New("upstream has neither url nor command")
+}

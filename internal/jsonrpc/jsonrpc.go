@@ -1,0 +1,259 @@
+// Package jsonrpc is the JSON-RPC 2.0 wire layer: message framing, parsing and
+// encoding. It knows nothing of MCP; params, results and ids stay raw JSON so
+// that whatever passes through is forwarded byte for byte.
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Standard JSON-RPC 2.0 error codes.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+)
+
+// Kind says what a message is.
+type Kind int
+
+const (
+	// KindRequest has a method and an id and expects a response.
+	KindRequest Kind = iota + 1
+	// KindNotification has a method and no id.
+	KindNotification
+	// KindResponse has an id and a result or an error.
+	KindResponse
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRequest:
+		return "request"
+	case KindNotification:
+		return "notification"
+	case KindResponse:
+		return "response"
+	}
+	return "invalid"
+}
+
+// ID is a request id kept as its raw JSON text (a string or a number), so that
+// it round-trips exactly: 1, 1.0 and "1" are three different ids.
+type ID json.RawMessage
+
+// IntID returns the id for n.
+func IntID(n int64) ID { return ID(strconv.AppendInt(nil, n, 10)) }
+
+// String returns the id's JSON text.
+func (id ID) String() string { return string(id) }
+
+// Valid reports whether id is a JSON string or number (null is not an id
+// a server may answer to in MCP).
+func (id ID) Valid() bool {
+	if len(id) == 0 {
+		return false
+	}
+	switch id[0] {
+	case '"':
+		var s string
+		return json.Unmarshal(id, &s) == nil
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		var f json.Number
+		return json.Unmarshal(id, &f) == nil
+	}
+	return false
+}
+
+// MarshalJSON writes the raw id.
+func (id ID) MarshalJSON() ([]byte, error) {
+	if len(id) == 0 {
+		return []byte("null"), nil
+	}
+	return id, nil
+}
+
+// UnmarshalJSON keeps the raw id.
+func (id *ID) UnmarshalJSON(b []byte) error {
+	*id = append((*id)[:0], b...)
+	return nil
+}
+
+// Error is a JSON-RPC error object. Data stays raw.
+type Error struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
+
+// Errorf builds an Error with a formatted message.
+func Errorf(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Message is one JSON-RPC message. Exactly which fields are set depends on
+// its Kind; Params and Result are never decoded here.
+type Message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      ID              `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// Kind classifies the message. Parse guarantees it is one of the three.
+func (m *Message) Kind() Kind {
+	switch {
+	case m.Method != "" && m.ID != nil:
+		return KindRequest
+	case m.Method != "":
+		return KindNotification
+	default:
+		return KindResponse
+	}
+}
+
+// NewRequest builds a request.
+func NewRequest(id ID, method string, params json.RawMessage) *Message {
+	return &Message{JSONRPC: "2.0", ID: id, Method: method, Params: params}
+}
+
+// NewNotification builds a notification.
+func NewNotification(method string, params json.RawMessage) *Message {
+	return &Message{JSONRPC: "2.0", Method: method, Params: params}
+}
+
+// NewResult builds a successful response.
+func NewResult(id ID, result json.RawMessage) *Message {
+	if result == nil {
+		result = json.RawMessage("{}")
+	}
+	return &Message{JSONRPC: "2.0", ID: id, Result: result}
+}
+
+// NewError builds an error response. A nil id is sent as null, as the spec
+// requires when the request's id could not be read.
+func NewError(id ID, err *Error) *Message {
+	if id == nil {
+		id = ID("null")
+	}
+	return &Message{JSONRPC: "2.0", ID: id, Error: err}
+}
+
+// Encode returns the message's JSON text without a trailing newline. It is
+// assembled by hand rather than with json.Marshal, which would compact (and
+// HTML-escape) raw params and results: what an upstream sent is forwarded
+// byte for byte.
+func Encode(m *Message) ([]byte, error) {
+	n := 32 + len(m.ID) + len(m.Method) + len(m.Params) + len(m.Result)
+	b := make([]byte, 0, n)
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	if m.ID != nil {
+		b = append(b, `,"id":`...)
+		b = append(b, m.ID...)
+	}
+	if m.Method != "" {
+		b = append(b, `,"method":`...)
+		b = appendString(b, m.Method)
+	}
+	if len(m.Params) > 0 {
+		b = append(b, `,"params":`...)
+		b = append(b, m.Params...)
+	}
+	if len(m.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = append(b, m.Result...)
+	}
+	if m.Error != nil {
+		b = append(b, `,"error":{"code":`...)
+		b = strconv.AppendInt(b, int64(m.Error.Code), 10)
+		b = append(b, `,"message":`...)
+		b = appendString(b, m.Error.Message)
+		if len(m.Error.Data) > 0 {
+			b = append(b, `,"data":`...)
+			b = append(b, m.Error.Data...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}'), nil
+}
+
+// appendString appends s as a JSON string without HTML escaping, so error
+// messages stay readable ("<upstream>", not "\u003cupstream\u003e").
+func appendString(b []byte, s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+}
+
+// ErrBatch is returned by Parse for a JSON array: batches were removed from
+// MCP in 2025-06-18 and mcpgw does not accept them.
+var ErrBatch = errors.New("JSON-RPC batches are not supported; send one message per request")
+
+// Parse decodes one JSON-RPC message and checks its shape. Its errors are
+// *Error values with the code a peer should be answered with.
+func Parse(data []byte) (*Message, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, Errorf(CodeParseError, "parse error: empty message")
+	}
+	if data[0] == '[' {
+		if !json.Valid(data) {
+			return nil, Errorf(CodeParseError, "parse error: body is not valid JSON")
+		}
+		return nil, &Error{Code: CodeInvalidRequest, Message: ErrBatch.Error()}
+	}
+	if data[0] != '{' {
+		if !json.Valid(data) {
+			return nil, Errorf(CodeParseError, "parse error: body is not valid JSON")
+		}
+		return nil, Errorf(CodeInvalidRequest, "invalid request: a JSON-RPC message must be a JSON object")
+	}
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || !json.Valid(data) {
+			return nil, Errorf(CodeParseError, "parse error: %v", err)
+		}
+		return nil, Errorf(CodeInvalidRequest, "invalid request: %v", err)
+	}
+	if m.JSONRPC != "2.0" {
+		return &m, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+	}
+	if m.ID != nil && string(m.ID) != "null" && !m.ID.Valid() {
+		return &m, Errorf(CodeInvalidRequest, "invalid request: id must be a string or a number")
+	}
+	if string(m.ID) == "null" {
+		// A null id is only meaningful on an error response to an unreadable request.
+		if m.Method != "" || m.Error == nil {
+			return &m, Errorf(CodeInvalidRequest, "invalid request: id must not be null")
+		}
+	}
+	if m.Method != "" {
+		if m.Result != nil || m.Error != nil {
+			return &m, Errorf(CodeInvalidRequest, "invalid request: a request must not carry result or error")
+		}
+		if len(m.Params) > 0 && m.Params[0] != '{' && m.Params[0] != '[' {
+			return &m, Errorf(CodeInvalidRequest, "invalid request: params must be an object or an array")
+		}
+		return &m, nil
+	}
+	if m.ID == nil {
+		return &m, Errorf(CodeInvalidRequest, "invalid request: message has neither method nor id")
+	}
+	if (m.Result == nil) == (m.Error == nil) {
+		return &m, Errorf(CodeInvalidRequest, "invalid response: exactly one of result and error must be set")
+	}
+	return &m, nil
+}

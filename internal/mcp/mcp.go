@@ -1,0 +1,95 @@
+// Package mcp holds the Model Context Protocol facts both sides of the
+// gateway share: protocol revisions, method names, error codes and the small
+// typed views of handshake messages the gateway must read. Payloads the
+// gateway forwards are never decoded into these types.
+package mcp
+
+import (
+	"encoding/json"
+	"slices"
+)
+
+// Protocol revisions, newest first.
+const (
+	Version20251125 = "2025-11-25"
+	Version20250618 = "2025-06-18"
+	Version20250326 = "2025-03-26"
+	Version20241105 = "2024-11-05"
+)
+
+// SupportedVersions are the revisions mcpgw speaks on both sides, newest first.
+// 2026-07-28 (stateless) is negotiated through server/discover and lands
+// separately; this list is the initialize-handshake set.
+var SupportedVersions = []string{Version20251125, Version20250618, Version20250326, Version20241105}
+
+// LatestVersion is the revision offered first.
+const LatestVersion = Version20251125
+
+// IsSupported reports whether v is a revision mcpgw speaks.
+func IsSupported(v string) bool { return slices.Contains(SupportedVersions, v) }
+
+// Method names the gateway itself interprets.
+const (
+	MethodInitialize              = "initialize"
+	MethodPing                    = "ping"
+	MethodToolsList               = "tools/list"
+	MethodToolsCall               = "tools/call"
+	MethodPromptsList             = "prompts/list"
+	MethodPromptsGet              = "prompts/get"
+	MethodResourcesList           = "resources/list"
+	MethodResourcesTemplatesList  = "resources/templates/list"
+	MethodResourcesRead           = "resources/read"
+	MethodResourcesSubscribe      = "resources/subscribe"
+	MethodResourcesUnsubscribe    = "resources/unsubscribe"
+	MethodCompletionComplete      = "completion/complete"
+	MethodLoggingSetLevel         = "logging/setLevel"
+	NotificationInitialized       = "notifications/initialized"
+	NotificationCancelled         = "notifications/cancelled"
+	NotificationProgress          = "notifications/progress"
+	NotificationMessage           = "notifications/message"
+	NotificationToolsListChanged  = "notifications/tools/list_changed"
+	NotificationPromptsChanged    = "notifications/prompts/list_changed"
+	NotificationResourcesChanged  = "notifications/resources/list_changed"
+	NotificationResourceUpdated   = "notifications/resources/updated"
+	MethodRootsList               = "roots/list"
+	MethodSamplingCreateMessage   = "sampling/createMessage"
+	MethodElicitationCreate       = "elicitation/create"
+	NotificationRootsListChanged  = "notifications/roots/list_changed"
+	HeaderSessionID               = "Mcp-Session-Id"
+	HeaderProtocolVersion         = "Mcp-Protocol-Version"
+	ContentTypeJSON               = "application/json"
+	ContentTypeEventStream        = "text/event-stream"
+	DefaultDownstreamVersionGuess = Version20250326 // spec: assume this when the header is absent
+)
+
+// MCP-specific error codes (JSON-RPC server-error range).
+const (
+	// CodeResourceNotFound is the pre-2026 code for an unknown resource URI.
+	CodeResourceNotFound = -32002
+	// CodeRequestTimeout is what the SDKs use for a request that got no answer in time.
+	CodeRequestTimeout = -32001
+	// CodeUpstreamUnavailable marks a call whose upstream is down or unreachable.
+	CodeUpstreamUnavailable = -32003
+)
+
+// Implementation is the clientInfo/serverInfo object.
+type Implementation struct {
+	Name    string `json:"name"`
+	Title   string `json:"title,omitempty"`
+	Version string `json:"version"`
+}
+
+// InitializeParams is the part of initialize's params the gateway reads.
+type InitializeParams struct {
+	ProtocolVersion string          `json:"protocolVersion"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+	ClientInfo      json.RawMessage `json:"clientInfo"`
+}
+
+// InitializeResult is the part of initialize's result the gateway reads or writes.
+type InitializeResult struct {
+	ProtocolVersion string          `json:"protocolVersion"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+	ServerInfo      json.RawMessage `json:"serverInfo"`
+	Instructions    string          `json:"instructions,omitempty"`
+}

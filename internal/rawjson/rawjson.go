@@ -1,0 +1,356 @@
+// Package rawjson reads and splices JSON text without decoding it into Go
+// values, so that every byte the gateway does not have to change stays as the
+// upstream wrote it: key order, unknown fields, number formatting, escapes.
+package rawjson
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// ErrNotObject is returned when an object was expected.
+var ErrNotObject = errors.New("rawjson: not a JSON object")
+
+// ErrNotArray is returned when an array was expected.
+var ErrNotArray = errors.New("rawjson: not a JSON array")
+
+// Field is one member of a JSON object: its decoded key and the byte span of
+// its raw value in the object's text.
+type Field struct {
+	Key        string
+	Value      []byte
+	Start, End int
+}
+
+// Fields returns the top-level members of the object obj, in order.
+func Fields(obj []byte) ([]Field, error) {
+	var out []Field
+	err := EachField(obj, func(f Field) bool { out = append(out, f); return true })
+	return out, err
+}
+
+// EachField calls fn for each top-level member of obj until fn returns false.
+func EachField(obj []byte, fn func(Field) bool) error {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return ErrNotObject
+	}
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return trailing(obj, i+1)
+	}
+	for {
+		if i >= len(obj) || obj[i] != '"' {
+			return syntaxErr(i, "expected a string key")
+		}
+		kEnd, err := skipString(obj, i)
+		if err != nil {
+			return err
+		}
+		var key string
+		if err := json.Unmarshal(obj[i:kEnd], &key); err != nil {
+			return syntaxErr(i, "bad key")
+		}
+		i = skipSpace(obj, kEnd)
+		if i >= len(obj) || obj[i] != ':' {
+			return syntaxErr(i, "expected ':'")
+		}
+		vStart := skipSpace(obj, i+1)
+		vEnd, err := skipValue(obj, vStart)
+		if err != nil {
+			return err
+		}
+		if !fn(Field{Key: key, Value: obj[vStart:vEnd], Start: vStart, End: vEnd}) {
+			return nil
+		}
+		i = skipSpace(obj, vEnd)
+		if i >= len(obj) {
+			return syntaxErr(i, "unterminated object")
+		}
+		if obj[i] == '}' {
+			return trailing(obj, i+1)
+		}
+		if obj[i] != ',' {
+			return syntaxErr(i, "expected ',' or '}'")
+		}
+		i = skipSpace(obj, i+1)
+	}
+}
+
+// Get returns the raw value of key in obj and whether it is present.
+func Get(obj []byte, key string) ([]byte, bool) {
+	var val []byte
+	found := false
+	_ = EachField(obj, func(f Field) bool {
+		if f.Key == key {
+			val, found = f.Value, true
+			return false
+		}
+		return true
+	})
+	return val, found
+}
+
+// GetString returns the string value of key, and whether it is present and a string.
+func GetString(obj []byte, key string) (string, bool) {
+	raw, ok := Get(obj, key)
+	if !ok || len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// Set returns a copy of obj with key's value replaced by value, or with the
+// member appended when absent. Every other byte is kept.
+func Set(obj []byte, key string, value []byte) ([]byte, error) {
+	var span *Field
+	err := EachField(obj, func(f Field) bool {
+		if f.Key == key {
+			span = &f
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if span != nil {
+		out := make([]byte, 0, len(obj)-len(span.Value)+len(value))
+		out = append(out, obj[:span.Start]...)
+		out = append(out, value...)
+		return append(out, obj[span.End:]...), nil
+	}
+	// Append before the closing brace.
+	end := len(obj) - 1
+	for end >= 0 && obj[end] != '}' {
+		end--
+	}
+	k, _ := json.Marshal(key)
+	out := make([]byte, 0, len(obj)+len(k)+len(value)+2)
+	out = append(out, obj[:end]...)
+	if hasMembers(obj[:end]) {
+		out = append(out, ',')
+	}
+	out = append(out, k...)
+	out = append(out, ':')
+	out = append(out, value...)
+	return append(out, obj[end:]...), nil
+}
+
+// SetString is Set with a JSON-encoded string value.
+func SetString(obj []byte, key, value string) ([]byte, error) {
+	v, _ := json.Marshal(value)
+	return Set(obj, key, v)
+}
+
+// Delete returns a copy of obj without key (obj itself when key is absent).
+func Delete(obj []byte, key string) ([]byte, error) {
+	fields, err := Fields(obj)
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range fields {
+		if f.Key != key {
+			continue
+		}
+		// Remove from the end of the previous member (or the '{') to the
+		// end of this one, which also removes the separating comma.
+		var cut0, cut1 int
+		if i > 0 {
+			cut0, cut1 = fields[i-1].End, f.End
+		} else {
+			cut0 = openBrace(obj) + 1
+			if len(fields) > 1 {
+				cut1 = keyStart(obj, fields[1])
+			} else {
+				cut1 = f.End
+			}
+		}
+		out := make([]byte, 0, len(obj))
+		out = append(out, obj[:cut0]...)
+		return append(out, obj[cut1:]...), nil
+	}
+	return obj, nil
+}
+
+// Elements returns the raw elements of the array arr.
+func Elements(arr []byte) ([][]byte, error) {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return nil, ErrNotArray
+	}
+	var out [][]byte
+	i = skipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return out, trailing(arr, i+1)
+	}
+	for {
+		end, err := skipValue(arr, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, arr[i:end])
+		i = skipSpace(arr, end)
+		if i >= len(arr) {
+			return nil, syntaxErr(i, "unterminated array")
+		}
+		if arr[i] == ']' {
+			return out, trailing(arr, i+1)
+		}
+		if arr[i] != ',' {
+			return nil, syntaxErr(i, "expected ',' or ']'")
+		}
+		i = skipSpace(arr, i+1)
+	}
+}
+
+// AppendArray appends the JSON array of elems to dst.
+func AppendArray(dst []byte, elems [][]byte) []byte {
+	dst = append(dst, '[')
+	for i, e := range elems {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, e...)
+	}
+	return append(dst, ']')
+}
+
+func hasMembers(prefix []byte) bool {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		switch prefix[i] {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{':
+			return false
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+func openBrace(obj []byte) int { return skipSpace(obj, 0) }
+
+// keyStart finds where f's key begins: the '"' after the ',' that precedes it.
+func keyStart(obj []byte, f Field) int {
+	i := f.Start - 1
+	for i >= 0 && obj[i] != ':' {
+		i--
+	}
+	// Walk back over whitespace and the key string itself.
+	i--
+	for i >= 0 && isSpace(obj[i]) {
+		i--
+	}
+	// i is at the closing quote of the key; find its opening quote.
+	i--
+	for i >= 0 {
+		if obj[i] == '"' && !escaped(obj, i) {
+			return i
+		}
+		i--
+	}
+	return 0
+}
+
+func escaped(b []byte, i int) bool {
+	n := 0
+	for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+func trailing(b []byte, i int) error {
+	if skipSpace(b, i) != len(b) {
+		return syntaxErr(i, "unexpected data after value")
+	}
+	return nil
+}
+
+type syntaxError struct {
+	off int
+	msg string
+}
+
+func (e *syntaxError) Error() string { return fmt.Sprintf("rawjson: %s at offset %d", e.msg, e.off) }
+
+func syntaxErr(off int, msg string) error { return &syntaxError{off, msg} }
+
+// skipString returns the index just past the string starting at b[i] == '"'.
+func skipString(b []byte, i int) (int, error) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		default:
+			if b[j] < 0x20 {
+				return 0, syntaxErr(j, "control character in string")
+			}
+		}
+	}
+	return 0, syntaxErr(i, "unterminated string")
+}
+
+// skipValue returns the index just past the JSON value starting at b[i]. It
+// checks structure (brackets, strings, literals) but leaves full number and
+// escape validation to whoever decodes the value.
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, syntaxErr(i, "expected a value")
+	}
+	switch c := b[i]; {
+	case c == '"':
+		return skipString(b, i)
+	case c == '{' || c == '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, err := skipString(b, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					end := j + 1
+					if !json.Valid(b[i:end]) {
+						return 0, syntaxErr(i, "invalid JSON value")
+					}
+					return end, nil
+				}
+			}
+		}
+		return 0, syntaxErr(i, "unterminated value")
+	default:
+		j := i
+		for j < len(b) && !isSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
+			j++
+		}
+		if j == i || !json.Valid(b[i:j]) {
+			return 0, syntaxErr(i, "invalid literal")
+		}
+		return j, nil
+	}
+}

@@ -1,0 +1,479 @@
+// Package router is mcpgw's downstream side: the Streamable HTTP endpoint of
+// every configured route (chi), downstream sessions, edge checks (Origin,
+// Host, body size), and the dispatch of each MCP request to the host's
+// merged catalog or to the upstream that owns it.
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/sse"
+)
+
+// Options configure a Router.
+type Options struct {
+	Logger *zap.Logger
+	// ServerInfo is what initialize reports as serverInfo.
+	ServerInfo mcp.Implementation
+	// IdleTimeout ends sessions unused for this long (default 1h).
+	IdleTimeout time.Duration
+	// KeepAlive is the interval of SSE comment keep-alives (default 25s).
+	KeepAlive time.Duration
+}
+
+// Router serves every route of one config generation.
+type Router struct {
+	log      *zap.Logger
+	opts     Options
+	host     *host.Host
+	mux      chi.Router
+	sessions *sessionStore
+	origins  map[string]bool
+	hosts    []string // allowed Host names on a loopback listener; nil = any
+	maxBody  int64
+
+	stop      chan struct{}
+	drain     chan struct{} // closed by Drain: no new sessions, GET streams end
+	wg        sync.WaitGroup
+	once      sync.Once
+	drainOnce sync.Once
+}
+
+type route struct {
+	path string
+	view *host.View
+}
+
+// New builds the router for cfg over h.
+func New(cfg *config.Config, h *host.Host, opts Options) *Router {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = time.Hour
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = 25 * time.Second
+	}
+	if opts.ServerInfo.Name == "" {
+		opts.ServerInfo = mcp.Implementation{Name: "mcpgw", Version: "dev"}
+	}
+	rt := &Router{
+		log:      opts.Logger,
+		opts:     opts,
+		host:     h,
+		sessions: newSessionStore(),
+		origins:  map[string]bool{},
+		maxBody:  cfg.MaxBodyBytes,
+		stop:     make(chan struct{}),
+		drain:    make(chan struct{}),
+	}
+	if rt.maxBody <= 0 {
+		rt.maxBody = 4 << 20
+	}
+	for _, o := range cfg.AllowedOrigins {
+		rt.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	rt.hosts = allowedHosts(cfg)
+
+	mux := chi.NewRouter()
+	mux.Use(rt.edge)
+	for _, rc := range cfg.Routes {
+		r := &route{path: rc.Path, view: h.View(rc.Upstreams, rc.Prefixed())}
+		mux.Post(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.post(w, req, r) })
+		mux.Get(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.get(w, req, r) })
+		mux.Delete(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.delete(w, req, r) })
+	}
+	mux.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		httpError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "method "+req.Method+" not allowed; MCP uses POST, GET and DELETE")
+	})
+	mux.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "no MCP route at "+req.URL.Path)
+	})
+	rt.mux = mux
+
+	rt.wg.Add(1)
+	go rt.reaper()
+	return rt
+}
+
+// ServeHTTP serves the MCP listener.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
+
+// Drain prepares a graceful stop: new sessions are refused and GET streams
+// end (clients reconnect elsewhere), while in-flight requests go on.
+func (rt *Router) Drain() {
+	rt.drainOnce.Do(func() { close(rt.drain) })
+}
+
+// Close ends every session, cancelling what is still in flight, and stops
+// the router's goroutines.
+func (rt *Router) Close() {
+	rt.Drain()
+	rt.once.Do(func() {
+		close(rt.stop)
+		rt.sessions.closeAll()
+		rt.wg.Wait()
+	})
+}
+
+// Broadcast queues a notification for every session's GET stream.
+func (rt *Router) Broadcast(method string, params json.RawMessage) {
+	b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params))
+	if err != nil {
+		return
+	}
+	for _, s := range rt.sessions.all() {
+		s.send(b)
+	}
+}
+
+func (rt *Router) reaper() {
+	defer rt.wg.Done()
+	tick := time.NewTicker(min(rt.opts.IdleTimeout/4, time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-rt.stop:
+			return
+		case <-tick.C:
+			if n := rt.sessions.reap(rt.opts.IdleTimeout); n > 0 {
+				rt.log.Info("ended idle sessions", zap.Int("count", n))
+			}
+		}
+	}
+}
+
+// allowedHosts returns the Host names accepted when the listener is on
+// loopback (DNS-rebinding protection), or nil when any Host is fine.
+func allowedHosts(cfg *config.Config) []string {
+	h, _, err := net.SplitHostPort(cfg.Listen)
+	if err != nil || !isLoopbackName(h) {
+		return nil
+	}
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, strings.ToLower(u.Hostname()))
+	}
+	return hosts
+}
+
+func isLoopbackName(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// edge runs the checks every request passes before anything else: Host on a
+// loopback listener and Origin against allowed_origins.
+func (rt *Router) edge(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.hosts != nil {
+			h := r.Host
+			if hn, _, err := net.SplitHostPort(h); err == nil {
+				h = hn
+			}
+			h = strings.Trim(strings.ToLower(h), "[]")
+			if !slices.Contains(rt.hosts, h) && !isLoopbackIP(h) {
+				rt.log.Warn("refused request with a non-loopback Host on a loopback listener", zap.String("host", r.Host))
+				httpError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "Host "+r.Host+" is not allowed on this loopback listener (DNS-rebinding protection); set public_url to serve another name")
+				return
+			}
+		}
+		if o := r.Header.Get("Origin"); o != "" && !rt.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] {
+			rt.log.Warn("refused request from an Origin not in allowed_origins", zap.String("origin", o))
+			httpError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "Origin "+o+" is not allowed; add it to allowed_origins to serve this web app")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func isLoopbackIP(h string) bool {
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+func accepts(r *http.Request, mediaType string) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+		if mt == mediaType || mt == "*/*" {
+			return true
+		}
+	}
+	return false
+}
+
+func (rt *Router) post(w http.ResponseWriter, r *http.Request, rte *route) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, _ := strings.Cut(ct, ";")
+		if !strings.EqualFold(strings.TrimSpace(mt), mcp.ContentTypeJSON) {
+			httpError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Content-Type must be application/json")
+			return
+		}
+	}
+	if r.Header.Get("Accept") != "" && !accepts(r, mcp.ContentTypeJSON) && !accepts(r, mcp.ContentTypeEventStream) {
+		httpError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Accept must include application/json and text/event-stream")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "request body exceeds max_body_bytes")
+			return
+		}
+		httpError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "could not read request body: "+err.Error())
+		return
+	}
+	msg, perr := jsonrpc.Parse(body)
+	if perr != nil {
+		var je *jsonrpc.Error
+		if !errors.As(perr, &je) {
+			je = jsonrpc.Errorf(jsonrpc.CodeParseError, "%v", perr)
+		}
+		var id jsonrpc.ID
+		if msg != nil && msg.ID.Valid() {
+			id = msg.ID
+		}
+		writeJSON(w, http.StatusBadRequest, jsonrpc.NewError(id, je))
+		return
+	}
+
+	if msg.Kind() == jsonrpc.KindRequest && msg.Method == mcp.MethodInitialize {
+		rt.initialize(w, r, rte, msg)
+		return
+	}
+	sess, ok := rt.session(w, r, rte)
+	if !ok {
+		return
+	}
+	sess.touch()
+	switch msg.Kind() {
+	case jsonrpc.KindNotification:
+		rt.notification(sess, msg)
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindResponse:
+		// Answers to server→client requests; the gateway sends none yet.
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindRequest:
+		rt.request(w, r, sess, msg)
+	}
+}
+
+// session finds the request's session, answering 400/404 itself when it
+// cannot.
+func (rt *Router) session(w http.ResponseWriter, r *http.Request, rte *route) (*Session, bool) {
+	id := r.Header.Get(mcp.HeaderSessionID)
+	if id == "" {
+		httpError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "missing Mcp-Session-Id header; send initialize first to start a session")
+		return nil, false
+	}
+	sess := rt.sessions.get(id, rte)
+	if sess == nil {
+		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; start a new one with initialize")
+		return nil, false
+	}
+	if v := r.Header.Get(mcp.HeaderProtocolVersion); v != "" && !mcp.IsSupported(v) {
+		httpError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "unsupported MCP-Protocol-Version "+v+"; supported: "+strings.Join(mcp.SupportedVersions, ", "))
+		return nil, false
+	}
+	return sess, true
+}
+
+func (rt *Router) initialize(w http.ResponseWriter, r *http.Request, rte *route, msg *jsonrpc.Message) {
+	select {
+	case <-rt.drain:
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, jsonrpc.CodeInternalError, "mcpgw is shutting down; retry against another replica")
+		return
+	default:
+	}
+	var p mcp.InitializeParams
+	if err := json.Unmarshal(msg.Params, &p); err != nil || p.ProtocolVersion == "" {
+		writeJSON(w, http.StatusOK, jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize: params.protocolVersion is required")))
+		return
+	}
+	version := p.ProtocolVersion
+	if !mcp.IsSupported(version) {
+		version = mcp.LatestVersion // the spec's counter-offer
+	}
+	sess := rt.sessions.create(rte, version, p.Capabilities, p.ClientInfo)
+	res, _ := json.Marshal(mcp.InitializeResult{
+		ProtocolVersion: version,
+		Capabilities:    capabilities(),
+		ServerInfo:      mustJSON(rt.opts.ServerInfo),
+		Instructions:    rte.view.Instructions(),
+	})
+	rt.log.Info("session started", zap.String("route", rte.path), zap.String("protocol_version", version), zap.ByteString("client", p.ClientInfo))
+	w.Header().Set(mcp.HeaderSessionID, sess.id)
+	writeJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, res))
+}
+
+// capabilities are what every route offers: the gateway can answer each of
+// these whichever upstreams are up, and lists change as upstreams come and go.
+func capabilities() json.RawMessage {
+	return json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"listChanged":true},"completions":{},"logging":{}}`)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func (rt *Router) notification(sess *Session, msg *jsonrpc.Message) {
+	switch msg.Method {
+	case mcp.NotificationInitialized:
+		sess.mu.Lock()
+		sess.initialized = true
+		sess.mu.Unlock()
+	case mcp.NotificationCancelled:
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(msg.Params, &p) == nil && p.RequestID != nil {
+			sess.cancelRequest(p.RequestID)
+		}
+	}
+}
+
+// request answers one request, as JSON or, for tools/call when the client
+// accepts it, as an SSE stream that carries the call's progress first.
+func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(sess.ctx, cancel) // DELETE ends in-flight calls too
+	defer stop()
+	sess.track(msg.ID, cancel)
+	defer sess.untrack(msg.ID)
+
+	if msg.Method != mcp.MethodToolsCall || !accepts(r, mcp.ContentTypeEventStream) {
+		writeJSON(w, http.StatusOK, rt.dispatch(ctx, sess, msg, nil))
+		return
+	}
+	events := make(chan []byte, 32)
+	progress := func(params json.RawMessage) {
+		b, err := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, params))
+		if err != nil {
+			return
+		}
+		select {
+		case events <- b:
+		default: // a client that cannot keep up loses progress hints, never the answer
+		}
+	}
+	done := make(chan *jsonrpc.Message, 1)
+	go func() { done <- rt.dispatch(ctx, sess, msg, progress) }()
+	sw := sse.NewWriter(w)
+	for {
+		select {
+		case b := <-events:
+			_ = sw.Write(sse.Event{Name: "message", Data: b})
+		case resp := <-done:
+			for len(events) > 0 {
+				_ = sw.Write(sse.Event{Name: "message", Data: <-events})
+			}
+			b, err := jsonrpc.Encode(resp)
+			if err == nil {
+				_ = sw.Write(sse.Event{Name: "message", Data: b})
+			}
+			return
+		}
+	}
+}
+
+func (rt *Router) get(w http.ResponseWriter, r *http.Request, rte *route) {
+	if !accepts(r, mcp.ContentTypeEventStream) {
+		httpError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "GET opens an event stream: Accept must include text/event-stream")
+		return
+	}
+	sess, ok := rt.session(w, r, rte)
+	if !ok {
+		return
+	}
+	sess.mu.Lock()
+	if sess.streamOpen {
+		sess.mu.Unlock()
+		httpError(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "this session already has an open GET stream")
+		return
+	}
+	sess.streamOpen = true
+	sess.mu.Unlock()
+	defer func() {
+		sess.mu.Lock()
+		sess.streamOpen = false
+		sess.lastUsed = time.Now()
+		sess.mu.Unlock()
+	}()
+	sw := sse.NewWriter(w)
+	keep := time.NewTicker(rt.opts.KeepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-sess.ctx.Done():
+			return
+		case <-rt.drain:
+			return
+		case b := <-sess.outbox:
+			if sw.Write(sse.Event{Name: "message", Data: b}) != nil {
+				return
+			}
+		case <-keep.C:
+			if sw.Comment("keep-alive") != nil {
+				return
+			}
+		}
+	}
+}
+
+func (rt *Router) delete(w http.ResponseWriter, r *http.Request, rte *route) {
+	sess, ok := rt.session(w, r, rte)
+	if !ok {
+		return
+	}
+	rt.sessions.remove(sess.id)
+	rt.log.Info("session ended by client", zap.String("route", rte.path))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func writeJSON(w http.ResponseWriter, status int, m *jsonrpc.Message) {
+	b, err := jsonrpc.Encode(m)
+	if err != nil {
+		b, _ = jsonrpc.Encode(jsonrpc.NewError(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "could not encode response")))
+	}
+	w.Header().Set("Content-Type", mcp.ContentTypeJSON)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// httpError answers an HTTP-level refusal with a JSON-RPC error body, which
+// MCP clients know how to show.
+func httpError(w http.ResponseWriter, status, code int, msg string) {
+	writeJSON(w, status, jsonrpc.NewError(nil, &jsonrpc.Error{Code: code, Message: msg}))
+}

@@ -1,0 +1,180 @@
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+)
+
+// Session is one downstream Streamable HTTP session, created by initialize.
+type Session struct {
+	id      string
+	route   *route
+	version string // negotiated protocol revision
+	caps    json.RawMessage
+	info    json.RawMessage
+
+	ctx    context.Context // ended by DELETE, idle reaping or shutdown
+	cancel context.CancelFunc
+
+	// outbox carries server→client messages that belong to no request (list
+	// changes, resource updates) to the GET stream.
+	outbox chan []byte
+
+	mu          sync.Mutex
+	lastUsed    time.Time
+	streamOpen  bool
+	initialized bool
+	logLevel    string
+	inflight    map[string]context.CancelFunc // by downstream request id
+}
+
+// ID is the session id sent in Mcp-Session-Id.
+func (s *Session) ID() string { return s.id }
+
+// Version is the negotiated protocol revision.
+func (s *Session) Version() string { return s.version }
+
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+// track registers an in-flight request so notifications/cancelled can stop it.
+func (s *Session) track(id jsonrpc.ID, cancel context.CancelFunc) {
+	s.mu.Lock()
+	s.inflight[string(id)] = cancel
+	s.mu.Unlock()
+}
+
+func (s *Session) untrack(id jsonrpc.ID) {
+	s.mu.Lock()
+	delete(s.inflight, string(id))
+	s.mu.Unlock()
+}
+
+// cancelRequest stops the in-flight request with the given raw id, if any.
+func (s *Session) cancelRequest(id json.RawMessage) bool {
+	s.mu.Lock()
+	cancel := s.inflight[string(id)]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	return cancel != nil
+}
+
+// send queues a message for the GET stream; when the client keeps no stream
+// open or reads too slowly the message is dropped (these are hints such as
+// list_changed, which a client re-reads anyway).
+func (s *Session) send(msg []byte) bool {
+	select {
+	case s.outbox <- msg:
+		return true
+	default:
+		return false
+	}
+}
+
+// sessionStore holds the live sessions of one router.
+type sessionStore struct {
+	mu       sync.Mutex
+	sessions map[string]*Session
+}
+
+func newSessionStore() *sessionStore {
+	return &sessionStore{sessions: make(map[string]*Session)}
+}
+
+func (st *sessionStore) create(rt *route, version string, caps, info json.RawMessage) *Session {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Session{
+		id:       newSessionID(),
+		route:    rt,
+		version:  version,
+		caps:     caps,
+		info:     info,
+		ctx:      ctx,
+		cancel:   cancel,
+		outbox:   make(chan []byte, 64),
+		lastUsed: time.Now(),
+		inflight: make(map[string]context.CancelFunc),
+	}
+	st.mu.Lock()
+	st.sessions[s.id] = s
+	st.mu.Unlock()
+	return s
+}
+
+// get returns the session if it exists and belongs to rt.
+func (st *sessionStore) get(id string, rt *route) *Session {
+	st.mu.Lock()
+	s := st.sessions[id]
+	st.mu.Unlock()
+	if s == nil || s.route != rt {
+		return nil
+	}
+	return s
+}
+
+func (st *sessionStore) remove(id string) *Session {
+	st.mu.Lock()
+	s := st.sessions[id]
+	delete(st.sessions, id)
+	st.mu.Unlock()
+	if s != nil {
+		s.cancel()
+	}
+	return s
+}
+
+// reap ends sessions idle for longer than idle.
+func (st *sessionStore) reap(idle time.Duration) int {
+	cutoff := time.Now().Add(-idle)
+	var stale []string
+	st.mu.Lock()
+	for id, s := range st.sessions {
+		s.mu.Lock()
+		if s.lastUsed.Before(cutoff) && len(s.inflight) == 0 && !s.streamOpen {
+			stale = append(stale, id)
+		}
+		s.mu.Unlock()
+	}
+	st.mu.Unlock()
+	for _, id := range stale {
+		st.remove(id)
+	}
+	return len(stale)
+}
+
+func (st *sessionStore) all() []*Session {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make([]*Session, 0, len(st.sessions))
+	for _, s := range st.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (st *sessionStore) closeAll() {
+	for _, s := range st.all() {
+		st.remove(s.id)
+	}
+}
+
+// newSessionID returns 256 random bits, base64url: unguessable and
+// visible-ASCII as the spec requires.
+func newSessionID() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // the OS RNG never fails on Linux
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
