@@ -1,0 +1,310 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// twoUpstreams is a gateway over alpha (official SDK, Streamable HTTP) and
+// beta (official SDK, stdio child), both paging their lists 2 items at a time.
+func twoUpstreams(t *testing.T) string {
+	t.Helper()
+	alpha := httpUpstream(t, "alpha", 2)
+	exe := stdioUpstream(t)
+	_, base := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  alpha:
+    url: %s
+  beta:
+    command: [%q]
+    env: {MCPGW_TEST_STDIO_SERVER: beta}
+routes:
+  - path: /mcp
+  - path: /mcp/beta
+    upstreams: [beta]
+    prefix: false
+`, alpha, exe))
+	return base
+}
+
+func textOf(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("tool error: %+v", res.Content)
+	}
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "")
+}
+
+func TestMergedCatalogEveryRevision(t *testing.T) {
+	base := twoUpstreams(t)
+	// "" is the SDK's default: it tries 2026-07-28's server/discover first
+	// and must fall back to initialize against this gateway.
+	for _, version := range []string{"", "2025-11-25", "2025-06-18", "2025-03-26"} {
+		t.Run("version="+version, func(t *testing.T) {
+			ctx := context.Background()
+			cs := connect(t, base+"/mcp", nil, version)
+			if version != "" && cs.InitializeResult().ProtocolVersion != version {
+				t.Errorf("negotiated %q, want %q", cs.InitializeResult().ProtocolVersion, version)
+			}
+
+			var names []string
+			for tool, err := range cs.Tools(ctx, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				names = append(names, tool.Name)
+			}
+			var want []string
+			for _, up := range []struct {
+				name  string
+				count int
+			}{{"alpha", 7}, {"beta", 4}} {
+				var tools []string
+				tools = append(tools, "echo", "progress", "slow")
+				for i := range up.count {
+					tools = append(tools, fmt.Sprintf("t%02d", i))
+				}
+				slices.Sort(tools) // the SDK lists tools by name
+				for _, tl := range tools {
+					want = append(want, up.name+"__"+tl)
+				}
+			}
+			if !slices.Equal(names, want) {
+				t.Errorf("tools across pages:\n got %v\nwant %v", names, want)
+			}
+
+			// Collisions: both upstreams have "echo"; each call reaches its own.
+			for _, up := range []string{"alpha", "beta"} {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: up + "__echo", Arguments: map[string]any{"text": "hi"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := textOf(t, res); got != up+":hi" {
+					t.Errorf("%s__echo = %q", up, got)
+				}
+			}
+
+			pr, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "beta__greet", Arguments: map[string]string{"who": "bob"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pr.Messages[0].Content.(*mcp.TextContent).Text; got != "beta greets bob" {
+				t.Errorf("prompt = %q", got)
+			}
+		})
+	}
+}
+
+func TestPaginationPageByPage(t *testing.T) {
+	base := twoUpstreams(t)
+	cs := connect(t, base+"/mcp", nil, "2025-11-25")
+	ctx := context.Background()
+	var cursor string
+	pages, total := 0, 0
+	seen := map[string]bool{}
+	for {
+		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(res.Tools) == 0 || len(res.Tools) > 2 {
+			t.Errorf("page %d has %d tools; want 1 or 2 (upstream page size 2)", pages, len(res.Tools))
+		}
+		for _, tl := range res.Tools {
+			if seen[tl.Name] {
+				t.Errorf("tool %s listed twice", tl.Name)
+			}
+			seen[tl.Name] = true
+		}
+		total += len(res.Tools)
+		if res.NextCursor == "" {
+			break
+		}
+		cursor = res.NextCursor
+		if pages > 50 {
+			t.Fatal("pagination does not end")
+		}
+	}
+	// alpha: 10 tools in 5 pages; beta: 7 tools in 4 pages.
+	if total != 17 || pages != 9 {
+		t.Errorf("got %d tools in %d pages, want 17 in 9", total, pages)
+	}
+
+	if _, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: "not-a-cursor"}); err == nil || !strings.Contains(err.Error(), "invalid cursor") {
+		t.Errorf("bad cursor: err = %v", err)
+	}
+}
+
+func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
+	base := twoUpstreams(t)
+	cs := connect(t, base+"/mcp", nil, "2025-11-25")
+	ctx := context.Background()
+
+	var uris []string
+	for r, err := range cs.Resources(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		uris = append(uris, r.URI)
+	}
+	if want := []string{"alpha+mem://shared", "beta+mem://shared"}; !slices.Equal(uris, want) {
+		t.Fatalf("resources = %v, want %v (same upstream URI kept apart)", uris, want)
+	}
+	for _, up := range []string{"alpha", "beta"} {
+		rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: up + "+mem://shared"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rr.Contents[0].Text != "content of "+up || rr.Contents[0].URI != up+"+mem://shared" {
+			t.Errorf("read %s: %+v", up, rr.Contents[0])
+		}
+	}
+
+	var templates []string
+	for rt, err := range cs.ResourceTemplates(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		templates = append(templates, rt.URITemplate)
+	}
+	if want := []string{"alpha+mem://items/{id}", "beta+mem://items/{id}"}; !slices.Equal(templates, want) {
+		t.Errorf("templates = %v, want %v", templates, want)
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "beta+mem://items/42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Contents[0].Text != "beta item 42" {
+		t.Errorf("template read = %q", rr.Contents[0].Text)
+	}
+
+	comp, err := cs.Complete(ctx, &mcp.CompleteParams{
+		Ref:      &mcp.CompleteReference{Type: "ref/prompt", Name: "alpha__greet"},
+		Argument: mcp.CompleteParamsArgument{Name: "who", Value: "x"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"alpha-x-1", "alpha-x-2"}; !slices.Equal(comp.Completion.Values, want) {
+		t.Errorf("completion = %v, want %v", comp.Completion.Values, want)
+	}
+	comp, err = cs.Complete(ctx, &mcp.CompleteParams{
+		Ref:      &mcp.CompleteReference{Type: "ref/resource", URI: "beta+mem://items/{id}"},
+		Argument: mcp.CompleteParamsArgument{Name: "id", Value: "4"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"beta-4-1", "beta-4-2"}; !slices.Equal(comp.Completion.Values, want) {
+		t.Errorf("resource completion = %v, want %v", comp.Completion.Values, want)
+	}
+}
+
+func TestUnprefixedRoute(t *testing.T) {
+	base := twoUpstreams(t)
+	cs := connect(t, base+"/mcp/beta", nil, "2025-06-18")
+	ctx := context.Background()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	if want := []string{"echo", "progress", "slow", "t00", "t01", "t02", "t03"}; !slices.Equal(names, want) {
+		t.Errorf("tools = %v, want %v", names, want)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := textOf(t, res); got != "beta:x" {
+		t.Errorf("echo = %q", got)
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Contents[0].Text != "content of beta" || rr.Contents[0].URI != "mem://shared" {
+		t.Errorf("read: %+v", rr.Contents[0])
+	}
+	if got := cs.InitializeResult().Instructions; got != "instructions of beta" {
+		t.Errorf("instructions = %q, want the upstream's own", got)
+	}
+}
+
+func TestProgressReachesOnlyItsCaller(t *testing.T) {
+	base := twoUpstreams(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Two sessions use the same progress token and the same request ids; a
+	// gateway that keyed progress by token or id alone would cross them.
+	type tally struct {
+		mu     sync.Mutex
+		counts map[string]int
+	}
+	tallies := []*tally{{counts: map[string]int{}}, {counts: map[string]int{}}}
+	sessions := make([]*mcp.ClientSession, 2)
+	for i := range sessions {
+		tl := tallies[i]
+		sessions[i] = connect(t, base+"/mcp", &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+				tl.mu.Lock()
+				tl.counts[fmt.Sprint(req.Params.ProgressToken, "/", req.Params.Message)]++
+				tl.mu.Unlock()
+			},
+		}, "2025-11-25")
+	}
+	var wg sync.WaitGroup
+	for i, cs := range sessions {
+		for _, up := range []string{"alpha", "beta"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				params := &mcp.CallToolParams{Name: up + "__progress", Arguments: map[string]any{"tag": fmt.Sprint("s", i)}}
+				params.SetProgressToken("tok")
+				if _, err := cs.CallTool(ctx, params); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	// The SDK client runs notification handlers asynchronously: let them
+	// settle, then check that nothing more and nothing foreign arrived.
+	for i, tl := range tallies {
+		want := map[string]int{fmt.Sprintf("tok/s%d", i): 6} // 3 from each upstream
+		var got map[string]int
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			tl.mu.Lock()
+			got = maps.Clone(tl.counts)
+			tl.mu.Unlock()
+			if maps.Equal(got, want) {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		tl.mu.Lock()
+		got = maps.Clone(tl.counts)
+		tl.mu.Unlock()
+		if !maps.Equal(got, want) {
+			t.Errorf("session %d progress = %v, want %v", i, got, want)
+		}
+	}
+}
