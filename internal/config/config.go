@@ -17,6 +17,8 @@ type Config struct {
 	PublicURL string `yaml:"public_url"`
 	// AllowedOrigins lists the browser Origins accepted on the MCP listener.
 	// A request without Origin is allowed; one with an unlisted Origin gets 403.
+	// Each is scheme://host[:port] with no path ("*" is refused); Parse
+	// lower-cases them, as browsers send them.
 	AllowedOrigins []string `yaml:"allowed_origins"`
 	// Separator joins "<upstream><separator><name>" on prefixed routes.
 	Separator string `yaml:"separator"`
@@ -134,7 +136,8 @@ type PolicyMatch struct {
 	Groups   []string `yaml:"groups"`
 }
 
-// Duration is a time.Duration written as "30s", "1m30s" in YAML.
+// Duration is a time.Duration written as "30s", "1m30s" in YAML (see
+// UnmarshalYAML in decode.go).
 type Duration time.Duration
 
 // D returns the duration as a time.Duration.

@@ -119,9 +119,16 @@ upstreams:
 		if bad.status != http.StatusForbidden || !strings.Contains(string(bad.body), "allowed_origins") {
 			t.Errorf("bad origin: HTTP %d %s", bad.status, bad.body)
 		}
-		good := c.do(http.MethodPost, `{"jsonrpc":"2.0","id":8,"method":"ping"}`, func(r *http.Request) { r.Header.Set("Origin", "https://app.example.com") })
-		if good.status != http.StatusOK {
-			t.Errorf("allowed origin: HTTP %d %s", good.status, good.body)
+		for _, o := range []string{"https://app.example.com", "http://localhost:3000", "http://127.0.0.1:8080"} {
+			good := c.do(http.MethodPost, `{"jsonrpc":"2.0","id":8,"method":"ping"}`, func(r *http.Request) { r.Header.Set("Origin", o) })
+			if good.status != http.StatusOK {
+				t.Errorf("allowed origin %s: HTTP %d %s", o, good.status, good.body)
+			}
+		}
+		// A loopback-looking name on another host is still another site.
+		bad = c.do(http.MethodPost, `{"jsonrpc":"2.0","id":8,"method":"ping"}`, func(r *http.Request) { r.Header.Set("Origin", "http://localhost.evil.example") })
+		if bad.status != http.StatusForbidden {
+			t.Errorf("lookalike origin: HTTP %d", bad.status)
 		}
 	})
 	t.Run("dns rebinding host", func(t *testing.T) {

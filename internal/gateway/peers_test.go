@@ -22,6 +22,10 @@ import (
 // set it serves that test server on stdin/stdout instead of running tests,
 // so stdio tests use a real child process speaking through real pipes.
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("MCPGW_TEST_SCRIPTED_STDIO"); dir != "" {
+		serveScriptedStdio(dir)
+		os.Exit(0)
+	}
 	if name := os.Getenv("MCPGW_TEST_STDIO_SERVER"); name != "" {
 		if err := testServer(name, 2).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "stdio test server:", err)

@@ -200,13 +200,31 @@ func (rt *Router) edge(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if o := r.Header.Get("Origin"); o != "" && !rt.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] {
+		if o := r.Header.Get("Origin"); o != "" && !rt.originAllowed(o) {
 			rt.log.Warn("refused request from an Origin not in allowed_origins", zap.String("origin", o))
 			httpError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "Origin "+o+" is not allowed; add it to allowed_origins to serve this web app")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// originAllowed accepts the configured origins and, on a loopback
+// listener, pages served from loopback themselves (a local app talking to a
+// local gateway); a page from any other site is refused.
+func (rt *Router) originAllowed(origin string) bool {
+	o := strings.ToLower(strings.TrimSuffix(origin, "/"))
+	if rt.origins[o] {
+		return true
+	}
+	if rt.hosts == nil {
+		return false
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return isLoopbackName(u.Hostname())
 }
 
 func isLoopbackIP(h string) bool {

@@ -1,0 +1,81 @@
+package config
+
+import "time"
+
+// Defaults applied by Parse to keys that are absent (or empty: "key:").
+const (
+	DefaultListen         = "127.0.0.1:8080"
+	DefaultMaxBodyBytes   = 4 << 20 // 4 MiB
+	DefaultTimeout        = 60 * time.Second
+	DefaultStartupTimeout = 30 * time.Second
+	DefaultMaxLineBytes   = 8 << 20 // 8 MiB
+	DefaultRoutePath      = "/mcp"
+	DefaultPolicy         = PolicyAllow
+)
+
+// Policy modes for Policy.Default.
+const (
+	PolicyAllow = "allow"
+	PolicyDeny  = "deny"
+)
+
+// Transports for Upstream.Transport.
+const (
+	TransportStreamable = "streamable"
+	TransportSSE        = "sse"
+	TransportStdio      = "stdio"
+)
+
+// applyDefaults fills in what the file leaves out. A key the file sets, even
+// to zero or "", is left for validation to judge: an explicit "timeout: 0s"
+// is a mistake to report, not a request for the default.
+func applyDefaults(c *Config, d *decoder) {
+	if !d.set["listen"] {
+		c.Listen = DefaultListen
+	}
+	if !d.set["separator"] {
+		c.Separator = DefaultSeparator
+	}
+	if !d.set["max_body_bytes"] {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	for name, u := range c.Upstreams {
+		if u == nil {
+			continue
+		}
+		p := joinPath("upstreams", name)
+		if !d.set[joinPath(p, "timeout")] {
+			u.Timeout = Duration(DefaultTimeout)
+		}
+		if !d.set[joinPath(p, "startup_timeout")] {
+			u.StartupTimeout = Duration(DefaultStartupTimeout)
+		}
+		if !d.set[joinPath(p, "max_line_bytes")] {
+			u.MaxLineBytes = DefaultMaxLineBytes
+		}
+		if !d.set[joinPath(p, "transport")] {
+			// Only when the kind is unambiguous; validation reports the rest.
+			hasURL, hasCmd := u.kind(p, d)
+			switch {
+			case hasURL && !hasCmd:
+				u.Transport = TransportStreamable
+			case hasCmd && !hasURL:
+				u.Transport = TransportStdio
+			}
+		}
+	}
+	if len(c.Routes) == 0 {
+		// One endpoint serving every upstream, names prefixed.
+		c.Routes = []*Route{{Path: DefaultRoutePath}}
+	}
+	if c.Policy == nil {
+		c.Policy = &Policy{Default: DefaultPolicy}
+	}
+}
+
+// kind reports whether the upstream at path p has a url and a command. A key
+// that is present counts even if its value was empty or failed to decode, so
+// that one mistake is not reported again as "neither url nor command".
+func (u *Upstream) kind(p string, d *decoder) (hasURL, hasCmd bool) {
+	return u.URL != "" || d.set[joinPath(p, "url")], len(u.Command) > 0 || d.set[joinPath(p, "command")]
+}

@@ -1,0 +1,160 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Problem is one thing wrong with a config file. Msg says what is wrong and
+// how to fix it.
+type Problem struct {
+	// File is the name given to Parse (the path for Load); may be empty.
+	File string
+	// Line is 1-based; 0 when the problem has no single location.
+	Line int
+	// Path locates the value, e.g. "upstreams.fs.command[0]"; empty for the
+	// whole file.
+	Path string
+	Msg  string
+}
+
+// String formats the problem as FILE:LINE: PATH: MESSAGE, leaving out the
+// parts that are unknown.
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.File != "" {
+		b.WriteString(p.File)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, ":%d", p.Line)
+		}
+		b.WriteString(": ")
+	} else if p.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", p.Line)
+	}
+	if p.Path != "" {
+		b.WriteString(p.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
+
+// Problems is every problem found in a config file. Parse returns all of
+// them at once so an operator can fix a file in one pass.
+type Problems []Problem
+
+// Error prints one problem per line.
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Load reads the config file at path and parses it with Parse. env looks up
+// environment variables for ${VAR} expansion (os.LookupEnv in production).
+func Load(path string, env func(string) (string, bool)) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data, env)
+}
+
+// Parse decodes, expands, defaults and validates a YAML config. name labels
+// problems (usually the file path). env looks up variables for ${VAR}
+// expansion; nil means no variable is set.
+//
+// On failure the error is Problems listing everything wrong, except that a
+// YAML syntax error stops parsing on its own.
+func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, error) {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	root, prob := parseYAML(data)
+	if prob != nil {
+		prob.File = name
+		return nil, Problems{*prob}
+	}
+
+	d := newDecoder(env)
+	cfg := &Config{}
+	if root != nil {
+		d.decode(root, reflect.ValueOf(cfg).Elem(), "")
+	}
+	applyDefaults(cfg, d)
+	v := &validator{cfg: cfg, dec: d}
+	v.validate()
+
+	ps := append(d.problems, v.problems...)
+	if len(ps) == 0 {
+		return cfg, nil
+	}
+	for i := range ps {
+		ps[i].File = name
+	}
+	// Global problems (line 0) first, then in file order; equal lines keep
+	// the order they were found in.
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Line < ps[j].Line })
+	return nil, ps
+}
+
+// parseYAML returns the content of the file's only document, nil for an
+// empty file, or a syntax problem.
+func parseYAML(data []byte) (root *yaml.Node, prob *Problem) {
+	// yaml.v3 panics on a few malformed inputs ("internal error"); a bad
+	// file must never take the gateway down, so report it like a syntax error.
+	defer func() {
+		if r := recover(); r != nil {
+			root, prob = nil, &Problem{Msg: fmt.Sprintf("YAML parser failed (%v); check the file's syntax", r)}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, syntaxProblem(err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, syntaxProblem(err)
+	default:
+		return nil, &Problem{Line: extra.Line, Msg: "a second YAML document starts here (after ---); a config file holds one document, so remove the --- and merge or delete the rest"}
+	}
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		return doc.Content[0], nil
+	}
+	return nil, nil
+}
+
+// syntaxProblem turns a yaml.v3 error ("yaml: line 3: message") into a Problem.
+func syntaxProblem(err error) *Problem {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if num, after, ok := strings.Cut(rest, ": "); ok {
+			if n, err := strconv.Atoi(num); err == nil {
+				line, msg = n, after
+			}
+		}
+	}
+	hint := "fix the YAML syntax here (check indentation, quoting and colons)"
+	if strings.Contains(msg, "cannot start any token") {
+		hint = "YAML does not allow tabs for indentation, and characters like @ or ` must be quoted"
+	}
+	return &Problem{Line: line, Msg: fmt.Sprintf("YAML syntax error: %s; %s", msg, hint)}
+}

@@ -1,0 +1,468 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// validator checks a decoded, defaulted Config and collects every problem.
+type validator struct {
+	cfg      *Config
+	dec      *decoder
+	problems Problems
+}
+
+// add reports a problem about a value. It stays quiet when the value, or one
+// inside or around it, already failed to decode: the check would only see a
+// zero value and repeat the decode problem in a confusing form.
+func (v *validator) add(p, msg string) {
+	for _, f := range v.dec.failed {
+		if within(f, p) || within(p, f) {
+			return
+		}
+	}
+	v.addAlways(p, msg)
+}
+
+// addAlways reports a problem that does not depend on decoded values (such as
+// a bad upstream name), so it is worth reporting even next to decode problems.
+func (v *validator) addAlways(p, msg string) {
+	v.problems = append(v.problems, Problem{Line: v.line(p), Path: p, Msg: msg})
+}
+
+// line finds the line that sets p or, failing that, its closest parent.
+func (v *validator) line(p string) int {
+	for {
+		if l, ok := v.dec.lines[p]; ok {
+			return l
+		}
+		if p == "" {
+			return 0
+		}
+		p = parentPath(p)
+	}
+}
+
+// within reports whether path p is inner or equal to path outer.
+func within(p, outer string) bool {
+	if outer == "" || p == outer {
+		return true
+	}
+	return strings.HasPrefix(p, outer) && (p[len(outer)] == '.' || p[len(outer)] == '[')
+}
+
+func (v *validator) validate() {
+	c := v.cfg
+	v.address("listen", c.Listen, DefaultListen+" (or :8080 for every interface)")
+	if c.PublicURL != "" {
+		v.httpURL("public_url", c.PublicURL, "https://mcp.example.com")
+	}
+	v.separator()
+	if c.MaxBodyBytes <= 0 {
+		v.add("max_body_bytes", fmt.Sprintf("must be more than 0 bytes; remove it for the default (%d, 4 MiB) or set e.g. 8388608", DefaultMaxBodyBytes))
+	}
+	v.origins()
+	v.upstreams()
+	v.routes()
+	v.auth()
+	v.admin()
+	v.sessions()
+	v.policy()
+}
+
+func (v *validator) separator() {
+	sep := v.cfg.Separator
+	switch {
+	case sep == "":
+		v.add("separator", `is empty, so "<upstream><separator><tool>" could not be split; remove it for the default "__" or set e.g. "__"`)
+	case strings.ContainsFunc(sep, isSpace):
+		v.add("separator", fmt.Sprintf(`%q contains whitespace, which clients mangle in tool names; use e.g. "__"`, sep))
+	case strings.Contains(sep, "/"):
+		v.add("separator", fmt.Sprintf(`%q contains "/", which would break resource URIs and paths; use e.g. "__"`, sep))
+	}
+}
+
+func (v *validator) origins() {
+	for i, o := range v.cfg.AllowedOrigins {
+		p := fmt.Sprintf("allowed_origins[%d]", i)
+		if o == "*" || o == "null" {
+			v.add(p, fmt.Sprintf(`%q is not allowed: it would let any web page a user visits call the gateway, which disables the Origin check that protects against DNS rebinding; list each origin, e.g. "https://app.example.com"`, o))
+			continue
+		}
+		u, err := url.Parse(o)
+		if err == nil && u.Scheme != "" && u.Host != "" && u.User == nil && u.Path == "" && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && !strings.Contains(u.Host, "*") {
+			// Browsers send origins in lower case; match them as sent.
+			v.cfg.AllowedOrigins[i] = strings.ToLower(o)
+			continue
+		}
+		example := "https://app.example.com"
+		if err == nil && u.Scheme != "" && u.Host != "" && !strings.Contains(u.Host, "*") {
+			example = u.Scheme + "://" + u.Host
+		}
+		if strings.Contains(o, "*") {
+			v.add(p, fmt.Sprintf("%q is not an origin: wildcards are not supported; list each origin, e.g. %q", o, example))
+			continue
+		}
+		v.add(p, fmt.Sprintf("%q is not an origin: an origin is scheme://host[:port] with no path; write e.g. %q", o, example))
+	}
+}
+
+func (v *validator) upstreams() {
+	c := v.cfg
+	if len(c.Upstreams) == 0 {
+		v.add("upstreams", "no upstreams are configured; add at least one under upstreams:, with url: for an HTTP server or command: for a stdio child")
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
+		v.upstream(name, c.Upstreams[name])
+	}
+}
+
+func (v *validator) upstream(name string, u *Upstream) {
+	p := joinPath("upstreams", name)
+	sep := v.cfg.Separator
+	switch {
+	case !validName(name):
+		v.addAlways(p, fmt.Sprintf("%q is not a valid upstream name; use letters, digits, _, . and -, starting with a letter or digit (e.g. github)", name))
+	case sep != "" && strings.Contains(name, sep):
+		v.addAlways(p, fmt.Sprintf("the name contains the separator %q, so a name like %q would be ambiguous in \"<upstream>%s<tool>\"; rename the upstream (e.g. %q) or change separator",
+			sep, name+sep+"tool", sep, strings.ReplaceAll(name, sep, "-")))
+	}
+	if u == nil {
+		v.add(p, "is empty; give it url: for an HTTP server or command: [program, args...] for a stdio child")
+		return
+	}
+	hasURL, hasCmd := u.kind(p, v.dec)
+	switch {
+	case hasURL && hasCmd:
+		v.add(p, "both url and command are set; keep url for an HTTP server or command for a stdio child")
+	case !hasURL && !hasCmd:
+		v.add(p, "neither url nor command is set; give url: for an HTTP server or command: [program, args...] for a stdio child")
+	case hasURL:
+		v.httpURL(joinPath(p, "url"), u.URL, "https://api.example.com/mcp")
+		if u.Transport != TransportStreamable && u.Transport != TransportSSE {
+			v.add(joinPath(p, "transport"), fmt.Sprintf("%q is not a transport for a url upstream; use streamable (Streamable HTTP, the default) or sse (legacy HTTP+SSE)", u.Transport))
+		}
+		if len(u.Env) > 0 {
+			v.add(joinPath(p, "env"), "env applies only to command upstreams (it sets the child's environment); remove it, or send values to an HTTP server with headers:")
+		}
+		if u.Dir != "" {
+			v.add(joinPath(p, "dir"), "dir applies only to command upstreams (the child's working directory); remove it")
+		}
+	case hasCmd:
+		switch {
+		case len(u.Command) == 0:
+			v.add(joinPath(p, "command"), "is empty; give the program and its arguments, e.g. [node, server.js]")
+		case strings.TrimSpace(u.Command[0]) == "":
+			v.add(joinPath(p, "command")+"[0]", "the program name is empty; put the program to run first, e.g. [node, server.js]")
+		}
+		if u.Transport != TransportStdio {
+			v.add(joinPath(p, "transport"), fmt.Sprintf("%q does not apply to a command upstream, which always speaks stdio; remove transport, or use url: for an HTTP server", u.Transport))
+		}
+		if len(u.Headers) > 0 {
+			v.add(joinPath(p, "headers"), "headers apply only to url upstreams; remove them, or pass values to the child with env:")
+		}
+	}
+	if u.Timeout <= 0 {
+		v.add(joinPath(p, "timeout"), fmt.Sprintf("must be more than 0; remove it for the default (%s) or set e.g. 30s", DefaultTimeout))
+	}
+	if u.StartupTimeout <= 0 {
+		v.add(joinPath(p, "startup_timeout"), fmt.Sprintf("must be more than 0; remove it for the default (%s) or set e.g. 10s", DefaultStartupTimeout))
+	}
+	if u.MaxLineBytes < 1024 {
+		v.add(joinPath(p, "max_line_bytes"), fmt.Sprintf("must be at least 1024 bytes; remove it for the default (%d, 8 MiB) or set e.g. 16777216", DefaultMaxLineBytes))
+	}
+}
+
+func (v *validator) routes() {
+	c := v.cfg
+	known := slices.Sorted(maps.Keys(c.Upstreams))
+	byPath := map[string]int{}
+	for i, r := range c.Routes {
+		p := fmt.Sprintf("routes[%d]", i)
+		if r == nil {
+			v.add(p, "is empty; give the route a path, e.g. \"- path: /mcp\"")
+			continue
+		}
+		v.routePath(p, r.Path)
+		if first, dup := byPath[r.Path]; dup && r.Path != "" {
+			v.add(p+".path", fmt.Sprintf("%q is also the path of routes[%d]; give each route its own path", r.Path, first))
+		} else {
+			byPath[r.Path] = i
+		}
+		listed := map[string]bool{}
+		for j, name := range r.Upstreams {
+			up := fmt.Sprintf("%s.upstreams[%d]", p, j)
+			switch {
+			case listed[name]:
+				v.add(up, fmt.Sprintf("%q is listed twice; remove one", name))
+			case !slices.Contains(known, name):
+				msg := fmt.Sprintf("there is no upstream named %q", name)
+				if s := closest(name, known); s != "" {
+					msg += fmt.Sprintf("; did you mean %q?", s)
+				} else if len(known) > 0 {
+					msg += "; use one of: " + strings.Join(known, ", ")
+				} else {
+					msg += "; define it under upstreams:"
+				}
+				v.add(up, msg)
+			}
+			listed[name] = true
+		}
+		if !r.Prefixed() {
+			if names := c.RouteUpstreams(r); len(names) != 1 {
+				v.add(p+".prefix", fmt.Sprintf("prefix: false needs exactly one upstream, but this route exposes %d (%s), whose tool, prompt and resource names could collide without the prefix; list a single upstream under upstreams: or remove prefix: false",
+					len(names), strings.Join(names, ", ")))
+			}
+		}
+	}
+}
+
+func (v *validator) routePath(p, rp string) {
+	p += ".path"
+	switch {
+	case rp == "":
+		v.add(p, "is not set; give the route a path such as /mcp")
+	case !strings.HasPrefix(rp, "/"):
+		v.add(p, fmt.Sprintf("%q must start with /; write %q", rp, "/"+rp))
+	case strings.ContainsAny(rp, "?#") || strings.ContainsFunc(rp, isSpace):
+		v.add(p, fmt.Sprintf("%q must be a plain path without ?, # or spaces; write e.g. /mcp", rp))
+	case path.Clean(rp) != rp:
+		v.add(p, fmt.Sprintf("%q is not a clean path (trailing /, // or dot segments); write %q", rp, path.Clean(rp)))
+	case rp == "/.well-known" || strings.HasPrefix(rp, "/.well-known/"):
+		v.add(p, fmt.Sprintf("%q is reserved for OAuth metadata documents; use another path such as /mcp", rp))
+	}
+}
+
+func (v *validator) auth() {
+	a := v.cfg.Auth
+	if a == nil {
+		return
+	}
+	if a.InsecureNoAuth && (a.OIDC != nil || len(a.APIKeys) > 0) {
+		v.add("auth.insecure_no_auth", "insecure_no_auth turns authentication off, yet oidc or api_keys are configured too; remove insecure_no_auth, or the others")
+	}
+	if o := a.OIDC; o != nil {
+		if o.Issuer == "" {
+			v.add("auth.oidc.issuer", "is not set; give the token issuer's URL, e.g. https://idp.example.com")
+		} else {
+			v.httpURL("auth.oidc.issuer", o.Issuer, "https://idp.example.com")
+		}
+	}
+	names := map[string]int{}
+	for i, k := range a.APIKeys {
+		p := fmt.Sprintf("auth.api_keys[%d]", i)
+		if k.Name == "" {
+			v.add(p+".name", "is not set; name each key (e.g. ci) so logs and metrics can tell keys apart")
+		} else if first, dup := names[k.Name]; dup {
+			v.add(p+".name", fmt.Sprintf("%q is also the name of auth.api_keys[%d]; give each key its own name", k.Name, first))
+		} else {
+			names[k.Name] = i
+		}
+		switch {
+		case k.Key != "" && k.KeyFile != "":
+			v.add(p, "both key and key_file are set; keep key_file (a file holding the secret) or key, not both")
+		case k.Key == "" && k.KeyFile == "":
+			v.add(p, "neither key nor key_file is set; set key_file: /run/secrets/NAME, or key: ${ENV_VAR}")
+		}
+	}
+}
+
+func (v *validator) admin() {
+	a := v.cfg.Admin
+	if a == nil {
+		return
+	}
+	if a.Listen == "" {
+		v.add("admin.listen", "is not set; give the admin listener an address such as 127.0.0.1:9091, or remove admin:")
+		return
+	}
+	if v.address("admin.listen", a.Listen, "127.0.0.1:9091") && a.Listen == v.cfg.Listen && !strings.HasSuffix(a.Listen, ":0") {
+		v.add("admin.listen", fmt.Sprintf("%q is also the MCP listen address; the admin endpoints need their own listener, e.g. 127.0.0.1:9091", a.Listen))
+	}
+}
+
+func (v *validator) sessions() {
+	s := v.cfg.Sessions
+	if s == nil {
+		return
+	}
+	if s.IdleTimeout < 0 {
+		v.add("sessions.idle_timeout", "must not be negative; set e.g. 30m, or remove it")
+	}
+	if s.Redis != nil {
+		if s.Redis.Addr == "" {
+			v.add("sessions.redis.addr", "is not set; give the Redis address, e.g. 127.0.0.1:6379, or remove redis:")
+		} else {
+			v.address("sessions.redis.addr", s.Redis.Addr, "127.0.0.1:6379")
+		}
+	}
+}
+
+func (v *validator) policy() {
+	pol := v.cfg.Policy
+	switch pol.Default {
+	case PolicyAllow, PolicyDeny:
+	case "":
+		v.add("policy.default", "is not set; set allow or deny (the decision for names no rule matches)")
+	default:
+		msg := fmt.Sprintf("%q is not a policy mode; use allow or deny", pol.Default)
+		if s := closest(pol.Default, []string{PolicyAllow, PolicyDeny}); s != "" {
+			msg = fmt.Sprintf("%q is not a policy mode; did you mean %q? (allow or deny)", pol.Default, s)
+		}
+		v.add("policy.default", msg)
+	}
+	for i, r := range pol.Rules {
+		p := fmt.Sprintf("policy.rules[%d]", i)
+		if r == nil {
+			v.add(p, "the rule is empty; give it allow: or deny: patterns, or remove it")
+		}
+	}
+}
+
+// address checks a host:port listen or dial address and reports whether it
+// is valid.
+func (v *validator) address(p, addr, example string) bool {
+	if addr == "" {
+		v.add(p, fmt.Sprintf("is empty; set host:port, e.g. %s", example))
+		return false
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		reason := err.Error()
+		if ae, ok := err.(*net.AddrError); ok {
+			reason = ae.Err
+		}
+		v.add(p, fmt.Sprintf("%q is not host:port (%s); write e.g. %s", addr, reason, example))
+		return false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.add(p, fmt.Sprintf("%q has port %q, which is not a number from 0 to 65535; write e.g. %s", addr, port, example))
+		return false
+	}
+	if strings.ContainsFunc(host, isSpace) || strings.ContainsAny(host, "/") {
+		v.add(p, fmt.Sprintf("%q has host %q, which is not a hostname or IP address; write e.g. %s", addr, host, example))
+		return false
+	}
+	return true
+}
+
+// httpURL checks an absolute http(s) URL.
+func (v *validator) httpURL(p, raw, example string) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(p, fmt.Sprintf("%q is not an absolute http(s) URL; write e.g. %s", raw, example))
+		return
+	}
+	if u.Fragment != "" {
+		v.add(p, fmt.Sprintf("%q has a #fragment, which is never sent to a server; remove it", raw))
+	}
+}
+
+// RouteUpstreams returns the sorted names of the upstreams route r exposes:
+// those it lists, or every upstream when it lists none.
+func (c *Config) RouteUpstreams(r *Route) []string {
+	if r == nil || len(r.Upstreams) == 0 {
+		return slices.Sorted(maps.Keys(c.Upstreams))
+	}
+	names := slices.Clone(r.Upstreams)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// Summary describes a valid config in one line, for `mcpgw validate` and the
+// startup log.
+func (c *Config) Summary() string {
+	names := slices.Sorted(maps.Keys(c.Upstreams))
+	ups := make([]string, len(names))
+	for i, n := range names {
+		kind := "?"
+		if u := c.Upstreams[n]; u != nil && u.Transport != "" {
+			kind = u.Transport
+		}
+		ups[i] = n + ": " + kind
+	}
+	paths := make([]string, 0, len(c.Routes))
+	for _, r := range c.Routes {
+		if r != nil {
+			paths = append(paths, r.Path)
+		}
+	}
+	return fmt.Sprintf("config ok: %s (%s), %s (%s), listen %s",
+		plural(len(ups), "upstream"), strings.Join(ups, ", "),
+		plural(len(paths), "route"), strings.Join(paths, ", "),
+		c.Listen)
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// validName reports whether s matches ^[A-Za-z0-9][A-Za-z0-9_.-]*$.
+func validName(s string) bool {
+	for i, r := range s {
+		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if !alnum && (i == 0 || r != '_' && r != '.' && r != '-') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isSpace(r rune) bool {
+	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' || r == 0x85 || r == 0xA0
+}
+
+// closest returns the candidate nearest to s by edit distance (ignoring
+// case), or "" when none is near enough to be a plausible typo.
+func closest(s string, candidates []string) string {
+	best, bestDist := "", -1
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(s), strings.ToLower(c))
+		if bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	limit := max(1, len(s)/3)
+	if best == "" || bestDist > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the optimal-string-alignment distance: insertions,
+// deletions, substitutions and adjacent transpositions ("headres") cost 1.
+func editDistance(a, b string) int {
+	ar, br := []rune(a), []rune(b)
+	// Three rolling rows: two back for transpositions.
+	prev2 := make([]int, len(br)+1)
+	prev := make([]int, len(br)+1)
+	cur := make([]int, len(br)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ar); i++ {
+		cur[0] = i
+		for j := 1; j <= len(br); j++ {
+			cost := 1
+			if ar[i-1] == br[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ar[i-1] == br[j-2] && ar[i-2] == br[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(br)]
+}
