@@ -24,12 +24,17 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
+// DeliverFunc receives one message from the upstream. related is the id of
+// the client request whose response stream carried it (Streamable HTTP), or
+// nil when the transport cannot tell (stdio, standalone streams).
+type DeliverFunc func(msg []byte, related jsonrpc.ID)
+
 // Transport moves JSON-RPC messages to and from one upstream. Incoming
 // messages are handed to the deliver function given to Start; a transport
 // calls it from its own goroutines and must stop calling it once Close returns.
 type Transport interface {
 	// Start connects. deliver receives every message the upstream sends.
-	Start(ctx context.Context, deliver func([]byte)) error
+	Start(ctx context.Context, deliver DeliverFunc) error
 	// Send writes one message. For HTTP transports an error may carry an
 	// HTTP status; the message was not accepted.
 	Send(ctx context.Context, msg []byte) error
@@ -60,11 +65,12 @@ type Options struct {
 	ClientInfo mcp.Implementation
 	// Capabilities is the raw client capabilities object sent in initialize.
 	Capabilities json.RawMessage
-	// OnNotification receives upstream notifications that are not progress
-	// for one of this client's calls (list_changed, logging, resource updates).
+	// OnNotification receives upstream notifications that belong to no call
+	// (list_changed, resource updates, log messages outside a call).
 	OnNotification func(method string, params json.RawMessage)
-	// OnRequest answers server→client requests (ping is answered here).
-	// It returns a result or an error; nil means method not found.
+	// OnRequest answers server→client requests that belong to no call, or
+	// whose call has no Request handler (ping is answered by the client).
+	// It returns a result or an error; both nil means method not found.
 	OnRequest func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
 }
 
@@ -89,19 +95,28 @@ type Client struct {
 }
 
 type call struct {
-	id       jsonrpc.ID
-	token    json.RawMessage // upstream progress token, nil when none
-	orig     json.RawMessage // the caller's progress token
-	progress func(params json.RawMessage)
-	done     chan *jsonrpc.Message // buffered 1
+	id    jsonrpc.ID
+	token json.RawMessage // upstream progress token, nil when none
+	orig  json.RawMessage // the caller's progress token
+	opts  CallOptions
+	done  chan *jsonrpc.Message // buffered 1
 }
 
-// CallOptions are per-call settings.
+// CallOptions are per-call settings: where the messages an upstream sends
+// about this call go.
 type CallOptions struct {
 	// Progress, when set and the params carry _meta.progressToken, receives
 	// every progress notification for this call with the caller's token restored.
 	Progress func(params json.RawMessage)
+	// Notify receives other notifications sent during this call (log messages).
+	Notify func(method string, params json.RawMessage)
+	// Request answers server→client requests sent during this call
+	// (sampling, elicitation, roots); nil leaves them to Options.OnRequest.
+	Request func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
 }
+
+// interactive reports whether the call can take messages beyond progress.
+func (o CallOptions) interactive() bool { return o.Notify != nil || o.Request != nil }
 
 // Connect starts the transport and runs the initialize handshake.
 func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
@@ -229,7 +244,7 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 		defer cancel()
 	}
 	id := jsonrpc.IntID(c.nextID.Add(1))
-	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), progress: opts.Progress}
+	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), opts: opts}
 	// Progress tokens are always replaced by one unique to this client, so
 	// that two callers using the same token value never see each other's
 	// progress; without a Progress callback the notifications are dropped.
@@ -339,7 +354,7 @@ func (c *Client) failAll() {
 }
 
 // deliver handles one message from the upstream.
-func (c *Client) deliver(data []byte) {
+func (c *Client) deliver(data []byte, related jsonrpc.ID) {
 	m, err := jsonrpc.Parse(data)
 	if err != nil {
 		c.log.Warn("dropping malformed message from upstream", zap.Error(err), zap.Int("bytes", len(data)))
@@ -361,16 +376,46 @@ func (c *Client) deliver(data []byte) {
 		if m.Method == mcp.NotificationProgress && c.deliverProgress(m.Params) {
 			return
 		}
+		if m.Method == mcp.NotificationMessage || related != nil {
+			if cl := c.owner(related); cl != nil && cl.opts.Notify != nil {
+				cl.opts.Notify(m.Method, m.Params)
+				return
+			}
+		}
 		if c.opts.OnNotification != nil {
 			c.opts.OnNotification(m.Method, m.Params)
 		}
 	case jsonrpc.KindRequest:
+		cl := c.owner(related)
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
-			c.answer(m)
+			c.answer(m, cl)
 		}()
 	}
+}
+
+// owner finds the call a server-initiated message belongs to: the one whose
+// response stream carried it, or, when the transport cannot tell (stdio),
+// the only interactive call in flight. With several in flight there is no
+// safe answer, and nil keeps the message from reaching the wrong caller.
+func (c *Client) owner(related jsonrpc.ID) *call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if related != nil {
+		return c.pending[string(related)]
+	}
+	var only *call
+	for _, cl := range c.pending {
+		if !cl.opts.interactive() {
+			continue
+		}
+		if only != nil {
+			return nil
+		}
+		only = cl
+	}
+	return only
 }
 
 func (c *Client) deliverProgress(params json.RawMessage) bool {
@@ -384,24 +429,28 @@ func (c *Client) deliverProgress(params json.RawMessage) bool {
 	if cl == nil {
 		return false
 	}
-	if cl.progress == nil {
+	if cl.opts.Progress == nil {
 		return true
 	}
 	p, err := rawjson.Set(params, "progressToken", cl.orig)
 	if err != nil {
 		return false
 	}
-	cl.progress(p)
+	cl.opts.Progress(p)
 	return true
 }
 
-func (c *Client) answer(m *jsonrpc.Message) {
+func (c *Client) answer(m *jsonrpc.Message, owner *call) {
+	handler := c.opts.OnRequest
+	if owner != nil && owner.opts.Request != nil {
+		handler = owner.opts.Request
+	}
 	var resp *jsonrpc.Message
 	switch {
 	case m.Method == mcp.MethodPing:
 		resp = jsonrpc.NewResult(m.ID, json.RawMessage(`{}`))
-	case c.opts.OnRequest != nil:
-		res, rerr := c.opts.OnRequest(c.ctx, m.Method, m.Params)
+	case handler != nil:
+		res, rerr := handler(c.ctx, m.Method, m.Params)
 		switch {
 		case rerr != nil:
 			resp = jsonrpc.NewError(m.ID, rerr)

@@ -14,7 +14,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
@@ -174,7 +176,7 @@ type Streamable struct {
 	log *zap.Logger
 	lifecycle
 
-	deliver func([]byte)
+	deliver DeliverFunc
 
 	mu        sync.Mutex
 	sessionID string
@@ -188,7 +190,7 @@ func NewStreamable(cfg HTTPConfig) *Streamable {
 }
 
 // Start records where to deliver messages; HTTP needs no connection up front.
-func (s *Streamable) Start(_ context.Context, deliver func([]byte)) error {
+func (s *Streamable) Start(_ context.Context, deliver DeliverFunc) error {
 	s.deliver = deliver
 	return nil
 }
@@ -220,6 +222,11 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
+	// Whatever the upstream sends on this POST's stream belongs to this
+	// request: that is how server→client requests and log messages find the
+	// downstream call that caused them.
+	related := requestID(msg)
+	deliver := func(b []byte) { s.deliver(b, related) }
 	rctx, cancel, stop := s.requestContext(ctx)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.cfg.URL, bytes.NewReader(msg))
 	if err != nil {
@@ -264,7 +271,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		started := s.goTracked(func() {
 			defer cancel()
 			defer resp.Body.Close()
-			_, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, s.deliver, s.log)
+			_, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, deliver, s.log)
 			if err != nil && !errors.Is(err, io.EOF) && rctx.Err() == nil {
 				s.log.Warn("upstream response stream broke", zap.Error(err))
 			}
@@ -286,7 +293,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 			return fmt.Errorf("upstream answer exceeds %d bytes", s.cfg.MaxMessageBytes)
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
-			s.deliver(body)
+			deliver(body)
 		}
 		return nil
 	}
@@ -321,7 +328,7 @@ func (s *Streamable) listen() {
 				return
 			case resp.StatusCode == http.StatusOK && mediaType(resp.Header) == mcp.ContentTypeEventStream:
 				backoff = 500 * time.Millisecond
-				id, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, s.deliver, s.log)
+				id, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, func(b []byte) { s.deliver(b, nil) }, s.log)
 				if id != "" {
 					lastID = id
 				}
@@ -382,7 +389,7 @@ func NewLegacySSE(cfg HTTPConfig) *LegacySSE {
 }
 
 // Start opens the event stream and waits for the endpoint event.
-func (l *LegacySSE) Start(ctx context.Context, deliver func([]byte)) error {
+func (l *LegacySSE) Start(ctx context.Context, deliver DeliverFunc) error {
 	rctx, cancel, stop := l.requestContext(ctx)
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, l.cfg.URL, nil)
 	if err != nil {
@@ -436,7 +443,7 @@ func (l *LegacySSE) Start(ctx context.Context, deliver func([]byte)) error {
 				return
 			}
 			if (ev.Name == "" || ev.Name == "message") && len(bytes.TrimSpace(ev.Data)) > 0 {
-				deliver(ev.Data)
+				deliver(ev.Data, nil) // one stream for everything: no association
 			}
 		}
 	})
@@ -492,6 +499,18 @@ func (l *LegacySSE) Close() error {
 	l.fail(errors.New("closed by the gateway"))
 	l.stop()
 	return nil
+}
+
+// requestID returns the id of msg when it is a request, else nil.
+func requestID(msg []byte) jsonrpc.ID {
+	if _, ok := rawjson.Get(msg, "method"); !ok {
+		return nil
+	}
+	id, ok := rawjson.Get(msg, "id")
+	if !ok {
+		return nil
+	}
+	return jsonrpc.ID(id)
 }
 
 // redactURL drops the query and userinfo, where credentials tend to hide.

@@ -98,7 +98,7 @@ func (s *Stdio) PID() int {
 }
 
 // Start spawns the child.
-func (s *Stdio) Start(_ context.Context, deliver func([]byte)) error {
+func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 	if len(s.cfg.Argv) == 0 || s.cfg.Argv[0] == "" {
 		return errors.New("stdio: empty command")
 	}
@@ -177,7 +177,7 @@ func (s *Stdio) tail() string {
 	return "; last stderr: " + strings.Join(s.stderrTail, " | ")
 }
 
-func (s *Stdio) readStdout(r *os.File, deliver func([]byte)) {
+func (s *Stdio) readStdout(r *os.File, deliver DeliverFunc) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 64*1024)
 	max := s.cfg.MaxLineBytes
@@ -208,7 +208,7 @@ func (s *Stdio) readStdout(r *os.File, deliver func([]byte)) {
 			s.log.Debug("skipped a non-JSON-RPC stdout line from the child", zap.ByteString("line", clip(line, 200)), zap.Int64("skipped_total", n))
 			continue
 		}
-		deliver(line)
+		deliver(line, nil) // stdio gives no request association
 	}
 }
 

@@ -61,6 +61,18 @@ type Upstream struct {
 	Stateful bool `yaml:"stateful"`
 	// MaxLineBytes caps one stdout line of a stdio child.
 	MaxLineBytes int `yaml:"max_line_bytes"`
+	// Roots answer the upstream's roots/list: on a shared gateway the
+	// client's filesystem means nothing to the gateway's host, so roots come
+	// from config unless ForwardRoots relays the question to the client.
+	Roots []Root `yaml:"roots"`
+	// ForwardRoots relays roots/list during a call to the calling client.
+	ForwardRoots bool `yaml:"forward_roots"`
+}
+
+// Root is one filesystem root offered to an upstream.
+type Root struct {
+	URI  string `yaml:"uri"`
+	Name string `yaml:"name"`
 }
 
 // Route is one downstream endpoint.

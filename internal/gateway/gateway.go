@@ -60,18 +60,15 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		OnNotification: func(upstream, method string, params json.RawMessage) {
 			rtReady.Wait()
-			switch method {
-			case mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged:
-				rt.Broadcast(method, nil)
-			}
+			rt.UpstreamNotification(upstream, method, params)
 		},
 		OnStateChange: func(upstream string, s host.State) {
 			rtReady.Wait()
 			// An upstream coming or going changes what every list holds.
 			if s == host.StateReady || s == host.StateDown {
-				rt.Broadcast(mcp.NotificationToolsListChanged, nil)
-				rt.Broadcast(mcp.NotificationPromptsChanged, nil)
-				rt.Broadcast(mcp.NotificationResourcesChanged, nil)
+				rt.ListChanged(upstream, mcp.NotificationToolsListChanged)
+				rt.ListChanged(upstream, mcp.NotificationPromptsChanged)
+				rt.ListChanged(upstream, mcp.NotificationResourcesChanged)
 			}
 		},
 	})

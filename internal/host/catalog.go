@@ -234,6 +234,9 @@ func finishPage(res json.RawMessage, nextCursor string) (json.RawMessage, error)
 	return rawjson.Delete(res, "nextCursor")
 }
 
+// External returns the downstream-facing name or URI for an upstream's one.
+func (v *View) External(uri bool, upstream, id string) string { return v.external(uri, upstream, id) }
+
 // external returns the downstream-facing name or URI for an upstream's one.
 func (v *View) external(uri bool, upstream, id string) string {
 	if !v.prefixed {
@@ -315,11 +318,12 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %v", method, err)
 		}
 	}
-	c, cerr := v.h.upstreams[upstream].Client(ctx)
+	u := v.h.upstreams[upstream]
+	c, cerr := u.Client(ctx)
 	if cerr != nil {
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
-	resp, cerr := c.Call(ctx, method, params, opts)
+	resp, cerr := c.Call(ctx, method, params, u.callOptions(opts))
 	if cerr != nil {
 		var te *client.TimeoutError
 		switch {
@@ -412,6 +416,24 @@ func setPath(obj json.RawMessage, path []string, value string) (json.RawMessage,
 		return nil, err
 	}
 	return rawjson.Set(obj, path[0], inner)
+}
+
+// Each sends a request to every connected upstream of the view that offers
+// capability, for settings the gateway fans out (logging/setLevel). Errors
+// are logged, not returned: one upstream's refusal must not fail the rest.
+func (v *View) Each(ctx context.Context, capability, method string, params json.RawMessage) {
+	for _, name := range v.names {
+		u := v.h.upstreams[name]
+		u.mu.Lock()
+		c := u.client
+		u.mu.Unlock()
+		if c == nil || !c.HasCapability(capability) {
+			continue
+		}
+		if resp, err := c.Call(ctx, method, params, client.CallOptions{}); err != nil || resp.Error != nil {
+			u.log.Debug(method+" not accepted", zap.Error(err))
+		}
+	}
 }
 
 // Instructions merges the upstreams' instructions: an unprefixed route

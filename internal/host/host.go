@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
@@ -279,12 +280,60 @@ func (u *Upstream) connect(ctx context.Context) (*client.Client, error) {
 		Logger:     u.log,
 		Timeout:    u.cfg.Timeout.D(),
 		ClientInfo: opts.ClientInfo,
+		// What the gateway can honour: roots from config (or the caller), and
+		// sampling and elicitation relayed to the calling client when it
+		// declared them (refused with a clear error otherwise).
+		Capabilities: json.RawMessage(`{"roots":{"listChanged":false},"sampling":{},"elicitation":{"form":{},"url":{}}}`),
 		OnNotification: func(method string, params json.RawMessage) {
 			if opts.OnNotification != nil {
 				opts.OnNotification(name, method, params)
 			}
 		},
+		OnRequest: u.answerUnowned,
 	})
+}
+
+// answerUnowned answers a server→client request that belongs to no
+// downstream call the gateway can identify.
+func (u *Upstream) answerUnowned(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	switch method {
+	case mcp.MethodRootsList:
+		return u.rootsResult(), nil
+	case mcp.MethodSamplingCreateMessage, mcp.MethodElicitationCreate:
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+			"mcpgw: %s arrived outside any single downstream call (no call in flight, or several on this shared upstream), so there is no client to relay it to; send it during a tools/call, or mark upstream %q stateful: true", method, u.name)
+	}
+	return nil, nil
+}
+
+// rootsResult is the roots/list answer from config.
+func (u *Upstream) rootsResult() json.RawMessage {
+	type root struct {
+		URI  string `json:"uri"`
+		Name string `json:"name,omitempty"`
+	}
+	roots := make([]root, 0, len(u.cfg.Roots))
+	for _, r := range u.cfg.Roots {
+		roots = append(roots, root{r.URI, r.Name})
+	}
+	b, _ := json.Marshal(map[string]any{"roots": roots})
+	return b
+}
+
+// callOptions adapts a downstream call's options to this upstream: unless
+// forward_roots is set, roots/list is answered from config even during a call.
+func (u *Upstream) callOptions(opts client.CallOptions) client.CallOptions {
+	if opts.Request == nil || u.cfg.ForwardRoots {
+		return opts
+	}
+	relay := opts.Request
+	opts.Request = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+		if method == mcp.MethodRootsList {
+			return u.rootsResult(), nil
+		}
+		return relay(ctx, method, params)
+	}
+	return opts
 }
 
 func (u *Upstream) transport() (client.Transport, error) {

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -22,7 +23,7 @@ var lists = map[string]host.ListKind{
 
 // dispatch answers one request of an initialized session. It always returns
 // exactly one response: the upstream's, or a gateway error naming the cause.
-func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Message, progress func(json.RawMessage)) *jsonrpc.Message {
+func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *callStream) *jsonrpc.Message {
 	view := sess.route.view
 	switch msg.Method {
 	case mcp.MethodPing:
@@ -34,12 +35,20 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		if json.Unmarshal(msg.Params, &p) != nil || p.Level == "" {
 			return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "logging/setLevel: params.level is required"))
 		}
+		if !slices.Contains(logLevels, p.Level) {
+			return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "logging/setLevel: unknown level %q; use one of %v", p.Level, logLevels))
+		}
 		sess.mu.Lock()
 		sess.logLevel = p.Level
 		sess.mu.Unlock()
+		// Upstreams are shared: the level is passed on so they emit at least
+		// this much, and each session's own threshold is applied here.
+		view.Each(ctx, "logging", msg.Method, msg.Params)
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
-	case mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
-		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s: mcpgw does not offer resource subscriptions yet (the resources capability has no subscribe)", msg.Method))
+	case mcp.MethodResourcesSubscribe:
+		return rt.subscribe(ctx, sess, msg)
+	case mcp.MethodResourcesUnsubscribe:
+		return rt.unsubscribe(ctx, sess, msg)
 	}
 	if kind, ok := lists[msg.Method]; ok {
 		res, err := view.List(ctx, kind, msg.Params)
@@ -49,7 +58,11 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		return jsonrpc.NewResult(msg.ID, res)
 	}
 	if host.Routed(msg.Method) {
-		resp, gerr := view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{Progress: progress})
+		var opts client.CallOptions
+		if cs != nil {
+			opts = cs.options()
+		}
+		resp, gerr := view.Forward(ctx, msg.Method, msg.Params, opts)
 		if gerr != nil {
 			rt.log.Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
 			return jsonrpc.NewError(msg.ID, gerr)

@@ -45,6 +45,8 @@ type Router struct {
 	host     *host.Host
 	mux      chi.Router
 	sessions *sessionStore
+	subs     *subscriptions
+	changes  chan listChange
 	origins  map[string]bool
 	hosts    []string // allowed Host names on a loopback listener; nil = any
 	maxBody  int64
@@ -80,6 +82,8 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		opts:     opts,
 		host:     h,
 		sessions: newSessionStore(),
+		subs:     newSubscriptions(),
+		changes:  make(chan listChange, 64),
 		origins:  map[string]bool{},
 		maxBody:  cfg.MaxBodyBytes,
 		stop:     make(chan struct{}),
@@ -110,8 +114,10 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 	})
 	rt.mux = mux
 
-	rt.wg.Add(1)
+	rt.sessions.onEnd = rt.endSubscriptions
+	rt.wg.Add(2)
 	go rt.reaper()
+	go rt.coalesce()
 	return rt
 }
 
@@ -133,17 +139,6 @@ func (rt *Router) Close() {
 		rt.sessions.closeAll()
 		rt.wg.Wait()
 	})
-}
-
-// Broadcast queues a notification for every session's GET stream.
-func (rt *Router) Broadcast(method string, params json.RawMessage) {
-	b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params))
-	if err != nil {
-		return
-	}
-	for _, s := range rt.sessions.all() {
-		s.send(b)
-	}
 }
 
 func (rt *Router) reaper() {
@@ -293,7 +288,10 @@ func (rt *Router) post(w http.ResponseWriter, r *http.Request, rte *route) {
 		rt.notification(sess, msg)
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindResponse:
-		// Answers to server→client requests; the gateway sends none yet.
+		// The client's answer to a request the gateway relayed from an upstream.
+		if !sess.answer(msg) {
+			rt.log.Debug("dropping a response to no pending server→client request", zap.String("id", msg.ID.String()))
+		}
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindRequest:
 		rt.request(w, r, sess, msg)
@@ -352,7 +350,7 @@ func (rt *Router) initialize(w http.ResponseWriter, r *http.Request, rte *route,
 // capabilities are what every route offers: the gateway can answer each of
 // these whichever upstreams are up, and lists change as upstreams come and go.
 func capabilities() json.RawMessage {
-	return json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"listChanged":true},"completions":{},"logging":{}}`)
+	return json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}}`)
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -379,8 +377,10 @@ func (rt *Router) notification(sess *Session, msg *jsonrpc.Message) {
 	}
 }
 
-// request answers one request, as JSON or, for tools/call when the client
-// accepts it, as an SSE stream that carries the call's progress first.
+// request answers one request. Routed requests answer on an SSE stream
+// when the client accepts one, so that what the upstream sends during the
+// call (progress, log messages, sampling/elicitation/roots requests) reaches
+// this caller on this call's own stream; everything else answers JSON.
 func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -389,31 +389,21 @@ func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session,
 	sess.track(msg.ID, cancel)
 	defer sess.untrack(msg.ID)
 
-	if msg.Method != mcp.MethodToolsCall || !accepts(r, mcp.ContentTypeEventStream) {
+	if !host.Routed(msg.Method) || !accepts(r, mcp.ContentTypeEventStream) {
 		writeJSON(w, http.StatusOK, rt.dispatch(ctx, sess, msg, nil))
 		return
 	}
-	events := make(chan []byte, 32)
-	progress := func(params json.RawMessage) {
-		b, err := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, params))
-		if err != nil {
-			return
-		}
-		select {
-		case events <- b:
-		default: // a client that cannot keep up loses progress hints, never the answer
-		}
-	}
+	cs := newCallStream(ctx, sess)
 	done := make(chan *jsonrpc.Message, 1)
-	go func() { done <- rt.dispatch(ctx, sess, msg, progress) }()
+	go func() { done <- rt.dispatch(ctx, sess, msg, cs) }()
 	sw := sse.NewWriter(w)
 	for {
 		select {
-		case b := <-events:
+		case b := <-cs.events:
 			_ = sw.Write(sse.Event{Name: "message", Data: b})
 		case resp := <-done:
-			for len(events) > 0 {
-				_ = sw.Write(sse.Event{Name: "message", Data: <-events})
+			for len(cs.events) > 0 {
+				_ = sw.Write(sse.Event{Name: "message", Data: <-cs.events})
 			}
 			b, err := jsonrpc.Encode(resp)
 			if err == nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,6 +33,8 @@ type Session struct {
 	initialized bool
 	logLevel    string
 	inflight    map[string]context.CancelFunc // by downstream request id
+	outgoing    map[string]chan *jsonrpc.Message // relayed server→client requests, by the id the gateway gave them
+	nextOut     int64
 }
 
 // ID is the session id sent in Mcp-Session-Id.
@@ -70,6 +73,39 @@ func (s *Session) cancelRequest(id json.RawMessage) bool {
 	return cancel != nil
 }
 
+// expect registers a relayed server→client request and returns its
+// downstream id and the channel its answer arrives on.
+func (s *Session) expect() (jsonrpc.ID, chan *jsonrpc.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextOut++
+	// A string id in the gateway's own space can never equal an id the
+	// client uses for its requests to us.
+	id := jsonrpc.ID(fmt.Sprintf(`"mcpgw-%d"`, s.nextOut))
+	ch := make(chan *jsonrpc.Message, 1)
+	s.outgoing[string(id)] = ch
+	return id, ch
+}
+
+func (s *Session) forgetOutgoing(id jsonrpc.ID) {
+	s.mu.Lock()
+	delete(s.outgoing, string(id))
+	s.mu.Unlock()
+}
+
+// answer hands the client's response to the relayed request it answers.
+func (s *Session) answer(m *jsonrpc.Message) bool {
+	s.mu.Lock()
+	ch := s.outgoing[string(m.ID)]
+	delete(s.outgoing, string(m.ID))
+	s.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	ch <- m
+	return true
+}
+
 // send queues a message for the GET stream; when the client keeps no stream
 // open or reads too slowly the message is dropped (these are hints such as
 // list_changed, which a client re-reads anyway).
@@ -86,6 +122,7 @@ func (s *Session) send(msg []byte) bool {
 type sessionStore struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
+	onEnd    func(*Session) // releases what the session held elsewhere (subscriptions)
 }
 
 func newSessionStore() *sessionStore {
@@ -105,6 +142,7 @@ func (st *sessionStore) create(rt *route, version string, caps, info json.RawMes
 		outbox:   make(chan []byte, 64),
 		lastUsed: time.Now(),
 		inflight: make(map[string]context.CancelFunc),
+		outgoing: make(map[string]chan *jsonrpc.Message),
 	}
 	st.mu.Lock()
 	st.sessions[s.id] = s
@@ -130,6 +168,9 @@ func (st *sessionStore) remove(id string) *Session {
 	st.mu.Unlock()
 	if s != nil {
 		s.cancel()
+		if st.onEnd != nil {
+			st.onEnd(s)
+		}
 	}
 	return s
 }

@@ -1,0 +1,143 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// callStream carries what an upstream sends during one downstream call —
+// progress, log messages, server→client requests — to that call's own SSE
+// stream, and only there: nothing of one call reaches another session.
+type callStream struct {
+	ctx    context.Context // the downstream call's; ends when it is answered or abandoned
+	sess   *Session
+	events chan []byte
+}
+
+func newCallStream(ctx context.Context, sess *Session) *callStream {
+	return &callStream{ctx: ctx, sess: sess, events: make(chan []byte, 64)}
+}
+
+// options are the client.CallOptions that route a call's messages here.
+func (cs *callStream) options() client.CallOptions {
+	return client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request}
+}
+
+// hint queues a notification; a client too slow to read its stream loses
+// hints (progress, logs), never its answer.
+func (cs *callStream) hint(method string, params json.RawMessage) {
+	b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params))
+	if err != nil {
+		return
+	}
+	select {
+	case cs.events <- b:
+	default:
+	}
+}
+
+func (cs *callStream) progress(params json.RawMessage) { cs.hint(mcp.NotificationProgress, params) }
+
+func (cs *callStream) notify(method string, params json.RawMessage) {
+	if method == mcp.NotificationMessage && !cs.sess.wantsLog(params) {
+		return
+	}
+	cs.hint(method, params)
+}
+
+// request relays a server→client request to the downstream client and
+// waits for its answer, the call's end, or the upstream giving up.
+func (cs *callStream) request(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	if missing := cs.sess.lacks(method, params); missing != "" {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw: the downstream client did not declare the %s capability, so %s cannot be relayed to it", missing, method)
+	}
+	id, answer := cs.sess.expect()
+	defer cs.sess.forgetOutgoing(id)
+	b, err := jsonrpc.Encode(jsonrpc.NewRequest(id, method, params))
+	if err != nil {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: %v", err)
+	}
+	gone := jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the downstream call ended before the client answered %s", method)
+	select {
+	case cs.events <- b:
+	case <-cs.ctx.Done():
+		return nil, gone
+	case <-upstreamCtx.Done():
+		return nil, gone
+	}
+	select {
+	case resp := <-answer:
+		if resp.Error != nil {
+			return nil, resp.Error
+		}
+		return resp.Result, nil
+	case <-cs.ctx.Done():
+		return nil, gone
+	case <-upstreamCtx.Done():
+		return nil, gone
+	}
+}
+
+// lacks names the client capability method needs that the session did not
+// declare, or "" when it has it.
+func (s *Session) lacks(method string, params json.RawMessage) string {
+	has := func(path ...string) bool {
+		obj := []byte(s.caps)
+		for _, k := range path {
+			v, ok := rawjson.Get(obj, k)
+			if !ok || string(v) == "null" {
+				return false
+			}
+			obj = v
+		}
+		return true
+	}
+	switch method {
+	case mcp.MethodSamplingCreateMessage:
+		if !has("sampling") {
+			return "sampling"
+		}
+	case mcp.MethodRootsList:
+		if !has("roots") {
+			return "roots"
+		}
+	case mcp.MethodElicitationCreate:
+		if !has("elicitation") {
+			return "elicitation"
+		}
+		mode, _ := rawjson.GetString(params, "mode")
+		if mode == "url" && !has("elicitation", "url") {
+			return "elicitation.url"
+		}
+		// An empty elicitation object means form mode (2025-06-18 clients).
+		if mode != "url" && !has("elicitation", "form") {
+			el, _ := rawjson.Get(s.caps, "elicitation")
+			if f, _ := rawjson.Fields(el); len(f) > 0 {
+				return "elicitation.form"
+			}
+		}
+	}
+	return ""
+}
+
+// logLevels are the syslog severities MCP uses, least severe first.
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// wantsLog reports whether a notifications/message passes the session's
+// logging/setLevel threshold (everything passes until one is set).
+func (s *Session) wantsLog(params json.RawMessage) bool {
+	s.mu.Lock()
+	min := s.logLevel
+	s.mu.Unlock()
+	if min == "" {
+		return true
+	}
+	level, _ := rawjson.GetString(params, "level")
+	return slices.Index(logLevels, level) >= slices.Index(logLevels, min)
+}

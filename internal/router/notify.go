@@ -1,0 +1,233 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// listChangeDebounce coalesces list_changed notifications: one flapping
+// upstream cannot flood every client.
+const listChangeDebounce = 200 * time.Millisecond
+
+type listChange struct{ upstream, method string }
+
+// UpstreamNotification takes a notification an upstream sent outside any
+// call and delivers it to the sessions it concerns.
+func (rt *Router) UpstreamNotification(upstream, method string, params json.RawMessage) {
+	switch method {
+	case mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged:
+		rt.ListChanged(upstream, method)
+	case mcp.NotificationResourceUpdated:
+		rt.resourceUpdated(upstream, params)
+	default:
+		// Log messages outside a call belong to no session we can name:
+		// sending them to everyone would cross sessions.
+		rt.log.Debug("upstream notification outside any call", zap.String("upstream", upstream), zap.String("method", method))
+	}
+}
+
+// ListChanged queues a list_changed notification for every session whose
+// route includes upstream.
+func (rt *Router) ListChanged(upstream, method string) {
+	select {
+	case rt.changes <- listChange{upstream, method}:
+	case <-rt.stop:
+	}
+}
+
+// coalesce batches list changes for listChangeDebounce, then notifies each
+// affected session once per method.
+func (rt *Router) coalesce() {
+	defer rt.wg.Done()
+	pending := map[string]map[string]bool{} // method -> upstreams
+	var fire <-chan time.Time
+	for {
+		select {
+		case <-rt.stop:
+			return
+		case c := <-rt.changes:
+			if pending[c.method] == nil {
+				pending[c.method] = map[string]bool{}
+			}
+			pending[c.method][c.upstream] = true
+			if fire == nil {
+				fire = time.After(listChangeDebounce)
+			}
+		case <-fire:
+			fire = nil
+			for method, ups := range pending {
+				b, _ := jsonrpc.Encode(jsonrpc.NewNotification(method, nil))
+				for _, s := range rt.sessions.all() {
+					if slices.ContainsFunc(s.route.view.Upstreams(), func(u string) bool { return ups[u] }) {
+						s.send(b)
+					}
+				}
+			}
+			clear(pending)
+		}
+	}
+}
+
+// subscriptions reference-counts resource subscriptions per upstream URI,
+// so an upstream sees one subscribe however many sessions watch a resource.
+type subscriptions struct {
+	mu   sync.Mutex
+	subs map[subKey]map[*Session]bool
+}
+
+type subKey struct{ upstream, uri string }
+
+func newSubscriptions() *subscriptions {
+	return &subscriptions{subs: map[subKey]map[*Session]bool{}}
+}
+
+// subscribe handles resources/subscribe for sess.
+func (rt *Router) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
+	key, ok := rt.subKey(sess, msg.Params)
+	if !ok {
+		// Let Forward produce the precise "unknown resource" error.
+		_, gerr := sess.route.view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+		return jsonrpc.NewError(msg.ID, gerr)
+	}
+	st := rt.subs
+	st.mu.Lock()
+	set := st.subs[key]
+	if set[sess] {
+		st.mu.Unlock()
+		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
+	}
+	first := len(set) == 0
+	if set == nil {
+		set = map[*Session]bool{}
+		st.subs[key] = set
+	}
+	set[sess] = true
+	st.mu.Unlock()
+	if !first {
+		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
+	}
+	resp, gerr := sess.route.view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+	if gerr != nil || resp.Error != nil {
+		rt.dropSubscription(sess, key, false)
+		if gerr != nil {
+			return jsonrpc.NewError(msg.ID, gerr)
+		}
+	}
+	resp.ID = msg.ID
+	return resp
+}
+
+// unsubscribe handles resources/unsubscribe for sess.
+func (rt *Router) unsubscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
+	key, ok := rt.subKey(sess, msg.Params)
+	if !ok {
+		_, gerr := sess.route.view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+		return jsonrpc.NewError(msg.ID, gerr)
+	}
+	rt.dropSubscription(sess, key, true)
+	return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
+}
+
+// dropSubscription removes sess from key's subscribers and, when it was the
+// last one and tell is set, unsubscribes upstream.
+func (rt *Router) dropSubscription(sess *Session, key subKey, tell bool) {
+	st := rt.subs
+	st.mu.Lock()
+	set := st.subs[key]
+	delete(set, sess)
+	last := set != nil && len(set) == 0
+	if last {
+		delete(st.subs, key)
+	}
+	st.mu.Unlock()
+	if !last || !tell {
+		return
+	}
+	u := rt.host.Upstream(key.upstream)
+	if u == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := u.Client(ctx)
+	if err != nil {
+		return
+	}
+	params, _ := json.Marshal(map[string]string{"uri": key.uri})
+	if _, err := c.Call(ctx, mcp.MethodResourcesUnsubscribe, params, client.CallOptions{}); err != nil {
+		rt.log.Debug("upstream unsubscribe failed", zap.String("upstream", key.upstream), zap.Error(err))
+	}
+}
+
+// endSubscriptions drops every subscription of an ended session, in the
+// background (owned by the router) so that ending a session never waits on
+// an upstream.
+func (rt *Router) endSubscriptions(sess *Session) {
+	st := rt.subs
+	var keys []subKey
+	st.mu.Lock()
+	for k, set := range st.subs {
+		if set[sess] {
+			keys = append(keys, k)
+		}
+	}
+	st.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		for _, k := range keys {
+			rt.dropSubscription(sess, k, true)
+		}
+	}()
+}
+
+func (rt *Router) subKey(sess *Session, params json.RawMessage) (subKey, bool) {
+	uri, ok := rawjson.GetString(params, "uri")
+	if !ok {
+		return subKey{}, false
+	}
+	up, internal, ok := sess.route.view.Resolve(true, uri)
+	if !ok {
+		return subKey{}, false
+	}
+	return subKey{up, internal}, true
+}
+
+// resourceUpdated fans an upstream's notifications/resources/updated out to
+// exactly the sessions subscribed to that URI, each in its route's naming.
+func (rt *Router) resourceUpdated(upstream string, params json.RawMessage) {
+	uri, ok := rawjson.GetString(params, "uri")
+	if !ok {
+		return
+	}
+	st := rt.subs
+	st.mu.Lock()
+	var targets []*Session
+	for s := range st.subs[subKey{upstream, uri}] {
+		targets = append(targets, s)
+	}
+	st.mu.Unlock()
+	for _, s := range targets {
+		p, err := rawjson.SetString(params, "uri", s.route.view.External(true, upstream, uri))
+		if err != nil {
+			continue
+		}
+		b, err := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationResourceUpdated, p))
+		if err == nil && !s.send(b) {
+			rt.log.Debug("dropped a resource update for a session without a reader", zap.String("upstream", upstream))
+		}
+	}
+}
