@@ -32,7 +32,7 @@ type Session struct {
 	streamOpen  bool
 	initialized bool
 	logLevel    string
-	inflight    map[string]context.CancelFunc // by downstream request id
+	inflight    map[string]context.CancelFunc    // by downstream request id
 	outgoing    map[string]chan *jsonrpc.Message // relayed server→client requests, by the id the gateway gave them
 	nextOut     int64
 }
