@@ -8,11 +8,13 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -243,6 +245,10 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
 		defer cancel()
 	}
+	params, err := c.hopMeta(params)
+	if err != nil {
+		return nil, fmt.Errorf("%s: params: %w", method, err)
+	}
 	id := jsonrpc.IntID(c.nextID.Add(1))
 	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), opts: opts}
 	// Progress tokens are always replaced by one unique to this client, so
@@ -470,6 +476,33 @@ func (c *Client) answer(m *jsonrpc.Message, owner *call) {
 	if err := c.t.Send(ctx, b); err != nil {
 		c.log.Debug("could not answer upstream request", zap.String("method", m.Method), zap.Error(err))
 	}
+}
+
+// hopPrefix marks the _meta keys that describe one protocol hop (version,
+// client identity and capabilities, log level) rather than the payload: they
+// are rewritten for the upstream's hop like request ids are.
+const hopPrefix = "io.modelcontextprotocol/"
+
+// hopMeta removes a 2026-07-28 caller's per-hop _meta keys before the
+// request goes to an upstream that negotiated an older revision, which would
+// otherwise take the request for a stateless one.
+func (c *Client) hopMeta(params json.RawMessage) (json.RawMessage, error) {
+	meta, ok := rawjson.Get(params, "_meta")
+	if !ok || !bytes.Contains(meta, []byte(hopPrefix)) {
+		return params, nil
+	}
+	fields, err := rawjson.Fields(meta)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fields {
+		if strings.HasPrefix(f.Key, hopPrefix) {
+			if meta, err = rawjson.Delete(meta, f.Key); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rawjson.Set(params, "_meta", meta)
 }
 
 // progressToken returns params._meta.progressToken.

@@ -11,6 +11,7 @@ import (
 
 // Protocol revisions, newest first.
 const (
+	Version20260728 = "2026-07-28"
 	Version20251125 = "2025-11-25"
 	Version20250618 = "2025-06-18"
 	Version20250326 = "2025-03-26"
@@ -22,11 +23,40 @@ const (
 // separately; this list is the initialize-handshake set.
 var SupportedVersions = []string{Version20251125, Version20250618, Version20250326, Version20241105}
 
-// LatestVersion is the revision offered first.
+// LatestVersion is the newest revision with an initialize handshake.
 const LatestVersion = Version20251125
 
-// IsSupported reports whether v is a revision mcpgw speaks.
+// StatelessVersions are the revisions without initialize, where every
+// request carries its version and capabilities in _meta.
+var StatelessVersions = []string{Version20260728}
+
+// AllVersions is every revision mcpgw speaks, newest first.
+var AllVersions = append(slices.Clone(StatelessVersions), SupportedVersions...)
+
+// IsSupported reports whether v is a revision mcpgw speaks with initialize.
 func IsSupported(v string) bool { return slices.Contains(SupportedVersions, v) }
+
+// IsStateless reports whether v is a stateless (2026-07-28+) revision mcpgw speaks.
+func IsStateless(v string) bool { return slices.Contains(StatelessVersions, v) }
+
+// Per-request _meta keys of the stateless revisions.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
+	MetaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+)
+
+// Stateless-revision methods and headers.
+const (
+	MethodServerDiscover           = "server/discover"
+	MethodSubscriptionsListen      = "subscriptions/listen"
+	NotificationSubscriptionsAcked = "notifications/subscriptions/acknowledged"
+	HeaderMethod                   = "Mcp-Method"
+	HeaderName                     = "Mcp-Name"
+)
 
 // Method names the gateway itself interprets.
 const (
@@ -68,8 +98,15 @@ const (
 	CodeResourceNotFound = -32002
 	// CodeRequestTimeout is what the SDKs use for a request that got no answer in time.
 	CodeRequestTimeout = -32001
-	// CodeUpstreamUnavailable marks a call whose upstream is down or unreachable.
+	// CodeUpstreamUnavailable marks a call whose upstream is down or unreachable
+	// (implementation-defined range -32000..-32019).
 	CodeUpstreamUnavailable = -32003
+	// CodeHeaderMismatch: an Mcp-* header disagrees with the body (2026-07-28).
+	CodeHeaderMismatch = -32020
+	// CodeMissingRequiredClientCapability: the request needs a capability the client did not declare.
+	CodeMissingRequiredClientCapability = -32021
+	// CodeUnsupportedProtocolVersion: the requested revision is not spoken here.
+	CodeUnsupportedProtocolVersion = -32022
 )
 
 // Implementation is the clientInfo/serverInfo object.

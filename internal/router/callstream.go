@@ -54,6 +54,9 @@ func (cs *callStream) notify(method string, params json.RawMessage) {
 // request relays a server→client request to the downstream client and
 // waits for its answer, the call's end, or the upstream giving up.
 func (cs *callStream) request(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	if cs.sess.stateless {
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the calling client speaks %s, which has no server→client requests, and bridging %s to an input_required result is not available for this call", cs.sess.version, method)
+	}
 	if missing := cs.sess.lacks(method, params); missing != "" {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw: the downstream client did not declare the %s capability, so %s cannot be relayed to it", missing, method)
 	}
@@ -136,7 +139,9 @@ func (s *Session) wantsLog(params json.RawMessage) bool {
 	min := s.logLevel
 	s.mu.Unlock()
 	if min == "" {
-		return true
+		// Legacy: everything until setLevel. 2026-07-28: nothing unless the
+		// request asked for a level in its _meta.
+		return !s.stateless
 	}
 	level, _ := rawjson.GetString(params, "level")
 	return slices.Index(logLevels, level) >= slices.Index(logLevels, min)

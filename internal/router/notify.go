@@ -72,6 +72,11 @@ func (rt *Router) coalesce() {
 						s.send(b)
 					}
 				}
+				for _, s := range rt.listenersFor(method, ups) {
+					if tb, err := jsonrpc.Encode(jsonrpc.NewNotification(method, s.tag(nil))); err == nil {
+						s.send(tb)
+					}
+				}
 			}
 			clear(pending)
 		}
@@ -225,6 +230,7 @@ func (rt *Router) resourceUpdated(upstream string, params json.RawMessage) {
 		if err != nil {
 			continue
 		}
+		p = s.tag(p)
 		b, err := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationResourceUpdated, p))
 		if err == nil && !s.send(b) {
 			rt.log.Debug("dropped a resource update for a session without a reader", zap.String("upstream", upstream))

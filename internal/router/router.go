@@ -47,9 +47,12 @@ type Router struct {
 	sessions *sessionStore
 	subs     *subscriptions
 	changes  chan listChange
-	origins  map[string]bool
-	hosts    []string // allowed Host names on a loopback listener; nil = any
-	maxBody  int64
+
+	listenersMu sync.Mutex
+	listeners   map[*Session]bool // open subscriptions/listen streams
+	origins     map[string]bool
+	hosts       []string // allowed Host names on a loopback listener; nil = any
+	maxBody     int64
 
 	stop      chan struct{}
 	drain     chan struct{} // closed by Drain: no new sessions, GET streams end
@@ -78,16 +81,17 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		opts.ServerInfo = mcp.Implementation{Name: "mcpgw", Version: "dev"}
 	}
 	rt := &Router{
-		log:      opts.Logger,
-		opts:     opts,
-		host:     h,
-		sessions: newSessionStore(),
-		subs:     newSubscriptions(),
-		changes:  make(chan listChange, 64),
-		origins:  map[string]bool{},
-		maxBody:  cfg.MaxBodyBytes,
-		stop:     make(chan struct{}),
-		drain:    make(chan struct{}),
+		log:       opts.Logger,
+		opts:      opts,
+		host:      h,
+		sessions:  newSessionStore(),
+		subs:      newSubscriptions(),
+		changes:   make(chan listChange, 64),
+		listeners: map[*Session]bool{},
+		origins:   map[string]bool{},
+		maxBody:   cfg.MaxBodyBytes,
+		stop:      make(chan struct{}),
+		drain:     make(chan struct{}),
 	}
 	if rt.maxBody <= 0 {
 		rt.maxBody = 4 << 20
@@ -274,6 +278,10 @@ func (rt *Router) post(w http.ResponseWriter, r *http.Request, rte *route) {
 		return
 	}
 
+	if r.Header.Get(mcp.HeaderSessionID) == "" && isStateless(r, msg) {
+		rt.stateless(w, r, rte, msg)
+		return
+	}
 	if msg.Kind() == jsonrpc.KindRequest && msg.Method == mcp.MethodInitialize {
 		rt.initialize(w, r, rte, msg)
 		return

@@ -20,6 +20,12 @@ type Session struct {
 	caps    json.RawMessage
 	info    json.RawMessage
 
+	// stateless sessions live for one 2026-07-28 request (or one
+	// subscriptions/listen stream) and are never stored.
+	stateless      bool
+	subscriptionID json.RawMessage // the listen stream's id, tagged on its notifications
+	filter         *listenFilter   // what the listen stream opted in to
+
 	ctx    context.Context // ended by DELETE, idle reaping or shutdown
 	cancel context.CancelFunc
 
