@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,10 @@ type Transport interface {
 // negotiated version (the Streamable HTTP MCP-Protocol-Version header).
 type versionSetter interface{ setProtocolVersion(string) }
 
+// streamOpener is implemented by transports with a standalone stream for
+// server-initiated messages (the legacy Streamable HTTP GET stream).
+type streamOpener interface{ openStream() }
+
 // ErrClosed is returned for calls on a closed or failed client.
 var ErrClosed = errors.New("connection to upstream closed")
 
@@ -70,6 +75,10 @@ type Options struct {
 	// OnNotification receives upstream notifications that belong to no call
 	// (list_changed, resource updates, log messages outside a call).
 	OnNotification func(method string, params json.RawMessage)
+	// Protocol selects the handshake: "" or "auto" tries 2026-07-28's
+	// server/discover first and falls back to initialize; "legacy" only
+	// initializes; "2026" requires server/discover.
+	Protocol string
 	// OnRequest answers server→client requests that belong to no call, or
 	// whose call has no Request handler (ping is answered by the client).
 	// It returns a result or an error; both nil means method not found.
@@ -89,7 +98,8 @@ type Client struct {
 	progress map[string]*call // by upstream progress token
 	closed   bool
 
-	init mcp.InitializeResult
+	init   mcp.InitializeResult
+	modern bool // the upstream speaks a stateless revision (2026-07-28)
 
 	ctx    context.Context // cancelled on Close: stops server→client request handlers
 	cancel context.CancelFunc
@@ -115,10 +125,13 @@ type CallOptions struct {
 	// Request answers server→client requests sent during this call
 	// (sampling, elicitation, roots); nil leaves them to Options.OnRequest.
 	Request func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
+	// Background marks a long-lived call (subscriptions/listen) that never
+	// owns messages by elimination and has no timeout.
+	Background bool
 }
 
 // interactive reports whether the call can take messages beyond progress.
-func (o CallOptions) interactive() bool { return o.Notify != nil || o.Request != nil }
+func (o CallOptions) interactive() bool { return !o.Background && (o.Notify != nil || o.Request != nil) }
 
 // Connect starts the transport and runs the initialize handshake.
 func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
@@ -160,6 +173,128 @@ func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
 }
 
 func (c *Client) handshake(ctx context.Context) error {
+	if c.opts.Protocol != "legacy" {
+		ok, err := c.discover(ctx)
+		switch {
+		case ok:
+			c.goListen()
+			return nil
+		case c.opts.Protocol == "2026":
+			if err == nil {
+				err = errors.New("the upstream does not offer protocol version " + mcp.Version20260728)
+			}
+			return fmt.Errorf("server/discover: %w", err)
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		c.log.Debug("upstream does not speak a stateless revision; initializing", zap.Error(err))
+	}
+	return c.initialize(ctx)
+}
+
+// discover tries the 2026-07-28 handshake. It reports false (and why) when
+// the upstream answers like an older server, so the caller can initialize.
+func (c *Client) discover(ctx context.Context) (bool, error) {
+	c.setVersion(mcp.Version20260728)
+	c.modern = true // so the probe keeps its own _meta
+	params, _ := json.Marshal(map[string]any{"_meta": map[string]any{
+		mcp.MetaProtocolVersion:    mcp.Version20260728,
+		mcp.MetaClientCapabilities: c.opts.Capabilities,
+		mcp.MetaClientInfo:         c.opts.ClientInfo,
+	}})
+	// A legacy stdio server may ignore a request before initialize: do not
+	// let it eat the whole startup timeout.
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := c.Call(dctx, mcp.MethodServerDiscover, params, CallOptions{})
+	if err == nil && resp.Error != nil {
+		err = fmt.Errorf("answered %d %s", resp.Error.Code, resp.Error.Message)
+	}
+	var res struct {
+		SupportedVersions []string        `json:"supportedVersions"`
+		Capabilities      json.RawMessage `json:"capabilities"`
+		ServerInfo        json.RawMessage `json:"serverInfo"`
+		Instructions      string          `json:"instructions"`
+		Meta              struct {
+			ServerInfo json.RawMessage `json:"io.modelcontextprotocol/serverInfo"`
+		} `json:"_meta"`
+	}
+	if err == nil {
+		err = json.Unmarshal(resp.Result, &res)
+	}
+	if err == nil && !slices.Contains(res.SupportedVersions, mcp.Version20260728) {
+		err = fmt.Errorf("supports %v", res.SupportedVersions)
+	}
+	if err != nil {
+		c.setVersion("")
+		c.modern = false
+		return false, err
+	}
+	if res.Capabilities == nil {
+		res.Capabilities = json.RawMessage(`{}`)
+	}
+	info := res.Meta.ServerInfo
+	if info == nil {
+		info = res.ServerInfo
+	}
+	c.init = mcp.InitializeResult{ProtocolVersion: mcp.Version20260728, Capabilities: res.Capabilities, ServerInfo: info, Instructions: res.Instructions}
+	return true, nil
+}
+
+func (c *Client) setVersion(v string) {
+	if vs, ok := c.t.(versionSetter); ok {
+		vs.setProtocolVersion(v)
+	}
+}
+
+// goListen keeps a subscriptions/listen stream open to a stateless upstream
+// that announces list changes, reopening it with backoff until Close.
+func (c *Client) goListen() {
+	var caps struct {
+		Tools, Prompts, Resources struct {
+			ListChanged bool `json:"listChanged"`
+		}
+	}
+	_ = json.Unmarshal(c.init.Capabilities, &caps)
+	if !caps.Tools.ListChanged && !caps.Prompts.ListChanged && !caps.Resources.ListChanged {
+		return
+	}
+	params, _ := json.Marshal(map[string]any{"notifications": map[string]bool{
+		"toolsListChanged":     caps.Tools.ListChanged,
+		"promptsListChanged":   caps.Prompts.ListChanged,
+		"resourcesListChanged": caps.Resources.ListChanged,
+	}})
+	forward := func(method string, params json.RawMessage) {
+		if method != mcp.NotificationSubscriptionsAcked && c.opts.OnNotification != nil {
+			c.opts.OnNotification(method, params)
+		}
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		backoff := time.Second
+		for c.ctx.Err() == nil {
+			start := time.Now()
+			_, err := c.Call(c.ctx, mcp.MethodSubscriptionsListen, params, CallOptions{Notify: forward, Background: true})
+			if c.ctx.Err() != nil {
+				return
+			}
+			if time.Since(start) > time.Minute {
+				backoff = time.Second
+			}
+			c.log.Debug("upstream subscriptions/listen ended; reopening", zap.Error(err), zap.Duration("in", backoff))
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 30*time.Second)
+		}
+	}()
+}
+
+// initialize runs the legacy handshake (2024-11-05 through 2025-11-25).
+func (c *Client) initialize(ctx context.Context) error {
 	params, _ := json.Marshal(struct {
 		ProtocolVersion string             `json:"protocolVersion"`
 		Capabilities    json.RawMessage    `json:"capabilities"`
@@ -183,14 +318,18 @@ func (c *Client) handshake(ctx context.Context) error {
 		res.Capabilities = json.RawMessage(`{}`)
 	}
 	c.init = res
-	if vs, ok := c.t.(versionSetter); ok {
-		vs.setProtocolVersion(res.ProtocolVersion)
-	}
+	c.setVersion(res.ProtocolVersion)
 	if err := c.Notify(ctx, mcp.NotificationInitialized, nil); err != nil {
 		return fmt.Errorf("notifications/initialized: %w", err)
 	}
+	if so, ok := c.t.(streamOpener); ok {
+		so.openStream()
+	}
 	return nil
 }
+
+// Modern reports whether the upstream speaks a stateless revision.
+func (c *Client) Modern() bool { return c.modern }
 
 // ProtocolVersion is the negotiated revision.
 func (c *Client) ProtocolVersion() string { return c.init.ProtocolVersion }
@@ -240,7 +379,7 @@ func (c *Client) Notify(ctx context.Context, method string, params json.RawMessa
 // response came: the connection failed, the context ended or the timeout
 // fired; in the last two cases notifications/cancelled is sent upstream.
 func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, opts CallOptions) (*jsonrpc.Message, error) {
-	if c.opts.Timeout > 0 {
+	if c.opts.Timeout > 0 && !opts.Background {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
 		defer cancel()
@@ -294,7 +433,10 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 	case <-ctx.Done():
 		// The upstream may already be working on it: tell it to stop, and
 		// never retry (the call may have had effects).
-		if method != mcp.MethodInitialize {
+		// Over 2026-07-28 HTTP, closing the request's stream (ctx) is the
+		// cancellation; elsewhere the upstream must be told.
+		_, streamable := c.t.(*Streamable)
+		if method != mcp.MethodInitialize && !(c.modern && streamable) {
 			reason := "request cancelled by the gateway"
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				reason = "request timed out at the gateway"
@@ -487,6 +629,9 @@ const hopPrefix = "io.modelcontextprotocol/"
 // request goes to an upstream that negotiated an older revision, which would
 // otherwise take the request for a stateless one.
 func (c *Client) hopMeta(params json.RawMessage) (json.RawMessage, error) {
+	if c.modern {
+		return c.modernMeta(params)
+	}
 	meta, ok := rawjson.Get(params, "_meta")
 	if !ok || !bytes.Contains(meta, []byte(hopPrefix)) {
 		return params, nil
@@ -501,6 +646,35 @@ func (c *Client) hopMeta(params json.RawMessage) (json.RawMessage, error) {
 				return nil, err
 			}
 		}
+	}
+	return rawjson.Set(params, "_meta", meta)
+}
+
+// modernMeta gives a request to a stateless upstream its per-request _meta.
+// A 2026-07-28 caller's own version, capabilities and log level are kept (the
+// upstream must judge what that client can do); for anyone else the gateway
+// speaks for itself.
+func (c *Client) modernMeta(params json.RawMessage) (json.RawMessage, error) {
+	if len(params) == 0 || string(params) == "null" {
+		params = json.RawMessage(`{}`)
+	}
+	meta, ok := rawjson.Get(params, "_meta")
+	if !ok {
+		meta = json.RawMessage(`{}`)
+	}
+	if _, has := rawjson.Get(meta, mcp.MetaProtocolVersion); has {
+		return params, nil
+	}
+	var err error
+	if meta, err = rawjson.SetString(meta, mcp.MetaProtocolVersion, mcp.Version20260728); err != nil {
+		return nil, err
+	}
+	if meta, err = rawjson.Set(meta, mcp.MetaClientCapabilities, c.opts.Capabilities); err != nil {
+		return nil, err
+	}
+	info, _ := json.Marshal(c.opts.ClientInfo)
+	if meta, err = rawjson.Set(meta, mcp.MetaClientInfo, info); err != nil {
+		return nil, err
 	}
 	return rawjson.Set(params, "_meta", meta)
 }

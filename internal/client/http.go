@@ -3,12 +3,14 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -199,8 +201,9 @@ func (s *Streamable) setProtocolVersion(v string) {
 	s.mu.Lock()
 	s.version = v
 	s.mu.Unlock()
-	s.goTracked(s.listen)
 }
+
+func (s *Streamable) openStream() { s.goTracked(s.listen) }
 
 func (s *Streamable) headers(h http.Header) {
 	for k, v := range s.cfg.Headers {
@@ -214,6 +217,50 @@ func (s *Streamable) headers(h http.Header) {
 		h.Set(mcp.HeaderProtocolVersion, s.version)
 	}
 	s.mu.Unlock()
+}
+
+// stateless reports whether the negotiated revision is a stateless one.
+func (s *Streamable) stateless() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return mcp.IsStateless(s.version)
+}
+
+// mirrorHeaders sets the 2026-07-28 request headers that mirror the body
+// (Mcp-Method, Mcp-Name) so intermediaries can route without parsing it.
+func mirrorHeaders(h http.Header, msg []byte) {
+	method, ok := rawjson.GetString(msg, "method")
+	if !ok {
+		return
+	}
+	h.Set(mcp.HeaderMethod, method)
+	field := ""
+	switch method {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
+		field = "name"
+	case mcp.MethodResourcesRead:
+		field = "uri"
+	}
+	if field == "" {
+		return
+	}
+	params, _ := rawjson.Get(msg, "params")
+	if v, ok := rawjson.GetString(params, field); ok {
+		h.Set(mcp.HeaderName, encodeHeaderValue(v))
+	}
+}
+
+// encodeHeaderValue wraps values that are not plain printable ASCII (or that
+// look like the wrapper) in the =?base64?…?= sentinel.
+func encodeHeaderValue(v string) string {
+	plain := !strings.HasPrefix(v, "=?base64?") && strings.TrimSpace(v) == v
+	for i := 0; plain && i < len(v); i++ {
+		plain = v[i] >= 0x20 && v[i] < 0x7f
+	}
+	if plain {
+		return v
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
 }
 
 // Send POSTs one message. A JSON answer is delivered before Send returns; an
@@ -236,8 +283,16 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	req.Header.Set("Content-Type", mcp.ContentTypeJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	s.headers(req.Header)
+	if s.stateless() {
+		mirrorHeaders(req.Header, msg)
+	}
 	resp, err := s.cfg.Client.Do(req)
-	stop()
+	if !s.stateless() {
+		// Legacy: the answer stream outlives the caller (resumable, and the
+		// spec says a disconnect is not a cancellation). 2026-07-28: closing
+		// the stream is the cancellation, so it stays tied to the caller.
+		stop()
+	}
 	if err != nil {
 		cancel()
 		return fmt.Errorf("POST %s: %w", redactURL(s.cfg.URL), err)
@@ -261,10 +316,21 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		s.fail(err)
 		return err
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		body := readSnippet(resp.Body)
-		resp.Body.Close()
-		cancel()
-		return &StatusError{Status: resp.StatusCode, Body: body}
+		defer cancel()
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		// 2026-07-28 servers answer protocol errors with a 4xx status and a
+		// JSON-RPC error body: that is the request's answer, not a transport
+		// failure.
+		if related != nil && mediaType(resp.Header) == mcp.ContentTypeJSON {
+			if id, ok := rawjson.Get(body, "id"); ok && string(id) == string(related) {
+				if _, isErr := rawjson.Get(body, "error"); isErr {
+					deliver(body)
+					return nil
+				}
+			}
+		}
+		return &StatusError{Status: resp.StatusCode, Body: string(bytes.TrimSpace(clipBytes(body, 512)))}
 	}
 	switch mediaType(resp.Header) {
 	case mcp.ContentTypeEventStream:
@@ -499,6 +565,13 @@ func (l *LegacySSE) Close() error {
 	l.fail(errors.New("closed by the gateway"))
 	l.stop()
 	return nil
+}
+
+func clipBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
 }
 
 // requestID returns the id of msg when it is a request, else nil.

@@ -159,12 +159,12 @@ func (rt *Router) statelessSession(r *http.Request, rte *route, msg *jsonrpc.Mes
 	if !ok || len(caps) == 0 || caps[0] != '{' {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required (an object, {} when the client offers nothing)", mcp.MetaClientCapabilities)
 	}
+	if h := r.Header.Get(mcp.HeaderProtocolVersion); h != version {
+		return nil, jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: MCP-Protocol-Version %q does not match _meta protocolVersion %q", h, version)
+	}
 	if !mcp.IsStateless(version) {
 		data, _ := json.Marshal(map[string]any{"supported": mcp.AllVersions, "requested": version})
 		return nil, &jsonrpc.Error{Code: mcp.CodeUnsupportedProtocolVersion, Message: "unsupported protocol version " + version, Data: data}
-	}
-	if h := r.Header.Get(mcp.HeaderProtocolVersion); h != version {
-		return nil, jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: MCP-Protocol-Version %q does not match _meta protocolVersion %q", h, version)
 	}
 	if h := r.Header.Get(mcp.HeaderMethod); h != msg.Method {
 		return nil, jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: Mcp-Method %q does not match the body's method %q", h, msg.Method)

@@ -7,7 +7,7 @@
 # run when a listed scenario starts passing, so the list stays exact.
 #
 # Usage: test/conformance/run-gateway.sh
-# Environment: TRANSPORTS (default "stdio http"), RUNS (default "2025-11-25";
+# Environment: MCPGW_BIN (use this binary instead of building ./cmd/mcpgw), TRANSPORTS (default "stdio http"), RUNS (default "2025-11-25";
 #              "all" = --suite all), RESULTS_DIR as for run.sh.
 set -euo pipefail
 
@@ -21,7 +21,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$repo" && go build -o "$work/mcpgw" ./cmd/mcpgw && go build -o "$work/fixture" ./test/fixture)
+if [[ -n "${MCPGW_BIN:-}" ]]; then
+  cp "$MCPGW_BIN" "$work/mcpgw"
+else
+  (cd "$repo" && go build -o "$work/mcpgw" ./cmd/mcpgw)
+fi
+(cd "$repo" && go build -o "$work/fixture" ./test/fixture)
 free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
 
 # Wait for a log line matching $2 in file $1 (pid $3), up to 15 s.
