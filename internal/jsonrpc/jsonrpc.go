@@ -204,7 +204,9 @@ var ErrBatch = errors.New("JSON-RPC batches are not supported; send one message 
 // Parse decodes one JSON-RPC message and checks its shape. Its errors are
 // *Error values with the code a peer should be answered with.
 func Parse(data []byte) (*Message, error) {
-	data = bytes.TrimSpace(data)
+	// Only JSON's own whitespace: bytes.TrimSpace would also accept \v, \f
+	// and Unicode spaces around a body that is not valid JSON.
+	data = bytes.Trim(data, " \t\r\n")
 	if len(data) == 0 {
 		return nil, Errorf(CodeParseError, "parse error: empty message")
 	}

@@ -78,7 +78,10 @@ func EachField(obj []byte, fn func(Field) bool) error {
 	}
 }
 
-// Get returns the raw value of key in obj and whether it is present.
+// Get returns the raw value of key in obj and whether it is present. When obj
+// holds key more than once, Get returns the first value (encoding/json and
+// most decoders keep the last one; Set and Delete act on every occurrence so
+// that their output reads the same either way).
 func Get(obj []byte, key string) ([]byte, bool) {
 	var val []byte
 	found := false
@@ -106,24 +109,33 @@ func GetString(obj []byte, key string) (string, bool) {
 }
 
 // Set returns a copy of obj with key's value replaced by value, or with the
-// member appended when absent. Every other byte is kept.
+// member appended when absent. Every other byte is kept. A key that occurs
+// more than once has every occurrence's value replaced, so that decoders that
+// keep the first and decoders that keep the last duplicate agree on it.
 func Set(obj []byte, key string, value []byte) ([]byte, error) {
-	var span *Field
+	var spans []Field
 	err := EachField(obj, func(f Field) bool {
 		if f.Key == key {
-			span = &f
-			return false
+			spans = append(spans, f)
 		}
 		return true
 	})
 	if err != nil {
 		return nil, err
 	}
-	if span != nil {
-		out := make([]byte, 0, len(obj)-len(span.Value)+len(value))
-		out = append(out, obj[:span.Start]...)
-		out = append(out, value...)
-		return append(out, obj[span.End:]...), nil
+	if len(spans) > 0 {
+		n := len(obj)
+		for _, f := range spans {
+			n += len(value) - len(f.Value)
+		}
+		out := make([]byte, 0, n)
+		prev := 0
+		for _, f := range spans {
+			out = append(out, obj[prev:f.Start]...)
+			out = append(out, value...)
+			prev = f.End
+		}
+		return append(out, obj[prev:]...), nil
 	}
 	// Append before the closing brace.
 	end := len(obj) - 1
@@ -149,10 +161,24 @@ func SetString(obj []byte, key, value string) ([]byte, error) {
 }
 
 // Delete returns a copy of obj without key (obj itself when key is absent).
+// A key that occurs more than once has every occurrence removed.
 func Delete(obj []byte, key string) ([]byte, error) {
-	fields, err := Fields(obj)
+	out, found, err := deleteFirst(obj, key)
+	for err == nil && found {
+		obj = out
+		out, found, err = deleteFirst(obj, key)
+	}
 	if err != nil {
 		return nil, err
+	}
+	return obj, nil
+}
+
+// deleteFirst removes the first member named key, reporting whether there was one.
+func deleteFirst(obj []byte, key string) ([]byte, bool, error) {
+	fields, err := Fields(obj)
+	if err != nil {
+		return nil, false, err
 	}
 	for i, f := range fields {
 		if f.Key != key {
@@ -173,9 +199,9 @@ func Delete(obj []byte, key string) ([]byte, error) {
 		}
 		out := make([]byte, 0, len(obj))
 		out = append(out, obj[:cut0]...)
-		return append(out, obj[cut1:]...), nil
+		return append(out, obj[cut1:]...), true, nil
 	}
-	return obj, nil
+	return obj, false, nil
 }
 
 // Elements returns the raw elements of the array arr.
@@ -293,11 +319,31 @@ func (e *syntaxError) Error() string { return fmt.Sprintf("rawjson: %s at offset
 func syntaxErr(off int, msg string) error { return &syntaxError{off, msg} }
 
 // skipString returns the index just past the string starting at b[i] == '"'.
+// It checks escapes and control characters as encoding/json does, but not
+// UTF-8 (which encoding/json does not reject either).
 func skipString(b []byte, i int) (int, error) {
 	for j := i + 1; j < len(b); j++ {
 		switch b[j] {
 		case '\\':
 			j++
+			if j >= len(b) {
+				return 0, syntaxErr(i, "unterminated string")
+			}
+			switch b[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(b) {
+					return 0, syntaxErr(i, "unterminated string")
+				}
+				for _, h := range b[j+1 : j+5] {
+					if !isHex(h) {
+						return 0, syntaxErr(j, "bad \\u escape in string")
+					}
+				}
+				j += 4
+			default:
+				return 0, syntaxErr(j, "bad escape in string")
+			}
 		case '"':
 			return j + 1, nil
 		default:
@@ -309,9 +355,12 @@ func skipString(b []byte, i int) (int, error) {
 	return 0, syntaxErr(i, "unterminated string")
 }
 
-// skipValue returns the index just past the JSON value starting at b[i]. It
-// checks structure (brackets, strings, literals) but leaves full number and
-// escape validation to whoever decodes the value.
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// skipValue returns the index just past the JSON value starting at b[i]. The
+// value is checked to be valid JSON (except for UTF-8, as with json.Valid).
 func skipValue(b []byte, i int) (int, error) {
 	if i >= len(b) {
 		return 0, syntaxErr(i, "expected a value")

@@ -30,6 +30,10 @@ type Reader struct {
 	br       *bufio.Reader
 	maxEvent int
 	lastID   string
+	idBuf    string // the "last event ID buffer": the latest id field seen
+	line     []byte // the current line, gathered across buffer refills
+	skipLF   bool   // the previous line ended in CR: an LF next is part of it
+	started  bool   // the first line (which may begin with a BOM) was read
 }
 
 // NewReader returns a Reader that refuses events larger than maxEvent bytes.
@@ -37,86 +41,136 @@ func NewReader(r io.Reader, maxEvent int) *Reader {
 	return &Reader{br: bufio.NewReaderSize(r, 32*1024), maxEvent: maxEvent}
 }
 
-// LastEventID is the id of the last event that carried one (for reconnects).
+// LastEventID is the last event id the stream set (for reconnects). As in the
+// HTML standard an id takes effect when its event ends with a blank line (or
+// the stream ends), whether or not the event had data, so a priming event made
+// of an id alone counts; an "id" field with an empty value resets it.
 func (r *Reader) LastEventID() string { return r.lastID }
 
+var bom = []byte("\xEF\xBB\xBF")
+
 // Next returns the next event with data or a retry hint. Comments and empty
-// events are skipped. It returns io.EOF at the end of the stream.
+// events are skipped. It returns io.EOF at the end of the stream. Lines may end
+// in LF, CRLF or a lone CR. An event whose stream ends before its blank line
+// is still returned.
 func (r *Reader) Next() (Event, error) {
 	var ev Event
-	var data bytes.Buffer
+	var data []byte
 	hasData := false
 	size := 0
 	for {
-		line, err := r.br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: gather it whole, still within the limit.
-			buf := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				if len(buf) > r.maxEvent {
-					return Event{}, ErrEventTooLarge
-				}
-				line, err = r.br.ReadSlice('\n')
-				buf = append(buf, line...)
-			}
-			line = buf
-		}
-		if err != nil && (len(line) == 0 || !errors.Is(err, io.EOF)) {
-			if errors.Is(err, io.EOF) {
-				return Event{}, io.EOF
-			}
+		line, n, err := r.readLine(r.maxEvent - size)
+		size += n
+		if err != nil && !errors.Is(err, io.EOF) {
 			return Event{}, err
 		}
-		size += len(line)
 		if size > r.maxEvent {
 			return Event{}, ErrEventTooLarge
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		if len(line) == 0 {
+		eof := err != nil
+		if !r.started && (n > 0 || !eof) {
+			r.started = true
+			line = bytes.TrimPrefix(line, bom)
+		}
+		switch {
+		case len(line) == 0 && eof:
+			// End of stream: nothing more to add to the event.
+		case len(line) == 0:
+			r.lastID = r.idBuf
 			if hasData || ev.Retry > 0 {
-				ev.Data = data.Bytes()
-				if ev.ID != "" {
-					r.lastID = ev.ID
-				}
+				ev.Data = data
 				return ev, nil
 			}
 			ev, size = Event{}, 0
-			if err != nil {
-				return Event{}, io.EOF
-			}
 			continue
-		}
-		if line[0] == ':' {
-			continue // comment / keep-alive
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "data":
-			if hasData {
-				data.WriteByte('\n')
+		case line[0] == ':':
+			// comment / keep-alive
+		default:
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			switch string(field) {
+			case "data":
+				if hasData {
+					data = append(data, '\n')
+				}
+				data = append(data, value...)
+				hasData = true
+			case "event":
+				ev.Name = string(value)
+			case "id":
+				if bytes.IndexByte(value, 0) < 0 {
+					ev.ID = string(value)
+					r.idBuf = ev.ID
+				}
+			case "retry":
+				if n, ok := parseRetry(value); ok {
+					ev.Retry = n
+				}
 			}
-			data.Write(value)
-			hasData = true
-		case "event":
-			ev.Name = string(value)
-		case "id":
-			if !bytes.ContainsRune(value, 0) {
-				ev.ID = string(value)
-			}
-		case "retry":
-			if n, convErr := strconv.Atoi(string(value)); convErr == nil && n >= 0 {
-				ev.Retry = n
-			}
 		}
-		if err != nil { // EOF without a blank line: dispatch what we have
-			if hasData {
-				ev.Data = data.Bytes()
+		if eof { // the stream ended without a blank line: dispatch what we have
+			if hasData || ev.Retry > 0 {
+				r.lastID = r.idBuf
+				ev.Data = data
 				return ev, nil
 			}
 			return Event{}, io.EOF
 		}
 	}
+}
+
+// readLine returns the next line without its terminator (LF, CRLF or CR) and
+// the number of bytes it took from the stream. At the end of the stream it
+// returns the unterminated rest (maybe empty) with io.EOF. A line longer than
+// max yields ErrEventTooLarge. The line is valid until the next call.
+func (r *Reader) readLine(max int) ([]byte, int, error) {
+	if cap(r.line) > 64*1024 {
+		r.line = nil // do not hold on to the memory of one huge event
+	}
+	r.line = r.line[:0]
+	n := 0
+	for {
+		if _, err := r.br.Peek(1); err != nil {
+			if errors.Is(err, io.EOF) {
+				return r.line, n, io.EOF
+			}
+			return nil, n, err
+		}
+		buf, _ := r.br.Peek(r.br.Buffered())
+		if r.skipLF {
+			r.skipLF = false
+			if buf[0] == '\n' {
+				_, _ = r.br.Discard(1)
+				continue
+			}
+		}
+		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
+			r.line = append(r.line, buf[:i]...)
+			r.skipLF = buf[i] == '\r'
+			_, _ = r.br.Discard(i + 1)
+			return r.line, n + i + 1, nil
+		}
+		if n+len(buf) > max {
+			return nil, n + len(buf), ErrEventTooLarge
+		}
+		r.line = append(r.line, buf...)
+		_, _ = r.br.Discard(len(buf))
+		n += len(buf)
+	}
+}
+
+// parseRetry accepts only ASCII digits, as the standard requires.
+func parseRetry(v []byte) (int, bool) {
+	if len(v) == 0 {
+		return 0, false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(string(v))
+	return n, err == nil
 }
 
 // Writer writes events to an HTTP response and flushes each one.
@@ -139,9 +193,18 @@ func NewWriter(w http.ResponseWriter) *Writer {
 	return sw
 }
 
-// Write sends one event. Data may hold newlines; each line gets its own
-// "data:" field.
+// errBadField is returned by Write for an id or event name that cannot be
+// sent: one holding a line break (which would start a new field) or, for ids,
+// a NUL (which readers ignore).
+var errBadField = errors.New("sse: event id or name holds a line break or NUL")
+
+// Write sends one event. Data may hold line breaks (LF, CRLF or CR); each line
+// gets its own "data:" field, so a reader gets them back as LF. The id and the
+// event name must not hold line breaks.
 func (s *Writer) Write(ev Event) error {
+	if strings.ContainsAny(ev.ID, "\r\n\x00") || strings.ContainsAny(ev.Name, "\r\n") {
+		return errBadField
+	}
 	var b strings.Builder
 	if ev.ID != "" {
 		fmt.Fprintf(&b, "id: %s\n", ev.ID)
@@ -152,11 +215,7 @@ func (s *Writer) Write(ev Event) error {
 	if ev.Retry > 0 {
 		fmt.Fprintf(&b, "retry: %d\n", ev.Retry)
 	}
-	for _, line := range bytes.Split(ev.Data, []byte("\n")) {
-		b.WriteString("data: ")
-		b.Write(bytes.TrimSuffix(line, []byte("\r")))
-		b.WriteByte('\n')
-	}
+	writeLines(&b, "data: ", ev.Data)
 	b.WriteByte('\n')
 	if _, err := io.WriteString(s.w, b.String()); err != nil {
 		return err
@@ -165,13 +224,36 @@ func (s *Writer) Write(ev Event) error {
 	return nil
 }
 
-// Comment sends a comment line, used as a keep-alive.
+// Comment sends a comment, used as a keep-alive. A text with line breaks
+// becomes several comment lines.
 func (s *Writer) Comment(text string) error {
-	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+	var b strings.Builder
+	writeLines(&b, ": ", []byte(text))
+	b.WriteByte('\n')
+	if _, err := io.WriteString(s.w, b.String()); err != nil {
 		return err
 	}
 	s.flush()
 	return nil
+}
+
+// writeLines writes each line of text (split at CRLF, LF or CR) after prefix.
+func writeLines(b *strings.Builder, prefix string, text []byte) {
+	for {
+		b.WriteString(prefix)
+		i := bytes.IndexAny(text, "\r\n")
+		if i < 0 {
+			b.Write(text)
+			b.WriteByte('\n')
+			return
+		}
+		b.Write(text[:i])
+		b.WriteByte('\n')
+		if text[i] == '\r' && i+1 < len(text) && text[i+1] == '\n' {
+			i++
+		}
+		text = text[i+1:]
+	}
 }
 
 func (s *Writer) flush() {

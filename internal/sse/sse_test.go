@@ -1,0 +1,368 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+)
+
+const bigLimit = 1 << 20
+
+// readers wraps a stream in ways that move the bufio boundaries around, so a
+// CRLF or a field may arrive split over several reads.
+var readers = map[string]func(io.Reader) io.Reader{
+	"whole":   func(r io.Reader) io.Reader { return r },
+	"onebyte": iotest.OneByteReader,
+	"half":    iotest.HalfReader,
+	"dataerr": iotest.DataErrReader,
+}
+
+func readAll(t *testing.T, r *Reader) ([]Event, error) {
+	t.Helper()
+	var evs []Event
+	for i := 0; ; i++ {
+		if i > 1000 {
+			t.Fatal("Next keeps returning events")
+		}
+		ev, err := r.Next()
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+}
+
+func sameEvents(a, b []Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || a[i].Name != b[i].Name || a[i].Retry != b[i].Retry || !bytes.Equal(a[i].Data, b[i].Data) {
+			return false
+		}
+	}
+	return true
+}
+
+func ev(data string) Event { return Event{Data: []byte(data)} }
+
+func TestReader(t *testing.T) {
+	long := strings.Repeat("x", 100*1024) // over the 32 KiB buffer
+	tests := []struct {
+		name  string
+		in    string
+		limit int // bigLimit when 0
+		want  []Event
+		err   error  // after the events; io.EOF when nil
+		last  string // LastEventID at the end
+	}{
+		{name: "one event", in: "data: hello\n\n", want: []Event{ev("hello")}},
+		{name: "two events", in: "data: a\n\ndata: b\n\n", want: []Event{ev("a"), ev("b")}},
+		{name: "multi-line data", in: "data: line1\ndata: line2\ndata:\ndata: line4\n\n", want: []Event{ev("line1\nline2\n\nline4")}},
+		{name: "CRLF", in: "event: e\r\ndata: a\r\ndata: b\r\n\r\ndata: c\r\n\r\n",
+			want: []Event{{Name: "e", Data: []byte("a\nb")}, ev("c")}},
+		{name: "lone CR", in: "data: a\rdata: b\r\rdata: c\r\r", want: []Event{ev("a\nb"), ev("c")}},
+		{name: "mixed line endings", in: "data: a\r\ndata: b\rdata: c\n\r\ndata: d\n\r", want: []Event{ev("a\nb\nc"), ev("d")}},
+		{name: "CR inside a line ends it", in: "data: a\rdata: injected\n\n", want: []Event{ev("a\ninjected")}},
+		{name: "comments", in: ": keep-alive\n\n:\n: x\ndata: a\n: mid\ndata: b\n\n", want: []Event{ev("a\nb")}},
+		{name: "all fields", in: "id: 42\nevent: message\nretry: 1500\ndata: {}\n\n",
+			want: []Event{{ID: "42", Name: "message", Retry: 1500, Data: []byte("{}")}}, last: "42"},
+		{name: "no space after colon", in: "data:x\nevent:y\nid:z\n\n", want: []Event{{ID: "z", Name: "y", Data: []byte("x")}}, last: "z"},
+		{name: "only one space is removed", in: "data:  x \n\n", want: []Event{ev(" x ")}},
+		{name: "colons in the value", in: "data: a:b: c\n\n", want: []Event{ev("a:b: c")}},
+		{name: "field without colon", in: "data\n\n", want: []Event{ev("")}},
+		{name: "unknown fields ignored", in: "foo: bar\nDATA: no\ndata: a\n\n", want: []Event{ev("a")}},
+		{name: "empty events skipped", in: "\n\n\nevent: e\n\nretry: 0\n\ndata: a\n\n", want: []Event{ev("a")}},
+		{name: "final event without blank line", in: "data: a\ndata: b", want: []Event{ev("a\nb")}},
+		{name: "final event ending in a newline", in: "event: e\ndata: a\n", want: []Event{{Name: "e", Data: []byte("a")}}},
+		{name: "final event ending in a comment", in: "id: 9\ndata: a\n: bye", want: []Event{{ID: "9", Data: []byte("a")}}, last: "9"},
+		{name: "final event ending in CR", in: "data: a\r", want: []Event{ev("a")}},
+		{name: "priming event", in: "id: p1\ndata:\n\ndata: x\n\n", want: []Event{{ID: "p1"}, ev("x")}, last: "p1"},
+		{name: "priming event with only an id", in: "id: p1\n\ndata: x\n\n", want: []Event{ev("x")}, last: "p1"},
+		{name: "id alone at the end", in: "id: p1\n\n", last: "p1"},
+		{name: "unfinished id is not taken", in: "id: p1\n\nid: p2\n", last: "p1"},
+		{name: "id persists", in: "id: 1\ndata: a\n\ndata: b\n\n", want: []Event{{ID: "1", Data: []byte("a")}, ev("b")}, last: "1"},
+		{name: "empty id resets", in: "id: 1\ndata: a\n\nid\ndata: b\n\n", want: []Event{{ID: "1", Data: []byte("a")}, ev("b")}, last: ""},
+		{name: "id with NUL ignored", in: "id: 1\ndata: a\n\nid: x\x00y\ndata: b\n\n", want: []Event{{ID: "1", Data: []byte("a")}, ev("b")}, last: "1"},
+		{name: "retry only", in: "retry: 3000\n\n", want: []Event{{Retry: 3000}}},
+		{name: "bad retry ignored", in: "retry: x\n\nretry: -1\n\nretry: +5\n\nretry: 1.5\n\nretry:\n\nretry: 99999999999999999999\n\n"},
+		{name: "BOM", in: "\xEF\xBB\xBFdata: a\n\n", want: []Event{ev("a")}},
+		{name: "only the first BOM", in: "\xEF\xBB\xBF\xEF\xBB\xBFdata: a\n\ndata: b\n\n", want: []Event{ev("b")}},
+		{name: "BOM later is data", in: "data: a\n\n\xEF\xBB\xBFdata: b\n\n", want: []Event{ev("a")}},
+		{name: "UTF-8 and NUL in data", in: "data: é\x00ü\n\n", want: []Event{ev("é\x00ü")}},
+		{name: "empty stream", in: ""},
+		{name: "only comments", in: ": a\n: b"},
+		{name: "long line under the limit", in: "data: " + long + "\n\n", want: []Event{ev(long)}},
+		{name: "long line at the end", in: "data: " + long, want: []Event{ev(long)}},
+		{name: "long lines", in: "data: " + long + "\ndata: " + long + "\r\n\r\n", want: []Event{ev(long + "\n" + long)}},
+		{name: "long comment", in: ":" + long + "\ndata: a\n\n", want: []Event{ev("a")}},
+
+		{name: "exactly the limit", in: "data: xxxx\n\n", limit: 12, want: []Event{ev("xxxx")}},
+		{name: "one over the limit", in: "data: xxxx\n\n", limit: 11, err: ErrEventTooLarge},
+		{name: "too large after a good event", in: "data: a\n\ndata: 0123456789abcdef\n\n", limit: 16, want: []Event{ev("a")}, err: ErrEventTooLarge},
+		{name: "too large over several lines", in: strings.Repeat("data: abc\n", 10) + "\n", limit: 64, err: ErrEventTooLarge},
+		{name: "comments count", in: ": " + strings.Repeat("c", 50) + "\ndata: a\n\n", limit: 32, err: ErrEventTooLarge},
+		{name: "empty events do not add up", in: strings.Repeat(": ping\n\n", 100) + "data: a\n\n", limit: 10, want: []Event{ev("a")}},
+		{name: "long line over the limit", in: "data: " + long + "\n\n", limit: 64 * 1024, err: ErrEventTooLarge},
+		{name: "long unterminated line over the limit", in: "data: " + long, limit: 64 * 1024, err: ErrEventTooLarge},
+	}
+	for _, tt := range tests {
+		for rname, wrap := range readers {
+			t.Run(tt.name+"/"+rname, func(t *testing.T) {
+				limit := tt.limit
+				if limit == 0 {
+					limit = bigLimit
+				}
+				r := NewReader(wrap(strings.NewReader(tt.in)), limit)
+				got, err := readAll(t, r)
+				wantErr := tt.err
+				if wantErr == nil {
+					wantErr = io.EOF
+				}
+				if !errors.Is(err, wantErr) {
+					t.Errorf("error = %v, want %v", err, wantErr)
+				}
+				if !sameEvents(got, tt.want) {
+					t.Errorf("events = %s\nwant %s", fmtEvents(got), fmtEvents(tt.want))
+				}
+				if wantErr == io.EOF && r.LastEventID() != tt.last {
+					t.Errorf("LastEventID = %q, want %q", r.LastEventID(), tt.last)
+				}
+				for _, e := range got {
+					if len(e.Data) > limit {
+						t.Errorf("event of %d bytes over the limit %d", len(e.Data), limit)
+					}
+				}
+			})
+		}
+	}
+}
+
+func fmtEvents(evs []Event) string {
+	var b strings.Builder
+	for _, e := range evs {
+		d := string(e.Data)
+		if len(d) > 40 {
+			d = fmt.Sprintf("%s...(%d bytes)", d[:40], len(d))
+		}
+		fmt.Fprintf(&b, "{ID:%q Name:%q Retry:%d Data:%q} ", e.ID, e.Name, e.Retry, d)
+	}
+	return "[" + b.String() + "]"
+}
+
+func TestReaderLastEventIDAfterEachEvent(t *testing.T) {
+	r := NewReader(strings.NewReader("id: 1\ndata: a\n\ndata: b\n\nid: 3\n\nid: 4\ndata: d\n\n"), bigLimit)
+	for _, want := range []string{"1", "1", "4"} {
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.LastEventID(); got != want {
+			t.Errorf("LastEventID = %q, want %q", got, want)
+		}
+	}
+}
+
+var errBoom = errors.New("boom")
+
+func TestReaderReadError(t *testing.T) {
+	r := NewReader(io.MultiReader(strings.NewReader("id: 1\ndata: a\n\nid: 2\ndata: b\n"), iotest.ErrReader(errBoom)), bigLimit)
+	e, err := r.Next()
+	if err != nil || string(e.Data) != "a" {
+		t.Fatalf("first event = %+v, %v", e, err)
+	}
+	// An event cut short by a read error is dropped, and its id not taken.
+	if _, err := r.Next(); !errors.Is(err, errBoom) {
+		t.Fatalf("error = %v, want %v", err, errBoom)
+	}
+	if r.LastEventID() != "1" {
+		t.Errorf("LastEventID = %q, want 1", r.LastEventID())
+	}
+}
+
+// An event must be returned as soon as its blank line arrives, even when the
+// line ends in a CR whose possible LF has not arrived yet.
+func TestReaderDoesNotWaitAfterBlankLine(t *testing.T) {
+	for _, first := range []string{"data: a\n\n", "data: a\r\n\r\n", "data: a\r\r", "data: a\n\r"} {
+		pr, pw := io.Pipe()
+		r := NewReader(pr, bigLimit)
+		done := make(chan Event, 1)
+		go func() {
+			e, _ := r.Next()
+			done <- e
+		}()
+		if _, err := pw.Write([]byte(first)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-done:
+			if string(e.Data) != "a" {
+				t.Errorf("%q: event %q", first, e.Data)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%q: Next blocked after a complete event", first)
+		}
+		// A following LF is the end of the CR line, not a blank line.
+		go func() { _, _ = pw.Write([]byte("\ndata: b\n\n")); pw.Close() }()
+		e, err := r.Next()
+		if err != nil || string(e.Data) != "b" {
+			t.Errorf("%q: second event %q, %v", first, e.Data, err)
+		}
+	}
+}
+
+func TestWriterHeaders(t *testing.T) {
+	rec := httptest.NewRecorder()
+	NewWriter(rec)
+	if rec.Code != http.StatusOK {
+		t.Errorf("status = %d", rec.Code)
+	}
+	for k, want := range map[string]string{
+		"Content-Type":      "text/event-stream",
+		"Cache-Control":     "no-cache, no-transform",
+		"X-Accel-Buffering": "no",
+	} {
+		if got := rec.Header().Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if !rec.Flushed {
+		t.Error("headers not flushed")
+	}
+}
+
+func TestWriterFormat(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := NewWriter(rec)
+	if err := w.Write(Event{ID: "7", Name: "message", Retry: 500, Data: []byte("a\nb")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Comment("keep-alive"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(Event{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "id: 7\nevent: message\nretry: 500\ndata: a\ndata: b\n\n: keep-alive\n\ndata: \n\n"
+	if got := rec.Body.String(); got != want {
+		t.Errorf("body = %q\nwant   %q", got, want)
+	}
+}
+
+func TestWriterRoundTrip(t *testing.T) {
+	big := strings.Repeat("0123456789", 10*1024)
+	events := []Event{
+		ev("hello"),
+		{ID: "1", Name: "message", Data: []byte(`{"jsonrpc":"2.0","id":1,"result":{"a":"<b>"}}`)},
+		ev("a\nb\n\nc"),
+		ev(""),
+		ev("\n"),
+		ev("\n\nx\n\n"),
+		ev(" leading and trailing space "),
+		{ID: " spaced id ", Name: " n:a:m:e ", Data: []byte("x")},
+		{Retry: 2500, Data: []byte("r")},
+		{Retry: 2500},
+		{ID: "only-id"},
+		ev(": not a comment"),
+		ev("data: not a field\nid: nor this"),
+		{ID: "é", Name: "ü", Data: []byte("ß\x00\xff")},
+		ev(big),
+		ev(big + "\n" + big),
+	}
+	rec := httptest.NewRecorder()
+	w := NewWriter(rec)
+	for i, e := range events {
+		if err := w.Write(e); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := w.Comment(fmt.Sprintf("ping %d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for rname, wrap := range readers {
+		t.Run(rname, func(t *testing.T) {
+			r := NewReader(wrap(bytes.NewReader(rec.Body.Bytes())), bigLimit)
+			got, err := readAll(t, r)
+			if err != io.EOF {
+				t.Fatalf("error = %v", err)
+			}
+			if !sameEvents(got, events) {
+				t.Errorf("read back %s\nwant %s", fmtEvents(got), fmtEvents(events))
+			}
+			if r.LastEventID() != "é" {
+				t.Errorf("LastEventID = %q", r.LastEventID())
+			}
+		})
+	}
+}
+
+// Data line breaks of any kind come back as LF.
+func TestWriterNormalizesLineBreaks(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := NewWriter(rec)
+	if err := w.Write(ev("a\r\nb\rc\n\rd\r")); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(rec.Body.String(), "\r") {
+		t.Errorf("CR written: %q", rec.Body.String())
+	}
+	got, err := readAll(t, NewReader(rec.Body, bigLimit))
+	if err != io.EOF || !sameEvents(got, []Event{ev("a\nb\nc\n\nd\n")}) {
+		t.Errorf("read back %s, %v", fmtEvents(got), err)
+	}
+}
+
+// An id, name or comment must not be able to start fields of its own.
+func TestWriterRejectsInjection(t *testing.T) {
+	for _, e := range []Event{
+		{ID: "1\ndata: injected", Data: []byte("x")},
+		{ID: "1\rdata: injected", Data: []byte("x")},
+		{ID: "1\x00", Data: []byte("x")},
+		{Name: "message\n\ndata: injected", Data: []byte("x")},
+		{Name: "a\rb", Data: []byte("x")},
+	} {
+		rec := httptest.NewRecorder()
+		w := NewWriter(rec)
+		if err := w.Write(e); err == nil {
+			t.Errorf("Write(%q, %q) succeeded", e.ID, e.Name)
+		}
+		if rec.Body.Len() != 0 {
+			t.Errorf("Write(%q, %q) wrote %q", e.ID, e.Name, rec.Body.String())
+		}
+	}
+
+	rec := httptest.NewRecorder()
+	w := NewWriter(rec)
+	if err := w.Comment("a\ndata: injected\r\rid: 666\n\nb"); err != nil {
+		t.Fatal(err)
+	}
+	r := NewReader(rec.Body, bigLimit)
+	got, err := readAll(t, r)
+	if err != io.EOF || len(got) != 0 || r.LastEventID() != "" {
+		t.Errorf("comment produced events %s, id %q, %v (body %q)", fmtEvents(got), r.LastEventID(), err, rec.Body.String())
+	}
+}
+
+type failingWriter struct{ h http.Header }
+
+func (f *failingWriter) Header() http.Header         { return f.h }
+func (f *failingWriter) WriteHeader(int)             {}
+func (f *failingWriter) Write(b []byte) (int, error) { return 0, errBoom }
+
+func TestWriterWriteError(t *testing.T) {
+	w := NewWriter(&failingWriter{h: http.Header{}}) // no Flusher: must not panic
+	if err := w.Write(ev("x")); !errors.Is(err, errBoom) {
+		t.Errorf("Write error = %v", err)
+	}
+	if err := w.Comment("x"); !errors.Is(err, errBoom) {
+		t.Errorf("Comment error = %v", err)
+	}
+}
