@@ -125,6 +125,10 @@ type CallOptions struct {
 	// Request answers server→client requests sent during this call
 	// (sampling, elicitation, roots); nil leaves them to Options.OnRequest.
 	Request func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
+	// PassInputRequired hands a 2026-07-28 upstream's input_required result
+	// to the caller as it is (the caller speaks 2026-07-28 too); otherwise
+	// the gateway answers the input requests through Request and retries.
+	PassInputRequired bool
 	// Background marks a long-lived call (subscriptions/listen) that never
 	// owns messages by elimination and has no timeout.
 	Background bool

@@ -324,6 +324,9 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
 	resp, cerr := c.Call(ctx, method, params, u.callOptions(opts))
+	if cerr == nil && c.Modern() && !opts.PassInputRequired {
+		resp, cerr = v.fulfil(ctx, c, method, params, resp, u.callOptions(opts))
+	}
 	if cerr != nil {
 		var te *client.TimeoutError
 		switch {
@@ -340,6 +343,61 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		}
 	}
 	return resp, nil
+}
+
+// maxInputRounds bounds how many input_required rounds the gateway answers
+// on a caller's behalf before giving up on an upstream that keeps asking.
+const maxInputRounds = 8
+
+// fulfil bridges a 2026-07-28 upstream's input_required results for a
+// caller of an older revision: each input request becomes a server→client
+// request on the caller's stream (opts.Request), and the original request is
+// retried with the answers and the upstream's requestState, untouched.
+func (v *View) fulfil(ctx context.Context, c *client.Client, method string, params json.RawMessage, resp *jsonrpc.Message, opts client.CallOptions) (*jsonrpc.Message, error) {
+	for round := 0; ; round++ {
+		if resp.Error != nil {
+			return resp, nil
+		}
+		if rt, _ := rawjson.GetString(resp.Result, "resultType"); rt != "input_required" {
+			return resp, nil
+		}
+		if opts.Request == nil || round == maxInputRounds {
+			why := "the caller cannot receive server requests (it accepts no event stream)"
+			if opts.Request != nil {
+				why = fmt.Sprintf("the upstream still asked for input after %d rounds", maxInputRounds)
+			}
+			resp.Result, resp.Error = nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the upstream needs input from the client, but %s", why)
+			return resp, nil
+		}
+		requests, _ := rawjson.Get(resp.Result, "inputRequests")
+		fields, _ := rawjson.Fields(requests)
+		answers := []byte(`{}`)
+		for _, f := range fields {
+			m, _ := rawjson.GetString(f.Value, "method")
+			p, _ := rawjson.Get(f.Value, "params")
+			res, rerr := opts.Request(ctx, m, p)
+			if rerr != nil {
+				resp.Result, resp.Error = nil, jsonrpc.Errorf(rerr.Code, "mcpgw: the client did not answer the upstream's %s: %s", m, rerr.Message)
+				return resp, nil
+			}
+			var err error
+			if answers, err = rawjson.Set(answers, f.Key, res); err != nil {
+				return nil, err
+			}
+		}
+		retry, err := rawjson.Set(params, "inputResponses", answers)
+		if err != nil {
+			return nil, err
+		}
+		if state, ok := rawjson.Get(resp.Result, "requestState"); ok {
+			retry, _ = rawjson.Set(retry, "requestState", state)
+		} else {
+			retry, _ = rawjson.Delete(retry, "requestState")
+		}
+		if resp, err = c.Call(ctx, method, retry, opts); err != nil {
+			return nil, err
+		}
+	}
 }
 
 func (v *View) unknown(t target, external string) *jsonrpc.Error {

@@ -26,7 +26,7 @@ func newCallStream(ctx context.Context, sess *Session) *callStream {
 
 // options are the client.CallOptions that route a call's messages here.
 func (cs *callStream) options() client.CallOptions {
-	return client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request}
+	return client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.stateless}
 }
 
 // hint queues a notification; a client too slow to read its stream loses

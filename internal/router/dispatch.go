@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // lists maps each merged list method to its kind.
@@ -55,10 +56,10 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		if err != nil {
 			return jsonrpc.NewError(msg.ID, err)
 		}
-		return jsonrpc.NewResult(msg.ID, res)
+		return legacyResult(sess, jsonrpc.NewResult(msg.ID, res))
 	}
 	if host.Routed(msg.Method) {
-		var opts client.CallOptions
+		opts := client.CallOptions{PassInputRequired: sess.stateless}
 		if cs != nil {
 			opts = cs.options()
 		}
@@ -69,7 +70,21 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		}
 		// The upstream's answer, with the downstream id put back.
 		resp.ID = msg.ID
-		return resp
+		return legacyResult(sess, resp)
 	}
 	return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
+}
+
+// legacyResult removes what only 2026-07-28 results carry (resultType) from
+// a result bound for a session of an older revision.
+func legacyResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
+	if sess.stateless || resp.Error != nil {
+		return resp
+	}
+	if _, ok := rawjson.Get(resp.Result, "resultType"); ok {
+		if res, err := rawjson.Delete(resp.Result, "resultType"); err == nil {
+			resp.Result = res
+		}
+	}
+	return resp
 }
