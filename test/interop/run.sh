@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Interop test: real npm MCP servers (server-everything, server-filesystem,
 # server-memory) run as stdio children of mcpgw; the official TypeScript SDK
-# client connects to mcpgw over Streamable HTTP and lists/calls through it.
+# client connects to mcpgw over Streamable HTTP and lists/calls through it
+# (client.test.mjs), and checks what flows during and around calls: progress,
+# sampling, elicitation, resource subscriptions (fidelity.test.mjs).
 #
 #   test/interop/run.sh            # from anywhere; needs go, node >= 20, npm, curl
 #
@@ -180,9 +182,17 @@ while ((SECONDS < deadline)); do
 done
 
 # ---------------------------------------------------------------- run the tests
-log "MCPGW_URL=$url MCPGW_FS_DIR=$fs_dir node --test test/interop/client.test.mjs"
+# One file at a time: the files share the gateway's single stdio child per
+# upstream, and a sampling/elicitation request from a shared stdio upstream
+# is relayed only while exactly one call is in flight on it, so another
+# file's concurrent everything__* calls would make fidelity.test.mjs flaky.
+# (--test-concurrency needs Node >= 20.10; older nodes run files in parallel.)
+tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs)
+node_flags=(--test)
+if node --test-concurrency=1 -e '' >/dev/null 2>&1; then node_flags+=(--test-concurrency=1); fi
+log "MCPGW_URL=$url MCPGW_FS_DIR=$fs_dir node ${node_flags[*]} ${tests[*]}"
 set +e
-(cd "$root" && MCPGW_URL="$url" MCPGW_FS_DIR="$fs_dir" node --test test/interop/client.test.mjs)
+(cd "$root" && MCPGW_URL="$url" MCPGW_FS_DIR="$fs_dir" node "${node_flags[@]}" "${tests[@]}")
 status=$?
 set -e
 
