@@ -40,6 +40,7 @@ const usage = `mcpgw — a Model Context Protocol gateway
 
 Usage:
   mcpgw run [--config FILE]       serve (without --config: the embedded demo config)
+  mcpgw stdio [--config FILE]     serve one route on stdin/stdout, for stdio-only MCP hosts
   mcpgw validate --config FILE    check a config; every problem is reported at once
   mcpgw version                   print the version
   mcpgw demo-server               the built-in demo MCP server, on stdio
@@ -61,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
+	case "stdio":
+		return cmdStdio(args[1:], os.Stdin, stdout, stderr) // stdio.go
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "mcpgw %s\n", buildVersion())
 		return 0

@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/router"
+)
+
+// ServeStdio runs mcpgw as a stdio MCP server, for hosts that only launch
+// stdio servers: the host (upstream clients and catalog) is built from cfg
+// as for Start, and one session of the route at routePath ("" for the first
+// route) is served over r and w (newline-delimited JSON-RPC). No listener is
+// opened. It returns when r reaches EOF and every request read has been
+// answered, or when ctx ends; the upstreams are stopped before it returns.
+// Logs go to opts.Logger only, never to w.
+func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath string, r io.Reader, w io.Writer) error {
+	if routePath != "" && !hasRoute(cfg, routePath) {
+		paths := make([]string, 0, len(cfg.Routes))
+		for _, rc := range cfg.Routes {
+			paths = append(paths, rc.Path)
+		}
+		return fmt.Errorf("no route %q in the config; configured routes: %s", routePath, strings.Join(paths, ", "))
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	// The same wiring as Start: upstream notifications and state changes
+	// reach the router once it exists.
+	var rt *router.Router
+	var rtReady sync.WaitGroup
+	rtReady.Add(1)
+	h := host.New(cfg, host.Options{
+		Logger:     opts.Logger.Named("host"),
+		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+		OnNotification: func(upstream, method string, params json.RawMessage) {
+			rtReady.Wait()
+			rt.UpstreamNotification(upstream, method, params)
+		},
+		OnStateChange: func(upstream string, s host.State) {
+			rtReady.Wait()
+			if s == host.StateReady || s == host.StateDown {
+				rt.ListChanged(upstream, mcp.NotificationToolsListChanged)
+				rt.ListChanged(upstream, mcp.NotificationPromptsChanged)
+				rt.ListChanged(upstream, mcp.NotificationResourcesChanged)
+			}
+		},
+	})
+	rt = router.New(cfg, h, router.Options{
+		Logger:     opts.Logger.Named("router"),
+		ServerInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+	})
+	rtReady.Done()
+	h.Start()
+	err := rt.ServeStdio(ctx, r, w, routePath)
+	rt.Close()
+	h.Close()
+	return err
+}
+
+func hasRoute(cfg *config.Config, path string) bool {
+	for _, rc := range cfg.Routes {
+		if rc.Path == path {
+			return true
+		}
+	}
+	return false
+}

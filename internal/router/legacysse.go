@@ -1,0 +1,171 @@
+package router
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/sse"
+)
+
+// legacySSE serves the 2024-11-05 HTTP+SSE transport on every route, for
+// clients that predate Streamable HTTP:
+//
+//	GET  <route>/sse                    opens the session's event stream; its
+//	                                    first event, "endpoint", names the URI
+//	                                    to POST to
+//	POST <route>/message?sessionId=ID   one client message; 202 Accepted, the
+//	                                    answer comes on the stream
+//
+// The stream is the session: closing it ends the session and cancels what
+// is in flight. The edge checks (Origin, Host) are the mux's middleware and
+// apply here as on the Streamable endpoint.
+type legacySSE struct {
+	rt    *Router
+	taken map[string]bool // paths of configured routes, never shadowed
+
+	mu    sync.Mutex
+	conns map[string]*pushConn // by session id
+}
+
+func (rt *Router) newLegacySSE(cfg *config.Config) *legacySSE {
+	l := &legacySSE{rt: rt, taken: map[string]bool{}, conns: map[string]*pushConn{}}
+	for _, rc := range cfg.Routes {
+		l.taken[rc.Path] = true
+	}
+	return l
+}
+
+// register adds rte's legacy endpoints to mux, unless a configured route
+// already uses one of their paths.
+func (l *legacySSE) register(mux chi.Router, rte *route) {
+	base := strings.TrimSuffix(rte.path, "/")
+	stream, post := base+"/sse", base+"/message"
+	if l.taken[stream] || l.taken[post] {
+		l.rt.log.Warn("legacy HTTP+SSE endpoints of this route are not served: a route uses their path",
+			zap.String("route", rte.path), zap.String("sse", stream), zap.String("message", post))
+		return
+	}
+	mux.Get(stream, func(w http.ResponseWriter, r *http.Request) { l.stream(w, r, rte, post) })
+	mux.Post(post, func(w http.ResponseWriter, r *http.Request) { l.message(w, r, rte) })
+}
+
+func (l *legacySSE) get(id string) *pushConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns[id]
+}
+
+// stream serves GET <route>/sse: it creates the session, announces the
+// message endpoint and writes everything for the session until the client
+// goes, the session ends or, after Drain, nothing is left in flight.
+func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request, rte *route, post string) {
+	rt := l.rt
+	if r.Header.Get("Accept") != "" && !accepts(r, mcp.ContentTypeEventStream) {
+		httpError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "GET opens an event stream: Accept must include text/event-stream")
+		return
+	}
+	select {
+	case <-rt.drain:
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, jsonrpc.CodeInternalError, "mcpgw is shutting down; retry against another replica")
+		return
+	default:
+	}
+	c := rt.newPushConn(rte, "legacy-sse")
+	id := c.sess.id
+	l.mu.Lock()
+	l.conns[id] = c
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.conns, id)
+		l.mu.Unlock()
+		c.stop()
+		rt.log.Info("legacy SSE session ended", zap.String("route", rte.path))
+	}()
+
+	sw := sse.NewWriter(w)
+	if sw.Write(sse.Event{Name: "endpoint", Data: []byte(post + "?sessionId=" + url.QueryEscape(id))}) != nil {
+		return
+	}
+	write := func(b []byte) bool { return sw.Write(sse.Event{Name: "message", Data: b}) == nil }
+	keep := time.NewTicker(rt.opts.KeepAlive)
+	defer keep.Stop()
+	drain := rt.drain
+	var quiet chan struct{}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-c.sess.ctx.Done():
+			return
+		case <-drain:
+			// Shutting down: let what is in flight finish and be answered,
+			// then end the stream; clients reconnect elsewhere.
+			drain, quiet = nil, c.quiet
+			if c.closeIfIdle() {
+				flushOut(c, write)
+				return
+			}
+		case <-quiet:
+			if c.closeIfIdle() {
+				flushOut(c, write)
+				return
+			}
+		case b := <-c.out:
+			if !write(b) {
+				return
+			}
+		case b := <-c.sess.outbox:
+			if c.initialized() && !write(b) {
+				return
+			}
+		case <-keep.C:
+			if sw.Comment("keep-alive") != nil {
+				return
+			}
+		}
+	}
+}
+
+// flushOut writes what is still queued for an idle connection.
+func flushOut(c *pushConn, write func([]byte) bool) {
+	for len(c.out) > 0 {
+		if !write(<-c.out) {
+			return
+		}
+	}
+}
+
+// message serves POST <route>/message?sessionId=ID: the message is taken
+// (202 Accepted) and answered on the session's stream.
+func (l *legacySSE) message(w http.ResponseWriter, r *http.Request, rte *route) {
+	id := r.URL.Query().Get("sessionId")
+	if id == "" {
+		httpError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "missing sessionId query parameter; open "+strings.TrimSuffix(rte.path, "/")+"/sse and POST to the endpoint it announces")
+		return
+	}
+	c := l.get(id)
+	if c == nil || c.sess.route != rte {
+		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; open a new event stream at "+strings.TrimSuffix(rte.path, "/")+"/sse")
+		return
+	}
+	msg, ok := l.rt.readMessage(w, r)
+	if !ok {
+		return
+	}
+	if !c.handle(msg) {
+		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session ended; open a new event stream at "+strings.TrimSuffix(rte.path, "/")+"/sse")
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}

@@ -1,0 +1,365 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+)
+
+// pushConn is one downstream session on a transport where everything the
+// gateway sends the client — responses, what upstreams send during a call,
+// session notifications — travels on one ordered channel that the transport
+// writes out: the legacy 2024-11-05 HTTP+SSE stream, or stdout for stdio.
+// Client messages arrive separately and are handled as they come; requests
+// run concurrently and each is answered exactly once.
+//
+// The session is created with the connection, before initialize: the
+// protocol revision, capabilities and client info are set by the client's
+// initialize, and requests other than ping wait for it.
+type pushConn struct {
+	rt        *Router
+	sess      *Session
+	transport string // for logs
+
+	// out carries responses and per-call events to the transport's writer.
+	// Session notifications stay in sess.outbox, which the writer also reads.
+	out chan []byte
+
+	mu      sync.Mutex
+	closed  bool          // the transport is ending: no new work starts
+	ready   bool          // initialize was answered
+	pending int           // goroutines started for client messages and not done
+	quiet   chan struct{} // signalled when pending drops to zero
+	wg      sync.WaitGroup
+
+	// noInput is set when the client can send nothing more (stdin reached
+	// EOF): server→client requests can no longer be answered, so they fail
+	// at once instead of holding their call until it times out.
+	noInput atomic.Bool
+}
+
+func (rt *Router) newPushConn(rte *route, transport string) *pushConn {
+	sess := rt.sessions.create(rte, "", nil, nil)
+	// The connection is the session's stream for its whole life: the idle
+	// reaper leaves it alone, and a Streamable GET cannot open a second one.
+	sess.mu.Lock()
+	sess.streamOpen = true
+	sess.mu.Unlock()
+	return &pushConn{
+		rt:        rt,
+		sess:      sess,
+		transport: transport,
+		out:       make(chan []byte, 64),
+		quiet:     make(chan struct{}, 1),
+	}
+}
+
+// handle takes one client message. It returns false when the connection is
+// ending and the message was not taken.
+func (c *pushConn) handle(msg *jsonrpc.Message) bool {
+	c.sess.touch()
+	switch msg.Kind() {
+	case jsonrpc.KindNotification:
+		if c.isClosed() {
+			return false
+		}
+		c.rt.notification(c.sess, msg)
+	case jsonrpc.KindResponse:
+		if c.isClosed() {
+			return false
+		}
+		// The client's answer to a request relayed from an upstream.
+		if !c.sess.answer(msg) {
+			c.rt.log.Debug("dropping a response to no pending server→client request", zap.String("id", msg.ID.String()), zap.String("transport", c.transport))
+		}
+	default:
+		return c.request(msg)
+	}
+	return true
+}
+
+// initialized reports whether initialize was answered. Session
+// notifications (sess.outbox) are dropped until it was: the spec allows
+// nothing but pings and logs before it.
+func (c *pushConn) initialized() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ready
+}
+
+func (c *pushConn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// request starts answering one request. The request is registered for
+// notifications/cancelled before handle returns, so a cancellation sent
+// right after it always finds it.
+func (c *pushConn) request(msg *jsonrpc.Message) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	var reply *jsonrpc.Message
+	switch {
+	case msg.Method == mcp.MethodInitialize:
+		reply = c.initializeLocked(msg)
+	case c.ready || msg.Method == mcp.MethodPing:
+	case msg.Method == mcp.MethodServerDiscover:
+		// Clients that try 2026-07-28 first fall back to initialize on
+		// this error.
+		reply = jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "%s belongs to the stateless %s revision, which this %s transport does not carry; send initialize", msg.Method, mcp.Version20260728, c.transport))
+	default:
+		reply = jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "session not initialized: send initialize before %s", msg.Method))
+	}
+	if reply != nil {
+		c.replyLocked(reply)
+		return true
+	}
+	ctx, cancel := context.WithCancel(c.sess.ctx) // the session's end cancels the call
+	c.sess.track(msg.ID, cancel)
+	c.goLocked(func() {
+		defer c.sess.untrack(msg.ID)
+		defer cancel()
+		c.emitMessage(c.call(ctx, msg))
+	})
+	return true
+}
+
+// initializeLocked negotiates the session's revision as the Streamable
+// initialize does and returns the response.
+func (c *pushConn) initializeLocked(msg *jsonrpc.Message) *jsonrpc.Message {
+	if c.ready {
+		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "this session is already initialized; open a new connection to start another"))
+	}
+	p, version, jerr := negotiateInitialize(msg.Params)
+	if jerr != nil {
+		return jsonrpc.NewError(msg.ID, jerr)
+	}
+	// Written before ready is set under c.mu: every request goroutine that
+	// reads them is started after, under the same lock.
+	c.sess.mu.Lock()
+	c.sess.version, c.sess.caps, c.sess.info = version, p.Capabilities, p.ClientInfo
+	c.sess.mu.Unlock()
+	c.ready = true
+	c.rt.log.Info("session started", zap.String("route", c.sess.route.path), zap.String("transport", c.transport),
+		zap.String("protocol_version", version), zap.ByteString("client", p.ClientInfo))
+	return jsonrpc.NewResult(msg.ID, c.rt.initializeResult(c.sess.route, version))
+}
+
+// negotiateInitialize reads initialize's params and picks the revision:
+// the client's when mcpgw speaks it, else the latest (the spec's
+// counter-offer). It is the Streamable initialize's negotiation.
+func negotiateInitialize(params json.RawMessage) (mcp.InitializeParams, string, *jsonrpc.Error) {
+	var p mcp.InitializeParams
+	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == "" {
+		return p, "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize: params.protocolVersion is required")
+	}
+	version := p.ProtocolVersion
+	if !mcp.IsSupported(version) {
+		version = mcp.LatestVersion
+	}
+	return p, version, nil
+}
+
+// initializeResult is the InitializeResult of route rte at version.
+func (rt *Router) initializeResult(rte *route, version string) json.RawMessage {
+	res, _ := json.Marshal(mcp.InitializeResult{
+		ProtocolVersion: version,
+		Capabilities:    capabilities(),
+		ServerInfo:      mustJSON(rt.opts.ServerInfo),
+		Instructions:    rte.view.Instructions(),
+	})
+	return res
+}
+
+// call dispatches one request. A routed call gets a callStream whose events
+// (progress, log messages, server→client requests) go out on this
+// connection ahead of the call's response.
+func (c *pushConn) call(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Message {
+	if !host.Routed(msg.Method) {
+		return c.rt.dispatch(ctx, c.sess, msg, nil)
+	}
+	cs := newCallStream(ctx, c.sess)
+	done := make(chan *jsonrpc.Message, 1)
+	// Owned by this goroutine, which always waits for it below; dispatch
+	// returns once ctx ends at the latest.
+	go func() { done <- c.rt.dispatch(ctx, c.sess, msg, cs) }()
+	for {
+		select {
+		case b := <-cs.events:
+			c.event(b)
+		case resp := <-done:
+			for len(cs.events) > 0 {
+				c.event(<-cs.events)
+			}
+			return resp
+		}
+	}
+}
+
+// event sends one per-call message. Once the client can answer nothing
+// more, a relayed request is failed as soon as it is out.
+func (c *pushConn) event(b []byte) {
+	c.emit(b)
+	if c.noInput.Load() {
+		c.refuseOutgoing()
+	}
+}
+
+// refuseOutgoing answers every relayed server→client request still waiting
+// for the client with an error, for when the client can no longer answer.
+func (c *pushConn) refuseOutgoing() {
+	s := c.sess
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.outgoing))
+	for id := range s.outgoing {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.answer(jsonrpc.NewError(jsonrpc.ID(id), jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the %s client closed its input, so it cannot answer this request", c.transport)))
+	}
+}
+
+// goLocked runs f in a goroutine owned by the connection: stop waits for it.
+func (c *pushConn) goLocked(f func()) {
+	c.pending++
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.finished()
+		f()
+	}()
+}
+
+func (c *pushConn) finished() {
+	c.mu.Lock()
+	c.pending--
+	idle := c.pending == 0
+	c.mu.Unlock()
+	if idle {
+		select {
+		case c.quiet <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// replyLocked queues an answer the caller already has: at once when the
+// writer has room (keeping it in order with what follows), else from an
+// owned goroutine so that the caller never blocks on a slow client.
+func (c *pushConn) replyLocked(m *jsonrpc.Message) {
+	b, err := jsonrpc.Encode(m)
+	if err != nil {
+		return
+	}
+	select {
+	case c.out <- b:
+	default:
+		c.goLocked(func() { c.emit(b) })
+	}
+}
+
+// emitMessage sends one message to the client.
+func (c *pushConn) emitMessage(m *jsonrpc.Message) bool {
+	b, err := jsonrpc.Encode(m)
+	if err != nil {
+		b, _ = jsonrpc.Encode(jsonrpc.NewError(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "could not encode response")))
+	}
+	return c.emit(b)
+}
+
+// emit hands b to the writer, waiting while it is busy; it gives up only
+// when the session ends, when there is no one left to tell.
+func (c *pushConn) emit(b []byte) bool {
+	select {
+	case c.out <- b:
+		return true
+	case <-c.sess.ctx.Done():
+		return false
+	}
+}
+
+// closeIfIdle stops new work and reports true when nothing is running;
+// otherwise it changes nothing.
+func (c *pushConn) closeIfIdle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending > 0 {
+		return false
+	}
+	c.closed = true
+	return true
+}
+
+// stop ends the connection: no new work starts, the session ends
+// (cancelling calls in flight) and stop waits for the connection's
+// goroutines.
+func (c *pushConn) stop() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.rt.sessions.remove(c.sess.id)
+	c.wg.Wait()
+}
+
+// readMessage reads and parses one JSON-RPC message from a POST body with
+// the Streamable POST's rules (Content-Type, max_body_bytes, parse errors),
+// answering the HTTP request itself when it cannot.
+func (rt *Router) readMessage(w http.ResponseWriter, r *http.Request) (*jsonrpc.Message, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, _ := strings.Cut(ct, ";")
+		if !strings.EqualFold(strings.TrimSpace(mt), mcp.ContentTypeJSON) {
+			httpError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Content-Type must be application/json")
+			return nil, false
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			httpError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "request body exceeds max_body_bytes")
+			return nil, false
+		}
+		httpError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "could not read request body: "+err.Error())
+		return nil, false
+	}
+	msg, perr := parseMessage(body)
+	if perr != nil {
+		writeJSON(w, http.StatusBadRequest, perr)
+		return nil, false
+	}
+	return msg, true
+}
+
+// parseMessage parses one message; on failure it returns the error
+// response to send (with the message's id when it could be read).
+func parseMessage(b []byte) (*jsonrpc.Message, *jsonrpc.Message) {
+	msg, err := jsonrpc.Parse(b)
+	if err == nil {
+		return msg, nil
+	}
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) {
+		je = jsonrpc.Errorf(jsonrpc.CodeParseError, "%v", err)
+	}
+	var id jsonrpc.ID
+	if msg != nil && msg.ID.Valid() {
+		id = msg.ID
+	}
+	return nil, jsonrpc.NewError(id, je)
+}
