@@ -125,6 +125,10 @@ type CallOptions struct {
 	// Request answers server→client requests sent during this call
 	// (sampling, elicitation, roots); nil leaves them to Options.OnRequest.
 	Request func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
+	// LogLevel is the caller's logging threshold, passed in _meta to a
+	// stateless upstream for callers that do not speak its revision (a
+	// 2026-07-28 caller's own _meta already carries it).
+	LogLevel string
 	// PassInputRequired hands a 2026-07-28 upstream's input_required result
 	// to the caller as it is (the caller speaks 2026-07-28 too); otherwise
 	// the gateway answers the input requests through Request and retries.
@@ -135,7 +139,9 @@ type CallOptions struct {
 }
 
 // interactive reports whether the call can take messages beyond progress.
-func (o CallOptions) interactive() bool { return !o.Background && (o.Notify != nil || o.Request != nil) }
+func (o CallOptions) interactive() bool {
+	return !o.Background && (o.Notify != nil || o.Request != nil)
+}
 
 // Connect starts the transport and runs the initialize handshake.
 func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
@@ -388,7 +394,7 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
 		defer cancel()
 	}
-	params, err := c.hopMeta(params)
+	params, err := c.hopMeta(params, opts.LogLevel)
 	if err != nil {
 		return nil, fmt.Errorf("%s: params: %w", method, err)
 	}
@@ -424,6 +430,9 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 	}
 	if err := c.t.Send(ctx, b); err != nil {
 		if ctx.Err() != nil {
+			// The body may have reached the upstream before the caller gave
+			// up (an HTTP upstream that sends no headers until it answers).
+			c.cancelUpstream(method, id, ctx)
 			return nil, c.ctxErr(ctx, method)
 		}
 		return nil, err
@@ -437,22 +446,28 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 	case <-ctx.Done():
 		// The upstream may already be working on it: tell it to stop, and
 		// never retry (the call may have had effects).
-		// Over 2026-07-28 HTTP, closing the request's stream (ctx) is the
-		// cancellation; elsewhere the upstream must be told.
-		_, streamable := c.t.(*Streamable)
-		if method != mcp.MethodInitialize && !(c.modern && streamable) {
-			reason := "request cancelled by the gateway"
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				reason = "request timed out at the gateway"
-			}
-			cp, _ := json.Marshal(map[string]any{"requestId": id, "reason": reason})
-			sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
-			if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
-				c.log.Debug("could not send notifications/cancelled", zap.Error(err))
-			}
-			cancel()
-		}
+		c.cancelUpstream(method, id, ctx)
 		return nil, c.ctxErr(ctx, method)
+	}
+}
+
+// cancelUpstream tells the upstream to stop working on request id. Over
+// 2026-07-28 HTTP, closing the request's stream (the caller's ctx) already is
+// the cancellation; everywhere else the upstream must be told.
+func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Context) {
+	_, streamable := c.t.(*Streamable)
+	if method == mcp.MethodInitialize || (c.modern && streamable) {
+		return
+	}
+	reason := "request cancelled by the gateway"
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		reason = "request timed out at the gateway"
+	}
+	cp, _ := json.Marshal(map[string]any{"requestId": id, "reason": reason})
+	sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+	defer cancel()
+	if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
+		c.log.Debug("could not send notifications/cancelled", zap.Error(err))
 	}
 }
 
@@ -632,9 +647,9 @@ const hopPrefix = "io.modelcontextprotocol/"
 // hopMeta removes a 2026-07-28 caller's per-hop _meta keys before the
 // request goes to an upstream that negotiated an older revision, which would
 // otherwise take the request for a stateless one.
-func (c *Client) hopMeta(params json.RawMessage) (json.RawMessage, error) {
+func (c *Client) hopMeta(params json.RawMessage, logLevel string) (json.RawMessage, error) {
 	if c.modern {
-		return c.modernMeta(params)
+		return c.modernMeta(params, logLevel)
 	}
 	meta, ok := rawjson.Get(params, "_meta")
 	if !ok || !bytes.Contains(meta, []byte(hopPrefix)) {
@@ -658,7 +673,7 @@ func (c *Client) hopMeta(params json.RawMessage) (json.RawMessage, error) {
 // A 2026-07-28 caller's own version, capabilities and log level are kept (the
 // upstream must judge what that client can do); for anyone else the gateway
 // speaks for itself.
-func (c *Client) modernMeta(params json.RawMessage) (json.RawMessage, error) {
+func (c *Client) modernMeta(params json.RawMessage, logLevel string) (json.RawMessage, error) {
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage(`{}`)
 	}
@@ -679,6 +694,11 @@ func (c *Client) modernMeta(params json.RawMessage) (json.RawMessage, error) {
 	info, _ := json.Marshal(c.opts.ClientInfo)
 	if meta, err = rawjson.Set(meta, mcp.MetaClientInfo, info); err != nil {
 		return nil, err
+	}
+	if logLevel != "" {
+		if meta, err = rawjson.SetString(meta, mcp.MetaLogLevel, logLevel); err != nil {
+			return nil, err
+		}
 	}
 	return rawjson.Set(params, "_meta", meta)
 }

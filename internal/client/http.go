@@ -219,6 +219,19 @@ func (s *Streamable) headers(h http.Header) {
 	s.mu.Unlock()
 }
 
+type headersKey struct{}
+
+// WithHeaders returns a context whose requests to a 2026-07-28 HTTP upstream
+// carry h: the Mcp-Param-* headers a client mirrored from tool arguments,
+// which the gateway passes on unchanged. Nothing else travels this way —
+// the downstream's credentials never reach an upstream.
+func WithHeaders(ctx context.Context, h http.Header) context.Context {
+	if len(h) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, headersKey{}, h)
+}
+
 // stateless reports whether the negotiated revision is a stateless one.
 func (s *Streamable) stateless() bool {
 	s.mu.Lock()
@@ -285,6 +298,13 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	s.headers(req.Header)
 	if s.stateless() {
 		mirrorHeaders(req.Header, msg)
+		if h, ok := ctx.Value(headersKey{}).(http.Header); ok {
+			for k, v := range h {
+				if strings.HasPrefix(http.CanonicalHeaderKey(k), "Mcp-Param-") {
+					req.Header[http.CanonicalHeaderKey(k)] = v
+				}
+			}
+		}
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if !s.stateless() {
@@ -336,10 +356,20 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	case mcp.ContentTypeEventStream:
 		started := s.goTracked(func() {
 			defer cancel()
-			defer resp.Body.Close()
-			_, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, deliver, s.log)
+			answered := false
+			track := func(b []byte) {
+				if related != nil && isResponseTo(b, related) {
+					answered = true
+				}
+				deliver(b)
+			}
+			lastID, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, track, s.log)
+			resp.Body.Close()
 			if err != nil && !errors.Is(err, io.EOF) && rctx.Err() == nil {
 				s.log.Warn("upstream response stream broke", zap.Error(err))
+			}
+			if related != nil && !answered && lastID != "" && !s.stateless() {
+				s.resume(rctx, lastID, track, &answered)
 			}
 		})
 		if !started {
@@ -363,6 +393,49 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		}
 		return nil
 	}
+}
+
+// resume picks up a request's response stream that the upstream closed
+// before answering (2025-11-25 polling, or a broken connection): GET with
+// Last-Event-ID until the answer arrives, a few times at most.
+func (s *Streamable) resume(ctx context.Context, lastID string, deliver func([]byte), answered *bool) {
+	for attempt := 0; attempt < 5 && !*answered; attempt++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(attempt*250+250) * time.Millisecond):
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.URL, nil)
+		if err != nil {
+			return
+		}
+		req.Header.Set("Accept", mcp.ContentTypeEventStream)
+		req.Header.Set("Last-Event-ID", lastID)
+		s.headers(req.Header)
+		resp, err := s.cfg.Client.Do(req)
+		if err != nil {
+			continue
+		}
+		if resp.StatusCode != http.StatusOK || mediaType(resp.Header) != mcp.ContentTypeEventStream {
+			resp.Body.Close()
+			s.log.Debug("upstream refused to resume a response stream", zap.Int("status", resp.StatusCode))
+			return
+		}
+		id, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, deliver, s.log)
+		resp.Body.Close()
+		if id != "" {
+			lastID = id
+		}
+	}
+}
+
+// isResponseTo reports whether msg is the response to request id.
+func isResponseTo(msg []byte, id jsonrpc.ID) bool {
+	if _, isReq := rawjson.Get(msg, "method"); isReq {
+		return false
+	}
+	got, ok := rawjson.Get(msg, "id")
+	return ok && string(got) == string(id)
 }
 
 func (s *Streamable) hasSession() bool {

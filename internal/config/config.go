@@ -58,7 +58,14 @@ type Upstream struct {
 	// StartupTimeout bounds the handshake.
 	StartupTimeout Duration `yaml:"startup_timeout"`
 	// Stateful gives each downstream session its own upstream session.
+	// Not implemented yet: validation refuses true rather than ignore it.
 	Stateful bool `yaml:"stateful"`
+	// Protocol chooses the revisions spoken to this upstream: "auto" (the
+	// default) uses 2026-07-28 when the upstream offers it and, for callers of
+	// older revisions, a second connection that initializes, so each caller
+	// is served as if it talked to the upstream directly; "2026" uses only
+	// 2026-07-28 (older callers are bridged); "legacy" only initializes.
+	Protocol string `yaml:"protocol"`
 	// MaxLineBytes caps one stdout line of a stdio child.
 	MaxLineBytes int `yaml:"max_line_bytes"`
 	// Roots answer the upstream's roots/list: on a shared gateway the

@@ -192,7 +192,7 @@ func TestEveryField(t *testing.T) {
 				Headers:        map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
 				Timeout:        config.Duration(90 * time.Second),
 				StartupTimeout: config.Duration(5 * time.Second),
-				Stateful:       true,
+				Stateful:       false,
 				MaxLineBytes:   config.DefaultMaxLineBytes,
 			},
 			"gitlab": {
@@ -266,7 +266,7 @@ func TestAnchorsAndMerge(t *testing.T) {
 	if b.Timeout.D() != 5*time.Second || cc.Timeout.D() != 5*time.Second || b.Env["LEVEL"] != "debug" {
 		t.Errorf("merged values missing: b %+v c %+v", b, cc)
 	}
-	if !cc.Stateful || a.Stateful || !reflect.DeepEqual(cc.Command, a.Command) {
+	if !cc.ForwardRoots || a.ForwardRoots || !reflect.DeepEqual(cc.Command, a.Command) {
 		t.Errorf("c = %+v", cc)
 	}
 }
@@ -289,7 +289,7 @@ upstreams:
     env: {"${BIN}": "${TOKEN}", PRICE: "$$5 or $$$$"}
     timeout: ${SECS}
     startup_timeout: ${UNSET:-2s}
-    stateful: ${BOOL}
+    forward_roots: ${BOOL}
     max_line_bytes: ${LINE}
 `, env)
 	fs := c.Upstreams["fs"]
@@ -302,7 +302,7 @@ upstreams:
 	if !reflect.DeepEqual(fs.Env, wantEnv) {
 		t.Errorf("env = %q, want %q", fs.Env, wantEnv)
 	}
-	if fs.Timeout.D() != 45*time.Second || fs.StartupTimeout.D() != 2*time.Second || !fs.Stateful || fs.MaxLineBytes != 4096 {
+	if fs.Timeout.D() != 45*time.Second || fs.StartupTimeout.D() != 2*time.Second || !fs.ForwardRoots || fs.MaxLineBytes != 4096 {
 		t.Errorf("typed values from env: %+v", fs)
 	}
 }

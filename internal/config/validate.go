@@ -178,6 +178,22 @@ func (v *validator) upstream(name string, u *Upstream) {
 	if u.MaxLineBytes < 1024 {
 		v.add(joinPath(p, "max_line_bytes"), fmt.Sprintf("must be at least 1024 bytes; remove it for the default (%d, 8 MiB) or set e.g. 16777216", DefaultMaxLineBytes))
 	}
+	switch u.Protocol {
+	case "", "auto", "2026", "legacy":
+	default:
+		v.add(joinPath(p, "protocol"), fmt.Sprintf("%q is not a protocol choice; use auto (the default), 2026 or legacy", u.Protocol))
+	}
+	if u.Stateful {
+		// Fail closed: accepting it silently would let users believe sessions
+		// are isolated upstream when they are not.
+		v.add(joinPath(p, "stateful"), "per-session upstream connections are not implemented yet; remove stateful: true (the upstream is shared, and server requests on a shared stdio upstream are relayed only when one call is in flight)")
+	}
+	for i, r := range u.Roots {
+		rp := fmt.Sprintf("%s.roots[%d]", p, i)
+		if !strings.HasPrefix(r.URI, "file://") {
+			v.add(joinPath(rp, "uri"), fmt.Sprintf("%q must be a file:// URI (MCP roots are filesystem locations); write it as e.g. file:///srv/data", r.URI))
+		}
+	}
 }
 
 func (v *validator) routes() {

@@ -354,9 +354,12 @@ func fidStdioUpstream(t *testing.T, name string, extra ...string) *fidUpstream {
 
 // fidModernStdioUpstream is a stdio fidelity server that also offers
 // 2026-07-28, as the SDK does by default.
+// fidModernStdioUpstream is a stdio upstream offering 2026-07-28, spoken to
+// only in 2026-07-28 (protocol: "2026"), so older callers are bridged through
+// input_required rather than served by a second, legacy connection.
 func fidModernStdioUpstream(t *testing.T, name string) *fidUpstream {
 	t.Helper()
-	return fidChild(t, name, ", MCPGW_TEST_FIDELITY_MODERN: 1")
+	return fidChild(t, name, ", MCPGW_TEST_FIDELITY_MODERN: 1", `protocol: "2026"`)
 }
 
 func fidChild(t *testing.T, name, env string, extra ...string) *fidUpstream {

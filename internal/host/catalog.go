@@ -319,7 +319,7 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		}
 	}
 	u := v.h.upstreams[upstream]
-	c, cerr := u.Client(ctx)
+	c, cerr := u.ClientFor(ctx, !opts.PassInputRequired)
 	if cerr != nil {
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
@@ -479,13 +479,18 @@ func setPath(obj json.RawMessage, path []string, value string) (json.RawMessage,
 // Each sends a request to every connected upstream of the view that offers
 // capability, for settings the gateway fans out (logging/setLevel). Errors
 // are logged, not returned: one upstream's refusal must not fail the rest.
-func (v *View) Each(ctx context.Context, capability, method string, params json.RawMessage) {
+// Only upstreams for which want returns true are asked; stateless upstreams
+// never are (their settings travel in each request's _meta).
+func (v *View) Each(ctx context.Context, capability, method string, params json.RawMessage, want func(upstream string) bool) {
 	for _, name := range v.names {
 		u := v.h.upstreams[name]
-		u.mu.Lock()
-		c := u.client
-		u.mu.Unlock()
-		if c == nil || !c.HasCapability(capability) {
+		if !want(name) {
+			continue
+		}
+		// Settings come from sessions of older revisions: they go where
+		// those sessions' calls go.
+		c, err := u.ClientFor(ctx, true)
+		if err != nil || c.Modern() || !c.HasCapability(capability) {
 			continue
 		}
 		if resp, err := c.Call(ctx, method, params, client.CallOptions{}); err != nil || resp.Error != nil {

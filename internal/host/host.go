@@ -151,6 +151,12 @@ type Upstream struct {
 	state   State
 	lastErr error
 	first   chan struct{} // closed after the first connection attempt
+
+	// alt is a second connection that initializes, made on first use when
+	// the primary one speaks 2026-07-28 and a caller of an older revision
+	// comes along (protocol: auto).
+	altMu sync.Mutex
+	alt   *client.Client
 }
 
 // Name is the upstream's configured name.
@@ -199,7 +205,51 @@ func (u *Upstream) Client(ctx context.Context) (*client.Client, error) {
 	return u.client, nil
 }
 
+// ClientFor returns the client to use for a caller: a caller of an older
+// revision gets a connection of an older revision when the upstream speaks
+// both, so it is served exactly as if it talked to the upstream directly
+// (the upstream's own server→client requests, subscriptions and logging).
+// If that connection cannot be made, the primary one serves (and the
+// gateway bridges input_required results).
+func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Client, error) {
+	c, err := u.Client(ctx)
+	if err != nil || !legacyCaller || !c.Modern() || u.cfg.Protocol == "2026" {
+		return c, err
+	}
+	u.altMu.Lock()
+	defer u.altMu.Unlock()
+	if u.alt != nil {
+		select {
+		case <-u.alt.Done():
+			_ = u.alt.Close()
+			u.alt = nil
+		default:
+			return u.alt, nil
+		}
+	}
+	alt, aerr := u.connectWith(ctx, "legacy")
+	if aerr != nil {
+		u.log.Info("no legacy connection for an older caller; bridging instead", zap.Error(aerr))
+		return c, nil
+	}
+	u.alt = alt
+	return alt, nil
+}
+
+func (u *Upstream) closeAlt() {
+	u.altMu.Lock()
+	alt := u.alt
+	u.alt = nil
+	u.altMu.Unlock()
+	if alt != nil {
+		_ = alt.Close()
+	}
+}
+
 func (u *Upstream) setState(s State, c *client.Client, err error) {
+	if s != StateReady {
+		u.closeAlt()
+	}
 	u.mu.Lock()
 	changed := u.state != s
 	u.state, u.client, u.lastErr = s, c, err
@@ -263,6 +313,10 @@ func (u *Upstream) supervise(ctx context.Context) {
 }
 
 func (u *Upstream) connect(ctx context.Context) (*client.Client, error) {
+	return u.connectWith(ctx, u.cfg.Protocol)
+}
+
+func (u *Upstream) connectWith(ctx context.Context, protocol string) (*client.Client, error) {
 	t, err := u.transport()
 	if err != nil {
 		return nil, err
@@ -276,6 +330,7 @@ func (u *Upstream) connect(ctx context.Context) (*client.Client, error) {
 	name := u.name
 	opts := u.host.opts
 	return client.Connect(cctx, t, client.Options{
+		Protocol:   protocol,
 		Name:       name,
 		Logger:     u.log,
 		Timeout:    u.cfg.Timeout.D(),

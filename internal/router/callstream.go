@@ -18,6 +18,7 @@ type callStream struct {
 	ctx    context.Context // the downstream call's; ends when it is answered or abandoned
 	sess   *Session
 	events chan []byte
+	park   *parkedCall // for 2026-07-28 callers: input requests become input_required
 }
 
 func newCallStream(ctx context.Context, sess *Session) *callStream {
@@ -26,7 +27,10 @@ func newCallStream(ctx context.Context, sess *Session) *callStream {
 
 // options are the client.CallOptions that route a call's messages here.
 func (cs *callStream) options() client.CallOptions {
-	return client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.stateless}
+	cs.sess.mu.Lock()
+	level := cs.sess.logLevel
+	cs.sess.mu.Unlock()
+	return client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.stateless, LogLevel: level}
 }
 
 // hint queues a notification; a client too slow to read its stream loses
@@ -54,11 +58,14 @@ func (cs *callStream) notify(method string, params json.RawMessage) {
 // request relays a server→client request to the downstream client and
 // waits for its answer, the call's end, or the upstream giving up.
 func (cs *callStream) request(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	if cs.sess.stateless {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the calling client speaks %s, which has no server→client requests, and bridging %s to an input_required result is not available for this call", cs.sess.version, method)
-	}
 	if missing := cs.sess.lacks(method, params); missing != "" {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw: the downstream client did not declare the %s capability, so %s cannot be relayed to it", missing, method)
+	}
+	if cs.sess.stateless {
+		if cs.park == nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the calling client speaks %s, which has no server→client requests, and this call cannot be bridged", cs.sess.version)
+		}
+		return cs.park.ask(upstreamCtx, method, params)
 	}
 	id, answer := cs.sess.expect()
 	defer cs.sess.forgetOutgoing(id)

@@ -42,9 +42,10 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		sess.mu.Lock()
 		sess.logLevel = p.Level
 		sess.mu.Unlock()
-		// Upstreams are shared: the level is passed on so they emit at least
-		// this much, and each session's own threshold is applied here.
-		view.Each(ctx, "logging", msg.Method, msg.Params)
+		// Upstreams are shared: each is asked for the most verbose level any
+		// session wanted (never tightened by a later, stricter session), and
+		// each session's own threshold is applied here.
+		view.Each(ctx, "logging", msg.Method, msg.Params, func(upstream string) bool { return rt.loosenLevel(upstream, p.Level) })
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 	case mcp.MethodResourcesSubscribe:
 		return rt.subscribe(ctx, sess, msg)
@@ -87,4 +88,17 @@ func legacyResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 		}
 	}
 	return resp
+}
+
+// loosenLevel records that upstream must emit at least level and reports
+// whether that is more verbose than what it was last asked for.
+func (rt *Router) loosenLevel(upstream, level string) bool {
+	rt.levelsMu.Lock()
+	defer rt.levelsMu.Unlock()
+	cur, ok := rt.levels[upstream]
+	if ok && slices.Index(logLevels, level) >= slices.Index(logLevels, cur) {
+		return false
+	}
+	rt.levels[upstream] = level
+	return true
 }

@@ -164,7 +164,7 @@ func (rt *Router) dropSubscription(sess *Session, key subKey, tell bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := u.Client(ctx)
+	c, err := u.ClientFor(ctx, true) // where the subscribe went
 	if err != nil {
 		return
 	}

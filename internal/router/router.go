@@ -47,12 +47,18 @@ type Router struct {
 	sessions *sessionStore
 	subs     *subscriptions
 	changes  chan listChange
+	routes   []*route // in config order (ServeStdio, stdio.go)
 
 	listenersMu sync.Mutex
 	listeners   map[*Session]bool // open subscriptions/listen streams
-	origins     map[string]bool
-	hosts       []string // allowed Host names on a loopback listener; nil = any
-	maxBody     int64
+
+	bridge *bridge // legacy upstreams' input requests parked for 2026-07-28 clients
+
+	levelsMu sync.Mutex
+	levels   map[string]string // log level last asked of each shared upstream
+	origins  map[string]bool
+	hosts    []string // allowed Host names on a loopback listener; nil = any
+	maxBody  int64
 
 	stop      chan struct{}
 	drain     chan struct{} // closed by Drain: no new sessions, GET streams end
@@ -88,6 +94,8 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		subs:      newSubscriptions(),
 		changes:   make(chan listChange, 64),
 		listeners: map[*Session]bool{},
+		levels:    map[string]string{},
+		bridge:    newBridge(),
 		origins:   map[string]bool{},
 		maxBody:   cfg.MaxBodyBytes,
 		stop:      make(chan struct{}),
@@ -103,8 +111,11 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 
 	mux := chi.NewRouter()
 	mux.Use(rt.edge)
+	legacy := rt.newLegacySSE(cfg) // 2024-11-05 HTTP+SSE endpoints (legacysse.go)
 	for _, rc := range cfg.Routes {
 		r := &route{path: rc.Path, view: h.View(rc.Upstreams, rc.Prefixed())}
+		rt.routes = append(rt.routes, r)
+		legacy.register(mux, r) // GET <path>/sse, POST <path>/message
 		mux.Post(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.post(w, req, r) })
 		mux.Get(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.get(w, req, r) })
 		mux.Delete(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.delete(w, req, r) })
@@ -140,6 +151,7 @@ func (rt *Router) Close() {
 	rt.Drain()
 	rt.once.Do(func() {
 		close(rt.stop)
+		rt.bridge.closeAll()
 		rt.sessions.closeAll()
 		rt.wg.Wait()
 	})
@@ -390,33 +402,40 @@ func (rt *Router) notification(sess *Session, msg *jsonrpc.Message) {
 // call (progress, log messages, sampling/elicitation/roots requests) reaches
 // this caller on this call's own stream; everything else answers JSON.
 func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(sess.ctx, cancel) // DELETE ends in-flight calls too
-	defer stop()
-	sess.track(msg.ID, cancel)
-	defer sess.untrack(msg.ID)
-
 	if !host.Routed(msg.Method) || !accepts(r, mcp.ContentTypeEventStream) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(sess.ctx, cancel) // DELETE ends in-flight calls too
+		defer stop()
+		sess.track(msg.ID, cancel)
+		defer sess.untrack(msg.ID)
 		writeJSON(w, http.StatusOK, rt.dispatch(ctx, sess, msg, nil))
 		return
 	}
+	// A streamed call belongs to the session, not to the connection: if the
+	// stream breaks, the call goes on and the client resumes with
+	// Last-Event-ID. notifications/cancelled, DELETE or the session's end
+	// stop it.
+	ctx, cancel := context.WithCancel(sess.ctx)
+	defer cancel()
+	sess.track(msg.ID, cancel)
+	defer sess.untrack(msg.ID)
 	cs := newCallStream(ctx, sess)
 	done := make(chan *jsonrpc.Message, 1)
 	go func() { done <- rt.dispatch(ctx, sess, msg, cs) }()
-	sw := sse.NewWriter(w)
+	rw := newResumableWriter(w, sess.events, newStreamID(), sess.version >= mcp.Version20251125)
 	for {
 		select {
 		case b := <-cs.events:
-			_ = sw.Write(sse.Event{Name: "message", Data: b})
+			rw.write(b)
 		case resp := <-done:
 			for len(cs.events) > 0 {
-				_ = sw.Write(sse.Event{Name: "message", Data: <-cs.events})
+				rw.write(<-cs.events)
 			}
-			b, err := jsonrpc.Encode(resp)
-			if err == nil {
-				_ = sw.Write(sse.Event{Name: "message", Data: b})
+			if b, err := jsonrpc.Encode(resp); err == nil {
+				rw.write(b)
 			}
+			sess.events.finish(rw.stream)
 			return
 		}
 	}
@@ -430,6 +449,10 @@ func (rt *Router) get(w http.ResponseWriter, r *http.Request, rte *route) {
 	sess, ok := rt.session(w, r, rte)
 	if !ok {
 		return
+	}
+	lastID := r.Header.Get("Last-Event-ID")
+	if lastID != "" && rt.replay(w, r, sess, lastID) {
+		return // the rest of a POST stream; the standalone stream is another matter
 	}
 	sess.mu.Lock()
 	if sess.streamOpen {
@@ -445,7 +468,15 @@ func (rt *Router) get(w http.ResponseWriter, r *http.Request, rte *route) {
 		sess.lastUsed = time.Now()
 		sess.mu.Unlock()
 	}()
-	sw := sse.NewWriter(w)
+	rw := newResumableWriter(w, sess.events, standaloneStream, sess.version >= mcp.Version20251125)
+	if stream, seq, ok := parseEventID(lastID); ok && stream == standaloneStream {
+		missed, _, _, _ := sess.events.since(standaloneStream, seq)
+		for _, e := range missed {
+			if rw.sw.Write(sse.Event{ID: eventID(e.stream, e.seq), Name: "message", Data: e.data}) != nil {
+				return
+			}
+		}
+	}
 	keep := time.NewTicker(rt.opts.KeepAlive)
 	defer keep.Stop()
 	for {
@@ -457,11 +488,12 @@ func (rt *Router) get(w http.ResponseWriter, r *http.Request, rte *route) {
 		case <-rt.drain:
 			return
 		case b := <-sess.outbox:
-			if sw.Write(sse.Event{Name: "message", Data: b}) != nil {
+			rw.write(b)
+			if !rw.live {
 				return
 			}
 		case <-keep.C:
-			if sw.Comment("keep-alive") != nil {
+			if rw.sw.Comment("keep-alive") != nil {
 				return
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ type Session struct {
 	stateless      bool
 	subscriptionID json.RawMessage // the listen stream's id, tagged on its notifications
 	filter         *listenFilter   // what the listen stream opted in to
+	paramHeaders   http.Header     // Mcp-Param-* headers of the request, passed upstream
 
 	ctx    context.Context // ended by DELETE, idle reaping or shutdown
 	cancel context.CancelFunc
@@ -32,6 +34,8 @@ type Session struct {
 	// outbox carries server→client messages that belong to no request (list
 	// changes, resource updates) to the GET stream.
 	outbox chan []byte
+	// events keeps what was sent on the session's streams for Last-Event-ID.
+	events *eventLog
 
 	mu          sync.Mutex
 	lastUsed    time.Time
@@ -146,6 +150,7 @@ func (st *sessionStore) create(rt *route, version string, caps, info json.RawMes
 		ctx:      ctx,
 		cancel:   cancel,
 		outbox:   make(chan []byte, 64),
+		events:   newEventLog(),
 		lastUsed: time.Now(),
 		inflight: make(map[string]context.CancelFunc),
 		outgoing: make(map[string]chan *jsonrpc.Message),
@@ -214,6 +219,15 @@ func (st *sessionStore) closeAll() {
 	for _, s := range st.all() {
 		st.remove(s.id)
 	}
+}
+
+// newStreamID names one SSE stream within a session's event ids.
+func newStreamID() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // newSessionID returns 256 random bits, base64url: unguessable and

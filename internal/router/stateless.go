@@ -95,53 +95,24 @@ func (rt *Router) stateless(w http.ResponseWriter, r *http.Request, rte *route, 
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context()) // a closed stream cancels the request
-	defer cancel()
-	finish := func(resp *jsonrpc.Message) *jsonrpc.Message { return statelessResult(msg.Method, resp) }
-	if !host.Routed(msg.Method) || !accepts(r, mcp.ContentTypeEventStream) {
-		resp := finish(rt.dispatch(ctx, sess, msg, nil))
-		status := http.StatusOK
-		if resp.Error != nil {
-			status = statelessStatus(resp.Error.Code)
+	if host.Routed(msg.Method) {
+		for k, v := range r.Header {
+			if strings.HasPrefix(k, "Mcp-Param-") {
+				if sess.paramHeaders == nil {
+					sess.paramHeaders = http.Header{}
+				}
+				sess.paramHeaders[k] = v
+			}
 		}
-		writeJSON(w, status, resp)
+		rt.serveBridged(w, r, sess, msg)
 		return
 	}
-	cs := newCallStream(ctx, sess)
-	done := make(chan *jsonrpc.Message, 1)
-	go func() { done <- finish(rt.dispatch(ctx, sess, msg, cs)) }()
-	// Errors that carry an HTTP status must be sent before the stream starts:
-	// wait briefly for an early answer before committing to SSE.
-	var early [][]byte
-	select {
-	case resp := <-done:
-		if resp.Error != nil {
-			writeJSON(w, statelessStatus(resp.Error.Code), resp)
-			return
-		}
-		done <- resp
-	case <-time.After(50 * time.Millisecond):
-	case b := <-cs.events:
-		early = append(early, b)
+	resp := statelessResult(msg.Method, rt.dispatch(r.Context(), sess, msg, nil))
+	status := http.StatusOK
+	if resp.Error != nil {
+		status = statelessStatus(resp.Error.Code)
 	}
-	sw := sse.NewWriter(w)
-	for _, b := range early {
-		_ = sw.Write(sse.Event{Data: b})
-	}
-	for {
-		select {
-		case b := <-cs.events:
-			_ = sw.Write(sse.Event{Data: b})
-		case resp := <-done:
-			for len(cs.events) > 0 {
-				_ = sw.Write(sse.Event{Data: <-cs.events})
-			}
-			if b, err := jsonrpc.Encode(resp); err == nil {
-				_ = sw.Write(sse.Event{Data: b})
-			}
-			return
-		}
-	}
+	writeJSON(w, status, resp)
 }
 
 // statelessSession validates the per-request _meta and the mirrored headers
@@ -264,6 +235,8 @@ func jsonInt(n int64) string {
 func (rt *Router) discover(rte *route) json.RawMessage {
 	b, _ := json.Marshal(struct {
 		ResultType        string          `json:"resultType"`
+		TTLMs             int64           `json:"ttlMs"`
+		CacheScope        string          `json:"cacheScope"`
 		SupportedVersions []string        `json:"supportedVersions"`
 		Capabilities      json.RawMessage `json:"capabilities"`
 		ServerInfo        any             `json:"serverInfo"`
@@ -271,6 +244,8 @@ func (rt *Router) discover(rte *route) json.RawMessage {
 		Meta              map[string]any  `json:"_meta"`
 	}{
 		ResultType:        "complete",
+		TTLMs:             listTTL.Milliseconds(),
+		CacheScope:        "public",
 		SupportedVersions: mcp.AllVersions,
 		Capabilities:      capabilities(),
 		ServerInfo:        rt.opts.ServerInfo,

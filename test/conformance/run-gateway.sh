@@ -7,7 +7,9 @@
 # run when a listed scenario starts passing, so the list stays exact.
 #
 # Usage: test/conformance/run-gateway.sh
-# Environment: MCPGW_BIN (use this binary instead of building ./cmd/mcpgw), TRANSPORTS (default "stdio http"), RUNS (default "2025-11-25";
+# Environment: EXTRA_BASELINE (another expected-failures file to add),
+#              FIXTURE_ARGS (extra fixture flags, e.g. "--protocol-version 2025-11-25"
+#              to front a legacy fixture and exercise bridging), MCPGW_BIN (use this binary instead of building ./cmd/mcpgw), TRANSPORTS (default "stdio http"), RUNS (default "2025-11-25";
 #              "all" = --suite all), RESULTS_DIR as for run.sh.
 set -euo pipefail
 
@@ -44,17 +46,27 @@ wait_for() {
 baseline="$work/baseline.yml"
 cat "$here/expected-failures.yml" > "$baseline"
 grep '^  - ' "$here/gateway-expected-failures.yml" >> "$baseline" || true
+[[ -n "${EXTRA_BASELINE:-}" ]] && { grep '^  - ' "$EXTRA_BASELINE" >> "$baseline" || true; }
 
 status=0
 for transport in ${TRANSPORTS:-stdio http}; do
   if [[ "$transport" == http ]]; then
-    "$work/fixture" --http 127.0.0.1:0 2>"$work/fixture.log" &
+    # shellcheck disable=SC2086 # FIXTURE_ARGS is a list of flags
+    "$work/fixture" --http 127.0.0.1:0 ${FIXTURE_ARGS:-} 2>"$work/fixture.log" &
     pids+=($!)
     wait_for "$work/fixture.log" 'listening on http://' "$!"
     fixture_url="$(grep -o 'http://[^ ]*/mcp' "$work/fixture.log" | head -1)"
     upstream="url: $fixture_url"
   else
-    upstream="command: [\"$work/fixture\", \"--stdio\"]"
+    args=""
+    for a in ${FIXTURE_ARGS:-}; do args="$args, \"$a\""; done
+    upstream="command: [\"$work/fixture\", \"--stdio\"$args]"
+  fi
+  run_baseline="$baseline"
+  if [[ "$transport" == stdio ]]; then
+    run_baseline="$work/baseline-stdio.yml"
+    cat "$baseline" > "$run_baseline"
+    grep '^  - ' "$here/gateway-stdio-expected-failures.yml" >> "$run_baseline" || true
   fi
   port="$(free_port)"
   cat >"$work/gateway-$transport.yaml" <<YAML
@@ -62,6 +74,7 @@ listen: 127.0.0.1:$port
 upstreams:
   fixture:
     $upstream
+    forward_roots: true   # the suite's roots scenarios expect the client's roots
 routes:
   - path: /mcp
     upstreams: [fixture]
@@ -84,7 +97,7 @@ YAML
     results=""
     [[ -n "${RESULTS_DIR:-}" ]] && results="$RESULTS_DIR/$transport-$run"
     echo "### gateway over $transport upstream, run: $run" >&2
-    BASELINE="$baseline" REQUIREMENTS="$req" RESULTS_DIR="$results" "$here/run.sh" "http://localhost:$port/mcp" || status=1
+    BASELINE="$run_baseline" REQUIREMENTS="$req" RESULTS_DIR="$results" "$here/run.sh" "http://localhost:$port/mcp" || status=1
   done
   kill "$gw"; wait "$gw" 2>/dev/null || true
 done

@@ -1,0 +1,410 @@
+package router
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/sse"
+)
+
+// Bridging a legacy upstream to a 2026-07-28 client. A legacy upstream asks
+// for sampling, elicitation or roots with a server→client request in the
+// middle of a call; a 2026-07-28 client can only be asked through an
+// input_required result and answers by retrying the request. So the gateway
+// parks the upstream call — still waiting for its answer — returns
+// input_required with a requestState naming the parked call, and when the
+// retry brings inputResponses it answers the upstream and resumes waiting.
+//
+// Parked calls live in this replica's memory: a retry must reach the same
+// replica (the requestState says so when it does not). They are bounded in
+// number and time, and the requestState is authenticated, bound to the
+// request it came from and short-lived, so a client can neither forge one
+// nor replay another's.
+const (
+	bridgeStatePrefix = "mcpgw1."
+	bridgeTTL         = 5 * time.Minute
+	maxParked         = 256
+	// bridgeGather is how long the gateway waits for further input requests
+	// after the first, so that requests an upstream sends together are
+	// returned in one input_required result.
+	bridgeGather = 25 * time.Millisecond
+)
+
+// bridge holds the parked calls of one router.
+type bridge struct {
+	key []byte // HMAC key for requestState, random per process
+
+	mu     sync.Mutex
+	parked map[string]*parkedCall
+	seq    uint64
+}
+
+func newBridge() *bridge {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return &bridge{key: key, parked: map[string]*parkedCall{}}
+}
+
+// parkedCall is one downstream call whose upstream request outlives the
+// HTTP requests that carry it.
+type parkedCall struct {
+	id     string
+	method string
+	name   string // params.name or params.uri: the retry must match
+	ctx    context.Context
+	cancel context.CancelFunc
+	cs     *callStream
+	done   chan *jsonrpc.Message // the final response
+	needs  chan *inputNeed       // input requests as the upstream makes them
+
+	mu      sync.Mutex
+	pending map[string]*inputNeed // asked of the client, not yet answered
+	seq     int
+	round   int  // input_required results returned so far
+	driven  bool // an HTTP request is waiting on this call now
+}
+
+type inputNeed struct {
+	key    string
+	method string
+	params json.RawMessage
+	answer chan json.RawMessage // the client's result
+}
+
+// newParked starts running msg for a stateless session on a goroutine owned
+// by the router; the caller waits on it with drive.
+func (rt *Router) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
+	ctx, cancel := context.WithTimeout(context.Background(), bridgeTTL)
+	ctx = client.WithHeaders(ctx, sess.paramHeaders)
+	field := nameField(msg.Method)
+	name, _ := rawjson.GetString(msg.Params, field)
+	p := &parkedCall{
+		method:  msg.Method,
+		name:    name,
+		ctx:     ctx,
+		cancel:  cancel,
+		done:    make(chan *jsonrpc.Message, 1),
+		needs:   make(chan *inputNeed, 8),
+		pending: map[string]*inputNeed{},
+	}
+	sess.ctx, sess.cancel = ctx, cancel
+	p.cs = newCallStream(ctx, sess)
+	p.cs.park = p
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		defer cancel()
+		p.done <- statelessResult(msg.Method, rt.dispatch(ctx, sess, msg, p.cs))
+	}()
+	return p
+}
+
+// ask is called (on the upstream's behalf) when the upstream needs input:
+// it queues the request for the client and waits for the answer.
+func (p *parkedCall) ask(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	p.mu.Lock()
+	p.seq++
+	need := &inputNeed{key: "mcpgw-" + strconv.Itoa(p.seq), method: method, params: params, answer: make(chan json.RawMessage, 1)}
+	p.mu.Unlock()
+	gone := jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the client did not answer %s in time", method)
+	select {
+	case p.needs <- need:
+	case <-p.ctx.Done():
+		return nil, gone
+	case <-upstreamCtx.Done():
+		return nil, gone
+	}
+	select {
+	case res := <-need.answer:
+		return res, nil
+	case <-p.ctx.Done():
+		return nil, gone
+	case <-upstreamCtx.Done():
+		return nil, gone
+	}
+}
+
+// serveBridged answers a stateless routed request: a fresh one, or the retry
+// of one that returned input_required (its requestState is ours).
+func (rt *Router) serveBridged(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
+	state, _ := rawjson.GetString(msg.Params, "requestState")
+	if !strings.HasPrefix(state, bridgeStatePrefix) {
+		rt.drive(w, r, rt.newParked(sess, msg), msg.ID)
+		return
+	}
+	p, err := rt.bridge.resume(state, msg)
+	if err != nil {
+		statelessError(w, msg.ID, err)
+		return
+	}
+	// Answer what the client answered; what it left out is asked again.
+	responses, _ := rawjson.Get(msg.Params, "inputResponses")
+	p.mu.Lock()
+	for key, need := range p.pending {
+		if res, ok := rawjson.Get(responses, key); ok {
+			need.answer <- res
+			delete(p.pending, key)
+		}
+	}
+	still := len(p.pending) > 0
+	if still {
+		p.driven = false
+	}
+	p.mu.Unlock()
+	if still {
+		rt.inputRequired(w, p, msg.ID)
+		return
+	}
+	rt.drive(w, r, p, msg.ID)
+}
+
+// drive waits on a running call for this HTTP request: its final response,
+// or the input requests it needs (then it is parked and input_required is
+// returned). Progress and log messages stream meanwhile when accepted.
+func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, id jsonrpc.ID) {
+	p.mu.Lock()
+	p.driven = true
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.driven = false
+		p.mu.Unlock()
+	}()
+	var sw *sse.Writer
+	streaming := accepts(r, mcp.ContentTypeEventStream)
+	start := time.After(50 * time.Millisecond) // errors with an HTTP status go out before any stream
+	var early [][]byte
+	for {
+		select {
+		case <-r.Context().Done():
+			// A closed stream cancels the request (2026-07-28 transport).
+			p.cancel()
+			rt.bridge.forget(p)
+			return
+		case <-start:
+			if streaming && sw == nil {
+				sw = sse.NewWriter(w)
+				for _, b := range early {
+					_ = sw.Write(sse.Event{Data: b})
+				}
+				early = nil
+			}
+		case b := <-p.cs.events:
+			switch {
+			case sw != nil:
+				_ = sw.Write(sse.Event{Data: b})
+			case streaming:
+				early = append(early, b)
+			}
+		case resp := <-p.done:
+			rt.bridge.forget(p)
+			resp.ID = id
+			if sw == nil {
+				status := http.StatusOK
+				if resp.Error != nil {
+					status = statelessStatus(resp.Error.Code)
+				}
+				if streaming && len(early) > 0 && resp.Error == nil {
+					sw = sse.NewWriter(w)
+					for _, b := range early {
+						_ = sw.Write(sse.Event{Data: b})
+					}
+				} else {
+					writeJSON(w, status, resp)
+					return
+				}
+			}
+			for len(p.cs.events) > 0 {
+				_ = sw.Write(sse.Event{Data: <-p.cs.events})
+			}
+			if b, err := jsonrpc.Encode(resp); err == nil {
+				_ = sw.Write(sse.Event{Data: b})
+			}
+			return
+		case need := <-p.needs:
+			p.mu.Lock()
+			p.pending[need.key] = need
+			p.mu.Unlock()
+			// Gather what the upstream asks at about the same time.
+			gather := time.After(bridgeGather)
+		collect:
+			for {
+				select {
+				case n := <-p.needs:
+					p.mu.Lock()
+					p.pending[n.key] = n
+					p.mu.Unlock()
+				case <-gather:
+					break collect
+				}
+			}
+			if err := rt.bridge.park(p); err != nil {
+				p.cancel()
+				e := jsonrpc.NewError(id, err)
+				if sw != nil {
+					if b, encErr := jsonrpc.Encode(e); encErr == nil {
+						_ = sw.Write(sse.Event{Data: b})
+					}
+					return
+				}
+				writeJSON(w, statelessStatus(err.Code), e)
+				return
+			}
+			if sw != nil {
+				b, _ := jsonrpc.Encode(jsonrpc.NewResult(id, rt.inputRequiredResult(p)))
+				_ = sw.Write(sse.Event{Data: b})
+				return
+			}
+			rt.inputRequired(w, p, id)
+			return
+		}
+	}
+}
+
+// inputRequired answers with the parked call's outstanding input requests.
+func (rt *Router) inputRequired(w http.ResponseWriter, p *parkedCall, id jsonrpc.ID) {
+	writeJSON(w, http.StatusOK, jsonrpc.NewResult(id, rt.inputRequiredResult(p)))
+}
+
+func (rt *Router) inputRequiredResult(p *parkedCall) json.RawMessage {
+	p.mu.Lock()
+	reqs := map[string]any{}
+	for key, n := range p.pending {
+		reqs[key] = map[string]json.RawMessage{"method": mustJSON(n.method), "params": n.params}
+	}
+	p.mu.Unlock()
+	b, _ := json.Marshal(map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": reqs,
+		"requestState":  rt.bridge.state(p),
+	})
+	return b
+}
+
+// bridgeState is what a requestState minted by the gateway carries.
+type bridgeState struct {
+	ID     string `json:"p"`
+	Round  int    `json:"r"` // each round's state differs, as the spec expects
+	Expiry int64  `json:"e"`
+	Method string `json:"m"`
+	Name   string `json:"n"`
+}
+
+func (b *bridge) sign(payload []byte) []byte {
+	m := hmac.New(sha256.New, b.key)
+	m.Write(payload)
+	return m.Sum(nil)
+}
+
+// state mints the requestState for a parked call.
+func (b *bridge) state(p *parkedCall) string {
+	p.mu.Lock()
+	p.round++
+	round := p.round
+	p.mu.Unlock()
+	payload, _ := json.Marshal(bridgeState{ID: p.id, Round: round, Expiry: time.Now().Add(bridgeTTL).Unix(), Method: p.method, Name: p.name})
+	enc := base64.RawURLEncoding
+	return bridgeStatePrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(b.sign(payload))
+}
+
+// park registers p for resumption.
+func (b *bridge) park(p *parkedCall) *jsonrpc.Error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p.id != "" {
+		return nil // already parked (a further round)
+	}
+	if len(b.parked) >= maxParked {
+		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: too many calls are waiting for client input (%d); retry later", maxParked)
+	}
+	b.seq++
+	p.id = strconv.FormatUint(b.seq, 36) + "-" + randomToken()
+	b.parked[p.id] = p
+	// Forget it when it ends, whatever ends it.
+	context.AfterFunc(p.ctx, func() { b.forget(p) })
+	return nil
+}
+
+// closeAll cancels every parked call (router shutdown).
+func (b *bridge) closeAll() {
+	b.mu.Lock()
+	parked := make([]*parkedCall, 0, len(b.parked))
+	for _, p := range b.parked {
+		parked = append(parked, p)
+	}
+	b.mu.Unlock()
+	for _, p := range parked {
+		p.cancel()
+	}
+}
+
+func (b *bridge) forget(p *parkedCall) {
+	b.mu.Lock()
+	if p.id != "" && b.parked[p.id] == p {
+		delete(b.parked, p.id)
+	}
+	b.mu.Unlock()
+}
+
+// resume verifies a requestState and returns its parked call.
+func (b *bridge) resume(state string, msg *jsonrpc.Message) (*parkedCall, *jsonrpc.Error) {
+	bad := func(why string) *jsonrpc.Error {
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid requestState: %s; send the original request again without requestState", why)
+	}
+	body := strings.TrimPrefix(state, bridgeStatePrefix)
+	p64, s64, ok := strings.Cut(body, ".")
+	enc := base64.RawURLEncoding
+	payload, err1 := enc.DecodeString(p64)
+	sig, err2 := enc.DecodeString(s64)
+	if !ok || err1 != nil || err2 != nil || !hmac.Equal(sig, b.sign(payload)) {
+		return nil, bad("not issued by this gateway or altered")
+	}
+	var st bridgeState
+	if json.Unmarshal(payload, &st) != nil {
+		return nil, bad("unreadable")
+	}
+	if time.Now().Unix() > st.Expiry {
+		return nil, bad("expired")
+	}
+	name, _ := rawjson.GetString(msg.Params, nameField(msg.Method))
+	if st.Method != msg.Method || st.Name != name {
+		return nil, bad(fmt.Sprintf("it belongs to %s %q, not this request", st.Method, st.Name))
+	}
+	b.mu.Lock()
+	p := b.parked[st.ID]
+	b.mu.Unlock()
+	if p == nil {
+		return nil, bad("the waiting call ended, or it waits on another gateway replica")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.driven {
+		return nil, bad("it is already being retried")
+	}
+	p.driven = true // released by drive, or below when input is still missing
+	return p, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
