@@ -9,7 +9,7 @@
 # Usage: test/conformance/run-gateway.sh
 # Environment: EXTRA_BASELINE (another expected-failures file to add),
 #              FIXTURE_ARGS (extra fixture flags, e.g. "--protocol-version 2025-11-25"
-#              to front a legacy fixture and exercise bridging), MCPGW_BIN (use this binary instead of building ./cmd/mcpgw), TRANSPORTS (default "stdio http"), RUNS (default "2025-11-25";
+#              to front a legacy fixture and exercise bridging), MCPGW_BIN (use this binary instead of building ./cmd/mcpgw), TRANSPORTS (default "stdio http"), RUNS (default "all 2025-11-25 2026-07-28";
 #              "all" = --suite all), RESULTS_DIR as for run.sh.
 set -euo pipefail
 
@@ -91,7 +91,7 @@ YAML
     kill -0 "$gw" 2>/dev/null || { cat "$work/gateway-$transport.log" >&2; exit 1; }
     sleep 0.1
   done
-  for run in ${RUNS:-2025-11-25}; do
+  for run in ${RUNS:-all 2025-11-25 2026-07-28}; do
     req="$run"
     [[ "$run" == "all" ]] && req=""
     results=""
