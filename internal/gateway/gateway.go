@@ -60,6 +60,9 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		OnNotification: func(upstream, method string, params json.RawMessage) {
 			rtReady.Wait()
+			if method == mcp.NotificationToolsListChanged {
+				g.host.InvalidateTools(upstream)
+			}
 			rt.UpstreamNotification(upstream, method, params)
 		},
 		OnStateChange: func(upstream string, s host.State) {

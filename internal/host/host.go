@@ -157,6 +157,8 @@ type Upstream struct {
 	// comes along (protocol: auto).
 	altMu sync.Mutex
 	alt   *client.Client
+
+	schemas toolSchemas
 }
 
 // Name is the upstream's configured name.
@@ -250,6 +252,7 @@ func (u *Upstream) setState(s State, c *client.Client, err error) {
 	if s != StateReady {
 		u.closeAlt()
 	}
+	u.schemas.invalidate() // a new connection may offer other tools
 	u.mu.Lock()
 	changed := u.state != s
 	u.state, u.client, u.lastErr = s, c, err

@@ -95,6 +95,12 @@ func (rt *Router) stateless(w http.ResponseWriter, r *http.Request, rte *route, 
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 		return
 	}
+	if msg.Method == mcp.MethodToolsCall {
+		if jerr := rt.checkParamHeaders(r.Context(), sess, msg, r.Header); jerr != nil {
+			statelessError(w, msg.ID, jerr)
+			return
+		}
+	}
 	if host.Routed(msg.Method) {
 		for k, v := range r.Header {
 			if strings.HasPrefix(k, "Mcp-Param-") {

@@ -63,11 +63,6 @@ for transport in ${TRANSPORTS:-stdio http}; do
     upstream="command: [\"$work/fixture\", \"--stdio\"$args]"
   fi
   run_baseline="$baseline"
-  if [[ "$transport" == stdio ]]; then
-    run_baseline="$work/baseline-stdio.yml"
-    cat "$baseline" > "$run_baseline"
-    grep '^  - ' "$here/gateway-stdio-expected-failures.yml" >> "$run_baseline" || true
-  fi
   port="$(free_port)"
   cat >"$work/gateway-$transport.yaml" <<YAML
 listen: 127.0.0.1:$port

@@ -1,0 +1,92 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// toolSchemas caches one upstream's tool input schemas, for what the
+// gateway must check against a tool's definition itself (the x-mcp-header
+// annotations of 2026-07-28). It is filled by walking the upstream's
+// tools/list once and dropped when the upstream announces a change or
+// reconnects.
+type toolSchemas struct {
+	mu       sync.Mutex
+	byName   map[string]json.RawMessage
+	complete bool
+}
+
+// invalidate forgets the cached schemas.
+func (t *toolSchemas) invalidate() {
+	t.mu.Lock()
+	t.byName, t.complete = nil, false
+	t.mu.Unlock()
+}
+
+// InvalidateTools drops the named upstream's cached tool definitions; the
+// gateway calls it on notifications/tools/list_changed.
+func (h *Host) InvalidateTools(upstream string) {
+	if u := h.upstreams[upstream]; u != nil {
+		u.schemas.invalidate()
+	}
+}
+
+// toolSchema returns the inputSchema of the upstream's tool name, listing
+// the upstream's tools when the cache is cold.
+func (u *Upstream) toolSchema(ctx context.Context, name string) (json.RawMessage, bool) {
+	t := &u.schemas
+	t.mu.Lock()
+	if t.complete {
+		s, ok := t.byName[name]
+		t.mu.Unlock()
+		return s, ok
+	}
+	t.mu.Unlock()
+
+	c, err := u.Client(ctx)
+	if err != nil {
+		return nil, false
+	}
+	byName := map[string]json.RawMessage{}
+	cursor := ""
+	for pages := 0; pages < 1000; pages++ {
+		params := json.RawMessage(`{}`)
+		if cursor != "" {
+			params, _ = rawjson.SetString(params, "cursor", cursor)
+		}
+		resp, err := c.Call(ctx, mcp.MethodToolsList, params, client.CallOptions{})
+		if err != nil || resp.Error != nil {
+			return nil, false
+		}
+		arr, _ := rawjson.Get(resp.Result, "tools")
+		items, _ := rawjson.Elements(arr)
+		for _, it := range items {
+			if n, ok := rawjson.GetString(it, "name"); ok {
+				s, _ := rawjson.Get(it, "inputSchema")
+				byName[n] = s
+			}
+		}
+		if cursor, _ = rawjson.GetString(resp.Result, "nextCursor"); cursor == "" {
+			break
+		}
+	}
+	t.mu.Lock()
+	t.byName, t.complete = byName, true
+	t.mu.Unlock()
+	s, ok := byName[name]
+	return s, ok
+}
+
+// ToolSchema returns the inputSchema of a tool by its downstream name.
+func (v *View) ToolSchema(ctx context.Context, external string) (json.RawMessage, bool) {
+	up, internal, ok := v.Resolve(false, external)
+	if !ok {
+		return nil, false
+	}
+	return v.h.upstreams[up].toolSchema(ctx, internal)
+}
