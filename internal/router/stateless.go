@@ -208,7 +208,14 @@ func statelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
 	}
 	res := resp.Result
 	if _, ok := rawjson.Get(res, "resultType"); !ok {
-		if r, err := rawjson.SetString(res, "resultType", "complete"); err == nil {
+		// An older upstream's result that carries input requests (an SDK's
+		// multi-round-trip emulation does this on its second round) is an
+		// input_required result, whatever it forgot to say.
+		kind := "complete"
+		if _, ok := rawjson.Get(res, "inputRequests"); ok {
+			kind = "input_required"
+		}
+		if r, err := rawjson.SetString(res, "resultType", kind); err == nil {
 			res = r
 		}
 	}
