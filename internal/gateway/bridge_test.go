@@ -1,0 +1,115 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+)
+
+// connect2026 opens a stateless (2026-07-28) official-SDK client.
+func connect2026(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bridge-client", Version: "1"}, opts).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("connect %s: %v", url, err)
+	}
+	if got := cs.InitializeResult().ProtocolVersion; got != "2026-07-28" {
+		t.Fatalf("negotiated %q, want 2026-07-28", got)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// TestBridgeLegacyUpstreamTo2026Clients: a legacy upstream's sampling
+// request in the middle of a call reaches a 2026-07-28 client as an
+// input_required result; the client's retry answers it and the call
+// completes — for two clients at once, each with its own answer.
+func TestBridgeLegacyUpstreamTo2026Clients(t *testing.T) {
+	up := fidHTTPUpstream(t, "up", 2) // legacy revisions only
+	base := fidGateway(t, "", up)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	inA, inB := &fidInbox{}, &fidInbox{}
+	a := connect2026(t, base+"/mcp", fidSampler("A", inA))
+	b := connect2026(t, base+"/mcp", fidSampler("B", inB))
+	fidRun(false,
+		func() {
+			fidExpect(ctx, t, "A", a, "up__sample", map[string]any{"tag": "A", "barrier": true}, "tag=A answer=answer-from-A")
+		},
+		func() {
+			fidExpect(ctx, t, "B", b, "up__sample", map[string]any{"tag": "B", "barrier": true}, "tag=B answer=answer-from-B")
+		})
+	if got := inA.get(); !slices.Equal(got, []string{"question from A"}) {
+		t.Errorf("A's handler saw %q, want only its own question", got)
+	}
+	if got := inB.get(); !slices.Equal(got, []string{"question from B"}) {
+		t.Errorf("B's handler saw %q, want only its own question", got)
+	}
+}
+
+// TestBridgeRequestStateIsAuthenticated: a forged, altered or misapplied
+// requestState is refused with -32602 and reaches no upstream.
+func TestBridgeRequestStateIsAuthenticated(t *testing.T) {
+	up := fidHTTPUpstream(t, "up", 0)
+	base := fidGateway(t, "", up)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
+	post := func(name, extra string) *rawResponse {
+		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {name},
+		}}
+		return c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":{"tag":"X"},` + meta + extra + `}}`)
+	}
+
+	first := post("up__sample", "")
+	res := first.last(t)
+	if res.Error != nil {
+		t.Fatalf("first round: %v", res.Error)
+	}
+	var ir struct {
+		ResultType    string                     `json:"resultType"`
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if err := json.Unmarshal(res.Result, &ir); err != nil || ir.ResultType != "input_required" || len(ir.InputRequests) != 1 {
+		t.Fatalf("first round: want input_required with one request, got %s", res.Result)
+	}
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	answer := `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"forty-two"}}}`
+
+	tampered := ir.RequestState[:len(ir.RequestState)-2] + "AA"
+	for name, tc := range map[string]struct{ tool, state string }{
+		"altered signature": {"up__sample", tampered},
+		"not ours":          {"up__sample", "mcpgw1.e30.e30"},
+		"other tool":        {"up__echo", ir.RequestState},
+	} {
+		r := post(tc.tool, answer+`,"requestState":"`+tc.state+`"`)
+		if r.status != http.StatusBadRequest || errorOf(t, r).Code != jsonrpc.CodeInvalidParams || !strings.Contains(errorOf(t, r).Message, "requestState") {
+			t.Errorf("%s: HTTP %d %s", name, r.status, r.body)
+		}
+	}
+	// The genuine state still completes the parked call, exactly once.
+	r := post("up__sample", answer+`,"requestState":"`+ir.RequestState+`"`)
+	if m := r.last(t); m.Error != nil || !strings.Contains(string(m.Result), "answer=forty-two") {
+		t.Fatalf("genuine retry: %s", r.body)
+	}
+	if again := post("up__sample", answer+`,"requestState":"`+ir.RequestState+`"`); again.status != http.StatusBadRequest {
+		t.Errorf("replayed state: HTTP %d %s", again.status, again.body)
+	}
+}
