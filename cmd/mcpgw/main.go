@@ -42,6 +42,8 @@ Usage:
   mcpgw run [--config FILE]       serve (without --config: the embedded demo config)
   mcpgw stdio [--config FILE]     serve one route on stdin/stdout, for stdio-only MCP hosts
   mcpgw validate --config FILE    check a config; every problem is reported at once
+  mcpgw policy explain ...        the policy decision for one principal and name, and why
+  mcpgw catalog ...               what a principal would see of a recorded catalog
   mcpgw version                   print the version
   mcpgw demo-server               the built-in demo MCP server, on stdio
 
@@ -64,6 +66,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdValidate(args[1:], stdout, stderr)
 	case "stdio":
 		return cmdStdio(args[1:], os.Stdin, stdout, stderr) // stdio.go
+	case "policy":
+		return cmdPolicy(args[1:], stdout, stderr) // policy.go
+	case "catalog":
+		return cmdCatalog(args[1:], stdout, stderr) // policy.go
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "mcpgw %s\n", buildVersion())
 		return 0
@@ -153,6 +159,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "console", "log format: json or console")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	drain := fs.Duration("drain-timeout", 10*time.Second, "how long in-flight requests may finish on SIGTERM")
+	delay := fs.Duration("shutdown-delay", 0, "on SIGTERM, how long to keep serving after /readyz turns 503 (e.g. 5s behind a load balancer), before draining")
+	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and /readyz on this `ADDR` (overrides admin.listen; the admin listener is off unless one of them is set)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -168,7 +176,10 @@ func cmdRun(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Version: buildVersion()})
+	if *adminListen != "" {
+		cfg.Admin = &config.Admin{Listen: *adminListen}
+	}
+	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Version: buildVersion(), ShutdownDelay: *delay})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		return 1
@@ -187,7 +198,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		log.Error("listener failed", zap.Error(err))
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *drain)
+	ctx, cancel := context.WithTimeout(context.Background(), *delay+*drain)
 	defer cancel()
 	go func() { // a second signal means now
 		<-sig

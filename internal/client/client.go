@@ -369,6 +369,9 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.cancel()
+	// Fail what is pending first: stopping a stdio child can take seconds
+	// (stdin, SIGTERM and SIGKILL graces), and no answer can come anyway.
+	c.failAll()
 	err := c.t.Close()
 	c.failAll()
 	c.wg.Wait()

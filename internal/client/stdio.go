@@ -67,6 +67,7 @@ type Stdio struct {
 	doneOnce sync.Once
 	err      error
 	exited   chan struct{} // closed when Wait returns
+	errDone  chan struct{} // closed when the stderr reader is done
 	wg       sync.WaitGroup
 }
 
@@ -81,7 +82,7 @@ func NewStdio(cfg StdioConfig) *Stdio {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 2 * time.Second
 	}
-	return &Stdio{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), exited: make(chan struct{})}
+	return &Stdio{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), exited: make(chan struct{}), errDone: make(chan struct{})}
 }
 
 // Stats returns the transport's counters.
@@ -143,6 +144,7 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 	}()
 	go func() {
 		defer s.wg.Done()
+		defer close(s.errDone)
 		s.readStderr(errR)
 	}()
 	go func() {
@@ -151,6 +153,13 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 		close(s.exited)
 		if werr == nil {
 			werr = errors.New("exited with status 0")
+		}
+		// Let the stderr reader take the child's last lines (why it died)
+		// before they go into the error; grandchildren holding stderr
+		// open must not delay it long.
+		select {
+		case <-s.errDone:
+		case <-time.After(100 * time.Millisecond):
 		}
 		s.fail(fmt.Errorf("child process %s%s", describeExit(werr), s.tail()))
 	}()
@@ -161,7 +170,7 @@ func describeExit(err error) string {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "was killed by " + ws.Signal().String()
+			return fmt.Sprintf("was killed by signal %d (%s)", int(ws.Signal()), ws.Signal())
 		}
 		return "exited: " + ee.Error()
 	}
@@ -192,7 +201,15 @@ func (s *Stdio) readStdout(r *os.File, deliver DeliverFunc) {
 		case err != nil:
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
 				s.fail(fmt.Errorf("reading child stdout: %w", err))
-			} else {
+				return
+			}
+			// Usually stdout ends because the child exited: give its exit
+			// status a moment to arrive, so the error says why (killed by a
+			// signal, exit code) rather than only that stdout closed.
+			select {
+			case <-s.exited:
+				return // the waiter reports the exit
+			case <-time.After(100 * time.Millisecond):
 				s.fail(errors.New("child closed its stdout"))
 			}
 			return

@@ -74,6 +74,9 @@ type Upstream struct {
 	Roots []Root `yaml:"roots"`
 	// ForwardRoots relays roots/list during a call to the calling client.
 	ForwardRoots bool `yaml:"forward_roots"`
+	// Required makes the gateway's readiness (/readyz on the admin listener)
+	// depend on this upstream being connected.
+	Required bool `yaml:"required"`
 }
 
 // Root is one filesystem root offered to an upstream.
@@ -91,35 +94,97 @@ type Route struct {
 	// Prefix namespaces names as "<upstream><separator><name>". Defaults to
 	// true; false is allowed only for a route with exactly one upstream.
 	Prefix *bool `yaml:"prefix"`
+	// Scopes are OAuth scopes every caller of this route needs (on top of
+	// auth.required_scopes); a token without them gets 403
+	// insufficient_scope. Needs auth.
+	Scopes []string `yaml:"scopes"`
 }
 
 // Prefixed reports whether names on this route carry the upstream prefix.
 func (r *Route) Prefixed() bool { return r.Prefix == nil || *r.Prefix }
 
-// Auth configures downstream authentication (see internal/auth).
+// Auth configures downstream authentication (see internal/auth). With no
+// issuer and no API key, requests are unauthenticated, which validation
+// allows only on a loopback listener unless InsecureNoAuth is set.
 type Auth struct {
-	OIDC           *OIDC    `yaml:"oidc"`
-	APIKeys        []APIKey `yaml:"api_keys"`
-	InsecureNoAuth bool     `yaml:"insecure_no_auth"`
+	// OIDC is one token issuer (the common case); Issuers lists more. Both
+	// may be used; together they are AllIssuers.
+	OIDC    *OIDC   `yaml:"oidc"`
+	Issuers []*OIDC `yaml:"issuers"`
+	// APIKeys are static keys for machines, sent as "Authorization: Bearer
+	// KEY" (or X-API-Key).
+	APIKeys []APIKey `yaml:"api_keys"`
+	// RequiredScopes are scopes every request on every route needs.
+	RequiredScopes []string `yaml:"required_scopes"`
+	// InsecureNoAuth allows a non-loopback listener without authentication.
+	InsecureNoAuth bool `yaml:"insecure_no_auth"`
 }
 
-// OIDC is one token issuer.
+// AllIssuers returns auth.oidc followed by auth.issuers.
+func (a *Auth) AllIssuers() []*OIDC {
+	if a == nil {
+		return nil
+	}
+	var out []*OIDC
+	if a.OIDC != nil {
+		out = append(out, a.OIDC)
+	}
+	for _, o := range a.Issuers {
+		if o != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// Enabled reports whether any credential is configured, so that requests
+// must authenticate.
+func (a *Auth) Enabled() bool {
+	return a != nil && (len(a.AllIssuers()) > 0 || len(a.APIKeys) > 0)
+}
+
+// OIDC is one token issuer: an OpenID Provider / OAuth authorization server
+// whose JWT access tokens the gateway accepts.
 type OIDC struct {
-	Issuer   string `yaml:"issuer"`
+	// Issuer is the issuer URL; its discovery document is
+	// <issuer>/.well-known/openid-configuration and tokens must carry it
+	// as iss.
+	Issuer string `yaml:"issuer"`
+	// Audience the tokens must carry in aud. Empty means the gateway's
+	// canonical resource URI: public_url, or public_url + the route path.
 	Audience string `yaml:"audience"`
+	// JWKSURL skips discovery and reads the keys from this URL.
+	JWKSURL string `yaml:"jwks_url"`
+	// Algorithms is the signature algorithm allowlist (default: RS256,
+	// RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA).
+	Algorithms []string `yaml:"algorithms"`
+	// Leeway tolerates clock skew on exp, nbf and iat (default 30s).
+	Leeway Duration `yaml:"leeway"`
+	// GroupsClaim is the claim holding the caller's groups: a top-level
+	// name ("groups", "https://example.com/groups") or a dotted path
+	// ("realm_access.roles"). Default groups.
+	GroupsClaim string `yaml:"groups_claim"`
 }
 
 // APIKey maps a secret key to a principal.
 type APIKey struct {
-	Name      string   `yaml:"name"`
-	Key       string   `yaml:"key"`
-	KeyFile   string   `yaml:"key_file"`
+	Name string `yaml:"name"`
+	// Key is the secret (use ${ENV_VAR}); KeyFile a file holding it.
+	Key     string `yaml:"key"`
+	KeyFile string `yaml:"key_file"`
+	// Principal is the subject the key acts as (default: the name).
 	Principal string   `yaml:"principal"`
 	Groups    []string `yaml:"groups"`
+	// Scopes the key grants, for routes that require scopes.
+	Scopes []string `yaml:"scopes"`
 }
 
-// Admin is the admin listener.
+// Admin is the admin listener: /metrics, /healthz and /readyz, never served
+// on the MCP listener. It is off unless configured (or enabled with
+// mcpgw run --admin-listen), so that a busy port never stops the default
+// config from starting.
 type Admin struct {
+	// Listen is the admin listener's address, e.g. 127.0.0.1:9091.
 	Listen string `yaml:"listen"`
 }
 
@@ -136,24 +201,8 @@ type Redis struct {
 	Addr string `yaml:"addr"`
 }
 
-// Policy is the access policy.
-type Policy struct {
-	Default string        `yaml:"default"`
-	Rules   []*PolicyRule `yaml:"rules"`
-}
-
-// PolicyRule allows and denies names for matching principals.
-type PolicyRule struct {
-	Match *PolicyMatch `yaml:"match"`
-	Allow []string     `yaml:"allow"`
-	Deny  []string     `yaml:"deny"`
-}
-
-// PolicyMatch selects principals.
-type PolicyMatch struct {
-	Subjects []string `yaml:"subjects"`
-	Groups   []string `yaml:"groups"`
-}
+// Policy, PolicyRule, PolicyMatch and the rest of the policy: section are
+// in policy.go.
 
 // Duration is a time.Duration written as "30s", "1m30s" in YAML (see
 // UnmarshalYAML in decode.go).

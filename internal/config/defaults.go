@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"slices"
+	"time"
+)
 
 // Defaults applied by Parse to keys that are absent (or empty: "key:").
 const (
@@ -11,7 +15,15 @@ const (
 	DefaultMaxLineBytes   = 8 << 20 // 8 MiB
 	DefaultRoutePath      = "/mcp"
 	DefaultPolicy         = PolicyAllow
+	DefaultLeeway         = 30 * time.Second
+	DefaultGroupsClaim    = "groups"
 )
+
+// DefaultAlgorithms is the token signature allowlist when an issuer lists
+// none: every asymmetric JWS algorithm. Symmetric (HS*) algorithms and
+// "none" are never accepted: the gateway holds no shared secret with an
+// issuer, and an HS256 token "signed" with a public key is a classic forgery.
+var DefaultAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
 // Policy modes for Policy.Default.
 const (
@@ -29,6 +41,21 @@ const (
 // applyDefaults fills in what the file leaves out. A key the file sets, even
 // to zero or "", is left for validation to judge: an explicit "timeout: 0s"
 // is a mistake to report, not a request for the default.
+func issuerDefaults(p string, o *OIDC, d *decoder) {
+	if o == nil {
+		return
+	}
+	if !d.set[p+".leeway"] {
+		o.Leeway = Duration(DefaultLeeway)
+	}
+	if !d.set[p+".groups_claim"] {
+		o.GroupsClaim = DefaultGroupsClaim
+	}
+	if !d.set[p+".algorithms"] {
+		o.Algorithms = slices.Clone(DefaultAlgorithms)
+	}
+}
+
 func applyDefaults(c *Config, d *decoder) {
 	if !d.set["listen"] {
 		c.Listen = DefaultListen
@@ -68,8 +95,12 @@ func applyDefaults(c *Config, d *decoder) {
 		// One endpoint serving every upstream, names prefixed.
 		c.Routes = []*Route{{Path: DefaultRoutePath}}
 	}
-	if c.Policy == nil {
-		c.Policy = &Policy{Default: DefaultPolicy}
+	policyDefaults(c, d) // policy.go
+	if c.Auth != nil {
+		issuerDefaults("auth.oidc", c.Auth.OIDC, d)
+		for i, o := range c.Auth.Issuers {
+			issuerDefaults(fmt.Sprintf("auth.issuers[%d]", i), o, d)
+		}
 	}
 }
 

@@ -220,7 +220,10 @@ func TestEveryField(t *testing.T) {
 			{Path: "/mcp/code", Upstreams: []string{"gitlab", "github"}, Prefix: new(true)},
 		},
 		Auth: &config.Auth{
-			OIDC: &config.OIDC{Issuer: "https://idp.example.com", Audience: "https://mcp.example.com/mcp"},
+			OIDC: &config.OIDC{
+				Issuer: "https://idp.example.com", Audience: "https://mcp.example.com/mcp",
+				Algorithms: config.DefaultAlgorithms, Leeway: config.Duration(config.DefaultLeeway), GroupsClaim: "groups",
+			},
 			APIKeys: []config.APIKey{
 				{Name: "ci", KeyFile: "/run/secrets/ci", Principal: "ci-bot", Groups: []string{"automation"}},
 				{Name: "dev", Key: "devkey", Principal: "dev"},
@@ -371,7 +374,7 @@ func TestSummary(t *testing.T) {
 	if got := c.Summary(); got != want {
 		t.Errorf("Summary() =\n %s\nwant\n %s", got, want)
 	}
-	c = mustParse(t, "listen: :9000\nupstreams: {only: {url: 'https://x.example.com', transport: sse}}", nil)
+	c = mustParse(t, "listen: :9000\nauth: {insecure_no_auth: true}\nupstreams: {only: {url: 'https://x.example.com', transport: sse}}", nil)
 	want = "config ok: 1 upstream (only: sse), 1 route (/mcp), listen :9000"
 	if got := c.Summary(); got != want {
 		t.Errorf("Summary() =\n %s\nwant\n %s", got, want)
@@ -539,4 +542,62 @@ func FuzzParse(f *testing.F) {
 			_ = c.RouteUpstreams(r)
 		}
 	})
+}
+
+func TestAuthIssuers(t *testing.T) {
+	c := mustParse(t, `
+listen: 0.0.0.0:8080
+public_url: https://mcp.example.com
+upstreams: {fs: {command: [x]}}
+routes: [{path: /mcp, scopes: [mcp:tools]}]
+auth:
+  oidc: {issuer: https://a.example.com}
+  issuers:
+    - {issuer: https://b.example.com, audience: mcpgw, algorithms: [ES256], leeway: 0s, groups_claim: realm_access.roles, jwks_url: https://b.example.com/keys}
+    - {issuer: "http://127.0.0.1:9000"}
+  required_scopes: [mcp:read]
+`, nil)
+	all := c.Auth.AllIssuers()
+	if len(all) != 3 || all[0].Issuer != "https://a.example.com" || all[1].Issuer != "https://b.example.com" || !c.Auth.Enabled() {
+		t.Fatalf("issuers = %+v", all)
+	}
+	if a := all[0]; a.Leeway.D() != config.DefaultLeeway || a.GroupsClaim != "groups" || !reflect.DeepEqual(a.Algorithms, config.DefaultAlgorithms) {
+		t.Errorf("defaults: %+v", a)
+	}
+	if b := all[1]; b.Leeway != 0 || b.GroupsClaim != "realm_access.roles" || !reflect.DeepEqual(b.Algorithms, []string{"ES256"}) || b.JWKSURL != "https://b.example.com/keys" || b.Audience != "mcpgw" {
+		t.Errorf("explicit values: %+v", b)
+	}
+	if !reflect.DeepEqual(c.Routes[0].Scopes, []string{"mcp:tools"}) || !reflect.DeepEqual(c.Auth.RequiredScopes, []string{"mcp:read"}) {
+		t.Errorf("scopes: %v %v", c.Routes[0].Scopes, c.Auth.RequiredScopes)
+	}
+	var none *config.Auth
+	if none.Enabled() || none.AllIssuers() != nil || (&config.Auth{InsecureNoAuth: true}).Enabled() {
+		t.Error("Enabled without credentials")
+	}
+	// An API key alone is enough for a public listener.
+	mustParse(t, "listen: :8080\nupstreams: {fs: {command: [x]}}\nauth: {api_keys: [{name: ci, key: k}]}\n", nil)
+	for host, want := range map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true, "[::1]": true, "127.8.9.1": true, "": false, "0.0.0.0": false, "::": false, "10.0.0.1": false, "example.com": false} {
+		if got := config.IsLoopbackHost(host); got != want {
+			t.Errorf("IsLoopbackHost(%q) = %v", host, got)
+		}
+	}
+}
+
+func TestAdminAndRequired(t *testing.T) {
+	c, err := config.Load("testdata/admin-required.good.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admin == nil || c.Admin.Listen != "127.0.0.1:9091" {
+		t.Errorf("admin = %+v, want listen 127.0.0.1:9091", c.Admin)
+	}
+	if !c.Upstreams["gh"].Required || c.Upstreams["fs"].Required {
+		t.Errorf("required: gh %v fs %v, want true and false (the default)", c.Upstreams["gh"].Required, c.Upstreams["fs"].Required)
+	}
+	// Without admin: the admin listener stays off (no default address), so
+	// a busy port can never stop the default config from starting.
+	c = mustParse(t, "upstreams: {fs: {command: [node]}}", nil)
+	if c.Admin != nil {
+		t.Errorf("admin = %+v without an admin section, want nil (off)", c.Admin)
+	}
 }

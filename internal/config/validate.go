@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // validator checks a decoded, defaulted Config and collects every problem.
@@ -257,19 +258,43 @@ func (v *validator) routePath(p, rp string) {
 }
 
 func (v *validator) auth() {
-	a := v.cfg.Auth
+	c := v.cfg
+	a := c.Auth
+	v.exposure()
+	for i, r := range c.Routes {
+		if r == nil {
+			continue
+		}
+		p := fmt.Sprintf("routes[%d].scopes", i)
+		v.scopes(p, r.Scopes)
+		if len(r.Scopes) > 0 && !a.Enabled() {
+			v.add(p, "scopes need authentication, but auth has no oidc, issuers or api_keys; configure one, or remove scopes")
+		}
+	}
 	if a == nil {
 		return
 	}
-	if a.InsecureNoAuth && (a.OIDC != nil || len(a.APIKeys) > 0) {
-		v.add("auth.insecure_no_auth", "insecure_no_auth turns authentication off, yet oidc or api_keys are configured too; remove insecure_no_auth, or the others")
+	if a.InsecureNoAuth && a.Enabled() {
+		v.add("auth.insecure_no_auth", "insecure_no_auth turns authentication off, yet oidc, issuers or api_keys are configured too; remove insecure_no_auth, or the others")
 	}
-	if o := a.OIDC; o != nil {
-		if o.Issuer == "" {
-			v.add("auth.oidc.issuer", "is not set; give the token issuer's URL, e.g. https://idp.example.com")
-		} else {
-			v.httpURL("auth.oidc.issuer", o.Issuer, "https://idp.example.com")
+	v.scopes("auth.required_scopes", a.RequiredScopes)
+	if len(a.RequiredScopes) > 0 && !a.Enabled() {
+		v.add("auth.required_scopes", "scopes need authentication, but auth has no oidc, issuers or api_keys; configure one, or remove required_scopes")
+	}
+	if len(a.AllIssuers()) > 0 && c.PublicURL == "" {
+		v.add("auth", "token issuers are configured but public_url is not set; set public_url to the URL clients reach the gateway at (e.g. https://mcp.example.com): it is the canonical resource URI that tokens must be issued for (unless an issuer sets audience:), and the protected resource metadata and WWW-Authenticate challenges name it")
+	}
+	seen := map[string]string{}
+	if a.OIDC != nil {
+		v.issuer("auth.oidc", a.OIDC, seen)
+	}
+	for i, o := range a.Issuers {
+		p := fmt.Sprintf("auth.issuers[%d]", i)
+		if o == nil {
+			v.add(p, "is empty; give the issuer: URL, or remove the item")
+			continue
 		}
+		v.issuer(p, o, seen)
 	}
 	names := map[string]int{}
 	for i, k := range a.APIKeys {
@@ -286,6 +311,119 @@ func (v *validator) auth() {
 			v.add(p, "both key and key_file are set; keep key_file (a file holding the secret) or key, not both")
 		case k.Key == "" && k.KeyFile == "":
 			v.add(p, "neither key nor key_file is set; set key_file: /run/secrets/NAME, or key: ${ENV_VAR}")
+		case strings.ContainsFunc(strings.TrimSpace(k.Key), isSpace):
+			// The message never quotes the key.
+			v.add(p+".key", "contains whitespace, which a client cannot send in an Authorization header; generate a key with e.g. openssl rand -base64 32")
+		}
+		v.scopes(p+".scopes", k.Scopes)
+	}
+}
+
+// exposure refuses a non-loopback listener that nobody has to authenticate
+// to, unless the operator says so explicitly.
+func (v *validator) exposure() {
+	c := v.cfg
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil || IsLoopbackHost(host) || c.Auth.Enabled() || (c.Auth != nil && c.Auth.InsecureNoAuth) {
+		return
+	}
+	v.add("listen", fmt.Sprintf("%q is not a loopback address, and no authentication is configured, so anyone who can reach it could use every upstream; configure auth.oidc or auth.api_keys, listen on 127.0.0.1, or (not recommended) set auth.insecure_no_auth: true", c.Listen))
+}
+
+// IsLoopbackHost reports whether a listen host only accepts connections
+// from this machine: localhost or a loopback IP. "" and 0.0.0.0 are every
+// interface.
+func IsLoopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// allowedAlgorithms are the JWS algorithms an issuer may use.
+var allowedAlgorithms = DefaultAlgorithms
+
+func (v *validator) issuer(p string, o *OIDC, seen map[string]string) {
+	switch {
+	case o.Issuer == "":
+		v.add(p+".issuer", "is not set; give the token issuer's URL, e.g. https://idp.example.com")
+	default:
+		if v.secureURL(p+".issuer", o.Issuer, "https://idp.example.com") {
+			if u, _ := url.Parse(o.Issuer); u.RawQuery != "" {
+				v.add(p+".issuer", fmt.Sprintf("%q has a query, which an issuer identifier must not; write e.g. https://idp.example.com/realms/main", o.Issuer))
+			}
+		}
+		if first, dup := seen[o.Issuer]; dup {
+			v.add(p+".issuer", fmt.Sprintf("%q is also the issuer of %s; configure each issuer once", o.Issuer, first))
+		} else {
+			seen[o.Issuer] = p
+		}
+	}
+	if strings.TrimSpace(o.Audience) != o.Audience {
+		v.add(p+".audience", fmt.Sprintf("%q has surrounding whitespace; remove it", o.Audience))
+	}
+	if o.JWKSURL != "" {
+		v.secureURL(p+".jwks_url", o.JWKSURL, "https://idp.example.com/jwks.json")
+	}
+	if len(o.Algorithms) == 0 {
+		v.add(p+".algorithms", "is empty, so no token could be accepted; remove it for the default (every asymmetric algorithm) or list e.g. [RS256, ES256]")
+	}
+	for i, alg := range o.Algorithms {
+		ap := fmt.Sprintf("%s.algorithms[%d]", p, i)
+		switch {
+		case slices.Contains(allowedAlgorithms, alg):
+		case strings.EqualFold(alg, "none"):
+			v.add(ap, `"none" means unsigned tokens, which anyone can forge; remove it`)
+		case strings.HasPrefix(strings.ToUpper(alg), "HS"):
+			v.add(ap, fmt.Sprintf("%q is a shared-secret algorithm, which a resource server cannot verify safely (the gateway holds only the issuer's public keys); use the issuer's asymmetric algorithm, e.g. RS256 or ES256", alg))
+		default:
+			msg := fmt.Sprintf("%q is not a supported signature algorithm; use one of %s", alg, strings.Join(allowedAlgorithms, ", "))
+			if s := closest(alg, allowedAlgorithms); s != "" {
+				msg = fmt.Sprintf("%q is not a supported signature algorithm; did you mean %q?", alg, s)
+			}
+			v.add(ap, msg)
+		}
+	}
+	if o.Leeway < 0 || o.Leeway.D() > 5*time.Minute {
+		v.add(p+".leeway", fmt.Sprintf("%s is outside 0 to 5m; clocks synchronised by NTP need a few seconds: remove it for the default (%s) or set e.g. 1m", o.Leeway, DefaultLeeway))
+	}
+	if strings.TrimSpace(o.GroupsClaim) == "" || strings.HasPrefix(o.GroupsClaim, ".") || strings.HasSuffix(o.GroupsClaim, ".") || strings.Contains(o.GroupsClaim, "..") {
+		v.add(p+".groups_claim", fmt.Sprintf("%q is not a claim name or dotted path; write e.g. groups or realm_access.roles", o.GroupsClaim))
+	}
+}
+
+// secureURL checks an absolute URL that must be https except on a
+// loopback host (a local test issuer), and reports whether it is valid.
+func (v *validator) secureURL(p, raw, example string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(p, fmt.Sprintf("%q is not an absolute http(s) URL; write e.g. %s", raw, example))
+		return false
+	}
+	if u.Fragment != "" {
+		v.add(p, fmt.Sprintf("%q has a #fragment, which is never sent to a server; remove it", raw))
+		return false
+	}
+	if u.Scheme == "http" && !IsLoopbackHost(u.Hostname()) {
+		v.add(p, fmt.Sprintf("%q is plain http, so keys and metadata could be tampered with in transit; use https (http is accepted only for a loopback host)", raw))
+		return false
+	}
+	return true
+}
+
+// scopes checks OAuth scope tokens (RFC 6749 section 3.3: printable ASCII
+// without space, " or \).
+func (v *validator) scopes(p string, list []string) {
+	for i, s := range list {
+		ok := s != ""
+		for _, r := range s {
+			if r <= 0x20 || r >= 0x7f || r == '"' || r == '\\' {
+				ok = false
+			}
+		}
+		if !ok {
+			v.add(fmt.Sprintf("%s[%d]", p, i), fmt.Sprintf("%q is not a scope: a scope is printable ASCII without spaces, quotes or backslashes; write e.g. mcp:tools", s))
 		}
 	}
 }
@@ -317,27 +455,6 @@ func (v *validator) sessions() {
 			v.add("sessions.redis.addr", "is not set; give the Redis address, e.g. 127.0.0.1:6379, or remove redis:")
 		} else {
 			v.address("sessions.redis.addr", s.Redis.Addr, "127.0.0.1:6379")
-		}
-	}
-}
-
-func (v *validator) policy() {
-	pol := v.cfg.Policy
-	switch pol.Default {
-	case PolicyAllow, PolicyDeny:
-	case "":
-		v.add("policy.default", "is not set; set allow or deny (the decision for names no rule matches)")
-	default:
-		msg := fmt.Sprintf("%q is not a policy mode; use allow or deny", pol.Default)
-		if s := closest(pol.Default, []string{PolicyAllow, PolicyDeny}); s != "" {
-			msg = fmt.Sprintf("%q is not a policy mode; did you mean %q? (allow or deny)", pol.Default, s)
-		}
-		v.add("policy.default", msg)
-	}
-	for i, r := range pol.Rules {
-		p := fmt.Sprintf("policy.rules[%d]", i)
-		if r == nil {
-			v.add(p, "the rule is empty; give it allow: or deny: patterns, or remove it")
 		}
 	}
 }

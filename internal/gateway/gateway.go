@@ -11,13 +11,17 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router"
 )
 
@@ -27,6 +31,18 @@ type Options struct {
 	Version string
 	// Listener, when set, is used instead of listening on cfg.Listen (tests).
 	Listener net.Listener
+	// Metrics records the gateway's metrics. When nil and the admin
+	// listener is on, the gateway makes its own (on a new registry).
+	Metrics *metrics.Metrics
+	// AdminListener, when set, serves the admin endpoints instead of
+	// listening on cfg.Admin.Listen (tests).
+	AdminListener net.Listener
+	// ShutdownDelay is how long Shutdown keeps serving after /readyz turns
+	// 503, so that load balancers stop sending new traffic first.
+	ShutdownDelay time.Duration
+	// Auth tunes the authenticator (tests: HTTP client, clock, key refresh);
+	// its Logger is set by Start.
+	Auth auth.Options
 }
 
 // Gateway is one running mcpgw.
@@ -40,6 +56,13 @@ type Gateway struct {
 
 	serveErr chan error
 	stopOnce sync.Once
+
+	opts      Options
+	metrics   *metrics.Metrics
+	admin     *http.Server // nil when the admin listener is off
+	adminLn   net.Listener
+	listening atomic.Bool // the MCP listener is serving
+	draining  atomic.Bool // Shutdown has begun: not ready
 }
 
 // Start builds the gateway for cfg, connects its upstreams in the
@@ -51,12 +74,20 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	g := &Gateway{log: opts.Logger, cfg: cfg, serveErr: make(chan error, 1)}
+	g := &Gateway{log: opts.Logger, cfg: cfg, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics}
+	if g.metrics == nil && (opts.AdminListener != nil || cfg.Admin != nil) {
+		g.metrics = metrics.New(prometheus.NewRegistry(), metrics.Options{Version: opts.Version})
+	}
+	authn, err := newAuthenticator(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
 	var rt *router.Router
 	var rtReady sync.WaitGroup
 	rtReady.Add(1)
 	g.host = host.New(cfg, host.Options{
 		Logger:     opts.Logger.Named("host"),
+		Metrics:    g.metrics,
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		OnNotification: func(upstream, method string, params json.RawMessage) {
 			rtReady.Wait()
@@ -83,9 +114,13 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Logger:      opts.Logger.Named("router"),
 		ServerInfo:  mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		IdleTimeout: idle,
+		Metrics:     g.metrics,
+		Auth:        authn,
 	})
 	rtReady.Done()
 	g.router = rt
+	g.metrics.SetRouteSource(rt.RouteStats)
+	g.metrics.ConfigLoaded()
 
 	ln := opts.Listener
 	if ln == nil {
@@ -94,6 +129,11 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 			rt.Close()
 			return nil, fmt.Errorf("listen %s: %w (is another mcpgw running? change listen:)", cfg.Listen, err)
 		}
+	}
+	if err := g.listenAdmin(); err != nil { // admin.go
+		_ = ln.Close()
+		rt.Close()
+		return nil, err
 	}
 	g.ln = ln
 	g.srv = &http.Server{
@@ -106,7 +146,13 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		ErrorLog:       zap.NewStdLog(opts.Logger.Named("http")),
 	}
 	g.host.Start()
-	go func() { g.serveErr <- g.srv.Serve(ln) }()
+	g.listening.Store(true)
+	go func() {
+		err := g.srv.Serve(ln)
+		g.listening.Store(false)
+		g.serveErr <- err
+	}()
+	g.serveAdmin()
 	return g, nil
 }
 
@@ -119,11 +165,22 @@ func (g *Gateway) Host() *host.Host { return g.host }
 // Err returns a channel that yields if the listener fails.
 func (g *Gateway) Err() <-chan error { return g.serveErr }
 
-// Shutdown stops accepting requests, ends sessions and their streams, waits
-// for in-flight requests up to ctx, then stops every upstream.
+// Shutdown stops the gateway gracefully: /readyz turns 503 at once; after
+// Options.ShutdownDelay (bounded by ctx) it stops accepting requests and
+// new sessions, ends standalone streams, waits for in-flight requests up
+// to ctx, ends sessions, stops every upstream and finally closes the admin
+// listener.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	var err error
 	g.stopOnce.Do(func() {
+		g.draining.Store(true)
+		if d := g.opts.ShutdownDelay; d > 0 {
+			g.log.Info("not ready; serving on while load balancers notice", zap.Duration("shutdown_delay", d))
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+		}
 		g.srv.SetKeepAlivesEnabled(false)
 		// End GET streams first: they would otherwise keep Shutdown
 		// waiting until ctx expires. In-flight calls go on.
@@ -134,6 +191,28 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 		g.router.Close()
 		g.host.Close()
+		g.closeAdmin()
 	})
 	return err
+}
+
+// newAuthenticator builds the downstream authenticator (nil when no auth is
+// configured) and warns loudly when a non-loopback listener serves without
+// authentication, which validation allows only with insecure_no_auth.
+func newAuthenticator(cfg *config.Config, opts Options) (*auth.Authenticator, error) {
+	ao := opts.Auth
+	ao.Logger = opts.Logger.Named("auth")
+	a, err := auth.New(cfg, ao)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	if a == nil {
+		host, _, _ := net.SplitHostPort(cfg.Listen)
+		if !config.IsLoopbackHost(host) {
+			opts.Logger.Warn("AUTHENTICATION IS OFF on a non-loopback listener (auth.insecure_no_auth: true): anyone who can reach " + cfg.Listen + " can use every upstream; configure auth.oidc or auth.api_keys")
+		}
+		return nil, nil
+	}
+	opts.Logger.Info("authentication on", zap.Strings("issuers", a.Issuers()), zap.Int("api_keys", len(cfg.Auth.APIKeys)))
+	return a, nil
 }

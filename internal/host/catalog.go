@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
@@ -321,12 +322,15 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	u := v.h.upstreams[upstream]
 	c, cerr := u.ClientFor(ctx, !opts.PassInputRequired)
 	if cerr != nil {
+		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
+	start := u.m.CallStarted()
 	resp, cerr := c.Call(ctx, method, params, u.callOptions(opts))
 	if cerr == nil && c.Modern() && !opts.PassInputRequired {
 		resp, cerr = v.fulfil(ctx, c, method, params, resp, u.callOptions(opts))
 	}
+	u.m.CallDone(method, start, callReason(resp, cerr))
 	if cerr != nil {
 		var te *client.TimeoutError
 		switch {
@@ -343,6 +347,22 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		}
 	}
 	return resp, nil
+}
+
+// callReason classifies a call's end for metrics: -1 for a result.
+func callReason(resp *jsonrpc.Message, err error) int {
+	var te *client.TimeoutError
+	switch {
+	case err == nil && resp != nil && resp.Error != nil:
+		return metrics.ReasonErrorResponse
+	case err == nil:
+		return -1
+	case errors.As(err, &te):
+		return metrics.ReasonTimeout
+	case errors.Is(err, context.Canceled):
+		return metrics.ReasonCancelled
+	}
+	return metrics.ReasonTransport
 }
 
 // maxInputRounds bounds how many input_required rounds the gateway answers

@@ -21,6 +21,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 )
 
 // State is an upstream's connection state.
@@ -31,7 +32,11 @@ const (
 	StateStarting State = "starting" // never connected yet
 	StateReady    State = "ready"
 	StateDown     State = "down" // lost or failed; being retried
-	StateStopped  State = "stopped"
+	// StateBreakerOpen is a crash loop: the upstream failed
+	// BreakerThreshold times within BreakerWindow, so it is retried only
+	// every BreakerCooldown until it stays up.
+	StateBreakerOpen State = "breaker_open"
+	StateStopped     State = "stopped"
 )
 
 // Options configure a Host.
@@ -48,6 +53,15 @@ type Options struct {
 	HTTPClient *http.Client
 	// MinBackoff and MaxBackoff bound reconnection delays (defaults 500ms, 30s).
 	MinBackoff, MaxBackoff time.Duration
+	// BreakerThreshold failures (a failed start or a lost connection)
+	// within BreakerWindow open an upstream's crash-loop breaker: it is then
+	// retried once every BreakerCooldown, and closes again once a
+	// connection has stayed up for BreakerWindow (defaults 5, 60s, 5m).
+	BreakerThreshold int
+	BreakerWindow    time.Duration
+	BreakerCooldown  time.Duration
+	// Metrics records upstream state, restarts and calls (nil: none).
+	Metrics *metrics.Metrics
 }
 
 // Host owns one upstream client per configured upstream.
@@ -77,6 +91,15 @@ func New(cfg *config.Config, opts Options) *Host {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Transport: client.DefaultHTTPTransport()}
 	}
+	if opts.BreakerThreshold <= 0 {
+		opts.BreakerThreshold = 5
+	}
+	if opts.BreakerWindow <= 0 {
+		opts.BreakerWindow = 60 * time.Second
+	}
+	if opts.BreakerCooldown <= 0 {
+		opts.BreakerCooldown = 5 * time.Minute
+	}
 	sep := cfg.Separator
 	if sep == "" {
 		sep = config.DefaultSeparator
@@ -91,6 +114,7 @@ func New(cfg *config.Config, opts Options) *Host {
 			log:   opts.Logger.With(zap.String("upstream", name)),
 			state: StateStarting,
 			first: make(chan struct{}),
+			m:     opts.Metrics.Upstream(name),
 		}
 		h.names = append(h.names, name)
 	}
@@ -146,11 +170,15 @@ type Upstream struct {
 	host *Host
 	log  *zap.Logger
 
+	m *metrics.Upstream // nil-safe
+
 	mu      sync.Mutex
 	client  *client.Client
 	state   State
 	lastErr error
 	first   chan struct{} // closed after the first connection attempt
+	retryAt time.Time     // while the breaker is open: the next attempt
+	pid     int           // the stdio child's process id while connected
 
 	// alt is a second connection that initializes, made on first use when
 	// the primary one speaks 2026-07-28 and a caller of an older revision
@@ -163,6 +191,28 @@ type Upstream struct {
 
 // Name is the upstream's configured name.
 func (u *Upstream) Name() string { return u.name }
+
+// Required reports whether the gateway is ready only while this upstream is
+// (config required: true).
+func (u *Upstream) Required() bool { return u.cfg.Required }
+
+// RetryAt is when an upstream whose crash-loop breaker is open is tried
+// next (zero in any other state).
+func (u *Upstream) RetryAt() time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.state != StateBreakerOpen {
+		return time.Time{}
+	}
+	return u.retryAt
+}
+
+// PID is the process id of the stdio child while connected, else 0.
+func (u *Upstream) PID() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.pid
+}
 
 // State returns the current state and the last error.
 func (u *Upstream) State() (State, error) {
@@ -182,6 +232,9 @@ func (e *UnavailableError) Error() string {
 	msg := fmt.Sprintf("upstream %q is unavailable (%s)", e.Upstream, e.State)
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()
+	}
+	if e.State == StateBreakerOpen {
+		return msg + "; it keeps failing (crash loop), so mcpgw retries it only every few minutes: check its logs"
 	}
 	return msg + "; mcpgw keeps retrying it in the background"
 }
@@ -244,7 +297,15 @@ func (u *Upstream) closeAlt() {
 	u.alt = nil
 	u.altMu.Unlock()
 	if alt != nil {
-		_ = alt.Close()
+		// Closing can take seconds (a stdio child gets its stop graces);
+		// the supervisor, which calls this, must not wait for it to
+		// reconnect. Host.Close still waits for it (closeAlt runs only in
+		// the supervisor goroutine, so the WaitGroup is above zero here).
+		u.host.wg.Add(1)
+		go func() {
+			defer u.host.wg.Done()
+			_ = alt.Close()
+		}()
 	}
 }
 
@@ -256,14 +317,21 @@ func (u *Upstream) setState(s State, c *client.Client, err error) {
 	u.mu.Lock()
 	changed := u.state != s
 	u.state, u.client, u.lastErr = s, c, err
+	if c == nil {
+		u.pid = 0
+	}
 	u.mu.Unlock()
+	u.m.SetState(string(s))
 	if changed && u.host.opts.OnStateChange != nil {
 		u.host.opts.OnStateChange(u.name, s)
 	}
 }
 
 // supervise keeps the upstream connected until ctx ends: connect, wait for
-// the connection to fail, back off with jitter, reconnect.
+// the connection to fail, back off with jitter, reconnect. A crash loop
+// (BreakerThreshold failures within BreakerWindow) opens the breaker: the
+// upstream is then tried once per BreakerCooldown until a connection stays
+// up for BreakerWindow.
 func (u *Upstream) supervise(ctx context.Context) {
 	opts := u.host.opts
 	backoff := opts.MinBackoff
@@ -275,15 +343,30 @@ func (u *Upstream) supervise(ctx context.Context) {
 		}
 	}
 	defer markFirst()
-	for ctx.Err() == nil {
+	var failures []time.Time // within the breaker window
+	halfOpen := false        // the breaker was open: one failure reopens it
+	fail := func() (open bool) {
+		now := time.Now()
+		failures = slices.DeleteFunc(failures, func(t time.Time) bool { return now.Sub(t) > opts.BreakerWindow })
+		failures = append(failures, now)
+		return halfOpen || len(failures) >= opts.BreakerThreshold
+	}
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		if attempt > 0 {
+			u.m.Restart()
+		}
 		c, err := u.connect(ctx)
+		open := false
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
-			u.log.Warn("upstream failed to start; will retry", zap.Error(err), zap.Duration("retry_in", backoff))
-			u.setState(StateDown, nil, err)
-			markFirst()
+			u.m.HandshakeFailed()
+			open = fail()
+			if !open {
+				u.log.Warn("upstream failed to start; will retry", zap.Error(err), zap.Duration("retry_in", backoff))
+				u.setState(StateDown, nil, err)
+			}
 		} else {
 			u.log.Info("upstream ready", zap.String("protocol_version", c.ProtocolVersion()))
 			u.setState(StateReady, c, nil)
@@ -296,27 +379,62 @@ func (u *Upstream) supervise(ctx context.Context) {
 				return
 			case <-c.Done():
 			}
-			lost := c.Err()
-			u.setState(StateDown, nil, lost)
+			err = c.Err()
+			u.setState(StateDown, nil, err)
 			_ = c.Close()
-			u.log.Warn("lost upstream; will reconnect", zap.Error(lost))
-			if time.Since(connectedAt) > opts.MaxBackoff {
-				backoff = opts.MinBackoff // it was healthy for a while: not a crash loop
+			if up := time.Since(connectedAt); up >= opts.BreakerWindow {
+				// It was healthy for a while: not a crash loop.
+				failures, halfOpen, backoff = nil, false, opts.MinBackoff
+			} else if up > opts.MaxBackoff {
+				backoff = opts.MinBackoff
+			}
+			open = fail()
+			if !open {
+				u.log.Warn("lost upstream; will reconnect", zap.Error(err))
 			}
 		}
-		// Full jitter keeps a fleet of gateways from reconnecting in lockstep.
-		delay := backoff/2 + rand.N(backoff/2+1)
+		var delay time.Duration
+		if open {
+			delay = opts.BreakerCooldown
+			u.log.Error("upstream is crash-looping; breaker open, retrying slowly",
+				zap.Int("failures", len(failures)), zap.Duration("window", opts.BreakerWindow),
+				zap.Duration("retry_in", delay), zap.Error(err))
+			u.mu.Lock()
+			u.retryAt = time.Now().Add(delay)
+			u.mu.Unlock()
+			u.setState(StateBreakerOpen, nil, err)
+			u.m.Breaker(true)
+			halfOpen, failures = true, nil
+		} else {
+			// Full jitter keeps a fleet of gateways from reconnecting in lockstep.
+			delay = backoff/2 + rand.N(backoff/2+1)
+		}
+		markFirst()
 		select {
 		case <-ctx.Done():
 		case <-time.After(delay):
 		}
-		backoff = min(backoff*2, opts.MaxBackoff)
+		if open {
+			u.m.Breaker(false) // half-open: one probe
+		} else {
+			backoff = min(backoff*2, opts.MaxBackoff)
+		}
 	}
 	u.setState(StateStopped, nil, errors.New("gateway shutting down"))
 }
 
 func (u *Upstream) connect(ctx context.Context) (*client.Client, error) {
-	return u.connectWith(ctx, u.cfg.Protocol)
+	t, err := u.transport()
+	if err != nil {
+		return nil, err
+	}
+	c, err := u.dial(ctx, t, u.cfg.Protocol)
+	if st, ok := t.(*client.Stdio); ok && err == nil {
+		u.mu.Lock()
+		u.pid = st.PID()
+		u.mu.Unlock()
+	}
+	return c, err
 }
 
 func (u *Upstream) connectWith(ctx context.Context, protocol string) (*client.Client, error) {
@@ -324,6 +442,10 @@ func (u *Upstream) connectWith(ctx context.Context, protocol string) (*client.Cl
 	if err != nil {
 		return nil, err
 	}
+	return u.dial(ctx, t, protocol)
+}
+
+func (u *Upstream) dial(ctx context.Context, t client.Transport, protocol string) (*client.Client, error) {
 	startup := u.cfg.StartupTimeout.D()
 	if startup <= 0 {
 		startup = 30 * time.Second

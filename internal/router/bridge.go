@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -67,6 +68,7 @@ type parkedCall struct {
 	id     string
 	method string
 	name   string // params.name or params.uri: the retry must match
+	owner  string // principalTag of the caller: only it may resume the call
 	ctx    context.Context
 	cancel context.CancelFunc
 	cs     *callStream
@@ -90,13 +92,16 @@ type inputNeed struct {
 // newParked starts running msg for a stateless session on a goroutine owned
 // by the router; the caller waits on it with drive.
 func (rt *Router) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
-	ctx, cancel := context.WithTimeout(context.Background(), bridgeTTL)
+	// The call outlives the HTTP request, but not its principal: policy
+	// and audit below dispatch still see who asked.
+	ctx, cancel := context.WithTimeout(auth.WithPrincipal(context.Background(), auth.FromContext(sess.ctx)), bridgeTTL)
 	ctx = client.WithHeaders(ctx, sess.paramHeaders)
 	field := nameField(msg.Method)
 	name, _ := rawjson.GetString(msg.Params, field)
 	p := &parkedCall{
 		method:  msg.Method,
 		name:    name,
+		owner:   principalTag(sess.owner),
 		ctx:     ctx,
 		cancel:  cancel,
 		done:    make(chan *jsonrpc.Message, 1),
@@ -148,7 +153,7 @@ func (rt *Router) serveBridged(w http.ResponseWriter, r *http.Request, sess *Ses
 		rt.drive(w, r, rt.newParked(sess, msg), msg.ID)
 		return
 	}
-	p, err := rt.bridge.resume(state, msg)
+	p, err := rt.bridge.resume(state, msg, principalTag(sess.owner))
 	if err != nil {
 		statelessError(w, msg.ID, err)
 		return
@@ -304,6 +309,7 @@ type bridgeState struct {
 	Expiry int64  `json:"e"`
 	Method string `json:"m"`
 	Name   string `json:"n"`
+	Owner  string `json:"u,omitempty"` // principalTag of the caller
 }
 
 func (b *bridge) sign(payload []byte) []byte {
@@ -318,7 +324,7 @@ func (b *bridge) state(p *parkedCall) string {
 	p.round++
 	round := p.round
 	p.mu.Unlock()
-	payload, _ := json.Marshal(bridgeState{ID: p.id, Round: round, Expiry: time.Now().Add(bridgeTTL).Unix(), Method: p.method, Name: p.name})
+	payload, _ := json.Marshal(bridgeState{ID: p.id, Round: round, Expiry: time.Now().Add(bridgeTTL).Unix(), Method: p.method, Name: p.name, Owner: p.owner})
 	enc := base64.RawURLEncoding
 	return bridgeStatePrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(b.sign(payload))
 }
@@ -363,7 +369,8 @@ func (b *bridge) forget(p *parkedCall) {
 }
 
 // resume verifies a requestState and returns its parked call.
-func (b *bridge) resume(state string, msg *jsonrpc.Message) (*parkedCall, *jsonrpc.Error) {
+// Only the principal the call was made by may resume it (owner).
+func (b *bridge) resume(state string, msg *jsonrpc.Message, owner string) (*parkedCall, *jsonrpc.Error) {
 	bad := func(why string) *jsonrpc.Error {
 		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid requestState: %s; send the original request again without requestState", why)
 	}
@@ -386,10 +393,13 @@ func (b *bridge) resume(state string, msg *jsonrpc.Message) (*parkedCall, *jsonr
 	if st.Method != msg.Method || st.Name != name {
 		return nil, bad(fmt.Sprintf("it belongs to %s %q, not this request", st.Method, st.Name))
 	}
+	if st.Owner != owner {
+		return nil, bad("it was issued to another principal")
+	}
 	b.mu.Lock()
 	p := b.parked[st.ID]
 	b.mu.Unlock()
-	if p == nil {
+	if p == nil || p.owner != owner {
 		return nil, bad("the waiting call ended, or it waits on another gateway replica")
 	}
 	p.mu.Lock()

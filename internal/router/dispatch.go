@@ -24,7 +24,8 @@ var lists = map[string]host.ListKind{
 
 // dispatch answers one request of an initialized session. It always returns
 // exactly one response: the upstream's, or a gateway error naming the cause.
-func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *callStream) *jsonrpc.Message {
+func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *callStream) (resp *jsonrpc.Message) {
+	defer func() { rt.opts.Metrics.Request(sess.route.path, msg.Method, resp.Error) }() // metrics
 	view := sess.route.view
 	switch msg.Method {
 	case mcp.MethodPing:

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -26,8 +27,9 @@ import (
 //	                                    answer comes on the stream
 //
 // The stream is the session: closing it ends the session and cancels what
-// is in flight. The edge checks (Origin, Host) are the mux's middleware and
-// apply here as on the Streamable endpoint.
+// is in flight. The edge checks (Origin, Host) and authentication are the
+// mux's middleware and apply here as on the Streamable endpoint; the
+// session belongs to the principal that opened the stream (auth.go).
 type legacySSE struct {
 	rt    *Router
 	taken map[string]bool // paths of configured routes, never shadowed
@@ -80,7 +82,7 @@ func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request, rte *route, p
 		return
 	default:
 	}
-	c := rt.newPushConn(rte, "legacy-sse")
+	c := rt.newPushConn(rte, "legacy-sse", auth.FromContext(r.Context()))
 	id := c.sess.id
 	l.mu.Lock()
 	l.conns[id] = c
@@ -155,7 +157,7 @@ func (l *legacySSE) message(w http.ResponseWriter, r *http.Request, rte *route) 
 		return
 	}
 	c := l.get(id)
-	if c == nil || c.sess.route != rte {
+	if c == nil || c.sess.route != rte || !l.rt.ownedBy(c.sess, r) {
 		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; open a new event stream at "+strings.TrimSuffix(rte.path, "/")+"/sse")
 		return
 	}

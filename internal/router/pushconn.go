@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -49,8 +50,8 @@ type pushConn struct {
 	noInput atomic.Bool
 }
 
-func (rt *Router) newPushConn(rte *route, transport string) *pushConn {
-	sess := rt.sessions.create(rte, "", nil, nil)
+func (rt *Router) newPushConn(rte *route, transport string, p *auth.Principal) *pushConn {
+	sess := rt.sessions.create(rte, "", nil, nil, p)
 	// The connection is the session's stream for its whole life: the idle
 	// reaper leaves it alone, and a Streamable GET cannot open a second one.
 	sess.mu.Lock()

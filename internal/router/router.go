@@ -20,10 +20,12 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
@@ -36,6 +38,11 @@ type Options struct {
 	IdleTimeout time.Duration
 	// KeepAlive is the interval of SSE comment keep-alives (default 25s).
 	KeepAlive time.Duration
+	// Metrics counts requests and streams (nil: none; see metrics.go).
+	Metrics *metrics.Metrics
+	// Auth authenticates every request on every route (nil: requests are
+	// anonymous; see auth.go).
+	Auth *auth.Authenticator
 }
 
 // Router serves every route of one config generation.
@@ -52,7 +59,8 @@ type Router struct {
 	listenersMu sync.Mutex
 	listeners   map[*Session]bool // open subscriptions/listen streams
 
-	bridge *bridge // legacy upstreams' input requests parked for 2026-07-28 clients
+	bridge *bridge             // legacy upstreams' input requests parked for 2026-07-28 clients
+	auth   *auth.Authenticator // nil: no authentication (auth.go)
 
 	levelsMu sync.Mutex
 	levels   map[string]string // log level last asked of each shared upstream
@@ -68,8 +76,10 @@ type Router struct {
 }
 
 type route struct {
-	path string
-	view *host.View
+	path     string
+	view     *host.View
+	resource string   // canonical URI (token audience), when auth is on
+	scopes   []string // every caller needs these (auth.required_scopes + the route's)
 }
 
 // New builds the router for cfg over h.
@@ -96,6 +106,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		listeners: map[*Session]bool{},
 		levels:    map[string]string{},
 		bridge:    newBridge(),
+		auth:      opts.Auth,
 		origins:   map[string]bool{},
 		maxBody:   cfg.MaxBodyBytes,
 		stop:      make(chan struct{}),
@@ -114,12 +125,19 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 	legacy := rt.newLegacySSE(cfg) // 2024-11-05 HTTP+SSE endpoints (legacysse.go)
 	for _, rc := range cfg.Routes {
 		r := &route{path: rc.Path, view: h.View(rc.Upstreams, rc.Prefixed())}
+		if rt.auth != nil {
+			r.resource, r.scopes = rt.auth.Resource(rc.Path), rt.auth.RequiredScopes(rc.Scopes)
+		}
+		// Authentication, after the edge checks and before any handler
+		// reads the body (auth.go).
+		mux := mux.With(rt.authenticate(r))
 		rt.routes = append(rt.routes, r)
 		legacy.register(mux, r) // GET <path>/sse, POST <path>/message
 		mux.Post(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.post(w, req, r) })
 		mux.Get(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.get(w, req, r) })
 		mux.Delete(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.delete(w, req, r) })
 	}
+	rt.serveMetadata(mux, cfg) // RFC 9728 documents (auth.go)
 	mux.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		httpError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "method "+req.Method+" not allowed; MCP uses POST, GET and DELETE")
@@ -327,7 +345,7 @@ func (rt *Router) session(w http.ResponseWriter, r *http.Request, rte *route) (*
 		return nil, false
 	}
 	sess := rt.sessions.get(id, rte)
-	if sess == nil {
+	if sess == nil || !rt.ownedBy(sess, r) {
 		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; start a new one with initialize")
 		return nil, false
 	}
@@ -355,7 +373,7 @@ func (rt *Router) initialize(w http.ResponseWriter, r *http.Request, rte *route,
 	if !mcp.IsSupported(version) {
 		version = mcp.LatestVersion // the spec's counter-offer
 	}
-	sess := rt.sessions.create(rte, version, p.Capabilities, p.ClientInfo)
+	sess := rt.sessions.create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
 		Capabilities:    capabilities(),
@@ -416,11 +434,13 @@ func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session,
 	// stream breaks, the call goes on and the client resumes with
 	// Last-Event-ID. notifications/cancelled, DELETE or the session's end
 	// stop it.
-	ctx, cancel := context.WithCancel(sess.ctx)
+	ctx, cancel := context.WithCancel(auth.WithPrincipal(sess.ctx, auth.FromContext(r.Context())))
 	defer cancel()
 	sess.track(msg.ID, cancel)
 	defer sess.untrack(msg.ID)
 	cs := newCallStream(ctx, sess)
+	rt.opts.Metrics.CallStream(sess.route.path, +1)       // metrics
+	defer rt.opts.Metrics.CallStream(sess.route.path, -1) // metrics
 	done := make(chan *jsonrpc.Message, 1)
 	go func() { done <- rt.dispatch(ctx, sess, msg, cs) }()
 	rw := newResumableWriter(w, sess.events, newStreamID(), sess.version >= mcp.Version20251125)

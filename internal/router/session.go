@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -20,6 +21,9 @@ type Session struct {
 	version string // negotiated protocol revision
 	caps    json.RawMessage
 	info    json.RawMessage
+	// owner is the Key of the principal that created the session ("" when
+	// authentication is off); only that principal may use it (auth.go).
+	owner string
 
 	// stateless sessions live for one 2026-07-28 request (or one
 	// subscriptions/listen stream) and are never stored.
@@ -139,10 +143,11 @@ func newSessionStore() *sessionStore {
 	return &sessionStore{sessions: make(map[string]*Session)}
 }
 
-func (st *sessionStore) create(rt *route, version string, caps, info json.RawMessage) *Session {
-	ctx, cancel := context.WithCancel(context.Background())
+func (st *sessionStore) create(rt *route, version string, caps, info json.RawMessage, p *auth.Principal) *Session {
+	ctx, cancel := context.WithCancel(auth.WithPrincipal(context.Background(), p))
 	s := &Session{
 		id:       newSessionID(),
+		owner:    p.Key(),
 		route:    rt,
 		version:  version,
 		caps:     caps,

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -158,6 +159,7 @@ func (rt *Router) statelessSession(r *http.Request, rte *route, msg *jsonrpc.Mes
 	ctx, cancel := context.WithCancel(r.Context())
 	return &Session{
 		route:     rte,
+		owner:     auth.FromContext(r.Context()).Key(),
 		version:   version,
 		caps:      caps,
 		info:      info,

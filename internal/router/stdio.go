@@ -38,7 +38,7 @@ func (rt *Router) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rout
 	if err != nil {
 		return err
 	}
-	c := rt.newPushConn(rte, "stdio")
+	c := rt.newPushConn(rte, "stdio", nil) // stdio has no credentials: the local user
 	rt.log.Info("serving MCP on stdio", zap.String("route", rte.path), zap.Strings("upstreams", rte.view.Upstreams()))
 
 	stopWriter := make(chan struct{})

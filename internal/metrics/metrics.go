@@ -1,0 +1,552 @@
+// Package metrics holds mcpgw's Prometheus metrics (namespace mcpgw_) on a
+// registry the caller injects: nothing is registered globally, so tests and
+// several gateways in one process never collide.
+//
+// A nil *Metrics, and a nil *Upstream from it, record nothing: components
+// built without metrics (most tests) need no special case.
+//
+// The hot path (one request, one upstream call) resolves no label values by
+// hashing: per-route and per-upstream series are looked up once and kept, and
+// the method label is an index into a fixed table, so the set of series is
+// bounded by the config (routes, upstreams) times fixed lists (methods,
+// outcomes, states) whatever clients send.
+package metrics
+
+import (
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+)
+
+// Namespace prefixes every mcpgw metric.
+const Namespace = "mcpgw"
+
+// Methods are the values of the method label; anything else is "other", so
+// a client sending made-up methods cannot grow the series count.
+var Methods = []string{
+	mcp.MethodInitialize, mcp.MethodPing,
+	mcp.MethodToolsList, mcp.MethodToolsCall,
+	mcp.MethodPromptsList, mcp.MethodPromptsGet,
+	mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead,
+	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
+	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
+	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
+	"other",
+}
+
+var methodIndex = func() map[string]int {
+	m := make(map[string]int, len(Methods))
+	for i, name := range Methods {
+		m[name] = i
+	}
+	return m
+}()
+
+func methodIdx(method string) int {
+	if i, ok := methodIndex[method]; ok {
+		return i
+	}
+	return len(Methods) - 1
+}
+
+// Outcome is the outcome label of mcpgw_requests_total.
+type Outcome int
+
+// Outcomes of a request.
+const (
+	OutcomeOK          Outcome = iota // a result
+	OutcomeError                      // a JSON-RPC error from the upstream, or an internal one
+	OutcomeInvalid                    // the client's mistake: unknown name or method, bad params
+	OutcomeUnavailable                // the upstream is down (or its connection broke mid-call)
+	OutcomeTimeout                    // timed out or cancelled
+	OutcomeDenied                     // refused by policy or authentication
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"ok", "error", "invalid", "unavailable", "timeout", "denied"}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// OutcomeOf classifies a response by its error (nil: a result).
+func OutcomeOf(e *jsonrpc.Error) Outcome {
+	if e == nil {
+		return OutcomeOK
+	}
+	switch e.Code {
+	case mcp.CodeUpstreamUnavailable:
+		return OutcomeUnavailable
+	case mcp.CodeRequestTimeout:
+		return OutcomeTimeout
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound,
+		jsonrpc.CodeInvalidParams, mcp.CodeResourceNotFound:
+		return OutcomeInvalid
+	}
+	return OutcomeError
+}
+
+// States are the values of the state label of mcpgw_upstream_state (the
+// host's upstream states).
+var States = []string{"starting", "ready", "down", "breaker_open", "stopped"}
+
+// Call error reasons (mcpgw_upstream_call_errors_total's reason label).
+const (
+	ReasonUnavailable   = iota // no connection to the upstream
+	ReasonTimeout              // the call timed out
+	ReasonCancelled            // the caller went away
+	ReasonTransport            // the connection broke during the call
+	ReasonErrorResponse        // the upstream answered a JSON-RPC error
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"unavailable", "timeout", "cancelled", "transport", "error_response"}
+
+// Stream kinds (mcpgw_streams_open's kind label).
+const (
+	StreamCall       = "call"       // an SSE response to one request, open while it runs
+	StreamStandalone = "standalone" // a session's GET stream, or a legacy HTTP+SSE session's stream
+	StreamListen     = "listen"     // a 2026-07-28 subscriptions/listen stream
+)
+
+// RouteStats is what a router reports about one route at scrape time.
+type RouteStats struct {
+	Route      string
+	Sessions   int // live stateful sessions (Streamable HTTP and legacy HTTP+SSE)
+	Standalone int // open GET / legacy SSE streams
+	Listen     int // open subscriptions/listen streams
+}
+
+// Metrics is every mcpgw metric, registered on one registry.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests *prometheus.CounterVec
+	routes   sync.Map // route path -> *routeSeries
+
+	callDuration   *prometheus.HistogramVec
+	callErrors     *prometheus.CounterVec
+	inflight       *prometheus.GaugeVec
+	state          *prometheus.GaugeVec
+	up             *prometheus.GaugeVec
+	restarts       *prometheus.CounterVec
+	handshakeFails *prometheus.CounterVec
+	breakerOpen    *prometheus.GaugeVec
+	breakerOpens   *prometheus.CounterVec
+	upMu           sync.Mutex
+	upstreams      map[string]*Upstream
+
+	reloads          *prometheus.CounterVec
+	reloadOK         prometheus.Gauge
+	reloadOKTime     prometheus.Gauge
+	reloadFailedTime prometheus.Gauge
+
+	authFailures    *prometheus.CounterVec
+	policyDecisions *prometheus.CounterVec
+	rateLimited     *prometheus.CounterVec
+
+	sources *sourceCollector
+}
+
+// Options configure New.
+type Options struct {
+	// Version is reported by mcpgw_build_info.
+	Version string
+	// NoRuntimeCollectors leaves out the Go runtime and process collectors.
+	NoRuntimeCollectors bool
+}
+
+// New registers mcpgw's metrics (and the Go and process collectors) on reg.
+func New(reg *prometheus.Registry, opts Options) *Metrics {
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	m := &Metrics{reg: reg, upstreams: map[string]*Upstream{}}
+	f := factory{reg}
+	m.requests = f.counterVec("requests_total",
+		"Downstream MCP requests answered, by route, method and outcome (ok, error, invalid, unavailable, timeout, denied).",
+		"route", "method", "outcome")
+	m.callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "upstream_call_duration_seconds",
+		Help:    "Duration of requests mcpgw sent to an upstream on a client's behalf, by upstream and method.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"upstream", "method"})
+	reg.MustRegister(m.callDuration)
+	m.callErrors = f.counterVec("upstream_call_errors_total",
+		"Upstream calls that did not return a result, by upstream and reason (unavailable, timeout, cancelled, transport, error_response).",
+		"upstream", "reason")
+	m.inflight = f.gaugeVec("upstream_inflight_calls", "Calls in flight to each upstream.", "upstream")
+	m.state = f.gaugeVec("upstream_state",
+		"Upstream connection state: 1 for the current state (starting, ready, down, breaker_open, stopped), 0 for the others.",
+		"upstream", "state")
+	m.up = f.gaugeVec("upstream_up", "Whether the upstream is connected and ready (1) or not (0).", "upstream")
+	m.restarts = f.counterVec("upstream_restarts_total",
+		"Reconnection attempts after the upstream failed or was lost (for a stdio upstream: child processes respawned).", "upstream")
+	m.handshakeFails = f.counterVec("upstream_handshake_failures_total",
+		"Connection attempts that failed: the child did not start, the server did not answer, or the handshake failed.", "upstream")
+	m.breakerOpen = f.gaugeVec("upstream_breaker_open",
+		"1 while the upstream's crash-loop breaker is open (failing repeatedly; retried slowly), else 0.", "upstream")
+	m.breakerOpens = f.counterVec("upstream_breaker_opens_total", "Times the upstream's crash-loop breaker opened.", "upstream")
+
+	m.reloads = f.counterVec("config_reloads_total", "Configuration reloads, by result (success, failure).", "result")
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
+	m.reloadOK = f.gauge("config_last_reload_successful", "Whether the last configuration load or reload succeeded (1) or failed (0).")
+	m.reloadOKTime = f.gauge("config_last_reload_success_timestamp_seconds", "Unix time of the last successful configuration load or reload.")
+	m.reloadFailedTime = f.gauge("config_last_reload_failure_timestamp_seconds", "Unix time of the last failed configuration reload (0: none).")
+
+	m.authFailures = f.counterVec("auth_failures_total",
+		"Downstream requests refused by authentication, by reason.", "reason")
+	m.policyDecisions = f.counterVec("policy_decisions_total",
+		"Policy decisions on tools, prompts and resources, by route and decision (allow, deny).", "route", "decision")
+	m.rateLimited = f.counterVec("rate_limited_total", "Downstream requests refused by a rate limit, by route.", "route")
+
+	info := f.gaugeVec("build_info", "Always 1; labels carry mcpgw's version and the Go version it was built with.", "version", "goversion")
+	info.WithLabelValues(opts.Version, runtime.Version()).Set(1)
+
+	m.sources = newSourceCollector(m)
+	reg.MustRegister(m.sources)
+	if !opts.NoRuntimeCollectors {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return m
+}
+
+// Registry is the registry the metrics are on.
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	if m == nil {
+		return http.NotFoundHandler()
+	}
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, MaxRequestsInFlight: 4, Timeout: 10 * time.Second})
+}
+
+type factory struct{ reg prometheus.Registerer }
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+	f.reg.MustRegister(v)
+	return v
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+	f.reg.MustRegister(v)
+	return v
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+// lazy holds a series resolved on first use, so that only label
+// combinations that happened are exported.
+type lazy[T any] struct{ p atomic.Pointer[T] }
+
+func (l *lazy[T]) get(resolve func() T) T {
+	if p := l.p.Load(); p != nil {
+		return *p
+	}
+	v := resolve()
+	l.p.CompareAndSwap(nil, &v) // a racing resolve returns the same child
+	return v
+}
+
+// routeSeries are one route's pre-resolved series.
+type routeSeries struct {
+	requests    [len(outcomeNames) * 16]lazy[prometheus.Counter] // [method*numOutcomes+outcome]
+	callStreams atomic.Int64
+}
+
+func (m *Metrics) route(path string) *routeSeries {
+	if rs, ok := m.routes.Load(path); ok {
+		return rs.(*routeSeries)
+	}
+	rs, _ := m.routes.LoadOrStore(path, &routeSeries{})
+	return rs.(*routeSeries)
+}
+
+func init() {
+	if len(Methods) > 16 {
+		panic("metrics: routeSeries.requests is too small for Methods")
+	}
+}
+
+// Request counts one answered downstream request: e is the response's
+// error, nil for a result.
+func (m *Metrics) Request(route, method string, e *jsonrpc.Error) {
+	m.RequestOutcome(route, method, OutcomeOf(e))
+}
+
+// RequestOutcome counts one downstream request with a known outcome.
+func (m *Metrics) RequestOutcome(route, method string, o Outcome) {
+	if m == nil {
+		return
+	}
+	mi := methodIdx(method)
+	c := m.route(route).requests[mi*int(numOutcomes)+int(o)].get(func() prometheus.Counter {
+		return m.requests.WithLabelValues(route, Methods[mi], outcomeNames[o])
+	})
+	c.Inc()
+}
+
+// CallStream records an SSE response stream opening (+1) or closing (-1).
+func (m *Metrics) CallStream(route string, delta int) {
+	if m == nil {
+		return
+	}
+	m.route(route).callStreams.Add(int64(delta))
+}
+
+// SetRouteSource installs the function that reports sessions and long-lived
+// streams at scrape time (the router's). Counting them when scraped keeps
+// every session and stream operation free of metric updates.
+func (m *Metrics) SetRouteSource(f func() []RouteStats) {
+	if m == nil {
+		return
+	}
+	m.sources.mu.Lock()
+	m.sources.routes = f
+	m.sources.mu.Unlock()
+}
+
+// AuthFailure counts a request refused by authentication. reason must come
+// from a fixed set (e.g. missing_token, invalid_token, expired, audience,
+// insufficient_scope, unknown_key), never from the request.
+func (m *Metrics) AuthFailure(reason string) {
+	if m != nil {
+		m.authFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+// PolicyDecision counts a policy decision on route ("allow" or "deny").
+func (m *Metrics) PolicyDecision(route, decision string) {
+	if m != nil {
+		m.policyDecisions.WithLabelValues(route, decision).Inc()
+	}
+}
+
+// RateLimited counts a request refused by a rate limit on route.
+func (m *Metrics) RateLimited(route string) {
+	if m != nil {
+		m.rateLimited.WithLabelValues(route).Inc()
+	}
+}
+
+// ConfigLoaded records the configuration loaded at start.
+func (m *Metrics) ConfigLoaded() {
+	if m == nil {
+		return
+	}
+	m.reloadOK.Set(1)
+	m.reloadOKTime.SetToCurrentTime()
+}
+
+// ConfigReload records the result of a configuration reload.
+func (m *Metrics) ConfigReload(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.reloads.WithLabelValues("success").Inc()
+		m.reloadOK.Set(1)
+		m.reloadOKTime.SetToCurrentTime()
+		return
+	}
+	m.reloads.WithLabelValues("failure").Inc()
+	m.reloadOK.Set(0)
+	m.reloadFailedTime.SetToCurrentTime()
+}
+
+// Upstream returns the series of the named upstream, creating them on first
+// use; a nil *Metrics returns nil, which records nothing.
+func (m *Metrics) Upstream(name string) *Upstream {
+	if m == nil {
+		return nil
+	}
+	m.upMu.Lock()
+	defer m.upMu.Unlock()
+	if u := m.upstreams[name]; u != nil {
+		return u
+	}
+	u := &Upstream{m: m, name: name,
+		restarts:          m.restarts.WithLabelValues(name),
+		handshakeFailures: m.handshakeFails.WithLabelValues(name),
+		breakerOpens:      m.breakerOpens.WithLabelValues(name),
+		breakerOpen:       m.breakerOpen.WithLabelValues(name),
+		inflight:          m.inflight.WithLabelValues(name),
+		up:                m.up.WithLabelValues(name),
+	}
+	u.states = make([]prometheus.Gauge, len(States))
+	for i, s := range States {
+		u.states[i] = m.state.WithLabelValues(name, s)
+	}
+	u.SetState("starting")
+	m.upstreams[name] = u
+	return u
+}
+
+// Upstream is one upstream's series. Its methods are safe on nil.
+type Upstream struct {
+	m    *Metrics
+	name string
+
+	states            []prometheus.Gauge
+	up                prometheus.Gauge
+	restarts          prometheus.Counter
+	handshakeFailures prometheus.Counter
+	breakerOpens      prometheus.Counter
+	breakerOpen       prometheus.Gauge
+	inflight          prometheus.Gauge
+	durations         [16]lazy[prometheus.Observer]
+	errors            [numReasons]lazy[prometheus.Counter]
+}
+
+// SetState makes state (one of States) the current one.
+func (u *Upstream) SetState(state string) {
+	if u == nil {
+		return
+	}
+	for i, s := range States {
+		if s == state {
+			u.states[i].Set(1)
+		} else {
+			u.states[i].Set(0)
+		}
+	}
+	if state == "ready" {
+		u.up.Set(1)
+	} else {
+		u.up.Set(0)
+	}
+}
+
+// Restart counts a reconnection attempt.
+func (u *Upstream) Restart() {
+	if u != nil {
+		u.restarts.Inc()
+	}
+}
+
+// HandshakeFailed counts a failed connection attempt.
+func (u *Upstream) HandshakeFailed() {
+	if u != nil {
+		u.handshakeFailures.Inc()
+	}
+}
+
+// Breaker records the crash-loop breaker opening (true) or closing.
+func (u *Upstream) Breaker(open bool) {
+	if u == nil {
+		return
+	}
+	if open {
+		u.breakerOpens.Inc()
+		u.breakerOpen.Set(1)
+	} else {
+		u.breakerOpen.Set(0)
+	}
+}
+
+// Unavailable counts a call refused because the upstream is not connected.
+func (u *Upstream) Unavailable() {
+	if u == nil {
+		return
+	}
+	u.errors[ReasonUnavailable].get(func() prometheus.Counter {
+		return u.m.callErrors.WithLabelValues(u.name, reasonNames[ReasonUnavailable])
+	}).Inc()
+}
+
+// CallStarted records a call going out; the returned time is for CallDone.
+func (u *Upstream) CallStarted() time.Time {
+	if u == nil {
+		return time.Time{}
+	}
+	u.inflight.Inc()
+	return time.Now()
+}
+
+// CallDone records a call's end: its duration since start, and reason (one
+// of the Reason constants) or -1 when it returned a result.
+func (u *Upstream) CallDone(method string, start time.Time, reason int) {
+	if u == nil {
+		return
+	}
+	u.inflight.Dec()
+	mi := methodIdx(method)
+	u.durations[mi].get(func() prometheus.Observer {
+		return u.m.callDuration.WithLabelValues(u.name, Methods[mi])
+	}).Observe(time.Since(start).Seconds())
+	if reason >= 0 && reason < numReasons {
+		u.errors[reason].get(func() prometheus.Counter {
+			return u.m.callErrors.WithLabelValues(u.name, reasonNames[reason])
+		}).Inc()
+	}
+}
+
+// sourceCollector exports what is counted at scrape time: sessions and
+// streams (from the router) and call streams (counted here).
+type sourceCollector struct {
+	m        *Metrics
+	sessions *prometheus.Desc
+	streams  *prometheus.Desc
+
+	mu     sync.Mutex
+	routes func() []RouteStats
+}
+
+func newSourceCollector(m *Metrics) *sourceCollector {
+	return &sourceCollector{
+		m: m,
+		sessions: prometheus.NewDesc(Namespace+"_sessions_active",
+			"Live downstream sessions (Streamable HTTP and legacy HTTP+SSE), by route.", []string{"route"}, nil),
+		streams: prometheus.NewDesc(Namespace+"_streams_open",
+			"Open downstream SSE streams, by route and kind (call: a response stream; standalone: a session's GET or legacy SSE stream; listen: subscriptions/listen).",
+			[]string{"route", "kind"}, nil),
+	}
+}
+
+func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.sessions
+	ch <- c.streams
+}
+
+func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	f := c.routes
+	c.mu.Unlock()
+	calls := map[string]int64{}
+	c.m.routes.Range(func(k, v any) bool {
+		calls[k.(string)] = v.(*routeSeries).callStreams.Load()
+		return true
+	})
+	if f != nil {
+		for _, rs := range f() {
+			ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(rs.Sessions), rs.Route)
+			ch <- prometheus.MustNewConstMetric(c.streams, prometheus.GaugeValue, float64(rs.Standalone), rs.Route, StreamStandalone)
+			ch <- prometheus.MustNewConstMetric(c.streams, prometheus.GaugeValue, float64(rs.Listen), rs.Route, StreamListen)
+			ch <- prometheus.MustNewConstMetric(c.streams, prometheus.GaugeValue, float64(calls[rs.Route]), rs.Route, StreamCall)
+			delete(calls, rs.Route)
+		}
+	}
+	for route, n := range calls { // routes only the call counter knows
+		ch <- prometheus.MustNewConstMetric(c.streams, prometheus.GaugeValue, float64(n), route, StreamCall)
+	}
+}

@@ -1,0 +1,353 @@
+// Package policy owns mcpgw's access decisions: which tools, prompts and
+// resources a principal may see and use (rules compiled from the policy:
+// section of the config), the OAuth scopes a tool needs, rate limits and
+// concurrency caps, and definition pinning against a lock file. It knows
+// nothing of HTTP or sessions: the router asks it questions with a
+// Principal it filled in from internal/auth, and turns the answers into
+// JSON-RPC errors, challenges and filtered lists.
+//
+// # Rules
+//
+// A rule applies to a principal when every key of its match holds (within
+// a key, any listed value will do): subjects (exact), groups (any shared),
+// scopes (any held), client_ids, api_keys (names of auth.api_keys entries)
+// and routes (route paths). A rule without match applies to everyone.
+//
+// Each allow and deny entry is a pattern (see package pattern): a glob over
+// the name the client sees (namespaced tool and prompt names such as
+// github__create_issue; resource URIs and URI templates such as
+// fs+file:///data/a.md), with an optional kind prefix (tool:, prompt:,
+// resource:) to restrict it to one kind.
+//
+// The decision, for a principal, route, kind and name:
+//
+//  1. deny wins: if any applicable rule has a deny pattern covering the
+//     name, it is denied; the first such rule (in file order) is reported;
+//  2. otherwise, if any applicable rule has an allow pattern covering it,
+//     it is allowed by the first such rule;
+//  3. otherwise policy.default decides (deny when auth is configured).
+//
+// An allowed tool that policy.tool_scopes requires scopes for is still
+// refused when the principal lacks one (Decision.MissingScopes): the router
+// answers with an insufficient_scope challenge rather than a plain denial,
+// and the tool stays listed so the client can step up.
+//
+// Rule numbers in reasons are indexes into policy.rules: "rule 2" is
+// policy.rules[2], counting from 0, as config problems are reported.
+//
+// CEL conditions are not implemented.
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/policy/pattern"
+)
+
+// Kinds of names a decision is about.
+const (
+	KindTool     = pattern.KindTool
+	KindPrompt   = pattern.KindPrompt
+	KindResource = pattern.KindResource // resource URIs and URI templates
+)
+
+// Principal is who is asking, as authentication established it. The
+// router fills it from its auth result; the zero value is anonymous.
+type Principal struct {
+	// Subject is the token's sub, or an API key's principal.
+	Subject string
+	// Issuer is the token's iss; empty for API keys.
+	Issuer string
+	// ClientID is the OAuth client (azp or client_id claim).
+	ClientID string
+	Scopes   []string
+	Groups   []string
+	// APIKey is the name of the auth.api_keys entry used, if any.
+	APIKey string
+}
+
+// Key identifies the principal for rate limiting: the API key name, or
+// issuer and subject; every anonymous caller shares one key.
+func (p Principal) Key() string {
+	switch {
+	case p.APIKey != "":
+		return "key:" + p.APIKey
+	case p.Subject != "":
+		return "sub:" + p.Issuer + "|" + p.Subject
+	}
+	return "anonymous"
+}
+
+// String describes the principal for logs and explanations.
+func (p Principal) String() string {
+	var parts []string
+	add := func(k string, v []string) {
+		if len(v) > 0 && (len(v) > 1 || v[0] != "") {
+			parts = append(parts, fmt.Sprintf("%s %s", k, strings.Join(v, ",")))
+		}
+	}
+	add("subject", []string{p.Subject})
+	add("issuer", []string{p.Issuer})
+	add("client", []string{p.ClientID})
+	add("api key", []string{p.APIKey})
+	add("groups", p.Groups)
+	add("scopes", p.Scopes)
+	if len(parts) == 0 {
+		return "anonymous"
+	}
+	return strings.Join(parts, " ")
+}
+
+// Decision is the answer for one name.
+type Decision struct {
+	// Allowed reports whether the request may go ahead.
+	Allowed bool
+	// Rule is the index in policy.rules of the deciding rule, or -1 when
+	// the default decided.
+	Rule int
+	// Pattern is the allow or deny pattern that decided ("" for the default).
+	Pattern string
+	// MissingScopes, when set, are scopes the principal lacks for an
+	// otherwise allowed tool (Allowed is false): answer with an
+	// insufficient_scope challenge naming RequiredScopes.
+	MissingScopes []string
+	// Reason says in words what decided, e.g. "denied by rule 2 (match
+	// groups [eng]): deny github__delete_*".
+	Reason string
+}
+
+// Listed reports whether the name appears in lists: it is allowed, or
+// allowed but for missing scopes (so the client can step up). A hidden
+// name is also refused when called.
+func (d Decision) Listed() bool { return d.Allowed || len(d.MissingScopes) > 0 }
+
+// Policy is a compiled, immutable policy. It is safe for concurrent use;
+// swap a new one in to change it.
+type Policy struct {
+	allowByDefault bool
+	rules          []rule
+	toolScopes     []toolScope
+}
+
+type rule struct {
+	index                                                int
+	subjects, groups, scopes, clientIDs, apiKeys, routes set
+	allow, deny                                          []pattern.Pattern
+	desc                                                 string
+}
+
+type toolScope struct {
+	glob   pattern.Glob
+	text   string
+	scopes []string
+}
+
+type set map[string]bool
+
+func newSet(vals []string) set {
+	if len(vals) == 0 {
+		return nil
+	}
+	s := set{}
+	for _, v := range vals {
+		s[v] = true
+	}
+	return s
+}
+
+// anyOf reports whether the set is unconstrained (nil) or holds one of vals.
+func (s set) anyOf(vals ...string) bool {
+	if s == nil {
+		return true
+	}
+	for _, v := range vals {
+		if s[v] {
+			return true
+		}
+	}
+	return false
+}
+
+// Compile builds a Policy from the policy: section of a config that
+// config.Parse accepted. Errors only arise for a section that did not go
+// through validation.
+func Compile(pol *config.Policy) (*Policy, error) {
+	if pol == nil {
+		return nil, errors.New("policy: no policy section (config.Parse always sets one)")
+	}
+	p := &Policy{}
+	switch pol.Default {
+	case config.PolicyAllow:
+		p.allowByDefault = true
+	case config.PolicyDeny:
+	default:
+		return nil, fmt.Errorf("policy.default: %q is not allow or deny", pol.Default)
+	}
+	var errs []error
+	for i, r := range pol.Rules {
+		if r == nil {
+			errs = append(errs, fmt.Errorf("policy.rules[%d]: empty rule", i))
+			continue
+		}
+		cr := rule{index: i}
+		if m := r.Match; m != nil {
+			cr.subjects, cr.groups, cr.scopes = newSet(m.Subjects), newSet(m.Groups), newSet(m.Scopes)
+			cr.clientIDs, cr.apiKeys, cr.routes = newSet(m.ClientIDs), newSet(m.APIKeys), newSet(m.Routes)
+		}
+		cr.desc = describeMatch(r.Match)
+		for j, s := range r.Allow {
+			pat, err := pattern.Parse(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("policy.rules[%d].allow[%d]: %w", i, j, err))
+			}
+			cr.allow = append(cr.allow, pat)
+		}
+		for j, s := range r.Deny {
+			pat, err := pattern.Parse(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("policy.rules[%d].deny[%d]: %w", i, j, err))
+			}
+			cr.deny = append(cr.deny, pat)
+		}
+		p.rules = append(p.rules, cr)
+	}
+	for _, k := range sortedKeys(pol.ToolScopes) {
+		g, err := pattern.Compile(k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("policy.tool_scopes[%q]: %w", k, err))
+			continue
+		}
+		p.toolScopes = append(p.toolScopes, toolScope{glob: g, text: k, scopes: slices.Clone(pol.ToolScopes[k])})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func describeMatch(m *config.PolicyMatch) string {
+	if m == nil {
+		return "matches everyone"
+	}
+	var parts []string
+	for _, kv := range []struct {
+		k string
+		v []string
+	}{
+		{"subjects", m.Subjects}, {"groups", m.Groups}, {"scopes", m.Scopes},
+		{"client_ids", m.ClientIDs}, {"api_keys", m.APIKeys}, {"routes", m.Routes},
+	} {
+		if len(kv.v) > 0 {
+			parts = append(parts, fmt.Sprintf("%s [%s]", kv.k, strings.Join(kv.v, " ")))
+		}
+	}
+	if len(parts) == 0 {
+		return "matches everyone"
+	}
+	return "match " + strings.Join(parts, " ")
+}
+
+// applies reports whether the rule's match holds for p on route.
+func (r *rule) applies(p Principal, route string) bool {
+	return r.subjects.anyOf(p.Subject) && r.groups.anyOf(p.Groups...) && r.scopes.anyOf(p.Scopes...) &&
+		r.clientIDs.anyOf(p.ClientID) && r.apiKeys.anyOf(p.APIKey) && r.routes.anyOf(route)
+}
+
+// Decide answers whether principal p, on the route with path route, may use
+// the name of the given kind (KindTool, KindPrompt or KindResource). name
+// is what the client sees: a namespaced tool or prompt name, a resource URI
+// or URI template.
+func (pol *Policy) Decide(p Principal, route, kind, name string) Decision {
+	if kind != KindTool && kind != KindPrompt && kind != KindResource {
+		return Decision{Rule: -1, Reason: fmt.Sprintf("denied: %q is not a kind the policy knows (tool, prompt, resource)", kind)}
+	}
+	var allow *rule
+	var allowPat string
+	for i := range pol.rules {
+		r := &pol.rules[i]
+		if !r.applies(p, route) {
+			continue
+		}
+		for _, pat := range r.deny {
+			if pat.Match(kind, name) {
+				return Decision{Rule: r.index, Pattern: pat.Text,
+					Reason: fmt.Sprintf("denied by rule %d (%s): deny %s", r.index, r.desc, pat.Text)}
+			}
+		}
+		if allow == nil {
+			for _, pat := range r.allow {
+				if pat.Match(kind, name) {
+					allow, allowPat = r, pat.Text
+					break
+				}
+			}
+		}
+	}
+	var d Decision
+	switch {
+	case allow != nil:
+		d = Decision{Allowed: true, Rule: allow.index, Pattern: allowPat,
+			Reason: fmt.Sprintf("allowed by rule %d (%s): allow %s", allow.index, allow.desc, allowPat)}
+	case pol.allowByDefault:
+		d = Decision{Allowed: true, Rule: -1, Reason: fmt.Sprintf("allowed by default: no rule allows or denies %s %s for this principal (default: allow)", kind, name)}
+	default:
+		return Decision{Rule: -1, Reason: fmt.Sprintf("denied by default: no rule allows %s %s for this principal (default: deny)", kind, name)}
+	}
+	if kind == KindTool {
+		if missing, from := pol.missingScopes(p, name); len(missing) > 0 {
+			d.Allowed = false
+			d.MissingScopes = missing
+			d.Reason = fmt.Sprintf("needs scope %s (tool_scopes %s), which the principal lacks; otherwise %s",
+				strings.Join(missing, " "), strings.Join(from, ", "), d.Reason)
+		}
+	}
+	return d
+}
+
+// RequiredScopes returns the scopes policy.tool_scopes requires for the
+// tool name: the union over every matching entry, sorted; nil when none.
+func (pol *Policy) RequiredScopes(name string) []string {
+	var out []string
+	for _, ts := range pol.toolScopes {
+		if ts.glob.Match(name) {
+			out = append(out, ts.scopes...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// missingScopes returns the required scopes p lacks for tool name, and the
+// tool_scopes entries that required them.
+func (pol *Policy) missingScopes(p Principal, name string) (missing, from []string) {
+	for _, ts := range pol.toolScopes {
+		if !ts.glob.Match(name) {
+			continue
+		}
+		lacks := false
+		for _, s := range ts.scopes {
+			if !slices.Contains(p.Scopes, s) {
+				missing = append(missing, s)
+				lacks = true
+			}
+		}
+		if lacks {
+			from = append(from, ts.text)
+		}
+	}
+	slices.Sort(missing)
+	return slices.Compact(missing), from
+}
