@@ -148,6 +148,8 @@ auth:
   required_scopes: [%s]
   api_keys:
     - {name: ci, key: %q, principal: ci-bot, groups: [automation], scopes: [%s]}
+policy:
+  default: allow   # with auth configured the default is deny; these tests are about identity
 `, ln.Addr(), e.base, ts.URL, authUpstreamCred, up.entry, authAdminScope, e.issuer.URL, authRequiredScope, authAPIKey, authRequiredScope)
 	cfg, err := config.Parse("auth.yaml", []byte(yaml), nil)
 	if err != nil {

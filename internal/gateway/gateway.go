@@ -22,6 +22,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/router"
 )
 
@@ -82,6 +83,13 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	pol, err := buildPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Auth != nil && cfg.Policy.Default == config.PolicyDeny && len(cfg.Policy.Rules) == 0 {
+		opts.Logger.Warn("policy: default deny and no rules: every tool, prompt and resource is hidden from every caller; add policy.rules to allow some")
+	}
 	var rt *router.Router
 	var rtReady sync.WaitGroup
 	rtReady.Add(1)
@@ -116,6 +124,9 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		IdleTimeout: idle,
 		Metrics:     g.metrics,
 		Auth:        authn,
+		Policy:      pol.policy,
+		Limiter:     pol.limiter,
+		Pinner:      pol.pinner,
 	})
 	rtReady.Done()
 	g.router = rt
@@ -215,4 +226,25 @@ func newAuthenticator(cfg *config.Config, opts Options) (*auth.Authenticator, er
 	}
 	opts.Logger.Info("authentication on", zap.Strings("issuers", a.Issuers()), zap.Int("api_keys", len(cfg.Auth.APIKeys)))
 	return a, nil
+}
+
+// policySet is the access policy of one config generation.
+type policySet struct {
+	policy  *policy.Policy
+	limiter *policy.Limiter
+	pinner  *policy.Pinner
+}
+
+// buildPolicy compiles the policy section; a policy that cannot be
+// enforced as written stops the gateway rather than serving without it.
+func buildPolicy(cfg *config.Config) (policySet, error) {
+	pol, err := policy.Compile(cfg.Policy)
+	if err != nil {
+		return policySet{}, fmt.Errorf("policy: %w", err)
+	}
+	pinner, err := policy.NewPinner(cfg.Policy.Pinning)
+	if err != nil {
+		return policySet{}, err
+	}
+	return policySet{policy: pol, limiter: policy.NewLimiter(cfg.Policy.RateLimits), pinner: pinner}, nil
 }

@@ -37,16 +37,24 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	pol, err := buildPolicy(cfg)
+	if err != nil {
+		return err
+	}
 	// The same wiring as Start: upstream notifications and state changes
 	// reach the router once it exists.
 	var rt *router.Router
+	var h *host.Host
 	var rtReady sync.WaitGroup
 	rtReady.Add(1)
-	h := host.New(cfg, host.Options{
+	h = host.New(cfg, host.Options{
 		Logger:     opts.Logger.Named("host"),
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		OnNotification: func(upstream, method string, params json.RawMessage) {
 			rtReady.Wait()
+			if method == mcp.NotificationToolsListChanged {
+				h.InvalidateTools(upstream)
+			}
 			rt.UpstreamNotification(upstream, method, params)
 		},
 		OnStateChange: func(upstream string, s host.State) {
@@ -61,10 +69,13 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 	rt = router.New(cfg, h, router.Options{
 		Logger:     opts.Logger.Named("router"),
 		ServerInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+		Policy:     pol.policy,
+		Limiter:    pol.limiter,
+		Pinner:     pol.pinner,
 	})
 	rtReady.Done()
 	h.Start()
-	err := rt.ServeStdio(ctx, r, w, routePath)
+	err = rt.ServeStdio(ctx, r, w, routePath)
 	rt.Close()
 	h.Close()
 	return err

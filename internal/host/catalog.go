@@ -142,9 +142,11 @@ func (v *View) nextOffering(kind ListKind, i int) int {
 	for ; i < len(v.names); i++ {
 		u := v.h.upstreams[v.names[i]]
 		u.mu.Lock()
-		c := u.client
+		c, starting := u.client, u.state == StateStarting
 		u.mu.Unlock()
-		if c != nil && c.HasCapability(kind.Capability) {
+		// An upstream still making its first connection may offer the list:
+		// the next page waits for it rather than end the list early.
+		if starting || (c != nil && c.HasCapability(kind.Capability)) {
 			return i
 		}
 	}

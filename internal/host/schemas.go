@@ -10,11 +10,11 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
-// toolSchemas caches one upstream's tool input schemas, for what the
-// gateway must check against a tool's definition itself (the x-mcp-header
-// annotations of 2026-07-28). It is filled by walking the upstream's
-// tools/list once and dropped when the upstream announces a change or
-// reconnects.
+// toolSchemas caches one upstream's tool definitions (raw, as the upstream
+// sent them), for what the gateway must check against a tool's definition
+// itself: the x-mcp-header annotations of 2026-07-28 and definition
+// pinning. It is filled by walking the upstream's tools/list once and
+// dropped when the upstream announces a change or reconnects.
 type toolSchemas struct {
 	mu       sync.Mutex
 	byName   map[string]json.RawMessage
@@ -36,9 +36,9 @@ func (h *Host) InvalidateTools(upstream string) {
 	}
 }
 
-// toolSchema returns the inputSchema of the upstream's tool name, listing
-// the upstream's tools when the cache is cold.
-func (u *Upstream) toolSchema(ctx context.Context, name string) (json.RawMessage, bool) {
+// toolDef returns the upstream's raw definition of tool name, listing the
+// upstream's tools when the cache is cold.
+func (u *Upstream) toolDef(ctx context.Context, name string) (json.RawMessage, bool) {
 	t := &u.schemas
 	t.mu.Lock()
 	if t.complete {
@@ -67,8 +67,7 @@ func (u *Upstream) toolSchema(ctx context.Context, name string) (json.RawMessage
 		items, _ := rawjson.Elements(arr)
 		for _, it := range items {
 			if n, ok := rawjson.GetString(it, "name"); ok {
-				s, _ := rawjson.Get(it, "inputSchema")
-				byName[n] = s
+				byName[n] = it
 			}
 		}
 		if cursor, _ = rawjson.GetString(resp.Result, "nextCursor"); cursor == "" {
@@ -84,9 +83,21 @@ func (u *Upstream) toolSchema(ctx context.Context, name string) (json.RawMessage
 
 // ToolSchema returns the inputSchema of a tool by its downstream name.
 func (v *View) ToolSchema(ctx context.Context, external string) (json.RawMessage, bool) {
-	up, internal, ok := v.Resolve(false, external)
+	_, def, ok := v.Tool(ctx, external)
 	if !ok {
 		return nil, false
 	}
-	return v.h.upstreams[up].toolSchema(ctx, internal)
+	s, ok := rawjson.Get(def, "inputSchema")
+	return s, ok
+}
+
+// Tool returns a tool's upstream and its definition as that upstream sent it
+// (its own name, no prefix), by the tool's downstream name.
+func (v *View) Tool(ctx context.Context, external string) (upstream string, def json.RawMessage, ok bool) {
+	up, internal, ok := v.Resolve(false, external)
+	if !ok {
+		return "", nil, false
+	}
+	def, ok = v.h.upstreams[up].toolDef(ctx, internal)
+	return up, def, ok
 }

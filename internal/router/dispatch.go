@@ -48,19 +48,32 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		// each session's own threshold is applied here.
 		view.Each(ctx, "logging", msg.Method, msg.Params, func(upstream string) bool { return rt.loosenLevel(upstream, p.Level) })
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
-	case mcp.MethodResourcesSubscribe:
-		return rt.subscribe(ctx, sess, msg)
-	case mcp.MethodResourcesUnsubscribe:
-		return rt.unsubscribe(ctx, sess, msg)
 	}
 	if kind, ok := lists[msg.Method]; ok {
 		res, err := view.List(ctx, kind, msg.Params)
+		if err == nil {
+			res, err = rt.filterList(ctx, sess, msg.Method, res)
+		}
 		if err != nil {
 			return jsonrpc.NewError(msg.ID, err)
 		}
 		return legacyResult(sess, jsonrpc.NewResult(msg.ID, res))
 	}
-	if host.Routed(msg.Method) {
+	if !host.Routed(msg.Method) {
+		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
+	}
+	release, _, gerr := rt.guard(ctx, sess, msg)
+	if gerr != nil {
+		return jsonrpc.NewError(msg.ID, gerr)
+	}
+	defer release()
+	switch msg.Method {
+	case mcp.MethodResourcesSubscribe:
+		return rt.subscribe(ctx, sess, msg)
+	case mcp.MethodResourcesUnsubscribe:
+		return rt.unsubscribe(ctx, sess, msg)
+	}
+	{
 		opts := client.CallOptions{PassInputRequired: sess.stateless}
 		if cs != nil {
 			opts = cs.options()
@@ -74,7 +87,6 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		resp.ID = msg.ID
 		return legacyResult(sess, resp)
 	}
-	return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 }
 
 // legacyResult removes what only 2026-07-28 results carry (resultType) from

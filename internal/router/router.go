@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
@@ -43,6 +44,12 @@ type Options struct {
 	// Auth authenticates every request on every route (nil: requests are
 	// anonymous; see auth.go).
 	Auth *auth.Authenticator
+	// Policy decides what each principal may list and call (nil: all;
+	// see guard.go). Limiter applies the rate limits (nil: none).
+	Policy  *policy.Policy
+	Limiter *policy.Limiter
+	// Pinner checks tool definitions against the pinning lock (nil: off).
+	Pinner *policy.Pinner
 }
 
 // Router serves every route of one config generation.
@@ -55,6 +62,10 @@ type Router struct {
 	subs     *subscriptions
 	changes  chan listChange
 	routes   []*route // in config order (ServeStdio, stdio.go)
+	// privateLists: lists depend on who asks (auth or policy rules), so
+	// 2026 list results are cacheScope private.
+	privateLists bool
+	pinWarned    sync.Map // pinning verdicts already logged
 
 	listenersMu sync.Mutex
 	listeners   map[*Session]bool // open subscriptions/listen streams
@@ -97,20 +108,21 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		opts.ServerInfo = mcp.Implementation{Name: "mcpgw", Version: "dev"}
 	}
 	rt := &Router{
-		log:       opts.Logger,
-		opts:      opts,
-		host:      h,
-		sessions:  newSessionStore(),
-		subs:      newSubscriptions(),
-		changes:   make(chan listChange, 64),
-		listeners: map[*Session]bool{},
-		levels:    map[string]string{},
-		bridge:    newBridge(),
-		auth:      opts.Auth,
-		origins:   map[string]bool{},
-		maxBody:   cfg.MaxBodyBytes,
-		stop:      make(chan struct{}),
-		drain:     make(chan struct{}),
+		privateLists: opts.Auth != nil || (cfg.Policy != nil && len(cfg.Policy.Rules) > 0),
+		log:          opts.Logger,
+		opts:         opts,
+		host:         h,
+		sessions:     newSessionStore(),
+		subs:         newSubscriptions(),
+		changes:      make(chan listChange, 64),
+		listeners:    map[*Session]bool{},
+		levels:       map[string]string{},
+		bridge:       newBridge(),
+		auth:         opts.Auth,
+		origins:      map[string]bool{},
+		maxBody:      cfg.MaxBodyBytes,
+		stop:         make(chan struct{}),
+		drain:        make(chan struct{}),
 	}
 	if rt.maxBody <= 0 {
 		rt.maxBody = 4 << 20
@@ -420,6 +432,9 @@ func (rt *Router) notification(sess *Session, msg *jsonrpc.Message) {
 // call (progress, log messages, sampling/elicitation/roots requests) reaches
 // this caller on this call's own stream; everything else answers JSON.
 func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
+	if host.Routed(msg.Method) && rt.challengeScopes(w, r, sess, msg) {
+		return
+	}
 	if !host.Routed(msg.Method) || !accepts(r, mcp.ContentTypeEventStream) {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()

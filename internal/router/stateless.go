@@ -96,6 +96,9 @@ func (rt *Router) stateless(w http.ResponseWriter, r *http.Request, rte *route, 
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 		return
 	}
+	if host.Routed(msg.Method) && rt.challengeScopes(w, r, sess, msg) {
+		return
+	}
 	if msg.Method == mcp.MethodToolsCall {
 		if jerr := rt.checkParamHeaders(r.Context(), sess, msg, r.Header); jerr != nil {
 			statelessError(w, msg.ID, jerr)

@@ -1,0 +1,153 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/policy"
+	"github.com/mcpgw/mcpgw/internal/router"
+)
+
+// toolNames lists a raw client's tools/list result.
+func toolNames(t *testing.T, c *rawClient) []string {
+	t.Helper()
+	m := c.post(`{"jsonrpc":"2.0","id":5,"method":"tools/list"}`).last(t)
+	if m.Error != nil {
+		t.Fatalf("tools/list: %v", m.Error)
+	}
+	var res struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(m.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+// TestPolicyOnTheRequestPath: lists are filtered per principal, a hidden
+// tool answers like an unknown one and never reaches the upstream, deny
+// wins over allow, and a rate limit answers with a retry hint.
+func TestPolicyOnTheRequestPath(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	_, base := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  alpha: {url: %s}
+auth:
+  api_keys:
+    - {name: eng-key, key: eng-secret-0123456789, principal: alice, groups: [eng]}
+    - {name: ops-key, key: ops-secret-0123456789, principal: bob, groups: [ops]}
+policy:
+  default: deny
+  rules:
+    - match: {groups: [eng]}
+      allow: ["alpha__*"]
+      deny: ["alpha__slow"]
+    - match: {groups: [ops]}
+      allow: ["alpha__echo"]
+  rate_limits:
+    principal: {rate: 2/m, burst: 2}
+`, alpha))
+	as := func(key string) *rawClient {
+		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {key}}}
+		c.initialize("2025-11-25")
+		return c
+	}
+	eng, ops := as("eng-secret-0123456789"), as("ops-secret-0123456789")
+
+	engTools := toolNames(t, eng)
+	if slices.Contains(engTools, "alpha__slow") || !slices.Contains(engTools, "alpha__echo") || !slices.Contains(engTools, "alpha__t06") {
+		t.Errorf("eng sees %v: want every alpha tool but alpha__slow (deny wins)", engTools)
+	}
+	if got := toolNames(t, ops); !slices.Equal(got, []string{"alpha__echo"}) {
+		t.Errorf("ops sees %v, want only alpha__echo", got)
+	}
+
+	// A hidden tool looks absent, exactly like one that does not exist.
+	hiddenErr := errorOf(t, ops.post(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"alpha__t00","arguments":{}}}`))
+	if hiddenErr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(hiddenErr.Message, `unknown tool "alpha__t00"`) {
+		t.Errorf("hidden tool: %+v", hiddenErr)
+	}
+
+	// Two calls fit the burst; the third is refused with a retry hint.
+	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"x"}}}`
+	for i := range 2 {
+		if m := ops.post(call).last(t); m.Error != nil {
+			t.Fatalf("call %d: %v", i, m.Error)
+		}
+	}
+	limited := errorOf(t, ops.post(call))
+	var data struct {
+		RetryAfterSeconds int `json:"retryAfterSeconds"`
+	}
+	if limited.Code != router.CodeRateLimited || json.Unmarshal(limited.Data, &data) != nil || data.RetryAfterSeconds < 1 {
+		t.Errorf("over the limit: %+v", limited)
+	}
+	// Buckets are per principal: eng is unaffected.
+	if m := eng.post(call).last(t); m.Error != nil {
+		t.Errorf("eng after ops was limited: %v", m.Error)
+	}
+}
+
+// TestPinningEnforced: with pinning in enforce mode, only tools whose
+// definition is in the lock are listed and callable.
+func TestPinningEnforced(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	// Approve the upstream's own echo definition, exactly as it lists it.
+	_, probe := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\nroutes:\n  - {path: /mcp, prefix: false}\n", alpha))
+	pc := &rawClient{t: t, url: probe + "/mcp"}
+	pc.initialize("2025-11-25")
+	listed := pc.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).last(t)
+	var res struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(listed.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	lock := policy.NewLock()
+	for _, tl := range res.Tools {
+		if strings.Contains(string(tl), `"name":"echo"`) {
+			arr, _ := json.Marshal([]json.RawMessage{tl})
+			if err := lock.AddTools("alpha", arr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	lockFile := filepath.Join(t.TempDir(), "mcpgw.lock.json")
+	if err := os.WriteFile(lockFile, lock.Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	_, base := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  alpha: {url: %s}
+policy:
+  default: allow
+  pinning: {mode: enforce, lock_file: %q}
+`, alpha, lockFile))
+	c := &rawClient{t: t, url: base + "/mcp"}
+	c.initialize("2025-11-25")
+	if got := toolNames(t, c); !slices.Equal(got, []string{"alpha__echo"}) {
+		t.Errorf("listed %v, want only the approved alpha__echo", got)
+	}
+	if e := errorOf(t, c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__t00","arguments":{}}}`)); e.Code != jsonrpc.CodeInvalidParams {
+		t.Errorf("unapproved tool call: %+v", e)
+	}
+	if m := c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"ok"}}}`).last(t); m.Error != nil || !strings.Contains(string(m.Result), "alpha:ok") {
+		t.Errorf("approved tool call: %s", m.Result)
+	}
+}
