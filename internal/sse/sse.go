@@ -38,7 +38,9 @@ type Reader struct {
 
 // NewReader returns a Reader that refuses events larger than maxEvent bytes.
 func NewReader(r io.Reader, maxEvent int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 32*1024), maxEvent: maxEvent}
+	// 4 KiB, not more: a reader is made per upstream response, and most
+	// events are small (longer lines are gathered piecewise).
+	return &Reader{br: bufio.NewReaderSize(r, 4096), maxEvent: maxEvent}
 }
 
 // LastEventID is the last event id the stream set (for reconnects). As in the
