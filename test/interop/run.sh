@@ -187,12 +187,12 @@ done
 # is relayed only while exactly one call is in flight on it, so another
 # file's concurrent everything__* calls would make fidelity.test.mjs flaky.
 # (--test-concurrency needs Node >= 20.10; older nodes run files in parallel.)
-tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs)
+tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/auth.test.mjs)
 node_flags=(--test)
 if node --test-concurrency=1 -e '' >/dev/null 2>&1; then node_flags+=(--test-concurrency=1); fi
 log "MCPGW_URL=$url MCPGW_FS_DIR=$fs_dir node ${node_flags[*]} ${tests[*]}"
 set +e
-(cd "$root" && MCPGW_URL="$url" MCPGW_FS_DIR="$fs_dir" node "${node_flags[@]}" "${tests[@]}")
+(cd "$root" && MCPGW_URL="$url" MCPGW_FS_DIR="$fs_dir" MCPGW_BIN="$bin" node "${node_flags[@]}" "${tests[@]}")
 status=$?
 set -e
 
