@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -24,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth/authtest"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
@@ -98,6 +101,8 @@ type authEnv struct {
 	logs   *syncBuffer
 	tokens []string // every token handed out, to grep logs for
 	mu     sync.Mutex
+	// metrics is the gateway's registry, to grep its exposition for secrets.
+	metrics *prometheus.Registry
 }
 
 // token signs a token for sub with the given audience and scopes, and
@@ -157,7 +162,9 @@ policy:
 	}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(e.logs), zapcore.DebugLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
-	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Listener: ln, Auth: auth.Options{KeyRefreshInterval: time.Millisecond}})
+	e.metrics = prometheus.NewRegistry()
+	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Listener: ln, Auth: auth.Options{KeyRefreshInterval: time.Millisecond},
+		Metrics: metrics.New(e.metrics, metrics.Options{NoRuntimeCollectors: true})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,8 +499,21 @@ func TestAuthEndToEnd(t *testing.T) {
 		}
 	})
 
-	t.Run("no secret in the logs", func(t *testing.T) {
-		logs := e.logs.String()
+	t.Run("no secret in the logs or metrics", func(t *testing.T) {
+		var exposition strings.Builder
+		mfs, err := e.metrics.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if _, err := expfmt.MetricFamilyToText(&exposition, mf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !strings.Contains(exposition.String(), "mcpgw_") {
+			t.Fatalf("no mcpgw series gathered:\n%.500s", exposition.String())
+		}
+		logs := e.logs.String() + exposition.String()
 		if !strings.Contains(logs, "request refused by authentication") {
 			t.Fatalf("refusals were not logged; captured:\n%.2000s", logs)
 		}
@@ -502,7 +522,7 @@ func TestAuthEndToEnd(t *testing.T) {
 		e.mu.Unlock()
 		for _, s := range secrets {
 			if strings.Contains(logs, s) {
-				t.Errorf("a secret appears in the logs: %.12s...", s)
+				t.Errorf("a secret appears in the logs or metrics: %.12s...", s)
 			}
 			// Nor the signature part alone.
 			if parts := strings.Split(s, "."); len(parts) == 3 && strings.Contains(logs, parts[2]) {
