@@ -44,6 +44,7 @@ Usage:
   mcpgw validate --config FILE    check a config; every problem is reported at once
   mcpgw policy explain ...        the policy decision for one principal and name, and why
   mcpgw catalog ...               what a principal would see of a recorded catalog
+  mcpgw pin [--config FILE]       approve the upstreams' current tool definitions (pinning lock file)
   mcpgw version                   print the version
   mcpgw demo-server               the built-in demo MCP server, on stdio
 
@@ -70,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPolicy(args[1:], stdout, stderr) // policy.go
 	case "catalog":
 		return cmdCatalog(args[1:], stdout, stderr) // policy.go
+	case "pin":
+		return cmdPin(args[1:], stdout, stderr) // pin.go
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "mcpgw %s\n", buildVersion())
 		return 0

@@ -130,9 +130,12 @@ const (
 	WrongAudience Reason = "wrong_audience"
 	// InsufficientScope: the principal lacks a scope the route requires.
 	InsufficientScope Reason = "insufficient_scope"
-	// Unavailable: the issuer's discovery document or keys cannot be
-	// fetched, so no token of it can be checked now.
+	// Unavailable: the issuer's discovery document or keys, or the token
+	// introspection endpoint, cannot be reached, so the token cannot be
+	// checked now.
 	Unavailable Reason = "unavailable"
+	// Inactive: the introspection endpoint says the token is not active.
+	Inactive Reason = "inactive"
 )
 
 // Error is a refused request. Detail explains it for logs and the client;

@@ -46,6 +46,8 @@ type Authenticator struct {
 	required  []string // auth.required_scopes
 	now       func() time.Time
 	cache     *tokenCache
+	// introspect checks opaque tokens (auth.introspection; nil: none).
+	introspect *introspector
 }
 
 // apiKey is one configured key; only its SHA-256 hash is kept.
@@ -92,6 +94,12 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 	for _, o := range cfg.Auth.AllIssuers() {
 		a.issuers[o.Issuer] = newIssuer(o, opts.HTTPClient, opts.Now, opts.KeyRefreshInterval, opts.KeyMaxAge)
 		a.order = append(a.order, o.Issuer)
+	}
+	if in := cfg.Auth.Introspection; in != nil {
+		var err error
+		if a.introspect, err = newIntrospector(in, opts); err != nil {
+			return nil, err
+		}
 	}
 	for i, k := range cfg.Auth.APIKeys {
 		secret := k.Key
@@ -161,7 +169,7 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 	if p := a.apiKey(h); p != nil {
 		return p, nil
 	}
-	if len(a.issuers) == 0 {
+	if len(a.issuers) == 0 && a.introspect == nil {
 		return nil, errorf(Malformed, "the credential is not a configured API key")
 	}
 	if len(cred) > maxToken {
@@ -171,6 +179,14 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 		return p, nil
 	}
 	alg, iss, perr := peek(cred)
+	if a.introspect != nil && (perr != nil || a.issuers[iss] == nil) {
+		// Not a JWT of a configured issuer: an opaque token (RFC 7662).
+		p, ierr := a.introspect.check(r.Context(), cred, h, a.resourceAudiences(a.introspect.cfg.Audience, resource))
+		if ierr != nil {
+			return nil, ierr
+		}
+		return p, nil
+	}
 	if perr != nil {
 		return nil, perr
 	}
@@ -237,8 +253,14 @@ func (a *Authenticator) apiKey(h [sha256.Size]byte) *Principal {
 // configured audience, or the gateway's canonical URIs (public_url and the
 // route's resource URI). The last one is the one named in messages.
 func (a *Authenticator) audiences(is *issuer, resource string) []string {
-	if is.cfg.Audience != "" {
-		return []string{is.cfg.Audience}
+	return a.resourceAudiences(is.cfg.Audience, resource)
+}
+
+// resourceAudiences is audience when configured, else the gateway's
+// canonical URIs for resource.
+func (a *Authenticator) resourceAudiences(audience, resource string) []string {
+	if audience != "" {
+		return []string{audience}
 	}
 	out := []string{a.publicURL, strings.TrimSuffix(a.publicURL, "/")}
 	return append(out, resource)

@@ -467,11 +467,25 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 		reason = "request timed out at the gateway"
 	}
 	cp, _ := json.Marshal(map[string]any{"requestId": id, "reason": reason})
-	sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
-	defer cancel()
-	if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
-		c.log.Debug("could not send notifications/cancelled", zap.Error(err))
+	// On a goroutine the client owns: a hung upstream must not hold the
+	// caller, who already has its timeout error, for the notification too.
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		c.wg.Add(1)
 	}
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	go func() {
+		defer c.wg.Done()
+		sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+		defer cancel()
+		if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
+			c.log.Debug("could not send notifications/cancelled", zap.Error(err))
+		}
+	}()
 }
 
 // TimeoutError reports a call that got no answer in time.

@@ -36,6 +36,8 @@ type Config struct {
 	Sessions *Sessions `yaml:"sessions"`
 	// Policy configures per-tool access decisions.
 	Policy *Policy `yaml:"policy"`
+	// Audit configures the audit log (audit.go).
+	Audit *Audit `yaml:"audit"`
 }
 
 // Upstream is one MCP server. Exactly one of URL or Command is set.
@@ -47,6 +49,9 @@ type Upstream struct {
 	Transport string `yaml:"transport"`
 	// Headers are sent on every HTTP request to the upstream (credentials from env).
 	Headers map[string]string `yaml:"headers"`
+	// OAuth obtains the gateway's own access token for this HTTP upstream
+	// (client-credentials grant, upstream_oauth.go).
+	OAuth *UpstreamOAuth `yaml:"oauth"`
 	// Command is the argv of a stdio child; no shell is involved.
 	Command []string `yaml:"command"`
 	// Env is added to the child's environment.
@@ -57,8 +62,9 @@ type Upstream struct {
 	Timeout Duration `yaml:"timeout"`
 	// StartupTimeout bounds the handshake.
 	StartupTimeout Duration `yaml:"startup_timeout"`
-	// Stateful gives each downstream session its own upstream session.
-	// Not implemented yet: validation refuses true rather than ignore it.
+	// Stateful gives each downstream session its own upstream connection
+	// (its own child process, for stdio), made on the session's first request
+	// and closed when it ends; at most 64 per upstream.
 	Stateful bool `yaml:"stateful"`
 	// Protocol chooses the revisions spoken to this upstream: "auto" (the
 	// default) uses 2026-07-28 when the upstream offers it and, for callers of
@@ -118,6 +124,9 @@ type Auth struct {
 	RequiredScopes []string `yaml:"required_scopes"`
 	// InsecureNoAuth allows a non-loopback listener without authentication.
 	InsecureNoAuth bool `yaml:"insecure_no_auth"`
+	// Introspection checks opaque tokens (those that are not JWTs of a
+	// configured issuer) at an RFC 7662 endpoint (introspection.go).
+	Introspection *Introspection `yaml:"introspection"`
 }
 
 // AllIssuers returns auth.oidc followed by auth.issuers.
@@ -140,7 +149,7 @@ func (a *Auth) AllIssuers() []*OIDC {
 // Enabled reports whether any credential is configured, so that requests
 // must authenticate.
 func (a *Auth) Enabled() bool {
-	return a != nil && (len(a.AllIssuers()) > 0 || len(a.APIKeys) > 0)
+	return a != nil && (len(a.AllIssuers()) > 0 || len(a.APIKeys) > 0 || a.Introspection != nil)
 }
 
 // OIDC is one token issuer: an OpenID Provider / OAuth authorization server

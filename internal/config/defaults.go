@@ -80,6 +80,7 @@ func applyDefaults(c *Config, d *decoder) {
 		if !d.set[joinPath(p, "max_line_bytes")] {
 			u.MaxLineBytes = DefaultMaxLineBytes
 		}
+		upstreamOAuthDefaults(p, u, d) // upstream_oauth.go
 		if !d.set[joinPath(p, "transport")] {
 			// Only when the kind is unambiguous; validation reports the rest.
 			hasURL, hasCmd := u.kind(p, d)
@@ -96,6 +97,7 @@ func applyDefaults(c *Config, d *decoder) {
 		c.Routes = []*Route{{Path: DefaultRoutePath}}
 	}
 	policyDefaults(c, d) // policy.go
+	auditDefaults(c, d)  // audit.go
 	if c.Auth != nil {
 		issuerDefaults("auth.oidc", c.Auth.OIDC, d)
 		for i, o := range c.Auth.Issuers {

@@ -72,9 +72,11 @@ func (v *validator) validate() {
 	v.upstreams()
 	v.routes()
 	v.auth()
+	v.introspection() // introspection.go
 	v.admin()
 	v.sessions()
 	v.policy()
+	v.audit() // audit.go
 }
 
 func (v *validator) separator() {
@@ -184,11 +186,7 @@ func (v *validator) upstream(name string, u *Upstream) {
 	default:
 		v.add(joinPath(p, "protocol"), fmt.Sprintf("%q is not a protocol choice; use auto (the default), 2026 or legacy", u.Protocol))
 	}
-	if u.Stateful {
-		// Fail closed: accepting it silently would let users believe sessions
-		// are isolated upstream when they are not.
-		v.add(joinPath(p, "stateful"), "per-session upstream connections are not implemented yet; remove stateful: true (the upstream is shared, and server requests on a shared stdio upstream are relayed only when one call is in flight)")
-	}
+	v.upstreamOAuth(p, u, hasCmd && !hasURL) // upstream_oauth.go
 	for i, r := range u.Roots {
 		rp := fmt.Sprintf("%s.roots[%d]", p, i)
 		if !strings.HasPrefix(r.URI, "file://") {

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
@@ -64,6 +65,8 @@ type Gateway struct {
 	adminLn   net.Listener
 	listening atomic.Bool // the MCP listener is serving
 	draining  atomic.Bool // Shutdown has begun: not ready
+
+	audit *audit.Logger // nil when audit: is off; closed by Shutdown
 }
 
 // Start builds the gateway for cfg, connects its upstreams in the
@@ -72,6 +75,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	opts.Logger = redactSecrets(opts.Logger, cfg.Secrets()) // no secret in any log line (redact.go)
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -85,6 +89,9 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	pol, err := buildPolicy(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if g.audit, err = openAudit(cfg, opts.Logger); err != nil { // audit.go
 		return nil, err
 	}
 	if cfg.Auth != nil && cfg.Policy.Default == config.PolicyDeny && len(cfg.Policy.Rules) == 0 {
@@ -103,6 +110,10 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 				g.host.InvalidateTools(upstream)
 			}
 			rt.UpstreamNotification(upstream, method, params)
+		},
+		OnSessionNotification: func(session, upstream, method string, params json.RawMessage) {
+			rtReady.Wait()
+			rt.SessionNotification(session, upstream, method, params)
 		},
 		OnStateChange: func(upstream string, s host.State) {
 			rtReady.Wait()
@@ -127,6 +138,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Policy:      pol.policy,
 		Limiter:     pol.limiter,
 		Pinner:      pol.pinner,
+		Audit:       g.audit,
 	})
 	rtReady.Done()
 	g.router = rt
@@ -138,12 +150,14 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		var err error
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			rt.Close()
+			_ = g.audit.Close()
 			return nil, fmt.Errorf("listen %s: %w (is another mcpgw running? change listen:)", cfg.Listen, err)
 		}
 	}
 	if err := g.listenAdmin(); err != nil { // admin.go
 		_ = ln.Close()
 		rt.Close()
+		_ = g.audit.Close()
 		return nil, err
 	}
 	g.ln = ln
@@ -202,6 +216,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 		g.router.Close()
 		g.host.Close()
+		if e := g.audit.Close(); e != nil {
+			g.log.Warn("audit log: close failed; the last records may be lost", zap.Error(e))
+		}
 		g.closeAdmin()
 	})
 	return err

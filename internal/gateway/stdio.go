@@ -41,6 +41,14 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 	if err != nil {
 		return err
 	}
+	if cfg.Audit != nil && cfg.Audit.Output == config.AuditStdout {
+		return fmt.Errorf("audit.output: stdout carries the MCP messages in stdio mode; set audit.output to stderr or a file path")
+	}
+	aud, err := openAudit(cfg, opts.Logger) // audit.go
+	if err != nil {
+		return err
+	}
+	defer func() { _ = aud.Close() }()
 	// The same wiring as Start: upstream notifications and state changes
 	// reach the router once it exists.
 	var rt *router.Router
@@ -57,6 +65,10 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 			}
 			rt.UpstreamNotification(upstream, method, params)
 		},
+		OnSessionNotification: func(session, upstream, method string, params json.RawMessage) {
+			rtReady.Wait()
+			rt.SessionNotification(session, upstream, method, params)
+		},
 		OnStateChange: func(upstream string, s host.State) {
 			rtReady.Wait()
 			if s == host.StateReady || s == host.StateDown {
@@ -72,6 +84,7 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 		Policy:     pol.policy,
 		Limiter:    pol.limiter,
 		Pinner:     pol.pinner,
+		Audit:      aud,
 	})
 	rtReady.Done()
 	h.Start()

@@ -158,7 +158,7 @@ func (v *View) nextOffering(kind ListKind, i int) int {
 // upstream contributed (false when it is down, offers no such list or failed).
 func (v *View) listOne(ctx context.Context, kind ListKind, name string, params json.RawMessage, upCursor string) (json.RawMessage, string, bool) {
 	u := v.h.upstreams[name]
-	c, err := u.Client(ctx)
+	c, err := u.listClient(ctx)
 	if err != nil {
 		u.log.Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))
 		return nil, "", false

@@ -47,6 +47,16 @@ type Options struct {
 	// OnNotification receives every upstream notification that is not
 	// progress for a call (list_changed, resource updates, log messages).
 	OnNotification func(upstream, method string, params json.RawMessage)
+	// HealthInterval is how often an idle HTTP upstream is probed (ping, or
+	// server/discover for 2026-07-28); HealthFailures consecutive failed
+	// probes, each bounded by HealthTimeout, eject it: the connection is
+	// dropped and the supervisor reconnects with backoff, the reconnection
+	// being the half-open probe. Defaults 30s, 10s, 3.
+	HealthInterval, HealthTimeout time.Duration
+	HealthFailures                int
+	// OnSessionNotification receives what a stateful upstream's per-session
+	// connection sends outside any call; it concerns that session only.
+	OnSessionNotification func(session, upstream, method string, params json.RawMessage)
 	// OnStateChange is called when an upstream connects or is lost.
 	OnStateChange func(upstream string, state State)
 	// HTTPClient is used for HTTP upstreams (nil: a default with timeouts).
@@ -88,6 +98,15 @@ func New(cfg *config.Config, opts Options) *Host {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 30 * time.Second
 	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = 30 * time.Second
+	}
+	if opts.HealthTimeout <= 0 {
+		opts.HealthTimeout = 10 * time.Second
+	}
+	if opts.HealthFailures <= 0 {
+		opts.HealthFailures = 3
+	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Transport: client.DefaultHTTPTransport()}
 	}
@@ -115,6 +134,7 @@ func New(cfg *config.Config, opts Options) *Host {
 			state: StateStarting,
 			first: make(chan struct{}),
 			m:     opts.Metrics.Upstream(name),
+			httpc: h.upstreamHTTPClient(name, ucfg), // oauth.go
 		}
 		h.names = append(h.names, name)
 	}
@@ -138,6 +158,9 @@ func (h *Host) Start() {
 // Close stops every upstream and waits for their goroutines and children.
 func (h *Host) Close() {
 	h.cancel()
+	for _, u := range h.upstreams {
+		u.closeSessions()
+	}
 	h.wg.Wait()
 }
 
@@ -172,6 +195,10 @@ type Upstream struct {
 
 	m *metrics.Upstream // nil-safe
 
+	// httpc serves an HTTP upstream's requests: the shared client, or with
+	// oauth: one that adds the upstream's access token (oauth.go).
+	httpc *http.Client
+
 	mu      sync.Mutex
 	client  *client.Client
 	state   State
@@ -187,6 +214,8 @@ type Upstream struct {
 	alt   *client.Client
 
 	schemas toolSchemas
+
+	perSession perSession // stateful: true — one connection per downstream session
 }
 
 // Name is the upstream's configured name.
@@ -267,6 +296,9 @@ func (u *Upstream) Client(ctx context.Context) (*client.Client, error) {
 // If that connection cannot be made, the primary one serves (and the
 // gateway bridges input_required results).
 func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Client, error) {
+	if key := sessionFrom(ctx); key != "" && u.cfg.Stateful {
+		return u.sessionClient(ctx, key)
+	}
 	c, err := u.Client(ctx)
 	if err != nil || !legacyCaller || !c.Modern() || u.cfg.Protocol == "2026" {
 		return c, err
@@ -372,14 +404,13 @@ func (u *Upstream) supervise(ctx context.Context) {
 			u.setState(StateReady, c, nil)
 			markFirst()
 			connectedAt := time.Now()
-			select {
-			case <-ctx.Done():
+			lost := u.watch(ctx, c)
+			if ctx.Err() != nil {
 				u.setState(StateStopped, nil, errors.New("gateway shutting down"))
 				_ = c.Close()
 				return
-			case <-c.Done():
 			}
-			err = c.Err()
+			err = lost
 			u.setState(StateDown, nil, err)
 			_ = c.Close()
 			if up := time.Since(connectedAt); up >= opts.BreakerWindow {
@@ -428,7 +459,7 @@ func (u *Upstream) connect(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := u.dial(ctx, t, u.cfg.Protocol)
+	c, err := u.dial(ctx, t, u.cfg.Protocol, nil)
 	if st, ok := t.(*client.Stdio); ok && err == nil {
 		u.mu.Lock()
 		u.pid = st.PID()
@@ -438,14 +469,20 @@ func (u *Upstream) connect(ctx context.Context) (*client.Client, error) {
 }
 
 func (u *Upstream) connectWith(ctx context.Context, protocol string) (*client.Client, error) {
+	return u.connectOpts(ctx, protocol, nil)
+}
+
+// connectOpts connects with the upstream's notifications going to notify
+// (nil: to Options.OnNotification, for the shared connection).
+func (u *Upstream) connectOpts(ctx context.Context, protocol string, notify func(method string, params json.RawMessage)) (*client.Client, error) {
 	t, err := u.transport()
 	if err != nil {
 		return nil, err
 	}
-	return u.dial(ctx, t, protocol)
+	return u.dial(ctx, t, protocol, notify)
 }
 
-func (u *Upstream) dial(ctx context.Context, t client.Transport, protocol string) (*client.Client, error) {
+func (u *Upstream) dial(ctx context.Context, t client.Transport, protocol string, notify func(method string, params json.RawMessage)) (*client.Client, error) {
 	startup := u.cfg.StartupTimeout.D()
 	if startup <= 0 {
 		startup = 30 * time.Second
@@ -465,7 +502,10 @@ func (u *Upstream) dial(ctx context.Context, t client.Transport, protocol string
 		// declared them (refused with a clear error otherwise).
 		Capabilities: json.RawMessage(`{"roots":{"listChanged":false},"sampling":{},"elicitation":{"form":{},"url":{}}}`),
 		OnNotification: func(method string, params json.RawMessage) {
-			if opts.OnNotification != nil {
+			switch {
+			case notify != nil:
+				notify(method, params)
+			case opts.OnNotification != nil:
 				opts.OnNotification(name, method, params)
 			}
 		},
@@ -527,7 +567,7 @@ func (u *Upstream) transport() (client.Transport, error) {
 			Logger:       u.log,
 		}), nil
 	case u.cfg.URL != "":
-		hc := client.HTTPConfig{URL: u.cfg.URL, Headers: u.cfg.Headers, Client: u.host.opts.HTTPClient, Logger: u.log}
+		hc := client.HTTPConfig{URL: u.cfg.URL, Headers: u.cfg.Headers, Client: u.httpc, Logger: u.log}
 		if u.cfg.Transport == "sse" {
 			return client.NewLegacySSE(hc), nil
 		}

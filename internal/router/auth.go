@@ -57,12 +57,12 @@ func (rt *Router) refuse(w http.ResponseWriter, r *http.Request, rte *route, err
 	fields := []zap.Field{zap.String("route", rte.path), zap.String("reason", string(ae.Reason)), zap.String("detail", ae.Detail), zap.String("remote", r.RemoteAddr)}
 	switch ae.Reason {
 	case auth.NoCredentials:
-		rt.log.Debug("request without credentials refused", fields...)
+		rt.logger(r.Context()).Debug("request without credentials refused", fields...)
 	case auth.Unavailable:
-		rt.log.Warn("cannot check tokens: the issuer is unreachable", fields...)
+		rt.logger(r.Context()).Warn("cannot check tokens: the issuer is unreachable", fields...)
 		w.Header().Set("Retry-After", "10")
 	default:
-		rt.log.Info("request refused by authentication", fields...)
+		rt.logger(r.Context()).Info("request refused by authentication", fields...)
 	}
 	w.Header().Set("WWW-Authenticate", rt.auth.Challenge(ae, rte.path, rte.scopes))
 	msg := "unauthorized: " + ae.Detail
@@ -84,7 +84,7 @@ func (rt *Router) ownedBy(sess *Session, r *http.Request) bool {
 	if sess.owner == p.Key() {
 		return true
 	}
-	rt.log.Warn("session used with another principal's credentials; refused as not found",
+	rt.logger(r.Context()).Warn("session used with another principal's credentials; refused as not found",
 		zap.String("route", sess.route.path), zap.Stringer("principal", p))
 	return false
 }

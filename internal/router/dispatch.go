@@ -26,6 +26,7 @@ var lists = map[string]host.ListKind{
 // exactly one response: the upstream's, or a gateway error naming the cause.
 func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *callStream) (resp *jsonrpc.Message) {
 	defer func() { rt.opts.Metrics.Request(sess.route.path, msg.Method, resp.Error) }() // metrics
+	ctx = host.WithSession(ctx, sess.id)                                                // stateful upstreams use this session's own connection
 	view := sess.route.view
 	switch msg.Method {
 	case mcp.MethodPing:
@@ -62,7 +63,9 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 	if !host.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 	}
-	release, _, gerr := rt.guard(ctx, sess, msg)
+	au := rt.auditBegin(ctx, sess, msg) // audit.go
+	defer func() { au.end(resp) }()
+	release, _, gerr := rt.guard(ctx, sess, msg, au)
 	if gerr != nil {
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
@@ -80,7 +83,7 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		}
 		resp, gerr := view.Forward(ctx, msg.Method, msg.Params, opts)
 		if gerr != nil {
-			rt.log.Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
+			rt.logger(ctx).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
 			return jsonrpc.NewError(msg.ID, gerr)
 		}
 		// The upstream's answer, with the downstream id put back.

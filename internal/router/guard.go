@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -73,7 +74,7 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 // refused only for missing scopes returns them, for an insufficient_scope
 // challenge. When the request may go ahead, release must be called once
 // the upstream has answered.
-func (rt *Router) guard(ctx context.Context, sess *Session, msg *jsonrpc.Message) (release func(), missing []string, jerr *jsonrpc.Error) {
+func (rt *Router) guard(ctx context.Context, sess *Session, msg *jsonrpc.Message, au *auditEntry) (release func(), missing []string, jerr *jsonrpc.Error) {
 	release = func() {}
 	kind, name, ok := target(msg)
 	if !ok {
@@ -85,8 +86,9 @@ func (rt *Router) guard(ctx context.Context, sess *Session, msg *jsonrpc.Message
 		d := pol.Decide(p, route, kind, name)
 		if !d.Allowed {
 			rt.opts.Metrics.PolicyDecision(route, "deny")
-			rt.log.Info("request denied by policy", zap.String("route", route), zap.String("method", msg.Method),
+			rt.logger(ctx).Info("request denied by policy", zap.String("route", route), zap.String("method", msg.Method),
 				zap.String("name", name), zap.Stringer("principal", p), zap.String("reason", d.Reason))
+			au.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason) // audit.go
 			if len(d.MissingScopes) > 0 {
 				return release, append(pol.RequiredScopes(name), sess.route.scopes...), jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
 					"forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
@@ -94,9 +96,11 @@ func (rt *Router) guard(ctx context.Context, sess *Session, msg *jsonrpc.Message
 			return release, nil, hidden(kind, name)
 		}
 		rt.opts.Metrics.PolicyDecision(route, "allow")
+		au.allowed(d) // audit.go
 	}
 	if kind == policy.KindTool && rt.opts.Pinner != nil {
 		if up, def, ok := sess.route.view.Tool(ctx, name); ok && !rt.pinned(up, name, def) {
+			au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+rt.opts.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock") // audit.go
 			return release, nil, hidden(kind, name)
 		}
 	}
@@ -109,6 +113,7 @@ func (rt *Router) guard(ctx context.Context, sess *Session, msg *jsonrpc.Message
 		rel, lr := rt.opts.Limiter.Allow(p, upstream, tool)
 		if !lr.Allowed {
 			rt.opts.Metrics.RateLimited(route)
+			au.refuse(audit.RateLimited, audit.RuleRateLimits, "", lr.String()) // audit.go
 			data, _ := json.Marshal(map[string]any{"retryAfterSeconds": lr.RetryAfterSeconds(), "limit": lr.Limit})
 			return release, nil, &jsonrpc.Error{Code: CodeRateLimited, Message: lr.String(), Data: data}
 		}
@@ -144,6 +149,7 @@ func (rt *Router) challengeScopes(w http.ResponseWriter, r *http.Request, sess *
 		return false
 	}
 	required := append(rt.opts.Policy.RequiredScopes(name), sess.route.scopes...)
+	rt.auditChallenge(r.Context(), sess, msg, d) // audit.go
 	rt.refuse(w, r, sess.route, &auth.Error{Reason: auth.InsufficientScope, Detail: name + " needs scope " + joinScopes(d.MissingScopes), Scopes: required})
 	return true
 }

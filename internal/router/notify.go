@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -90,7 +91,9 @@ type subscriptions struct {
 	subs map[subKey]map[*Session]bool
 }
 
-type subKey struct{ upstream, uri string }
+// subKey names one upstream subscription. session is set for a stateful
+// upstream, where every session subscribes on its own connection.
+type subKey struct{ upstream, uri, session string }
 
 func newSubscriptions() *subscriptions {
 	return &subscriptions{subs: map[subKey]map[*Session]bool{}}
@@ -159,12 +162,12 @@ func (rt *Router) dropSubscription(sess *Session, key subKey, tell bool) {
 		return
 	}
 	u := rt.host.Upstream(key.upstream)
-	if u == nil {
-		return
+	if u == nil || (key.session != "" && sess.ctx.Err() != nil) {
+		return // a stateful upstream's connection closes with its session
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := u.ClientFor(ctx, true) // where the subscribe went
+	c, err := u.ClientFor(host.WithSession(ctx, key.session), true) // where the subscribe went
 	if err != nil {
 		return
 	}
@@ -208,7 +211,11 @@ func (rt *Router) subKey(sess *Session, params json.RawMessage) (subKey, bool) {
 	if !ok {
 		return subKey{}, false
 	}
-	return subKey{up, internal}, true
+	key := subKey{upstream: up, uri: internal}
+	if u := rt.host.Upstream(up); u != nil && u.Stateful() {
+		key.session = sess.id
+	}
+	return key, true
 }
 
 // resourceUpdated fans an upstream's notifications/resources/updated out to
@@ -221,7 +228,7 @@ func (rt *Router) resourceUpdated(upstream string, params json.RawMessage) {
 	st := rt.subs
 	st.mu.Lock()
 	var targets []*Session
-	for s := range st.subs[subKey{upstream, uri}] {
+	for s := range st.subs[subKey{upstream: upstream, uri: uri}] {
 		targets = append(targets, s)
 	}
 	st.mu.Unlock()
@@ -235,5 +242,42 @@ func (rt *Router) resourceUpdated(upstream string, params json.RawMessage) {
 		if err == nil && !s.send(b) {
 			rt.log.Debug("dropped a resource update for a session without a reader", zap.String("upstream", upstream))
 		}
+	}
+}
+
+// SessionNotification takes what a stateful upstream's per-session
+// connection sent outside any call: it concerns that session only.
+func (rt *Router) SessionNotification(session, upstream, method string, params json.RawMessage) {
+	s := rt.sessions.lookup(session)
+	if s == nil {
+		return
+	}
+	switch method {
+	case mcp.NotificationResourceUpdated:
+		uri, ok := rawjson.GetString(params, "uri")
+		if !ok {
+			return
+		}
+		rt.subs.mu.Lock()
+		subscribed := rt.subs.subs[subKey{upstream: upstream, uri: uri, session: session}][s]
+		rt.subs.mu.Unlock()
+		if !subscribed {
+			return
+		}
+		p, err := rawjson.SetString(params, "uri", s.route.view.External(true, upstream, uri))
+		if err != nil {
+			return
+		}
+		params = p
+	case mcp.NotificationMessage:
+		if !s.wantsLog(params) {
+			return
+		}
+	case mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged:
+	default:
+		return
+	}
+	if b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params)); err == nil {
+		s.send(b)
 	}
 }

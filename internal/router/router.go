@@ -20,6 +20,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
@@ -50,6 +51,9 @@ type Options struct {
 	Limiter *policy.Limiter
 	// Pinner checks tool definitions against the pinning lock (nil: off).
 	Pinner *policy.Pinner
+	// Audit records tool calls, prompt gets, resource reads and refusals
+	// (nil: off; see audit.go).
+	Audit *audit.Logger
 }
 
 // Router serves every route of one config generation.
@@ -133,6 +137,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 	rt.hosts = allowedHosts(cfg)
 
 	mux := chi.NewRouter()
+	mux.Use(rt.requestID) // X-Request-Id, request_id on log lines (requestid.go)
 	mux.Use(rt.edge)
 	legacy := rt.newLegacySSE(cfg) // 2024-11-05 HTTP+SSE endpoints (legacysse.go)
 	for _, rc := range cfg.Routes {
@@ -159,7 +164,10 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 	})
 	rt.mux = mux
 
-	rt.sessions.onEnd = rt.endSubscriptions
+	rt.sessions.onEnd = func(s *Session) {
+		rt.endSubscriptions(s)
+		h.ReleaseSession(s.id) // stateful upstreams' per-session connections
+	}
 	rt.wg.Add(2)
 	go rt.reaper()
 	go rt.coalesce()
@@ -236,13 +244,13 @@ func (rt *Router) edge(next http.Handler) http.Handler {
 			}
 			h = strings.Trim(strings.ToLower(h), "[]")
 			if !slices.Contains(rt.hosts, h) && !isLoopbackIP(h) {
-				rt.log.Warn("refused request with a non-loopback Host on a loopback listener", zap.String("host", r.Host))
+				rt.logger(r.Context()).Warn("refused request with a non-loopback Host on a loopback listener", zap.String("host", r.Host))
 				httpError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "Host "+r.Host+" is not allowed on this loopback listener (DNS-rebinding protection); set public_url to serve another name")
 				return
 			}
 		}
 		if o := r.Header.Get("Origin"); o != "" && !rt.originAllowed(o) {
-			rt.log.Warn("refused request from an Origin not in allowed_origins", zap.String("origin", o))
+			rt.logger(r.Context()).Warn("refused request from an Origin not in allowed_origins", zap.String("origin", o))
 			httpError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "Origin "+o+" is not allowed; add it to allowed_origins to serve this web app")
 			return
 		}
@@ -450,6 +458,7 @@ func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session,
 	// Last-Event-ID. notifications/cancelled, DELETE or the session's end
 	// stop it.
 	ctx, cancel := context.WithCancel(auth.WithPrincipal(sess.ctx, auth.FromContext(r.Context())))
+	ctx = withRequestLog(ctx, r.Context()) // request_id on this call's log lines (requestid.go)
 	defer cancel()
 	sess.track(msg.ID, cancel)
 	defer sess.untrack(msg.ID)

@@ -177,6 +177,13 @@ func (st *sessionStore) get(id string, rt *route) *Session {
 	return s
 }
 
+// lookup returns the session with id, whatever its route.
+func (st *sessionStore) lookup(id string) *Session {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.sessions[id]
+}
+
 func (st *sessionStore) remove(id string) *Session {
 	st.mu.Lock()
 	s := st.sessions[id]

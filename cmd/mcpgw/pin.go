@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/policy"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+const pinUsage = `Usage:
+  mcpgw pin [--config FILE] [--out FILE] [--timeout 60s]
+
+Starts the configured upstreams (no listener), lists every upstream's tools
+and writes the pinning lock file that approves their current definitions:
+to --out, or else to policy.pinning.lock_file. Prints one line per upstream
+(with what changed against the lock file it replaces). Nothing is written,
+and the exit status is 1, when an upstream cannot be listed, since its
+approvals would otherwise be dropped. Review the diff of the lock file
+before deploying it: it is what enforce mode trusts.
+`
+
+// maxPinPages bounds the tools/list pages read from one upstream, against
+// an upstream whose cursors never end.
+const maxPinPages = 10_000
+
+func cmdPin(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, pinUsage); fs.PrintDefaults() }
+	path := fs.String("config", "", "config `FILE` (default: the embedded demo config)")
+	fs.StringVar(path, "c", "", "shorthand for --config")
+	out := fs.String("out", "", "write the lock to `FILE` (default: policy.pinning.lock_file)")
+	timeout := fs.Duration("timeout", 60*time.Second, "how long starting and listing every upstream may take")
+	logLevel := fs.String("log-level", "warn", "log level of the upstreams' supervision (on stderr)")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mcpgw pin: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitError
+	}
+	dest := *out
+	if dest == "" && cfg.Policy != nil && cfg.Policy.Pinning != nil {
+		dest = cfg.Policy.Pinning.LockFile
+	}
+	if dest == "" {
+		fmt.Fprintln(stderr, "mcpgw pin: nowhere to write the lock file; give --out FILE, or set policy.pinning.lock_file in the config")
+		return exitUsage
+	}
+	log, err := newLogger("console", *logLevel, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpgw pin:", err)
+		return exitUsage
+	}
+	defer func() { _ = log.Sync() }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	h := host.New(cfg, host.Options{Logger: log.Named("host"), ClientInfo: mcp.Implementation{Name: "mcpgw-pin", Version: buildVersion()}})
+	h.Start()
+	defer h.Close()
+	if err := h.WaitReady(ctx); err != nil {
+		fmt.Fprintf(stderr, "mcpgw pin: the upstreams did not start within --timeout %s\n", *timeout)
+		return exitError
+	}
+
+	old, _ := policy.LoadLock(dest) // for the summary only; a missing or bad lock is replaced
+	lock := policy.NewLock()
+	failed := 0
+	for _, name := range h.Names() {
+		tools, err := listTools(ctx, h.Upstream(name))
+		if err != nil {
+			failed++
+			fmt.Fprintf(stdout, "%s: FAILED: %v\n", name, err)
+			continue
+		}
+		if err := lock.AddTools(name, rawjson.AppendArray(nil, tools)); err != nil {
+			failed++
+			fmt.Fprintf(stdout, "%s: FAILED: %v\n", name, err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: %s%s\n", name, plural(len(lock.Tools(name)), "tool"), lockChanges(old, lock, name))
+	}
+	if failed > 0 {
+		fmt.Fprintf(stderr, "mcpgw pin: %d of %d upstreams could not be listed; %s was not written (fix or remove them, then run mcpgw pin again)\n",
+			failed, len(h.Names()), dest)
+		return exitError
+	}
+	if err := writeFileAtomic(dest, lock.Marshal()); err != nil {
+		fmt.Fprintln(stderr, "mcpgw pin:", err)
+		return exitError
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", dest)
+	return 0
+}
+
+// listTools pages through one upstream's tools/list with its own client and
+// returns every tool as the upstream sent it.
+func listTools(ctx context.Context, u *host.Upstream) ([][]byte, error) {
+	c, err := u.Client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !c.HasCapability("tools") {
+		return nil, nil // no tools: an empty entry approves none
+	}
+	var tools [][]byte
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxPinPages {
+			return nil, fmt.Errorf("tools/list: more than %d pages; the upstream's cursors do not end", maxPinPages)
+		}
+		params := json.RawMessage(`{}`)
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		resp, err := c.Call(ctx, mcp.MethodToolsList, params, client.CallOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("tools/list: %w", err)
+		}
+		if resp.Error != nil {
+			return nil, fmt.Errorf("tools/list: error %d: %s", resp.Error.Code, resp.Error.Message)
+		}
+		arr, ok := rawjson.Get(resp.Result, "tools")
+		if !ok {
+			return nil, errors.New(`tools/list: the result has no "tools" array`)
+		}
+		items, err := rawjson.Elements(arr)
+		if err != nil {
+			return nil, fmt.Errorf("tools/list: tools: %w", err)
+		}
+		tools = append(tools, items...)
+		next, _ := rawjson.GetString(resp.Result, "nextCursor")
+		if next == "" {
+			return tools, nil
+		}
+		if seen[next] {
+			return nil, fmt.Errorf("tools/list: cursor %q came back twice; the upstream's pagination loops", next)
+		}
+		seen[next] = true
+		cursor = next
+	}
+}
+
+// lockChanges describes what the new lock changes for upstream against the
+// old one: " (2 new, 1 changed, 1 removed)", or "" when nothing changed or
+// there was no old lock.
+func lockChanges(old, cur *policy.Lock, upstream string) string {
+	if old == nil {
+		return ""
+	}
+	var was, now map[string]string
+	if u := old.Upstreams[upstream]; u != nil {
+		was = u.Tools
+	}
+	if u := cur.Upstreams[upstream]; u != nil {
+		now = u.Tools
+	}
+	var added, changed, removed int
+	for name, h := range now {
+		switch prev, ok := was[name]; {
+		case !ok:
+			added++
+		case prev != h:
+			changed++
+		}
+	}
+	for name := range was {
+		if _, ok := now[name]; !ok {
+			removed++
+		}
+	}
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{{added, "new"}, {changed, "changed"}, {removed, "removed"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		}
+	}
+	if len(parts) == 0 {
+		return " (unchanged)"
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// writeFileAtomic replaces path with data through a temporary file in the
+// same directory, so that a gateway reading the lock never sees half of it.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cannot write %s: directory %s does not exist; create it or choose another --out", path, dir)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o644) // not a secret: reviewed, committed, deployed
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,35 @@
+package config_test
+
+import (
+	"testing"
+)
+
+func TestUpstreamOAuthDefaultsAndExpansion(t *testing.T) {
+	c := mustParse(t, `
+upstreams:
+  gh:
+    url: https://api.example.com/mcp
+    oauth:
+      token_url: https://idp.example.com/token
+      client_id: mcpgw
+      client_secret: ${TOKEN}
+      scopes: [repo:read, "mcp:tools"]
+  other:
+    url: https://other.example.com/mcp
+    oauth:
+      token_url: https://idp.example.com/token
+      client_id: mcpgw
+      client_secret_file: /run/secrets/other
+      resource: https://other.example.com/
+`, testEnv)
+	gh := c.Upstreams["gh"].OAuth
+	if gh == nil || gh.ClientSecret != "t0k3n" || gh.Resource != "https://api.example.com/mcp" || len(gh.Scopes) != 2 || gh.AuthMethod != "" {
+		t.Errorf("gh oauth = %+v, want the secret from ${TOKEN} and resource defaulting to the url", gh)
+	}
+	if o := c.Upstreams["other"].OAuth; o == nil || o.Resource != "https://other.example.com/" || o.ClientSecretFile != "/run/secrets/other" {
+		t.Errorf("other oauth = %+v, want the explicit resource kept", o)
+	}
+	if c.Upstreams["other"].Headers != nil && c.Upstreams["other"].Headers["Authorization"] != "" {
+		t.Error("oauth must not turn into a static header")
+	}
+}

@@ -1,0 +1,49 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestStatefulStdioUpstream: with stateful: true each downstream session
+// gets its own child process, so a server request during one session's call
+// is relayed to that session even while another session's call is in
+// flight (on a shared stdio upstream it would be refused as ambiguous), and
+// a session's child is stopped when the session ends.
+func TestStatefulStdioUpstream(t *testing.T) {
+	up := fidStdioUpstream(t, "pipe", "stateful: true")
+	gw, base := fidGatewayGW(t, "", up)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	inA, inB := &fidInbox{}, &fidInbox{}
+	a := fidConnect(t, base+"/mcp", fidSampler("A", inA))
+	b := fidConnect(t, base+"/mcp", fidSampler("B", inB))
+
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		fidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold", "ms": 1200}, "done hold")
+	}()
+	if !fidWaitEvent(up, "start hold", 5*time.Second) {
+		t.Fatal("B's call never reached its upstream")
+	}
+	fidExpect(ctx, t, "A", a, "pipe__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
+	<-held
+	if got := inB.get(); len(got) != 0 {
+		t.Errorf("B's sampling handler saw %q", got)
+	}
+
+	u := gw.Host().Upstream("pipe")
+	if n := u.SessionConnections(); n != 2 {
+		t.Errorf("per-session connections = %d, want 2 (one child per session)", n)
+	}
+	_ = b.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for u.SessionConnections() != 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := u.SessionConnections(); n != 1 {
+		t.Errorf("after B ended: per-session connections = %d, want 1", n)
+	}
+}

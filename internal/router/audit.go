@@ -1,0 +1,101 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/audit"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/policy"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// The audit log (Options.Audit): dispatch opens an auditEntry for each
+// routed request, guard fills in the decision, and dispatch writes the
+// record once the response is known. Tool calls, prompt gets and resource
+// reads are always recorded; other routed requests (subscribe, completion)
+// only when refused. Every method is nil-safe: with no audit logger the
+// router does no audit work.
+
+// audited are the methods recorded whatever their outcome.
+var audited = map[string]bool{
+	mcp.MethodToolsCall:     true,
+	mcp.MethodPromptsGet:    true,
+	mcp.MethodResourcesRead: true,
+}
+
+// auditEntry is one request's record in the making.
+type auditEntry struct {
+	log *audit.Logger
+	ctx context.Context
+	rec audit.Record
+	// refused: guard answered; nothing reached the upstream.
+	refused bool
+}
+
+// auditBegin opens the record of a routed request (nil when audit is off).
+func (rt *Router) auditBegin(ctx context.Context, sess *Session, msg *jsonrpc.Message) *auditEntry {
+	if rt.opts.Audit == nil {
+		return nil
+	}
+	e := &auditEntry{log: rt.opts.Audit, ctx: ctx, rec: audit.Record{
+		Time:      time.Now(),
+		Principal: policyPrincipal(ctx),
+		Route:     sess.route.path,
+		Method:    msg.Method,
+	}}
+	if kind, name, ok := target(msg); ok {
+		e.rec.Kind, e.rec.Name = kind, name
+		e.rec.Upstream, _, _ = sess.route.view.Resolve(kind == policy.KindResource, name)
+	}
+	if msg.Method == mcp.MethodToolsCall || msg.Method == mcp.MethodPromptsGet {
+		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {
+			e.rec.Arguments = args
+		}
+	}
+	return e
+}
+
+// allowed records the policy's decision to let the request go ahead.
+func (e *auditEntry) allowed(d policy.Decision) {
+	if e == nil {
+		return
+	}
+	e.rec.Decision, e.rec.Rule, e.rec.Pattern, e.rec.Reason = audit.Allow, audit.Rule(d), d.Pattern, d.Reason
+}
+
+// refuse records that guard refused the request: rule and reason say why.
+func (e *auditEntry) refuse(outcome audit.Outcome, rule, pattern, reason string) {
+	if e == nil {
+		return
+	}
+	e.refused = true
+	e.rec.Decision, e.rec.Outcome, e.rec.Rule, e.rec.Pattern, e.rec.Reason = audit.Deny, outcome, rule, pattern, reason
+}
+
+// end writes the record with the request's response.
+func (e *auditEntry) end(resp *jsonrpc.Message) {
+	if e == nil || (!e.refused && !audited[e.rec.Method]) {
+		return
+	}
+	e.rec.Duration = time.Since(e.rec.Time)
+	outcome := e.rec.Outcome
+	e.rec.SetResponse(resp, errors.Is(e.ctx.Err(), context.Canceled))
+	if e.refused {
+		e.rec.Outcome = outcome
+	}
+	if e.rec.Decision == "" {
+		e.rec.Decision = audit.Allow // no access policy
+	}
+	e.log.Log(&e.rec)
+}
+
+// auditChallenge records a request refused with an insufficient_scope
+// challenge before dispatch (challengeScopes).
+func (rt *Router) auditChallenge(ctx context.Context, sess *Session, msg *jsonrpc.Message, d policy.Decision) {
+	e := rt.auditBegin(ctx, sess, msg)
+	e.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
+	e.end(nil)
+}
