@@ -98,6 +98,8 @@ type Client struct {
 	progress map[string]*call // by upstream progress token
 	closed   bool
 
+	reinitMu sync.Mutex // one re-initialization at a time
+
 	init   mcp.InitializeResult
 	modern bool // the upstream speaks a stateless revision (2026-07-28)
 
@@ -327,7 +329,11 @@ func (c *Client) initialize(ctx context.Context) error {
 	if res.Capabilities == nil {
 		res.Capabilities = json.RawMessage(`{}`)
 	}
-	c.init = res
+	if c.init.ProtocolVersion == "" {
+		// First handshake only: a re-initialization after an expired session
+		// keeps what callers already read (c.init is read without locks).
+		c.init = res
+	}
 	c.setVersion(res.ProtocolVersion)
 	if err := c.Notify(ctx, mcp.NotificationInitialized, nil); err != nil {
 		return fmt.Errorf("notifications/initialized: %w", err)
@@ -336,6 +342,18 @@ func (c *Client) initialize(ctx context.Context) error {
 		so.openStream()
 	}
 	return nil
+}
+
+// reinitialize makes a new upstream session after the old one expired.
+// Calls that hit the expiry together make one new session between them.
+func (c *Client) reinitialize(ctx context.Context) error {
+	c.reinitMu.Lock()
+	defer c.reinitMu.Unlock()
+	if st, ok := c.t.(*Streamable); ok && st.hasSession() {
+		return nil // another call already made a new one
+	}
+	c.log.Info("upstream session expired; initializing a new one")
+	return c.initialize(ctx)
 }
 
 // Modern reports whether the upstream speaks a stateless revision.
@@ -358,6 +376,13 @@ func (c *Client) Done() <-chan struct{} { return c.t.Done() }
 
 // Err says why the connection ended.
 func (c *Client) Err() error { return c.t.Err() }
+
+// Pending is how many calls await their upstream's answer.
+func (c *Client) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.pending)
+}
 
 // Close ends the connection and everything it owns.
 func (c *Client) Close() error {
@@ -431,7 +456,16 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	if err := c.t.Send(ctx, b); err != nil {
+	err = c.t.Send(ctx, b)
+	if errors.Is(err, ErrSessionExpired) && method != mcp.MethodInitialize {
+		// Not processed (the upstream did not know the session): make a new
+		// session and send it once more.
+		if rerr := c.reinitialize(ctx); rerr != nil {
+			return nil, fmt.Errorf("%w; initializing again failed: %v", err, rerr)
+		}
+		err = c.t.Send(ctx, b)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			// The body may have reached the upstream before the caller gave
 			// up (an HTTP upstream that sends no headers until it answers).

@@ -296,6 +296,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	req.Header.Set("Content-Type", mcp.ContentTypeJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	s.headers(req.Header)
+	sent := req.Header.Get(mcp.HeaderSessionID)
 	if s.stateless() {
 		mirrorHeaders(req.Header, msg)
 		if h, ok := ctx.Value(headersKey{}).(http.Header); ok {
@@ -329,12 +330,14 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		resp.Body.Close()
 		cancel()
 		return nil
-	case resp.StatusCode == http.StatusNotFound && s.hasSession():
+	case resp.StatusCode == http.StatusNotFound && sent != "":
+		// The upstream forgot the session (restart, expiry): it cannot have
+		// processed this message, so the client may initialize again and
+		// resend it.
 		resp.Body.Close()
 		cancel()
-		err := errors.New("upstream session expired (HTTP 404); reconnecting")
-		s.fail(err)
-		return err
+		s.forgetSession(sent)
+		return ErrSessionExpired
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		defer cancel()
 		defer resp.Body.Close()
@@ -438,6 +441,19 @@ func isResponseTo(msg []byte, id jsonrpc.ID) bool {
 	return ok && string(got) == string(id)
 }
 
+// ErrSessionExpired is returned by Send when a Streamable HTTP upstream no
+// longer knows the session (HTTP 404): the message was not processed.
+var ErrSessionExpired = errors.New("upstream session expired (HTTP 404)")
+
+// forgetSession drops the session id if it is still the one a 404 named.
+func (s *Streamable) forgetSession(id string) {
+	s.mu.Lock()
+	if s.sessionID == id {
+		s.sessionID = ""
+	}
+	s.mu.Unlock()
+}
+
 func (s *Streamable) hasSession() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -473,8 +489,11 @@ func (s *Streamable) listen() {
 				}
 				resp.Body.Close()
 			case resp.StatusCode == http.StatusNotFound:
+				// The session expired; the next request initializes a new
+				// one and reopens this stream (health probes make sure a
+				// request comes).
 				resp.Body.Close()
-				s.fail(errors.New("upstream session expired (HTTP 404 on the GET stream); reconnecting"))
+				s.log.Info("upstream session expired on the GET stream; a new one is made on the next request")
 				return
 			default:
 				s.log.Debug("upstream GET stream refused", zap.Int("status", resp.StatusCode))
