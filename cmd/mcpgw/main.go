@@ -39,7 +39,7 @@ func buildVersion() string {
 const usage = `mcpgw — a Model Context Protocol gateway
 
 Usage:
-  mcpgw run [--config FILE]       serve (without --config: the embedded demo config)
+  mcpgw run [--config FILE]       serve (without --config: the embedded demo config); SIGHUP reloads FILE
   mcpgw stdio [--config FILE]     serve one route on stdin/stdout, for stdio-only MCP hosts
   mcpgw validate --config FILE    check a config; every problem is reported at once
   mcpgw policy explain ...        the policy decision for one principal and name, and why
@@ -112,6 +112,47 @@ func loadConfig(path string) (*config.Config, error) {
 	return config.Load(path, env)
 }
 
+// watchFile polls path's modification time and size every interval and
+// signals on the returned channel when either changed (a rename over the
+// file, as editors and Kubernetes ConfigMap updates do, changes them too).
+// A missing file is not a change: the next write is. It stops with stop.
+func watchFile(path string, interval time.Duration, stop <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	type stamp struct {
+		mod  time.Time
+		size int64
+	}
+	read := func() (stamp, bool) {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return stamp{}, false
+		}
+		return stamp{fi.ModTime(), fi.Size()}, true
+	}
+	last, _ := read()
+	go func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			now, ok := read()
+			if !ok || now == last {
+				continue
+			}
+			last = now
+			select {
+			case out <- struct{}{}:
+			default: // a reload is already due
+			}
+		}
+	}()
+	return out
+}
+
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -164,6 +205,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	drain := fs.Duration("drain-timeout", 10*time.Second, "how long in-flight requests may finish on SIGTERM")
 	delay := fs.Duration("shutdown-delay", 0, "on SIGTERM, how long to keep serving after /readyz turns 503 (e.g. 5s behind a load balancer), before draining")
 	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and /readyz on this `ADDR` (overrides admin.listen; the admin listener is off unless one of them is set)")
+	watch := fs.Bool("watch", false, "reload the config when --config FILE changes (checked every second); SIGHUP always reloads")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -174,13 +216,21 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	defer func() { _ = log.Sync() }()
 
-	cfg, err := loadConfig(*path)
+	load := func() (*config.Config, error) {
+		cfg, err := loadConfig(*path)
+		if err == nil && *adminListen != "" {
+			cfg.Admin = &config.Admin{Listen: *adminListen}
+		}
+		return cfg, err
+	}
+	cfg, err := load()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if *adminListen != "" {
-		cfg.Admin = &config.Admin{Listen: *adminListen}
+	if *watch && *path == "" {
+		fmt.Fprintln(stderr, "mcpgw run: --watch needs --config FILE (the embedded default config cannot change)")
+		return 2
 	}
 	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Version: buildVersion(), ShutdownDelay: *delay})
 	if err != nil {
@@ -194,12 +244,38 @@ func cmdRun(args []string, stderr io.Writer) int {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	select {
-	case s := <-sig:
-		log.Info("shutting down", zap.String("signal", s.String()), zap.Duration("drain_timeout", *drain))
-	case err := <-gw.Err():
-		log.Error("listener failed", zap.Error(err))
-		return 1
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var changed <-chan struct{}
+	if *watch {
+		stop := make(chan struct{})
+		defer close(stop)
+		changed = watchFile(*path, time.Second, stop)
+		log.Info("watching the config file; it is reloaded when it changes", zap.String("config", *path))
+	}
+	reload := func(trigger string) {
+		if *path == "" {
+			log.Warn("config reload ignored: mcpgw runs the embedded default config, which cannot change; start it with --config FILE to reload", zap.String("trigger", trigger))
+			return
+		}
+		log.Info("reloading config", zap.String("config", *path), zap.String("trigger", trigger))
+		_ = gw.ReloadFrom(*path, load) // logs its own outcome, one line
+	}
+wait:
+	for {
+		select {
+		case s := <-sig:
+			log.Info("shutting down", zap.String("signal", s.String()), zap.Duration("drain_timeout", *drain))
+			break wait
+		case <-hup:
+			reload("SIGHUP")
+		case <-changed:
+			reload("file changed")
+		case err := <-gw.Err():
+			log.Error("listener failed", zap.Error(err))
+			return 1
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *delay+*drain)
 	defer cancel()

@@ -29,12 +29,13 @@ import (
 func (g *Gateway) listenAdmin() error {
 	ln := g.opts.AdminListener
 	if ln == nil {
-		if g.cfg.Admin == nil || g.cfg.Admin.Listen == "" {
+		cfg := g.cfg.Load()
+		if cfg.Admin == nil || cfg.Admin.Listen == "" {
 			return nil
 		}
 		var err error
-		if ln, err = net.Listen("tcp", g.cfg.Admin.Listen); err != nil {
-			return fmt.Errorf("admin listener %s: %w (change admin.listen:, or remove admin: to run without it)", g.cfg.Admin.Listen, err)
+		if ln, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+			return fmt.Errorf("admin listener %s: %w (change admin.listen:, or remove admin: to run without it)", cfg.Admin.Listen, err)
 		}
 	}
 	g.adminLn = ln
@@ -102,7 +103,7 @@ type Readiness struct {
 
 // Readiness reports whether the gateway should get traffic, and why not.
 func (g *Gateway) Readiness() Readiness {
-	r := Readiness{ConfigLoaded: g.cfg != nil, Listener: g.listening.Load(), ShuttingDown: g.draining.Load(), Upstreams: map[string]UpstreamReadiness{}}
+	r := Readiness{ConfigLoaded: g.cfg.Load() != nil, Listener: g.listening.Load(), ShuttingDown: g.draining.Load(), Upstreams: map[string]UpstreamReadiness{}}
 	if r.ShuttingDown {
 		r.Reasons = append(r.Reasons, "shutting down")
 	}

@@ -50,7 +50,7 @@ type Options struct {
 // Gateway is one running mcpgw.
 type Gateway struct {
 	log    *zap.Logger
-	cfg    *config.Config
+	cfg    atomic.Pointer[config.Config] // the config in force (Reload replaces it)
 	host   *host.Host
 	router *router.Router
 	srv    *http.Server
@@ -67,6 +67,13 @@ type Gateway struct {
 	draining  atomic.Bool // Shutdown has begun: not ready
 
 	audit *audit.Logger // nil when audit: is off; closed by Shutdown
+
+	// Reload (reload.go): one at a time, never during Shutdown.
+	reloadMu  sync.Mutex
+	red       *redactor           // the log's secret scrubber; a reload adds the new secrets
+	authn     *auth.Authenticator // in force; kept by a reload that leaves auth alone
+	pol       policySet           // in force
+	oldAudits []*audit.Logger     // replaced by reloads; closed by Shutdown
 }
 
 // Start builds the gateway for cfg, connects its upstreams in the
@@ -75,11 +82,13 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	opts.Logger = redactSecrets(opts.Logger, cfg.Secrets()) // no secret in any log line (redact.go)
+	var red *redactor
+	opts.Logger, red = redactingLogger(opts.Logger, cfg.Secrets()) // no secret in any log line (redact.go)
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	g := &Gateway{log: opts.Logger, cfg: cfg, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics}
+	g := &Gateway{log: opts.Logger, red: red, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics}
+	g.cfg.Store(cfg)
 	if g.metrics == nil && (opts.AdminListener != nil || cfg.Admin != nil) {
 		g.metrics = metrics.New(prometheus.NewRegistry(), metrics.Options{Version: opts.Version})
 	}
@@ -94,9 +103,8 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if g.audit, err = openAudit(cfg, opts.Logger); err != nil { // audit.go
 		return nil, err
 	}
-	if cfg.Auth != nil && cfg.Policy.Default == config.PolicyDeny && len(cfg.Policy.Rules) == 0 {
-		opts.Logger.Warn("policy: default deny and no rules: every tool, prompt and resource is hidden from every caller; add policy.rules to allow some")
-	}
+	g.authn, g.pol = authn, pol
+	warnPolicy(cfg, opts.Logger)
 	var rt *router.Router
 	var rtReady sync.WaitGroup
 	rtReady.Add(1)
@@ -199,6 +207,8 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	var err error
 	g.stopOnce.Do(func() {
 		g.draining.Store(true)
+		g.reloadMu.Lock() // waits for a reload under way; none starts after draining
+		defer g.reloadMu.Unlock()
 		if d := g.opts.ShutdownDelay; d > 0 {
 			g.log.Info("not ready; serving on while load balancers notice", zap.Duration("shutdown_delay", d))
 			select {
@@ -216,8 +226,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 		g.router.Close()
 		g.host.Close()
-		if e := g.audit.Close(); e != nil {
-			g.log.Warn("audit log: close failed; the last records may be lost", zap.Error(e))
+		for _, a := range append(g.oldAudits, g.audit) {
+			if e := a.Close(); e != nil {
+				g.log.Warn("audit log: close failed; the last records may be lost", zap.Error(e))
+			}
 		}
 		g.closeAdmin()
 	})
@@ -243,6 +255,13 @@ func newAuthenticator(cfg *config.Config, opts Options) (*auth.Authenticator, er
 	}
 	opts.Logger.Info("authentication on", zap.Strings("issuers", a.Issuers()), zap.Int("api_keys", len(cfg.Auth.APIKeys)))
 	return a, nil
+}
+
+// warnPolicy warns about a policy that hides everything.
+func warnPolicy(cfg *config.Config, log *zap.Logger) {
+	if cfg.Auth != nil && cfg.Policy.Default == config.PolicyDeny && len(cfg.Policy.Rules) == 0 {
+		log.Warn("policy: default deny and no rules: every tool, prompt and resource is hidden from every caller; add policy.rules to allow some")
+	}
 }
 
 // policySet is the access policy of one config generation.

@@ -45,20 +45,34 @@ var (
 
 // View is the catalog one route exposes: a subset of the upstreams, with or
 // without name prefixes.
+//
+// A View is a snapshot of the host's upstream set when it was made: after a
+// reload the router makes new views, and calls already under way on an old
+// one finish on the upstreams they started on.
 type View struct {
 	h        *Host
+	ups      map[string]*Upstream
 	names    []string // sorted
+	sep      string
 	prefixed bool
 }
 
-// View returns the catalog over the named upstreams (all when names is empty).
+// View returns the catalog over the named upstreams (all when names is
+// empty) of the current upstream set.
 func (h *Host) View(names []string, prefixed bool) *View {
+	set := h.current()
 	if len(names) == 0 {
-		names = h.names
+		names = set.names
 	}
-	names = slices.Clone(names)
-	slices.Sort(names)
-	return &View{h: h, names: names, prefixed: prefixed}
+	v := &View{h: h, ups: map[string]*Upstream{}, sep: set.sep, prefixed: prefixed}
+	for _, n := range names {
+		if u := set.byName[n]; u != nil && v.ups[n] == nil {
+			v.ups[n] = u
+			v.names = append(v.names, n)
+		}
+	}
+	slices.Sort(v.names)
+	return v
 }
 
 // Upstreams returns the view's upstream names in catalog order.
@@ -140,7 +154,7 @@ func (v *View) List(ctx context.Context, kind ListKind, params json.RawMessage) 
 // connected and offers kind, or -1.
 func (v *View) nextOffering(kind ListKind, i int) int {
 	for ; i < len(v.names); i++ {
-		u := v.h.upstreams[v.names[i]]
+		u := v.ups[v.names[i]]
 		u.mu.Lock()
 		c, starting := u.client, u.state == StateStarting
 		u.mu.Unlock()
@@ -157,7 +171,7 @@ func (v *View) nextOffering(kind ListKind, i int) int {
 // returns the result object, the upstream's nextCursor and whether the
 // upstream contributed (false when it is down, offers no such list or failed).
 func (v *View) listOne(ctx context.Context, kind ListKind, name string, params json.RawMessage, upCursor string) (json.RawMessage, string, bool) {
-	u := v.h.upstreams[name]
+	u := v.ups[name]
 	c, err := u.listClient(ctx)
 	if err != nil {
 		u.log.Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))
@@ -248,7 +262,7 @@ func (v *View) external(uri bool, upstream, id string) string {
 	if uri {
 		return upstream + URISeparator + id
 	}
-	return upstream + v.h.sep + id
+	return upstream + v.sep + id
 }
 
 // Resolve maps a downstream tool/prompt name (or, with uri, a resource URI)
@@ -260,7 +274,7 @@ func (v *View) Resolve(uri bool, external string) (upstream, internal string, ok
 		}
 		return v.names[0], external, true
 	}
-	sep := v.h.sep
+	sep := v.sep
 	if uri {
 		sep = URISeparator
 	}
@@ -321,7 +335,12 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %v", method, err)
 		}
 	}
-	u := v.h.upstreams[upstream]
+	u := v.ups[upstream]
+	if !u.enter() {
+		u.m.Unavailable()
+		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q was replaced or removed by a config reload while this request was routed; retry it", upstream)}
+	}
+	defer u.exit()
 	c, cerr := u.ClientFor(ctx, !opts.PassInputRequired)
 	if cerr != nil {
 		u.m.Unavailable()
@@ -429,7 +448,7 @@ func (v *View) unknown(t target, external string) *jsonrpc.Error {
 	case t.uri:
 		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q", external)
 	case v.prefixed:
-		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v", t.what, external, v.h.sep, v.names)
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v", t.what, external, v.sep, v.names)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", t.what, external)
 }
@@ -505,7 +524,7 @@ func setPath(obj json.RawMessage, path []string, value string) (json.RawMessage,
 // never are (their settings travel in each request's _meta).
 func (v *View) Each(ctx context.Context, capability, method string, params json.RawMessage, want func(upstream string) bool) {
 	for _, name := range v.names {
-		u := v.h.upstreams[name]
+		u := v.ups[name]
 		if !want(name) {
 			continue
 		}
@@ -526,7 +545,7 @@ func (v *View) Each(ctx context.Context, capability, method string, params json.
 func (v *View) Instructions() string {
 	var parts []string
 	for _, name := range v.names {
-		u := v.h.upstreams[name]
+		u := v.ups[name]
 		u.mu.Lock()
 		c := u.client
 		u.mu.Unlock()
@@ -537,7 +556,7 @@ func (v *View) Instructions() string {
 		if !v.prefixed {
 			return ins
 		}
-		parts = append(parts, fmt.Sprintf("## %s (tools prefixed %q)\n%s", name, name+v.h.sep, ins))
+		parts = append(parts, fmt.Sprintf("## %s (tools prefixed %q)\n%s", name, name+v.sep, ins))
 	}
 	return strings.Join(parts, "\n\n")
 }

@@ -1,6 +1,8 @@
 // Package host owns the gateway's upstream MCP clients and the merged,
-// namespaced catalog built over them. A Host is built from one config
-// generation; a reload builds a new Host and swaps it in.
+// namespaced catalog built over them. A Host starts from one config; a
+// reload (Apply, reload.go) swaps in a new upstream set, keeping unchanged
+// upstreams running and retiring removed or changed ones once their calls
+// are done.
 package host
 
 import (
@@ -13,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -76,16 +79,32 @@ type Options struct {
 
 // Host owns one upstream client per configured upstream.
 type Host struct {
-	log       *zap.Logger
-	opts      Options
-	sep       string
-	upstreams map[string]*Upstream
-	names     []string // sorted: the catalog's deterministic order
+	log  *zap.Logger
+	opts Options
+
+	// set is the current upstream set, replaced whole (copy on write) by
+	// Apply: readers never block.
+	set atomic.Pointer[upstreamSet]
+
+	mu       sync.Mutex // Start, Apply, Close
+	started  bool
+	closed   bool
+	retiring map[*Upstream]bool // replaced or removed, finishing their calls
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
+
+// upstreamSet is one generation's upstreams.
+type upstreamSet struct {
+	byName map[string]*Upstream
+	names  []string // sorted: the catalog's deterministic order
+	sep    string
+}
+
+// current is the upstream set in force.
+func (h *Host) current() *upstreamSet { return h.set.Load() }
 
 // New builds a Host for cfg; Start connects the upstreams.
 func New(cfg *config.Config, opts Options) *Host {
@@ -119,66 +138,114 @@ func New(cfg *config.Config, opts Options) *Host {
 	if opts.BreakerCooldown <= 0 {
 		opts.BreakerCooldown = 5 * time.Minute
 	}
-	sep := cfg.Separator
-	if sep == "" {
-		sep = config.DefaultSeparator
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Host{log: opts.Logger, opts: opts, sep: sep, upstreams: map[string]*Upstream{}, ctx: ctx, cancel: cancel}
+	h := &Host{log: opts.Logger, opts: opts, ctx: ctx, cancel: cancel, retiring: map[*Upstream]bool{}}
+	set := &upstreamSet{byName: map[string]*Upstream{}, sep: separator(cfg)}
 	for name, ucfg := range cfg.Upstreams {
-		h.upstreams[name] = &Upstream{
-			name:  name,
-			cfg:   ucfg,
-			host:  h,
-			log:   opts.Logger.With(zap.String("upstream", name)),
-			state: StateStarting,
-			first: make(chan struct{}),
-			m:     opts.Metrics.Upstream(name),
-			httpc: h.upstreamHTTPClient(name, ucfg), // oauth.go
-		}
-		h.names = append(h.names, name)
+		set.byName[name] = h.newUpstream(name, ucfg, set.sep)
+		set.names = append(set.names, name)
 	}
-	sort.Strings(h.names)
+	sort.Strings(set.names)
+	h.set.Store(set)
 	return h
+}
+
+func separator(cfg *config.Config) string {
+	if cfg.Separator == "" {
+		return config.DefaultSeparator
+	}
+	return cfg.Separator
+}
+
+// newUpstream builds (but does not start) one upstream.
+func (h *Host) newUpstream(name string, ucfg *config.Upstream, sep string) *Upstream {
+	ctx, cancel := context.WithCancel(h.ctx)
+	u := &Upstream{
+		name:   name,
+		cfg:    ucfg,
+		sep:    sep,
+		host:   h,
+		log:    h.opts.Logger.With(zap.String("upstream", name)),
+		state:  StateStarting,
+		first:  make(chan struct{}),
+		m:      h.opts.Metrics.Upstream(name),
+		ctx:    ctx,
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	u.httpc = h.upstreamHTTPClient(ctx, name, ucfg) // oauth.go
+	return u
 }
 
 // Start connects every upstream concurrently; one that fails does not hold
 // up or stop the others, and is retried with backoff.
 func (h *Host) Start() {
-	for _, name := range h.names {
-		u := h.upstreams[name]
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			u.supervise(h.ctx)
-		}()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.started || h.closed {
+		return
+	}
+	h.started = true
+	set := h.current()
+	for _, name := range set.names {
+		h.startLocked(set.byName[name])
 	}
 }
 
-// Close stops every upstream and waits for their goroutines and children.
+// startLocked starts u's supervisor (h.mu held).
+func (h *Host) startLocked(u *Upstream) {
+	u.started = true
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer close(u.done)
+		u.supervise(u.ctx)
+	}()
+}
+
+// Close stops every upstream — current ones and those a reload is
+// retiring — and waits for their goroutines and children.
 func (h *Host) Close() {
+	h.mu.Lock()
+	h.closed = true
+	ups := h.allLocked()
+	h.mu.Unlock()
 	h.cancel()
-	for _, u := range h.upstreams {
+	for _, u := range ups {
 		u.closeSessions()
 	}
 	h.wg.Wait()
 }
 
+// allLocked returns the current and the retiring upstreams (h.mu held).
+func (h *Host) allLocked() []*Upstream {
+	set := h.current()
+	ups := make([]*Upstream, 0, len(set.names)+len(h.retiring))
+	for _, name := range set.names {
+		ups = append(ups, set.byName[name])
+	}
+	for u := range h.retiring {
+		ups = append(ups, u)
+	}
+	return ups
+}
+
 // Names returns the upstream names in catalog order.
-func (h *Host) Names() []string { return slices.Clone(h.names) }
+func (h *Host) Names() []string { return slices.Clone(h.current().names) }
 
 // Upstream returns the named upstream, or nil.
-func (h *Host) Upstream(name string) *Upstream { return h.upstreams[name] }
+func (h *Host) Upstream(name string) *Upstream { return h.current().byName[name] }
 
 // Separator is the prefix separator.
-func (h *Host) Separator() string { return h.sep }
+func (h *Host) Separator() string { return h.current().sep }
 
 // WaitReady waits until every upstream has made its first connection
 // attempt (successful or not) or ctx ends.
 func (h *Host) WaitReady(ctx context.Context) error {
-	for _, name := range h.names {
+	set := h.current()
+	for _, name := range set.names {
 		select {
-		case <-h.upstreams[name].first:
+		case <-set.byName[name].first:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -190,8 +257,24 @@ func (h *Host) WaitReady(ctx context.Context) error {
 type Upstream struct {
 	name string
 	cfg  *config.Upstream
+	sep  string // the host-wide separator it was built with (reload diff)
 	host *Host
 	log  *zap.Logger
+
+	// ctx ends when the upstream stops (host close, or retirement after a
+	// reload removed or replaced it); done is closed when its supervisor
+	// has returned. started is guarded by host.mu.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
+	started bool
+
+	// inflight counts calls routed to this upstream (View.Forward);
+	// retired is set when a reload replaced or removed it, stopping once
+	// it takes no new calls (reload.go).
+	inflight atomic.Int64
+	retired  atomic.Bool
+	stopping atomic.Bool
 
 	m *metrics.Upstream // nil-safe
 
@@ -353,6 +436,15 @@ func (u *Upstream) setState(s State, c *client.Client, err error) {
 		u.pid = 0
 	}
 	u.mu.Unlock()
+	if u.retired.Load() {
+		// Replaced or removed by a reload: its end is no news to clients
+		// (the reload announced the change), and the metrics series of its
+		// name belong to its successor, if any.
+		if h := u.host; h.current().byName[u.name] == nil {
+			u.m.SetState(string(s))
+		}
+		return
+	}
 	u.m.SetState(string(s))
 	if changed && u.host.opts.OnStateChange != nil {
 		u.host.opts.OnStateChange(u.name, s)

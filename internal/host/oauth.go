@@ -34,7 +34,7 @@ const (
 // upstreamHTTPClient is the HTTP client for an upstream's requests: the
 // shared one, or for an upstream with oauth: a client of its own whose
 // transport adds the upstream's access token over the shared transport.
-func (h *Host) upstreamHTTPClient(name string, cfg *config.Upstream) *http.Client {
+func (h *Host) upstreamHTTPClient(ctx context.Context, name string, cfg *config.Upstream) *http.Client {
 	base := h.opts.HTTPClient
 	if cfg.OAuth == nil || cfg.URL == "" {
 		return base
@@ -43,7 +43,7 @@ func (h *Host) upstreamHTTPClient(name string, cfg *config.Upstream) *http.Clien
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	tokens := newUpstreamTokens(h.ctx, name, cfg.OAuth, &http.Client{Transport: rt, Timeout: tokenFetchTimeout})
+	tokens := newUpstreamTokens(ctx, name, cfg.OAuth, &http.Client{Transport: rt, Timeout: tokenFetchTimeout})
 	return &http.Client{
 		Transport: &oauthTransport{
 			origin: originOf(cfg.URL),

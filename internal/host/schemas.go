@@ -31,7 +31,7 @@ func (t *toolSchemas) invalidate() {
 // InvalidateTools drops the named upstream's cached tool definitions; the
 // gateway calls it on notifications/tools/list_changed.
 func (h *Host) InvalidateTools(upstream string) {
-	if u := h.upstreams[upstream]; u != nil {
+	if u := h.Upstream(upstream); u != nil {
 		u.schemas.invalidate()
 	}
 }
@@ -98,6 +98,6 @@ func (v *View) Tool(ctx context.Context, external string) (upstream string, def 
 	if !ok {
 		return "", nil, false
 	}
-	def, ok = v.h.upstreams[up].toolDef(ctx, internal)
+	def, ok = v.ups[up].toolDef(ctx, internal)
 	return up, def, ok
 }

@@ -63,7 +63,7 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 			return c, nil
 		}
 	}
-	if u.host.ctx.Err() != nil {
+	if u.ctx.Err() != nil {
 		return nil, &UnavailableError{Upstream: u.name, State: StateStopped}
 	}
 	if len(ps.conns) >= MaxSessionsPerUpstream {
@@ -97,7 +97,10 @@ func (u *Upstream) connectSession(ctx context.Context, key string) (*client.Clie
 // host owns.
 func (h *Host) ReleaseSession(key string) {
 	var conns []*client.Client
-	for _, u := range h.upstreams {
+	h.mu.Lock()
+	ups := h.allLocked()
+	h.mu.Unlock()
+	for _, u := range ups {
 		u.perSession.mu.Lock()
 		if c := u.perSession.conns[key]; c != nil {
 			conns = append(conns, c)

@@ -36,19 +36,19 @@ type auditEntry struct {
 }
 
 // auditBegin opens the record of a routed request (nil when audit is off).
-func (rt *Router) auditBegin(ctx context.Context, sess *Session, msg *jsonrpc.Message) *auditEntry {
-	if rt.opts.Audit == nil {
+func (rt *Router) auditBegin(ctx context.Context, rte *route, msg *jsonrpc.Message) *auditEntry {
+	if rte.gen.audit == nil {
 		return nil
 	}
-	e := &auditEntry{log: rt.opts.Audit, ctx: ctx, rec: audit.Record{
+	e := &auditEntry{log: rte.gen.audit, ctx: ctx, rec: audit.Record{
 		Time:      time.Now(),
 		Principal: policyPrincipal(ctx),
-		Route:     sess.route.path,
+		Route:     rte.path,
 		Method:    msg.Method,
 	}}
 	if kind, name, ok := target(msg); ok {
 		e.rec.Kind, e.rec.Name = kind, name
-		e.rec.Upstream, _, _ = sess.route.view.Resolve(kind == policy.KindResource, name)
+		e.rec.Upstream, _, _ = rte.view.Resolve(kind == policy.KindResource, name)
 	}
 	if msg.Method == mcp.MethodToolsCall || msg.Method == mcp.MethodPromptsGet {
 		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {
@@ -94,8 +94,8 @@ func (e *auditEntry) end(resp *jsonrpc.Message) {
 
 // auditChallenge records a request refused with an insufficient_scope
 // challenge before dispatch (challengeScopes).
-func (rt *Router) auditChallenge(ctx context.Context, sess *Session, msg *jsonrpc.Message, d policy.Decision) {
-	e := rt.auditBegin(ctx, sess, msg)
+func (rt *Router) auditChallenge(ctx context.Context, rte *route, msg *jsonrpc.Message, d policy.Decision) {
+	e := rt.auditBegin(ctx, rte, msg)
 	e.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
 	e.end(nil)
 }

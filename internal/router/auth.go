@@ -29,11 +29,12 @@ import (
 // loopback listener or with insecure_no_auth) it passes requests through.
 func (rt *Router) authenticate(rte *route) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
-		if rt.auth == nil {
+		a := rte.gen.auth
+		if a == nil {
 			return next
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p, err := rt.auth.Authenticate(r, rte.resource)
+			p, err := a.Authenticate(r, rte.resource)
 			if err == nil {
 				err = auth.Authorize(p, rte.scopes)
 			}
@@ -64,7 +65,7 @@ func (rt *Router) refuse(w http.ResponseWriter, r *http.Request, rte *route, err
 	default:
 		rt.logger(r.Context()).Info("request refused by authentication", fields...)
 	}
-	w.Header().Set("WWW-Authenticate", rt.auth.Challenge(ae, rte.path, rte.scopes))
+	w.Header().Set("WWW-Authenticate", rte.gen.auth.Challenge(ae, rte.path, rte.scopes))
 	msg := "unauthorized: " + ae.Detail
 	switch ae.Status() {
 	case http.StatusForbidden:
@@ -85,7 +86,7 @@ func (rt *Router) ownedBy(sess *Session, r *http.Request) bool {
 		return true
 	}
 	rt.logger(r.Context()).Warn("session used with another principal's credentials; refused as not found",
-		zap.String("route", sess.route.path), zap.Stringer("principal", p))
+		zap.String("route", sess.route().path), zap.Stringer("principal", p))
 	return false
 }
 
@@ -104,28 +105,28 @@ func principalTag(key string) string {
 // path>, and one for the gateway as a whole at the bare well-known path
 // (which is also the document of a route at /). They are public, like the
 // issuer's own discovery document.
-func (rt *Router) serveMetadata(mux chi.Router, cfg *config.Config) {
-	if rt.auth == nil || len(rt.auth.Issuers()) == 0 {
+func (rt *Router) serveMetadata(mux chi.Router, cfg *config.Config, g *generation) {
+	if g.auth == nil || len(g.auth.Issuers()) == 0 {
 		return
 	}
 	docs := map[string][]byte{}
 	var all []string
-	for _, r := range rt.routes {
+	for _, r := range g.routes {
 		for _, s := range r.scopes {
 			if !containsString(all, s) {
 				all = append(all, s)
 			}
 		}
 	}
-	docs[auth.WellKnownPath] = rt.auth.MetadataJSON("/", all)
+	docs[auth.WellKnownPath] = g.auth.MetadataJSON("/", all)
 	// When public_url has a path (the gateway behind a path prefix), the
 	// documents are also served under it, as their advertised URLs say.
 	var prefix string
 	if u, err := url.Parse(cfg.PublicURL); err == nil {
 		prefix = strings.TrimSuffix(u.Path, "/")
 	}
-	for _, r := range rt.routes {
-		doc := rt.auth.MetadataJSON(r.path, r.scopes)
+	for _, r := range g.routes {
+		doc := g.auth.MetadataJSON(r.path, r.scopes)
 		docs[auth.MetadataPath(r.path)] = doc
 		if prefix != "" {
 			docs[auth.WellKnownPath+prefix+strings.TrimSuffix(r.path, "/")] = doc

@@ -25,9 +25,10 @@ var lists = map[string]host.ListKind{
 // dispatch answers one request of an initialized session. It always returns
 // exactly one response: the upstream's, or a gateway error naming the cause.
 func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *callStream) (resp *jsonrpc.Message) {
-	defer func() { rt.opts.Metrics.Request(sess.route.path, msg.Method, resp.Error) }() // metrics
-	ctx = host.WithSession(ctx, sess.id)                                                // stateful upstreams use this session's own connection
-	view := sess.route.view
+	rte := rt.routeOf(sess)                                                      // one generation's route, view and policy for the whole request (reload.go)
+	defer func() { rt.opts.Metrics.Request(rte.path, msg.Method, resp.Error) }() // metrics
+	ctx = host.WithSession(ctx, sess.id)                                         // stateful upstreams use this session's own connection
+	view := rte.view
 	switch msg.Method {
 	case mcp.MethodPing:
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
@@ -53,7 +54,7 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 	if kind, ok := lists[msg.Method]; ok {
 		res, err := view.List(ctx, kind, msg.Params)
 		if err == nil {
-			res, err = rt.filterList(ctx, sess, msg.Method, res)
+			res, err = rt.filterList(ctx, rte, sess, msg.Method, res)
 		}
 		if err != nil {
 			return jsonrpc.NewError(msg.ID, err)
@@ -63,9 +64,9 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 	if !host.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 	}
-	au := rt.auditBegin(ctx, sess, msg) // audit.go
+	au := rt.auditBegin(ctx, rte, msg) // audit.go
 	defer func() { au.end(resp) }()
-	release, _, gerr := rt.guard(ctx, sess, msg, au)
+	release, _, gerr := rt.guard(ctx, rte, msg, au)
 	if gerr != nil {
 		return jsonrpc.NewError(msg.ID, gerr)
 	}

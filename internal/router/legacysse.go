@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
-	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/sse"
@@ -31,27 +30,22 @@ import (
 // mux's middleware and apply here as on the Streamable endpoint; the
 // session belongs to the principal that opened the stream (auth.go).
 type legacySSE struct {
-	rt    *Router
-	taken map[string]bool // paths of configured routes, never shadowed
+	rt *Router
 
 	mu    sync.Mutex
 	conns map[string]*pushConn // by session id
 }
 
-func (rt *Router) newLegacySSE(cfg *config.Config) *legacySSE {
-	l := &legacySSE{rt: rt, taken: map[string]bool{}, conns: map[string]*pushConn{}}
-	for _, rc := range cfg.Routes {
-		l.taken[rc.Path] = true
-	}
-	return l
+func (rt *Router) newLegacySSE() *legacySSE {
+	return &legacySSE{rt: rt, conns: map[string]*pushConn{}}
 }
 
 // register adds rte's legacy endpoints to mux, unless a configured route
-// already uses one of their paths.
-func (l *legacySSE) register(mux chi.Router, rte *route) {
+// (taken) already uses one of their paths.
+func (l *legacySSE) register(mux chi.Router, rte *route, taken map[string]bool) {
 	base := strings.TrimSuffix(rte.path, "/")
 	stream, post := base+"/sse", base+"/message"
-	if l.taken[stream] || l.taken[post] {
+	if taken[stream] || taken[post] {
 		l.rt.log.Warn("legacy HTTP+SSE endpoints of this route are not served: a route uses their path",
 			zap.String("route", rte.path), zap.String("sse", stream), zap.String("message", post))
 		return
@@ -157,11 +151,11 @@ func (l *legacySSE) message(w http.ResponseWriter, r *http.Request, rte *route) 
 		return
 	}
 	c := l.get(id)
-	if c == nil || c.sess.route != rte || !l.rt.ownedBy(c.sess, r) {
+	if c == nil || c.sess.route().path != rte.path || !l.rt.ownedBy(c.sess, r) {
 		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; open a new event stream at "+strings.TrimSuffix(rte.path, "/")+"/sse")
 		return
 	}
-	msg, ok := l.rt.readMessage(w, r)
+	msg, ok := l.rt.readMessage(w, r, rte)
 	if !ok {
 		return
 	}

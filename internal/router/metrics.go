@@ -6,14 +6,15 @@ import "github.com/mcpgw/mcpgw/internal/metrics"
 // the metrics scrape (metrics.SetRouteSource). Counting at scrape time keeps
 // session and stream handling free of metric updates.
 func (rt *Router) RouteStats() []metrics.RouteStats {
-	byPath := make(map[string]*metrics.RouteStats, len(rt.routes))
-	out := make([]metrics.RouteStats, len(rt.routes))
-	for i, r := range rt.routes {
+	routes := rt.current().routes
+	byPath := make(map[string]*metrics.RouteStats, len(routes))
+	out := make([]metrics.RouteStats, len(routes))
+	for i, r := range routes {
 		out[i].Route = r.path
 		byPath[r.path] = &out[i]
 	}
 	for _, s := range rt.sessions.all() {
-		st := byPath[s.route.path]
+		st := byPath[s.route().path]
 		if st == nil {
 			continue
 		}
@@ -26,7 +27,7 @@ func (rt *Router) RouteStats() []metrics.RouteStats {
 	}
 	rt.listenersMu.Lock()
 	for s := range rt.listeners {
-		if st := byPath[s.route.path]; st != nil {
+		if st := byPath[s.route().path]; st != nil {
 			st.Listen++
 		}
 	}

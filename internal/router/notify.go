@@ -69,7 +69,7 @@ func (rt *Router) coalesce() {
 			for method, ups := range pending {
 				b, _ := jsonrpc.Encode(jsonrpc.NewNotification(method, nil))
 				for _, s := range rt.sessions.all() {
-					if slices.ContainsFunc(s.route.view.Upstreams(), func(u string) bool { return ups[u] }) {
+					if slices.ContainsFunc(s.route().view.Upstreams(), func(u string) bool { return ups[u] }) {
 						s.send(b)
 					}
 				}
@@ -104,7 +104,7 @@ func (rt *Router) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Mes
 	key, ok := rt.subKey(sess, msg.Params)
 	if !ok {
 		// Let Forward produce the precise "unknown resource" error.
-		_, gerr := sess.route.view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+		_, gerr := sess.route().view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
 	st := rt.subs
@@ -124,7 +124,7 @@ func (rt *Router) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Mes
 	if !first {
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 	}
-	resp, gerr := sess.route.view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+	resp, gerr := sess.route().view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
 	if gerr != nil || resp.Error != nil {
 		rt.dropSubscription(sess, key, false)
 		if gerr != nil {
@@ -139,7 +139,7 @@ func (rt *Router) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Mes
 func (rt *Router) unsubscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
 	key, ok := rt.subKey(sess, msg.Params)
 	if !ok {
-		_, gerr := sess.route.view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+		_, gerr := sess.route().view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
 	rt.dropSubscription(sess, key, true)
@@ -207,7 +207,7 @@ func (rt *Router) subKey(sess *Session, params json.RawMessage) (subKey, bool) {
 	if !ok {
 		return subKey{}, false
 	}
-	up, internal, ok := sess.route.view.Resolve(true, uri)
+	up, internal, ok := sess.route().view.Resolve(true, uri)
 	if !ok {
 		return subKey{}, false
 	}
@@ -233,7 +233,7 @@ func (rt *Router) resourceUpdated(upstream string, params json.RawMessage) {
 	}
 	st.mu.Unlock()
 	for _, s := range targets {
-		p, err := rawjson.SetString(params, "uri", s.route.view.External(true, upstream, uri))
+		p, err := rawjson.SetString(params, "uri", s.route().view.External(true, upstream, uri))
 		if err != nil {
 			continue
 		}
@@ -264,7 +264,7 @@ func (rt *Router) SessionNotification(session, upstream, method string, params j
 		if !subscribed {
 			return
 		}
-		p, err := rawjson.SetString(params, "uri", s.route.view.External(true, upstream, uri))
+		p, err := rawjson.SetString(params, "uri", s.route().view.External(true, upstream, uri))
 		if err != nil {
 			return
 		}

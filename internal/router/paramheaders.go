@@ -52,7 +52,7 @@ func headerParams(schema json.RawMessage) []headerParam {
 // annotations, or is unknown: the upstream answers that).
 func (rt *Router) checkParamHeaders(ctx context.Context, sess *Session, msg *jsonrpc.Message, h http.Header) *jsonrpc.Error {
 	name, _ := rawjson.GetString(msg.Params, "name")
-	schema, ok := sess.route.view.ToolSchema(ctx, name)
+	schema, ok := sess.route().view.ToolSchema(ctx, name)
 	if !ok {
 		return nil
 	}

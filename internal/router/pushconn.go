@@ -156,9 +156,9 @@ func (c *pushConn) initializeLocked(msg *jsonrpc.Message) *jsonrpc.Message {
 	c.sess.version, c.sess.caps, c.sess.info = version, p.Capabilities, p.ClientInfo
 	c.sess.mu.Unlock()
 	c.ready = true
-	c.rt.log.Info("session started", zap.String("route", c.sess.route.path), zap.String("transport", c.transport),
+	c.rt.log.Info("session started", zap.String("route", c.sess.route().path), zap.String("transport", c.transport),
 		zap.String("protocol_version", version), zap.ByteString("client", p.ClientInfo))
-	return jsonrpc.NewResult(msg.ID, c.rt.initializeResult(c.sess.route, version))
+	return jsonrpc.NewResult(msg.ID, c.rt.initializeResult(c.sess.route(), version))
 }
 
 // negotiateInitialize reads initialize's params and picks the revision:
@@ -321,7 +321,7 @@ func (c *pushConn) stop() {
 // readMessage reads and parses one JSON-RPC message from a POST body with
 // the Streamable POST's rules (Content-Type, max_body_bytes, parse errors),
 // answering the HTTP request itself when it cannot.
-func (rt *Router) readMessage(w http.ResponseWriter, r *http.Request) (*jsonrpc.Message, bool) {
+func (rt *Router) readMessage(w http.ResponseWriter, r *http.Request, rte *route) (*jsonrpc.Message, bool) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := strings.Cut(ct, ";")
 		if !strings.EqualFold(strings.TrimSpace(mt), mcp.ContentTypeJSON) {
@@ -329,7 +329,7 @@ func (rt *Router) readMessage(w http.ResponseWriter, r *http.Request) (*jsonrpc.
 			return nil, false
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rte.gen.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

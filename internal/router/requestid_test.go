@@ -40,9 +40,10 @@ var generatedID = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // gives the handler (and work detached from the request) a logger with it.
 func TestRequestIDMiddleware(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	rt := &Router{log: zap.New(core), origins: map[string]bool{}, hosts: []string{"localhost", "127.0.0.1", "::1"}}
+	rt := &Router{log: zap.New(core)}
+	g := &generation{origins: map[string]bool{}, hosts: []string{"localhost", "127.0.0.1", "::1"}}
 	var seen string
-	h := rt.requestID(rt.edge(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := rt.requestID(rt.edge(g)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = RequestID(r.Context())
 		rt.logger(r.Context()).Info("in handler")
 		detached := withRequestLog(context.Background(), r.Context())
@@ -101,8 +102,9 @@ func TestRequestIDMiddleware(t *testing.T) {
 // carries the id back.
 func TestRequestIDOnRefusal(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	rt := &Router{log: zap.New(core), origins: map[string]bool{}, hosts: []string{"localhost", "127.0.0.1", "::1"}}
-	h := rt.requestID(rt.edge(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	rt := &Router{log: zap.New(core)}
+	g := &generation{origins: map[string]bool{}, hosts: []string{"localhost", "127.0.0.1", "::1"}}
+	h := rt.requestID(rt.edge(g)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		t.Error("the refused request reached the handler")
 	})))
 	for _, mod := range []func(*http.Request){

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -56,32 +57,28 @@ type Options struct {
 	Audit *audit.Logger
 }
 
-// Router serves every route of one config generation.
+// Router serves every route of the config generation in force. A reload
+// (Reload, reload.go) swaps in a new generation — routes, views, policy,
+// limiter, pinner, authenticator, audit log, edge settings and the chi mux —
+// atomically; sessions survive it.
 type Router struct {
-	log      *zap.Logger
-	opts     Options
-	host     *host.Host
-	mux      chi.Router
-	sessions *sessionStore
-	subs     *subscriptions
-	changes  chan listChange
-	routes   []*route // in config order (ServeStdio, stdio.go)
-	// privateLists: lists depend on who asks (auth or policy rules), so
-	// 2026 list results are cacheScope private.
-	privateLists bool
-	pinWarned    sync.Map // pinning verdicts already logged
+	log       *zap.Logger
+	opts      Options
+	host      *host.Host
+	gen       atomic.Pointer[generation] // read once per request
+	sessions  *sessionStore
+	subs      *subscriptions
+	changes   chan listChange
+	legacy    *legacySSE
+	pinWarned sync.Map // pinning verdicts already logged
 
 	listenersMu sync.Mutex
 	listeners   map[*Session]bool // open subscriptions/listen streams
 
-	bridge *bridge             // legacy upstreams' input requests parked for 2026-07-28 clients
-	auth   *auth.Authenticator // nil: no authentication (auth.go)
+	bridge *bridge // legacy upstreams' input requests parked for 2026-07-28 clients
 
 	levelsMu sync.Mutex
 	levels   map[string]string // log level last asked of each shared upstream
-	origins  map[string]bool
-	hosts    []string // allowed Host names on a loopback listener; nil = any
-	maxBody  int64
 
 	stop      chan struct{}
 	drain     chan struct{} // closed by Drain: no new sessions, GET streams end
@@ -90,11 +87,31 @@ type Router struct {
 	drainOnce sync.Once
 }
 
+// generation is everything one config generation decides about serving.
+type generation struct {
+	mux    chi.Router
+	routes []*route // in config order (ServeStdio, stdio.go)
+	byPath map[string]*route
+
+	auth    *auth.Authenticator // nil: no authentication (auth.go)
+	policy  *policy.Policy      // nil: all allowed (guard.go)
+	limiter *policy.Limiter     // nil: no rate limits
+	pinner  *policy.Pinner      // nil: pinning off
+	audit   *audit.Logger       // nil: audit off (audit.go)
+	// privateLists: lists depend on who asks (auth or policy rules), so
+	// 2026 list results are cacheScope private.
+	privateLists bool
+	origins      map[string]bool
+	hosts        []string // allowed Host names on a loopback listener; nil = any
+	maxBody      int64
+}
+
 type route struct {
 	path     string
 	view     *host.View
 	resource string   // canonical URI (token audience), when auth is on
 	scopes   []string // every caller needs these (auth.required_scopes + the route's)
+	gen      *generation
 }
 
 // New builds the router for cfg over h.
@@ -112,57 +129,20 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		opts.ServerInfo = mcp.Implementation{Name: "mcpgw", Version: "dev"}
 	}
 	rt := &Router{
-		privateLists: opts.Auth != nil || (cfg.Policy != nil && len(cfg.Policy.Rules) > 0),
-		log:          opts.Logger,
-		opts:         opts,
-		host:         h,
-		sessions:     newSessionStore(),
-		subs:         newSubscriptions(),
-		changes:      make(chan listChange, 64),
-		listeners:    map[*Session]bool{},
-		levels:       map[string]string{},
-		bridge:       newBridge(),
-		auth:         opts.Auth,
-		origins:      map[string]bool{},
-		maxBody:      cfg.MaxBodyBytes,
-		stop:         make(chan struct{}),
-		drain:        make(chan struct{}),
+		log:       opts.Logger,
+		opts:      opts,
+		host:      h,
+		sessions:  newSessionStore(),
+		subs:      newSubscriptions(),
+		changes:   make(chan listChange, 64),
+		listeners: map[*Session]bool{},
+		levels:    map[string]string{},
+		bridge:    newBridge(),
+		stop:      make(chan struct{}),
+		drain:     make(chan struct{}),
 	}
-	if rt.maxBody <= 0 {
-		rt.maxBody = 4 << 20
-	}
-	for _, o := range cfg.AllowedOrigins {
-		rt.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
-	}
-	rt.hosts = allowedHosts(cfg)
-
-	mux := chi.NewRouter()
-	mux.Use(rt.requestID) // X-Request-Id, request_id on log lines (requestid.go)
-	mux.Use(rt.edge)
-	legacy := rt.newLegacySSE(cfg) // 2024-11-05 HTTP+SSE endpoints (legacysse.go)
-	for _, rc := range cfg.Routes {
-		r := &route{path: rc.Path, view: h.View(rc.Upstreams, rc.Prefixed())}
-		if rt.auth != nil {
-			r.resource, r.scopes = rt.auth.Resource(rc.Path), rt.auth.RequiredScopes(rc.Scopes)
-		}
-		// Authentication, after the edge checks and before any handler
-		// reads the body (auth.go).
-		mux := mux.With(rt.authenticate(r))
-		rt.routes = append(rt.routes, r)
-		legacy.register(mux, r) // GET <path>/sse, POST <path>/message
-		mux.Post(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.post(w, req, r) })
-		mux.Get(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.get(w, req, r) })
-		mux.Delete(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.delete(w, req, r) })
-	}
-	rt.serveMetadata(mux, cfg) // RFC 9728 documents (auth.go)
-	mux.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
-		w.Header().Set("Allow", "GET, POST, DELETE")
-		httpError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "method "+req.Method+" not allowed; MCP uses POST, GET and DELETE")
-	})
-	mux.NotFound(func(w http.ResponseWriter, req *http.Request) {
-		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "no MCP route at "+req.URL.Path)
-	})
-	rt.mux = mux
+	rt.legacy = rt.newLegacySSE() // 2024-11-05 HTTP+SSE endpoints (legacysse.go)
+	rt.gen.Store(rt.build(cfg, opts))
 
 	rt.sessions.onEnd = func(s *Session) {
 		rt.endSubscriptions(s)
@@ -174,8 +154,67 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 	return rt
 }
 
-// ServeHTTP serves the MCP listener.
-func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
+// build makes the generation of cfg over the host's current upstream set,
+// with the authenticator, policy, limiter, pinner and audit log of opts.
+func (rt *Router) build(cfg *config.Config, opts Options) *generation {
+	g := &generation{
+		byPath:       map[string]*route{},
+		auth:         opts.Auth,
+		policy:       opts.Policy,
+		limiter:      opts.Limiter,
+		pinner:       opts.Pinner,
+		audit:        opts.Audit,
+		privateLists: opts.Auth != nil || (cfg.Policy != nil && len(cfg.Policy.Rules) > 0),
+		origins:      map[string]bool{},
+		maxBody:      cfg.MaxBodyBytes,
+		hosts:        allowedHosts(cfg),
+	}
+	if g.maxBody <= 0 {
+		g.maxBody = 4 << 20
+	}
+	for _, o := range cfg.AllowedOrigins {
+		g.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+
+	mux := chi.NewRouter()
+	mux.Use(rt.requestID) // X-Request-Id, request_id on log lines (requestid.go)
+	mux.Use(rt.edge(g))
+	taken := map[string]bool{} // route paths, never shadowed by legacy endpoints
+	for _, rc := range cfg.Routes {
+		taken[rc.Path] = true
+	}
+	for _, rc := range cfg.Routes {
+		r := &route{path: rc.Path, view: rt.host.View(rc.Upstreams, rc.Prefixed()), gen: g}
+		if g.auth != nil {
+			r.resource, r.scopes = g.auth.Resource(rc.Path), g.auth.RequiredScopes(rc.Scopes)
+		}
+		// Authentication, after the edge checks and before any handler
+		// reads the body (auth.go).
+		mux := mux.With(rt.authenticate(r))
+		g.routes = append(g.routes, r)
+		g.byPath[r.path] = r
+		rt.legacy.register(mux, r, taken) // GET <path>/sse, POST <path>/message
+		mux.Post(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.post(w, req, r) })
+		mux.Get(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.get(w, req, r) })
+		mux.Delete(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.delete(w, req, r) })
+	}
+	rt.serveMetadata(mux, cfg, g) // RFC 9728 documents (auth.go)
+	mux.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		httpError(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "method "+req.Method+" not allowed; MCP uses POST, GET and DELETE")
+	})
+	mux.NotFound(func(w http.ResponseWriter, req *http.Request) {
+		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "no MCP route at "+req.URL.Path)
+	})
+	g.mux = mux
+	return g
+}
+
+// current is the generation in force.
+func (rt *Router) current() *generation { return rt.gen.Load() }
+
+// ServeHTTP serves the MCP listener with the generation in force.
+func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.current().mux.ServeHTTP(w, r) }
 
 // Drain prepares a graceful stop: new sessions are refused and GET streams
 // end (clients reconnect elsewhere), while in-flight requests go on.
@@ -235,21 +274,25 @@ func isLoopbackName(h string) bool {
 
 // edge runs the checks every request passes before anything else: Host on a
 // loopback listener and Origin against allowed_origins.
-func (rt *Router) edge(next http.Handler) http.Handler {
+func (rt *Router) edge(g *generation) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler { return rt.edgeHandler(g, next) }
+}
+
+func (rt *Router) edgeHandler(g *generation, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rt.hosts != nil {
+		if g.hosts != nil {
 			h := r.Host
 			if hn, _, err := net.SplitHostPort(h); err == nil {
 				h = hn
 			}
 			h = strings.Trim(strings.ToLower(h), "[]")
-			if !slices.Contains(rt.hosts, h) && !isLoopbackIP(h) {
+			if !slices.Contains(g.hosts, h) && !isLoopbackIP(h) {
 				rt.logger(r.Context()).Warn("refused request with a non-loopback Host on a loopback listener", zap.String("host", r.Host))
 				httpError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "Host "+r.Host+" is not allowed on this loopback listener (DNS-rebinding protection); set public_url to serve another name")
 				return
 			}
 		}
-		if o := r.Header.Get("Origin"); o != "" && !rt.originAllowed(o) {
+		if o := r.Header.Get("Origin"); o != "" && !g.originAllowed(o) {
 			rt.logger(r.Context()).Warn("refused request from an Origin not in allowed_origins", zap.String("origin", o))
 			httpError(w, http.StatusForbidden, jsonrpc.CodeInvalidRequest, "Origin "+o+" is not allowed; add it to allowed_origins to serve this web app")
 			return
@@ -261,12 +304,12 @@ func (rt *Router) edge(next http.Handler) http.Handler {
 // originAllowed accepts the configured origins and, on a loopback
 // listener, pages served from loopback themselves (a local app talking to a
 // local gateway); a page from any other site is refused.
-func (rt *Router) originAllowed(origin string) bool {
+func (g *generation) originAllowed(origin string) bool {
 	o := strings.ToLower(strings.TrimSuffix(origin, "/"))
-	if rt.origins[o] {
+	if g.origins[o] {
 		return true
 	}
-	if rt.hosts == nil {
+	if g.hosts == nil {
 		return false
 	}
 	u, err := url.Parse(o)
@@ -304,7 +347,7 @@ func (rt *Router) post(w http.ResponseWriter, r *http.Request, rte *route) {
 		httpError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Accept must include application/json and text/event-stream")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rt.maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rte.gen.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -463,8 +506,8 @@ func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session,
 	sess.track(msg.ID, cancel)
 	defer sess.untrack(msg.ID)
 	cs := newCallStream(ctx, sess)
-	rt.opts.Metrics.CallStream(sess.route.path, +1)       // metrics
-	defer rt.opts.Metrics.CallStream(sess.route.path, -1) // metrics
+	rt.opts.Metrics.CallStream(sess.route().path, +1)       // metrics
+	defer rt.opts.Metrics.CallStream(sess.route().path, -1) // metrics
 	done := make(chan *jsonrpc.Message, 1)
 	go func() { done <- rt.dispatch(ctx, sess, msg, cs) }()
 	rw := newResumableWriter(w, sess.events, newStreamID(), sess.version >= mcp.Version20251125)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
@@ -17,8 +18,8 @@ import (
 // Session is one downstream Streamable HTTP session, created by initialize.
 type Session struct {
 	id      string
-	route   *route
-	version string // negotiated protocol revision
+	rte     atomic.Pointer[route] // re-resolved by a reload (route, setRoute)
+	version string                // negotiated protocol revision
 	caps    json.RawMessage
 	info    json.RawMessage
 	// owner is the Key of the principal that created the session ("" when
@@ -50,6 +51,12 @@ type Session struct {
 	outgoing    map[string]chan *jsonrpc.Message // relayed server→client requests, by the id the gateway gave them
 	nextOut     int64
 }
+
+// route is the session's route in the generation in force: a reload moves
+// the session to the new generation's route of the same path.
+func (s *Session) route() *route { return s.rte.Load() }
+
+func (s *Session) setRoute(r *route) { s.rte.Store(r) }
 
 // ID is the session id sent in Mcp-Session-Id.
 func (s *Session) ID() string { return s.id }
@@ -148,7 +155,6 @@ func (st *sessionStore) create(rt *route, version string, caps, info json.RawMes
 	s := &Session{
 		id:       newSessionID(),
 		owner:    p.Key(),
-		route:    rt,
 		version:  version,
 		caps:     caps,
 		info:     info,
@@ -160,18 +166,21 @@ func (st *sessionStore) create(rt *route, version string, caps, info json.RawMes
 		inflight: make(map[string]context.CancelFunc),
 		outgoing: make(map[string]chan *jsonrpc.Message),
 	}
+	s.setRoute(rt)
 	st.mu.Lock()
 	st.sessions[s.id] = s
 	st.mu.Unlock()
 	return s
 }
 
-// get returns the session if it exists and belongs to rt.
+// get returns the session if it exists and belongs to rt's path (in any
+// generation: a request routed by the previous mux just before a reload
+// still finds its session).
 func (st *sessionStore) get(id string, rt *route) *Session {
 	st.mu.Lock()
 	s := st.sessions[id]
 	st.mu.Unlock()
-	if s == nil || s.route != rt {
+	if s == nil || s.route().path != rt.path {
 		return nil
 	}
 	return s

@@ -160,8 +160,7 @@ func (rt *Router) statelessSession(r *http.Request, rte *route, msg *jsonrpc.Mes
 	level, _ := rawjson.GetString(meta, mcp.MetaLogLevel)
 	info, _ := rawjson.Get(meta, mcp.MetaClientInfo)
 	ctx, cancel := context.WithCancel(r.Context())
-	return &Session{
-		route:     rte,
+	s := &Session{
 		owner:     auth.FromContext(r.Context()).Key(),
 		version:   version,
 		caps:      caps,
@@ -173,7 +172,9 @@ func (rt *Router) statelessSession(r *http.Request, rte *route, msg *jsonrpc.Mes
 		outbox:    make(chan []byte, 64),
 		inflight:  map[string]context.CancelFunc{},
 		outgoing:  map[string]chan *jsonrpc.Message{},
-	}, nil
+	}
+	s.setRoute(rte)
+	return s, nil
 }
 
 // nameField is the params field Mcp-Name mirrors for method, if any.
@@ -338,6 +339,8 @@ func (rt *Router) listen(w http.ResponseWriter, r *http.Request, sess *Session, 
 		select {
 		case <-r.Context().Done():
 			return
+		case <-sess.ctx.Done(): // its route went away in a reload
+			return
 		case <-rt.drain:
 			// Ending gracefully: the listen request gets its result.
 			res, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{mcp.MetaSubscriptionID: sess.subscriptionID}})
@@ -375,7 +378,7 @@ func (rt *Router) listenersFor(method string, ups map[string]bool) []*Session {
 	defer rt.listenersMu.Unlock()
 	var out []*Session
 	for s := range rt.listeners {
-		if s.filter.wants(method) && slices.ContainsFunc(s.route.view.Upstreams(), func(u string) bool { return ups[u] }) {
+		if s.filter.wants(method) && slices.ContainsFunc(s.route().view.Upstreams(), func(u string) bool { return ups[u] }) {
 			out = append(out, s)
 		}
 	}

@@ -56,7 +56,7 @@ func (rt *Router) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rout
 	lines := make(chan stdioLine)
 	quit := make(chan struct{})
 	defer close(quit)
-	go readLines(r, int(rt.maxBody), lines, quit)
+	go readLines(r, int(rte.gen.maxBody), lines, quit)
 
 	for {
 		select {
@@ -115,14 +115,15 @@ func (c *pushConn) finishInFlight(ctx context.Context) bool {
 
 // stdioRoute finds the route ServeStdio serves.
 func (rt *Router) stdioRoute(path string) (*route, error) {
-	if len(rt.routes) == 0 {
+	routes := rt.current().routes
+	if len(routes) == 0 {
 		return nil, errors.New("mcpgw: no routes configured")
 	}
 	if path == "" {
-		return rt.routes[0], nil
+		return routes[0], nil
 	}
-	paths := make([]string, len(rt.routes))
-	for i, r := range rt.routes {
+	paths := make([]string, len(routes))
+	for i, r := range routes {
 		if r.path == path {
 			return r, nil
 		}
@@ -187,7 +188,7 @@ func readLine(br *bufio.Reader, max int) (b []byte, tooLong bool, err error) {
 // line handles one line from stdin.
 func (c *pushConn) line(l stdioLine) {
 	if l.tooLong {
-		c.reply(jsonrpc.NewError(nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "message exceeds max_body_bytes (%d bytes); it was discarded", c.rt.maxBody)))
+		c.reply(jsonrpc.NewError(nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "message exceeds max_body_bytes (%d bytes); it was discarded", c.sess.route().gen.maxBody)))
 		return
 	}
 	b := bytes.Trim(l.b, " \t\r\n")

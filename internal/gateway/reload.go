@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/router"
+)
+
+// Hot reload, Caddy style: the new config is built completely — policy,
+// pinning lock, authenticator, audit log — before anything changes; only
+// when all of it succeeded is it swapped in (host upstream set, then the
+// router's generation), and only then are the old upstreams retired. A
+// reload that fails changes nothing: the old config keeps serving.
+//
+// What a reload cannot change — the listeners and the session settings —
+// is refused with the key named, so that an operator knows a restart is
+// needed rather than believing the change took effect.
+
+// ErrShuttingDown is returned by Reload once Shutdown has begun.
+var ErrShuttingDown = errors.New("config reload refused: mcpgw is shutting down")
+
+// ReloadFrom loads a config with load and applies it with Reload; a load
+// failure (every config problem) is logged and counted as a failed reload.
+func (g *Gateway) ReloadFrom(source string, load func() (*config.Config, error)) error {
+	cfg, err := load()
+	if err != nil {
+		g.metrics.ConfigReload(false)
+		g.log.Error("config reload failed; the running config is unchanged", zap.String("config", source), zap.Strings("problems", problemLines(err)))
+		return err
+	}
+	return g.Reload(cfg)
+}
+
+func problemLines(err error) []string {
+	var ps config.Problems
+	if errors.As(err, &ps) {
+		out := make([]string, len(ps))
+		for i, p := range ps {
+			out[i] = p.String()
+		}
+		return out
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+// Reload swaps in newCfg. It builds everything newCfg needs first and, on
+// any error, changes nothing and returns the error; the result is counted
+// in the config reload metrics and logged (one line).
+//
+// Unchanged upstreams keep running untouched; added ones start; removed or
+// changed ones stop taking new calls at once, finish the calls they have
+// (bounded by their timeout) and stop. Sessions survive (those whose route
+// path disappeared end); policy changes apply from the next request; and
+// every session and listen stream whose lists may have changed gets
+// list_changed notifications.
+func (g *Gateway) Reload(newCfg *config.Config) (err error) {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	defer func() {
+		g.metrics.ConfigReload(err == nil)
+		if err != nil {
+			g.log.Error("config reload failed; the running config is unchanged", zap.Strings("problems", problemLines(err)))
+		}
+	}()
+	if g.draining.Load() {
+		return ErrShuttingDown
+	}
+	old := g.cfg.Load()
+	if err := restartOnly(old, newCfg); err != nil {
+		return err
+	}
+	// Build everything first.
+	g.red.add(newCfg.Secrets()) // before anything of the new config can log
+	authn := g.authn
+	if authChanged(old, newCfg) {
+		if authn, err = newAuthenticator(newCfg, g.opts); err != nil {
+			return err
+		}
+	}
+	pol, err := buildPolicy(newCfg)
+	if err != nil {
+		return err
+	}
+	if g.pol.limiter != nil && reflect.DeepEqual(old.Policy.RateLimits, newCfg.Policy.RateLimits) {
+		pol.limiter = g.pol.limiter // the buckets carry on
+	}
+	aud := g.audit
+	auditChanged := !reflect.DeepEqual(old.Audit, newCfg.Audit)
+	if auditChanged {
+		if aud, err = openAudit(newCfg, g.log); err != nil {
+			return err
+		}
+	}
+
+	// Swap: upstreams first (new views need them), then the router; then
+	// retire what nothing routes to any more.
+	diff, retire, err := g.host.Apply(newCfg)
+	if err != nil {
+		if auditChanged {
+			_ = aud.Close()
+		}
+		return fmt.Errorf("config reload: %w", err)
+	}
+	everything := authChanged(old, newCfg) || !reflect.DeepEqual(old.Policy, newCfg.Policy) ||
+		(newCfg.Policy != nil && newCfg.Policy.Pinning != nil && newCfg.Policy.Pinning.Mode != config.PinOff)
+	ended := g.router.Reload(newCfg, router.Options{Auth: authn, Policy: pol.policy, Limiter: pol.limiter, Pinner: pol.pinner, Audit: aud},
+		diff.Touched(), everything)
+	retire()
+
+	if auditChanged {
+		g.oldAudits = append(g.oldAudits, g.audit) // in-flight calls may still record; closed by Shutdown
+		g.audit = aud
+	}
+	g.authn, g.pol = authn, pol
+	g.cfg.Store(newCfg)
+	warnPolicy(newCfg, g.log)
+	g.log.Info("config reloaded",
+		zap.Strings("added", diff.Added), zap.Strings("removed", diff.Removed), zap.Strings("changed", diff.Changed),
+		zap.Int("unchanged", len(diff.Unchanged)), zap.Bool("policy_changed", !reflect.DeepEqual(old.Policy, newCfg.Policy)),
+		zap.Bool("auth_changed", authChanged(old, newCfg)), zap.Bool("audit_changed", auditChanged),
+		zap.Int("routes", len(newCfg.Routes)), zap.Int("sessions_ended", ended))
+	return nil
+}
+
+// authChanged reports whether the downstream authenticator must be rebuilt.
+func authChanged(a, b *config.Config) bool {
+	return !reflect.DeepEqual(a.Auth, b.Auth) || a.PublicURL != b.PublicURL
+}
+
+// restartOnly refuses changes a reload cannot apply, naming each key.
+func restartOnly(old, next *config.Config) error {
+	var keys []string
+	if old.Listen != next.Listen {
+		keys = append(keys, fmt.Sprintf("listen (%s -> %s)", old.Listen, next.Listen))
+	}
+	if adminListen(old) != adminListen(next) {
+		keys = append(keys, fmt.Sprintf("admin.listen (%q -> %q)", adminListen(old), adminListen(next)))
+	}
+	was, now := sessions(old), sessions(next)
+	if was.KeyFile != now.KeyFile {
+		keys = append(keys, "sessions.key_file")
+	}
+	if was.IdleTimeout != now.IdleTimeout {
+		keys = append(keys, "sessions.idle_timeout")
+	}
+	if !reflect.DeepEqual(was.Redis, now.Redis) {
+		keys = append(keys, "sessions.redis")
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	return fmt.Errorf("config reload refused: %s cannot change on reload; restart mcpgw to apply it (or put the old value back)", strings.Join(keys, ", "))
+}
+
+func adminListen(c *config.Config) string {
+	if c.Admin == nil {
+		return ""
+	}
+	return c.Admin.Listen
+}
+
+func sessions(c *config.Config) config.Sessions {
+	if c.Sessions == nil {
+		return config.Sessions{}
+	}
+	return *c.Sessions
+}
+
+// Config returns the config in force.
+func (g *Gateway) Config() *config.Config { return g.cfg.Load() }

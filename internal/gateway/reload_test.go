@@ -1,0 +1,454 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/metrics"
+)
+
+// sdkUpstream serves a test server over Streamable HTTP and returns its URL
+// and the server, whose Sessions show how many connections it has.
+func sdkUpstream(t *testing.T, name string) (string, *mcp.Server) {
+	t.Helper()
+	srv := testServer(name, 100)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	return ts.URL + "/mcp", srv
+}
+
+func serverSessions(s *mcp.Server) int {
+	n := 0
+	for range s.Sessions() {
+		n++
+	}
+	return n
+}
+
+func parseConfig(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse("reload.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// startReloadable starts a gateway with metrics on a registry of the test's.
+func startReloadable(t *testing.T, yaml string) (*gateway.Gateway, string, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.Start(parseConfig(t, yaml), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, Metrics: metrics.New(reg, metrics.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := gw.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := gw.Host().WaitReady(ctx); err != nil {
+		t.Fatalf("upstreams did not start: %v", err)
+	}
+	return gw, "http://" + ln.Addr().String(), reg
+}
+
+func reloads(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "mcpgw_config_reloads_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if labelIs(m, "result", result) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func labelIs(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+func sdkToolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func callText(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any) (string, error) {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return "", err
+	}
+	if res.IsError || len(res.Content) == 0 {
+		return "", fmt.Errorf("tool error: %+v", res.Content)
+	}
+	tc, _ := res.Content[0].(*mcp.TextContent)
+	if tc == nil {
+		return "", fmt.Errorf("not text: %+v", res.Content[0])
+	}
+	return tc.Text, nil
+}
+
+// listChanges opens a session whose tools/list_changed notifications are
+// counted on the returned channel.
+func listChanges(t *testing.T, url string) (*mcp.ClientSession, chan struct{}) {
+	t.Helper()
+	ch := make(chan struct{}, 16)
+	cs := connect(t, url, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}}, "")
+	return cs, ch
+}
+
+func waitSignal(t *testing.T, ch chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s", what)
+	}
+}
+
+func drainSignals(ch chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// (a) A reload that adds an upstream: its tools appear, the session is told
+// with tools/list_changed, and the unchanged upstream is the same object on
+// the same upstream connection (no reconnect).
+func TestReloadAddsUpstream(t *testing.T) {
+	alphaURL, alphaSrv := sdkUpstream(t, "alpha")
+	betaURL, _ := sdkUpstream(t, "beta")
+	gw, base, reg := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))
+	cs, changed := listChanges(t, base+"/mcp")
+	if names := sdkToolNames(t, cs); slices.Contains(names, "beta__echo") || !slices.Contains(names, "alpha__echo") {
+		t.Fatalf("tools before: %v", names)
+	}
+	before := gw.Host().Upstream("alpha")
+	sessionsBefore := serverSessions(alphaSrv)
+	drainSignals(changed)
+
+	if err := gw.Reload(parseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q}\n", alphaURL, betaURL))); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	waitSignal(t, changed, "tools/list_changed after the reload")
+	names := sdkToolNames(t, cs)
+	if !slices.Contains(names, "beta__echo") || !slices.Contains(names, "alpha__echo") {
+		t.Fatalf("tools after: %v", names)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := callText(ctx, cs, "beta__echo", map[string]any{"text": "hi"}); err != nil || got != "beta:hi" {
+		t.Fatalf("beta__echo = %q, %v", got, err)
+	}
+	if got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "hi"}); err != nil || got != "alpha:hi" {
+		t.Fatalf("alpha__echo = %q, %v", got, err)
+	}
+	if gw.Host().Upstream("alpha") != before {
+		t.Error("the unchanged upstream was replaced")
+	}
+	if n := serverSessions(alphaSrv); n != sessionsBefore {
+		t.Errorf("alpha's server sessions %d -> %d: the unchanged upstream reconnected", sessionsBefore, n)
+	}
+	if got := reloads(t, reg, "success"); got != 1 {
+		t.Errorf("reload successes = %v, want 1", got)
+	}
+}
+
+// (b) A reload that removes an upstream while a slow call to it is in
+// flight: the call completes, then the upstream stops, and calls to its
+// tools are unknown.
+func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
+	alphaURL, _ := sdkUpstream(t, "alpha")
+	betaURL, _ := sdkUpstream(t, "beta")
+	gw, base, _ := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q}\n", alphaURL, betaURL))
+	cs := connect(t, base+"/mcp", nil, "")
+	beta := gw.Host().Upstream("beta")
+
+	type result struct {
+		text string
+		err  error
+		at   time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		text, err := callText(ctx, cs, "beta__slow", map[string]any{"ms": 1500})
+		done <- result{text, err, time.Now()}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for beta.InFlight() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call never got in flight")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := gw.Reload(parseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if gw.Host().Upstream("beta") != nil || !beta.Retired() {
+		t.Fatal("beta is still in the upstream set")
+	}
+	select {
+	case <-beta.Stopped():
+		t.Fatal("beta stopped while its call was in flight")
+	default:
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the in-flight call never completed")
+	}
+	if r.err != nil || r.text != "done" {
+		t.Fatalf("in-flight call: %q, %v; want its result", r.text, r.err)
+	}
+	select {
+	case <-beta.Stopped():
+	case <-time.After(10 * time.Second):
+		t.Fatal("beta never stopped after its call completed")
+	}
+	stoppedAt := time.Now()
+	if s, _ := beta.State(); s != host.StateStopped {
+		t.Errorf("beta state = %s, want stopped", s)
+	}
+	t.Logf("call answered, beta stopped %s later", stoppedAt.Sub(r.at).Round(time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := callText(ctx, cs, "beta__echo", map[string]any{"text": "x"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Errorf("call to a removed upstream: %v, want unknown tool", err)
+	}
+	if got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err != nil || got != "alpha:x" {
+		t.Errorf("alpha__echo after the reload = %q, %v", got, err)
+	}
+}
+
+// (c) A reload that cannot be built changes nothing: the error is returned,
+// counted, and tools, policy and upstreams stay as they were.
+func TestReloadInvalidChangesNothing(t *testing.T) {
+	alphaURL, _ := sdkUpstream(t, "alpha")
+	betaURL, _ := sdkUpstream(t, "beta")
+	good := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\npolicy:\n  default: allow\n  rules:\n    - deny: [alpha__t00]\n", alphaURL)
+	gw, base, reg := startReloadable(t, good)
+	cs := connect(t, base+"/mcp", nil, "")
+	tools := sdkToolNames(t, cs)
+	alpha := gw.Host().Upstream("alpha")
+	missing := filepath.Join(t.TempDir(), "missing")
+
+	for name, yaml := range map[string]string{
+		"pinning lock missing in enforce mode": fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q}\npolicy:\n  default: allow\n  pinning: {mode: enforce, lock_file: %q}\n", alphaURL, betaURL, missing),
+		"api key file missing":                 fmt.Sprintf("upstreams:\n  beta: {url: %q}\nauth:\n  api_keys: [{name: ci, key_file: %q}]\n", betaURL, missing),
+		"listen changed":                       fmt.Sprintf("listen: 127.0.0.1:1\nupstreams:\n  beta: {url: %q}\n", betaURL),
+	} {
+		err := gw.Reload(parseConfig(t, yaml))
+		if err == nil {
+			t.Fatalf("%s: reload succeeded", name)
+		}
+		t.Logf("%s: %v", name, err)
+		if name == "listen changed" && (!strings.Contains(err.Error(), "listen") || !strings.Contains(err.Error(), "restart")) {
+			t.Errorf("%s: error %q does not name the key and the restart", name, err)
+		}
+	}
+	if got := reloads(t, reg, "failure"); got != 3 {
+		t.Errorf("reload failures = %v, want 3", got)
+	}
+	if got := reloads(t, reg, "success"); got != 0 {
+		t.Errorf("reload successes = %v, want 0", got)
+	}
+	if names := gw.Host().Names(); !slices.Equal(names, []string{"alpha"}) || gw.Host().Upstream("alpha") != alpha {
+		t.Errorf("upstreams changed: %v", names)
+	}
+	if after := sdkToolNames(t, cs); !slices.Equal(after, tools) {
+		t.Errorf("tools changed: %v -> %v", tools, after)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := callText(ctx, cs, "alpha__t00", nil); err == nil {
+		t.Error("the old policy's deny no longer holds")
+	}
+	if got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err != nil || got != "alpha:x" {
+		t.Errorf("alpha__echo = %q, %v", got, err)
+	}
+}
+
+// (d) A policy change applies to the next call of an existing session,
+// which is told its lists changed, without reconnecting.
+func TestReloadPolicyNextCall(t *testing.T) {
+	alphaURL, _ := sdkUpstream(t, "alpha")
+	gw, base, _ := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))
+	cs, changed := listChanges(t, base+"/mcp")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	drainSignals(changed)
+	deny := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\npolicy:\n  default: allow\n  rules:\n    - deny: [alpha__echo]\n", alphaURL)
+	if err := gw.Reload(parseConfig(t, deny)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+		t.Fatalf("denied call: %v, want unknown tool", err)
+	}
+	waitSignal(t, changed, "tools/list_changed after the policy change")
+	if names := sdkToolNames(t, cs); slices.Contains(names, "alpha__echo") || !slices.Contains(names, "alpha__t00") {
+		t.Errorf("tools after the deny: %v", names)
+	}
+	if got, err := callText(ctx, cs, "alpha__t00", nil); err != nil || got != "alpha/t00" {
+		t.Errorf("alpha__t00 = %q, %v", got, err)
+	}
+	// And back.
+	if err := gw.Reload(parseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "y"}); err != nil || got != "alpha:y" {
+		t.Errorf("alpha__echo after allowing it again = %q, %v", got, err)
+	}
+}
+
+// (e) Reload under load: calls to an unchanged, still-allowed tool go on
+// while the upstream set and the policy change 20 times (a broken config
+// among them); not one fails.
+func TestReloadUnderLoad(t *testing.T) {
+	alphaURL, alphaSrv := sdkUpstream(t, "alpha")
+	betaURL, _ := sdkUpstream(t, "beta")
+	gammaURL, _ := sdkUpstream(t, "gamma")
+	configA := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q, timeout: 30s}\n", alphaURL, betaURL)
+	configB := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q, timeout: 20s}\n  gamma: {url: %q}\npolicy:\n  default: allow\n  rules:\n    - deny: [\"gamma__*\", beta__t01]\n", alphaURL, betaURL, gammaURL)
+	broken := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\npolicy:\n  default: allow\n  pinning: {mode: enforce, lock_file: %q}\n", alphaURL, filepath.Join(t.TempDir(), "missing"))
+	gw, base, reg := startReloadable(t, configA)
+	alpha := gw.Host().Upstream("alpha")
+	alphaSessions := serverSessions(alphaSrv)
+
+	const workers, calls = 4, 300
+	sessions := []*mcp.ClientSession{connect(t, base+"/mcp", nil, ""), connect(t, base+"/mcp", nil, "")}
+	var ok, failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cs := sessions[w%len(sessions)]
+			<-start
+			for i := range calls {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				text := fmt.Sprintf("w%d-%d", w, i)
+				got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": text})
+				cancel()
+				if err == nil && got != "alpha:"+text {
+					err = fmt.Errorf("got %q", got)
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	close(start)
+	began := time.Now()
+	var reloadErrs []error
+	for i := range 20 {
+		yaml := configA
+		switch {
+		case i == 10:
+			yaml = broken
+		case i%2 == 0:
+			yaml = configB
+		}
+		if err := gw.Reload(parseConfig(t, yaml)); err != nil {
+			reloadErrs = append(reloadErrs, err)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	reloadTime := time.Since(began)
+	callsDuringReloads := ok.Load() + failed.Load()
+	wg.Wait()
+	elapsed := time.Since(began)
+
+	if failed.Load() != 0 {
+		t.Errorf("%d of %d calls to the unchanged tool failed; first: %v", failed.Load(), workers*calls, firstErr.Load())
+	}
+	if len(reloadErrs) != 1 {
+		t.Errorf("reload errors: %v, want exactly the broken config's", reloadErrs)
+	}
+	if s, f := reloads(t, reg, "success"), reloads(t, reg, "failure"); s != 19 || f != 1 {
+		t.Errorf("reloads: %v successes, %v failures; want 19 and 1", s, f)
+	}
+	if gw.Host().Upstream("alpha") != alpha || serverSessions(alphaSrv) != alphaSessions {
+		t.Error("the unchanged upstream was replaced or reconnected")
+	}
+	// The last config applied is configA (i=19): beta serves, gamma is gone.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if got, err := callText(ctx, sessions[0], "beta__t01", nil); err != nil || got != "beta/t01" {
+		t.Errorf("beta__t01 after the last reload = %q, %v", got, err)
+	}
+	if _, err := callText(ctx, sessions[0], "gamma__echo", map[string]any{"text": "x"}); err == nil {
+		t.Error("gamma__echo still answers after the last reload removed gamma")
+	}
+	t.Logf("%d calls ok, %d failed, in %s; 20 reloads in %s with %d calls during them",
+		ok.Load(), failed.Load(), elapsed.Round(time.Millisecond), reloadTime.Round(time.Millisecond), callsDuringReloads)
+}
