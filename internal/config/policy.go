@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -11,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mcpgw/mcpgw/internal/policy/cond"
 	"github.com/mcpgw/mcpgw/internal/policy/pattern"
 )
 
@@ -51,8 +53,11 @@ type Policy struct {
 // globs with an optional kind prefix (see internal/policy/pattern).
 type PolicyRule struct {
 	Match *PolicyMatch `yaml:"match"`
-	Allow []string     `yaml:"allow"`
-	Deny  []string     `yaml:"deny"`
+	// When is an optional CEL condition (see internal/policy/cond): the
+	// rule applies only when its match and its condition hold.
+	When  string   `yaml:"when"`
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
 }
 
 // PolicyMatch selects principals. Within a key any listed value matches;
@@ -254,6 +259,9 @@ func (v *validator) policy() {
 			v.add(p, "the rule has no allow: or deny: patterns, so it decides nothing; add them, or remove the rule")
 		}
 		v.policyMatch(p+".match", r.Match)
+		if r.When != "" || v.dec.set[p+".when"] {
+			v.condition(p+".when", r.When)
+		}
 		v.patterns(p+".allow", r.Allow)
 		v.patterns(p+".deny", r.Deny)
 	}
@@ -276,6 +284,22 @@ func (v *validator) policy() {
 	}
 	v.rateLimits(pol.RateLimits)
 	v.pinning(pol.Pinning)
+}
+
+// condition compiles and type-checks a rule's CEL condition.
+func (v *validator) condition(p, src string) {
+	const fix = "variables are " + cond.Variables + "; e.g. \"admin\" in principal.groups && arguments.repo.startsWith(\"acme/\")"
+	_, err := cond.Compile(src)
+	var ce *cond.CompileError
+	switch {
+	case err == nil:
+	case errors.As(err, &ce) && len(ce.Issues) == 1 && ce.Issues[0].Msg == "the expression is empty":
+		v.add(p, "is empty; write a CEL condition such as \"admin\" in principal.groups, or remove when:")
+	case errors.As(err, &ce) && len(ce.Issues) == 1 && strings.HasPrefix(ce.Issues[0].Msg, "the expression is of type"):
+		v.add(p, fmt.Sprintf("%s; write a condition that is true or false, e.g. arguments.dry_run == true (compare a value rather than use it alone)", ce.Issues[0].Msg))
+	default:
+		v.add(p, fmt.Sprintf("is not a valid CEL condition: %v; %s", err, fix))
+	}
 }
 
 // patterns checks allow/deny patterns.

@@ -20,6 +20,7 @@ func TestPolicyEveryField(t *testing.T) {
 				Subjects: []string{"alice"}, Groups: []string{"eng"}, Scopes: []string{"mcp:tools"},
 				ClientIDs: []string{"console"}, APIKeys: []string{"ci"}, Routes: []string{"/mcp", "/mcp/fs"},
 			},
+			When:  `"admin" in principal.groups || arguments.repo.startsWith("acme/")`,
 			Allow: []string{"github__*", "tool:fs__read_*", "prompt:*", "resource:fs+file:///pub/*"},
 			Deny:  []string{"github__delete_*"},
 		}},

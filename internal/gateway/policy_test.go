@@ -151,3 +151,39 @@ policy:
 		t.Errorf("approved tool call: %s", m.Result)
 	}
 }
+
+// TestPolicyConditionOnArguments: a CEL condition on the call's arguments
+// refuses some calls of a tool the principal may see and use otherwise,
+// and the tool stays listed.
+func TestPolicyConditionOnArguments(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	_, base := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  alpha: {url: %s}
+auth:
+  api_keys:
+    - {name: ops-key, key: ops-secret-0123456789, principal: bob, groups: [ops]}
+policy:
+  default: deny
+  rules:
+    - match: {groups: [ops]}
+      allow: ["alpha__echo"]
+    - match: {groups: [ops]}
+      deny: ["alpha__echo"]
+      when: 'has(arguments.text) && arguments.text.startsWith("rm ")'
+`, alpha))
+	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {"ops-secret-0123456789"}}}
+	c.initialize("2025-11-25")
+	if got := toolNames(t, c); !slices.Equal(got, []string{"alpha__echo"}) {
+		t.Errorf("listed %v, want alpha__echo (a conditional deny does not hide it)", got)
+	}
+	ok := c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hello"}}}`).last(t)
+	if ok.Error != nil || !strings.Contains(string(ok.Result), "alpha:hello") {
+		t.Errorf("allowed arguments: %s %v", ok.Result, ok.Error)
+	}
+	e := errorOf(t, c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"rm -rf /"}}}`))
+	if !strings.Contains(e.Message, "forbidden") {
+		t.Errorf("refused arguments: %+v", e)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -131,21 +132,60 @@ func TestFilterListErrors(t *testing.T) {
 	}
 }
 
-// FuzzListCallAgree checks that a filtered tools/list and per-call
-// decisions never disagree: an item is listed exactly when calling it is
-// allowed or only needs more scopes.
+// fuzzPolicy is testPolicy with conditions on principals, claims, names
+// and arguments, on allow and on deny rules.
+const fuzzPolicy = testPolicy + `
+    - match: {groups: [eng]}
+      when: '!arguments.repo.startsWith("acme/")'
+      deny: ["github__*"]
+    - when: 'principal.claims.dept == "research" || arguments.force == true'
+      allow: ["fs__*"]
+      deny: ["fs__drop_*"]
+    - when: '"admin" in principal.groups && arguments.?dry_run.orValue(false) == true'
+      allow: ["*"]
+    - when: 'name.size() < 12 && has(arguments.x) && arguments.x > 3.5'
+      allow: ["prompt:*", "resource:*"]
+    - when: 'principal.subject.startsWith(arguments.?prefix.orValue("zz")) && kind != "prompt"'
+      deny: ["*__x*"]
+    - when: 'route == "/mcp/fs" && principal.subject == "" && principal.client_id == "console"'
+      deny: ["tool:*"]
+    - when: 'principal.claims.dept.startsWith("r")'
+      deny: ["prompt:r*"]
+`
+
+// FuzzListCallAgree checks that a filtered tools/list (prompts, resources)
+// and per-call decisions never disagree:
+//
+//   - an item is listed exactly when Decide says Listed;
+//   - whenever DecideCall allows a call (or allows it but for missing
+//     scopes), the name is listed: a hidden name is never callable;
+//   - when Decide's answer did not rest on a condition over the arguments
+//     (Conditional is false), DecideCall gives the same answer for any
+//     arguments. Only a condition on the arguments lets a listed name's
+//     call be denied.
 func FuzzListCallAgree(f *testing.F) {
-	pol := compileYAML(f, testPolicy)
-	f.Add("carol", "eng", "repo:read", "", "/mcp", "github__create_issue", "fs__write_x", "fs+file:///pub/a")
-	f.Add("alice", "", "", "ci", "/mcp/fs", "github__delete_branch", "read_file", "x")
-	f.Add("bob", "eng", "admin", "", "/mcp/fs", `we"ird\name`, "", "prompt:x")
-	f.Fuzz(func(t *testing.T, subject, group, scope, apiKey, route, n1, n2, n3 string) {
+	pol := compileYAML(f, fuzzPolicy)
+	f.Add("carol", "eng", "repo:read", "", "/mcp", "github__create_issue", "fs__write_x", "fs+file:///pub/a", `{"repo":"acme/x"}`, "")
+	f.Add("alice", "", "", "ci", "/mcp/fs", "github__delete_branch", "read_file", "x", `{"repo":"evil/x"}`, "research")
+	f.Add("bob", "eng", "admin", "", "/mcp/fs", `we"ird\name`, "", "prompt:x", `{"dry_run":true}`, "")
+	f.Add("", "admin", "", "", "/mcp/fs", "fs__drop_all", "fs__read", "rx", `{"force":true,"dry_run":true,"x":4}`, "r&d")
+	f.Add("zed", "eng", "", "", "/mcp", "a__xb", "github__x", "p", `{"prefix":"z","x":1}`, "")
+	f.Add("carol", "eng", "", "", "/mcp", "github__get", "fs__a", "b", `{"repo":"acme/a","repo":"evil/b"}`, "")
+	f.Add("carol", "eng", "", "", "/mcp", "github__get", "fs__a", "b", `[1]`, "x")
+	f.Fuzz(func(t *testing.T, subject, group, scope, apiKey, route, n1, n2, n3, args, dept string) {
 		for _, n := range []string{n1, n2, n3} {
 			if !utf8.ValidString(n) {
 				return // JSON cannot carry it; decoders see U+FFFD instead
 			}
 		}
 		p := Principal{Subject: subject, Groups: []string{group}, Scopes: []string{scope}, APIKey: apiKey, ClientID: "console"}
+		if dept != "" {
+			p.Claims = map[string]any{"dept": dept}
+		}
+		var rawArgs json.RawMessage
+		if args != "" {
+			rawArgs = json.RawMessage(args)
+		}
 		for _, kind := range []string{KindTool, KindPrompt, KindResource} {
 			names := []string{n1, n2, n3}
 			var items []string
@@ -179,8 +219,17 @@ func FuzzListCallAgree(f *testing.F) {
 				if listed[n] != d.Listed() {
 					t.Fatalf("%s %q: listed %v, but Decide says %+v", kind, n, listed[n], d)
 				}
-				if d.Allowed && !listed[n] {
-					t.Fatalf("%s %q callable but hidden", kind, n)
+				for _, a := range []json.RawMessage{rawArgs, nil} {
+					c := pol.DecideCall(p, route, kind, n, a)
+					if c.Conditional {
+						t.Fatalf("DecideCall set Conditional: %+v", c)
+					}
+					if (c.Allowed || c.Listed()) && !listed[n] {
+						t.Fatalf("%s %q with arguments %s: callable (%+v) but hidden (%+v)", kind, n, a, c, d)
+					}
+					if !d.Conditional && (c.Allowed != d.Allowed || !slices.Equal(c.MissingScopes, d.MissingScopes)) {
+						t.Fatalf("%s %q with arguments %s: no condition on the arguments, yet DecideCall %+v differs from Decide %+v", kind, n, a, c, d)
+					}
 				}
 			}
 		}

@@ -35,16 +35,37 @@
 // Rule numbers in reasons are indexes into policy.rules: "rule 2" is
 // policy.rules[2], counting from 0, as config problems are reported.
 //
-// CEL conditions are not implemented.
+// # Conditions
+//
+// A rule may carry a CEL condition (when:, see package cond) over the
+// principal, route, kind, name and the call's arguments. The rule applies
+// only when its match and its condition hold. The condition is evaluated
+// only when one of the rule's patterns covers the name. An evaluation
+// error (a missing key, a cost or time limit) fails closed: the condition
+// does not hold for the rule's allow patterns and does hold for its deny
+// patterns.
+//
+// DecideCall decides a call, with its arguments. Decide decides without
+// them, for lists: a condition that depends on the arguments is taken to
+// hold for the rule's allow patterns (the name is listed; a call may still
+// be refused) and not to hold for its deny patterns (the name is not
+// hidden; a call may still be denied); Decision.Conditional reports it.
+// Conditions that do not depend on the arguments are decided exactly as
+// for a call. Hence the invariant: whenever DecideCall allows a call,
+// Decide lists the name (and Decide(...).Allowed, for any arguments);
+// a listed name whose call is denied is possible only through a condition
+// on the arguments.
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/policy/cond"
 	"github.com/mcpgw/mcpgw/internal/policy/pattern"
 )
 
@@ -68,6 +89,9 @@ type Principal struct {
 	Groups   []string
 	// APIKey is the name of the auth.api_keys entry used, if any.
 	APIKey string
+	// Claims are the token's claims, as encoding/json decodes them, for
+	// conditions (principal.claims). The router does not fill them yet.
+	Claims map[string]any
 }
 
 // Key identifies the principal for rate limiting: the API key name, or
@@ -118,6 +142,11 @@ type Decision struct {
 	// Reason says in words what decided, e.g. "denied by rule 2 (match
 	// groups [eng]): deny github__delete_*".
 	Reason string
+	// Conditional is set by Decide (never by DecideCall) when the answer
+	// took a rule condition that depends on the call's arguments as
+	// holding for an allow, or as not holding for a deny: the name is
+	// listed, but a call to it may be refused.
+	Conditional bool
 }
 
 // Listed reports whether the name appears in lists: it is allowed, or
@@ -136,6 +165,7 @@ type Policy struct {
 type rule struct {
 	index                                                int
 	subjects, groups, scopes, clientIDs, apiKeys, routes set
+	when                                                 *cond.Condition // nil: none
 	allow, deny                                          []pattern.Pattern
 	desc                                                 string
 }
@@ -199,6 +229,14 @@ func Compile(pol *config.Policy) (*Policy, error) {
 			cr.clientIDs, cr.apiKeys, cr.routes = newSet(m.ClientIDs), newSet(m.APIKeys), newSet(m.Routes)
 		}
 		cr.desc = describeMatch(r.Match)
+		if r.When != "" {
+			c, err := cond.Compile(r.When)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("policy.rules[%d].when: %w", i, err))
+			}
+			cr.when = c
+			cr.desc += " when " + strings.Join(strings.Fields(r.When), " ")
+		}
 		for j, s := range r.Allow {
 			pat, err := pattern.Parse(s)
 			if err != nil {
@@ -266,34 +304,144 @@ func (r *rule) applies(p Principal, route string) bool {
 		r.clientIDs.anyOf(p.ClientID) && r.apiKeys.anyOf(p.APIKey) && r.routes.anyOf(route)
 }
 
-// Decide answers whether principal p, on the route with path route, may use
-// the name of the given kind (KindTool, KindPrompt or KindResource). name
-// is what the client sees: a namespaced tool or prompt name, a resource URI
-// or URI template.
+// Decide answers whether principal p, on the route with path route, may
+// see the name of the given kind (KindTool, KindPrompt or KindResource):
+// the decision for lists, without a call's arguments. name is what the
+// client sees: a namespaced tool or prompt name, a resource URI or URI
+// template. Rule conditions that depend on the arguments are taken the
+// listing way (see the package comment): Decide lists every name that
+// DecideCall would allow for some arguments. Decide a call with DecideCall.
 func (pol *Policy) Decide(p Principal, route, kind, name string) Decision {
+	return pol.decide(p, route, kind, name, nil, false)
+}
+
+// DecideCall answers whether principal p, on the route with path route,
+// may call (or get, or read) the name of the given kind with arguments:
+// params.arguments of a tools/call or prompts/get, raw as the client sent
+// them; nil (or JSON null) when the request has none, and then conditions
+// see an empty map. Arguments that are not a JSON object, or have a key
+// twice in one object, make every condition that is evaluated fail
+// (closed). Without conditions in the policy it equals Decide.
+func (pol *Policy) DecideCall(p Principal, route, kind, name string, arguments json.RawMessage) Decision {
+	return pol.decide(p, route, kind, name, arguments, true)
+}
+
+// outcome is how a rule's condition turned out for one decision.
+type outcome struct {
+	allow, deny bool // whether it holds for the allow and the deny patterns
+	maybe       bool // Decide only: it depends on the arguments
+	err         error
+}
+
+func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.RawMessage, call bool) Decision {
 	if kind != KindTool && kind != KindPrompt && kind != KindResource {
 		return Decision{Rule: -1, Reason: fmt.Sprintf("denied: %q is not a kind the policy knows (tool, prompt, resource)", kind)}
 	}
-	var allow *rule
-	var allowPat string
+	var (
+		in     *cond.Input // built on first use
+		argErr error
+	)
+	// eval evaluates the condition of r; a rule without one always holds.
+	eval := func(r *rule) outcome {
+		if r.when == nil {
+			return outcome{allow: true, deny: true}
+		}
+		if in == nil {
+			in = &cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
+				APIKey: p.APIKey, Groups: p.Groups, Scopes: p.Scopes, Claims: p.Claims}, Route: route, Kind: kind, Name: name}
+			if call {
+				in.Arguments, argErr = parseArguments(rawArgs)
+			}
+		}
+		if !call {
+			res, err := r.when.EvalWithoutArguments(*in)
+			switch res {
+			case cond.True:
+				return outcome{allow: true, deny: true}
+			case cond.Unknown:
+				return outcome{allow: true, maybe: true, err: err}
+			case cond.Error:
+				return outcome{deny: true, err: err}
+			}
+			return outcome{}
+		}
+		if argErr != nil && r.when.UsesArguments() {
+			// Unusable arguments: decided only if the arguments cannot
+			// matter, as for a list; otherwise an evaluation error.
+			switch res, _ := r.when.EvalWithoutArguments(*in); res {
+			case cond.True:
+				return outcome{allow: true, deny: true}
+			case cond.False:
+				return outcome{}
+			}
+			return outcome{deny: true, err: argErr}
+		}
+		ok, err := r.when.Eval(*in)
+		if err != nil {
+			return outcome{deny: true, err: err}
+		}
+		return outcome{allow: ok, deny: ok}
+	}
+	var (
+		allow, maybeAllow  *rule
+		allowPat, maybePat string
+		maybeDeny          bool // Decide: a deny that depends on the arguments did not hide the name
+		notes              []string
+	)
+	note := func(r *rule, o outcome) {
+		if o.err != nil && len(notes) < 3 {
+			notes = append(notes, fmt.Sprintf("rule %d's condition failed: %v", r.index, o.err))
+		}
+	}
 	for i := range pol.rules {
 		r := &pol.rules[i]
 		if !r.applies(p, route) {
 			continue
 		}
-		for _, pat := range r.deny {
-			if pat.Match(kind, name) {
-				return Decision{Rule: r.index, Pattern: pat.Text,
-					Reason: fmt.Sprintf("denied by rule %d (%s): deny %s", r.index, r.desc, pat.Text)}
+		var o *outcome // this rule's condition, evaluated at most once
+		holds := func() outcome {
+			if o == nil {
+				v := eval(r)
+				o = &v
+				note(r, v)
 			}
+			return *o
 		}
-		if allow == nil {
-			for _, pat := range r.allow {
-				if pat.Match(kind, name) {
-					allow, allowPat = r, pat.Text
-					break
-				}
+		for _, pat := range r.deny {
+			if !pat.Match(kind, name) {
+				continue
 			}
+			h := holds()
+			if h.maybe {
+				maybeDeny = true
+			}
+			if !h.deny {
+				break
+			}
+			reason := fmt.Sprintf("denied by rule %d (%s): deny %s", r.index, r.desc, pat.Text)
+			if h.err != nil {
+				reason += fmt.Sprintf(" (the condition failed, so the deny holds: %v)", h.err)
+			}
+			return Decision{Rule: r.index, Pattern: pat.Text, Reason: reason}
+		}
+		if allow != nil {
+			continue
+		}
+		for _, pat := range r.allow {
+			if !pat.Match(kind, name) {
+				continue
+			}
+			h := holds()
+			switch {
+			case !h.allow:
+			case h.maybe:
+				if maybeAllow == nil {
+					maybeAllow, maybePat = r, pat.Text
+				}
+			default:
+				allow, allowPat = r, pat.Text
+			}
+			break
 		}
 	}
 	var d Decision
@@ -301,10 +449,24 @@ func (pol *Policy) Decide(p Principal, route, kind, name string) Decision {
 	case allow != nil:
 		d = Decision{Allowed: true, Rule: allow.index, Pattern: allowPat,
 			Reason: fmt.Sprintf("allowed by rule %d (%s): allow %s", allow.index, allow.desc, allowPat)}
+	case maybeAllow != nil:
+		d = Decision{Allowed: true, Rule: maybeAllow.index, Pattern: maybePat,
+			Reason: fmt.Sprintf("allowed by rule %d (%s): allow %s, if the call's arguments meet the condition", maybeAllow.index, maybeAllow.desc, maybePat)}
 	case pol.allowByDefault:
 		d = Decision{Allowed: true, Rule: -1, Reason: fmt.Sprintf("allowed by default: no rule allows or denies %s %s for this principal (default: allow)", kind, name)}
 	default:
-		return Decision{Rule: -1, Reason: fmt.Sprintf("denied by default: no rule allows %s %s for this principal (default: deny)", kind, name)}
+		d = Decision{Rule: -1, Reason: fmt.Sprintf("denied by default: no rule allows %s %s for this principal (default: deny)", kind, name)}
+		if len(notes) > 0 {
+			d.Reason += "; " + strings.Join(notes, "; ")
+		}
+		return d
+	}
+	if allow == nil && maybeAllow != nil {
+		d.Conditional = true
+	}
+	if maybeDeny {
+		d.Conditional = true
+		d.Reason += "; a deny with a condition on the arguments may refuse some calls"
 	}
 	if kind == KindTool {
 		if missing, from := pol.missingScopes(p, name); len(missing) > 0 {

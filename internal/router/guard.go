@@ -74,43 +74,49 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 // refused only for missing scopes returns them, for an insufficient_scope
 // challenge. When the request may go ahead, release must be called once
 // the upstream has answered.
-func (rt *Router) guard(ctx context.Context, sess *Session, msg *jsonrpc.Message, au *auditEntry) (release func(), missing []string, jerr *jsonrpc.Error) {
+func (rt *Router) guard(ctx context.Context, rte *route, msg *jsonrpc.Message, au *auditEntry) (release func(), missing []string, jerr *jsonrpc.Error) {
 	release = func() {}
 	kind, name, ok := target(msg)
 	if !ok {
 		return release, nil, nil // malformed: the routing layer answers it
 	}
-	route := sess.route.path
+	g := rte.gen
+	route := rte.path
 	p := policyPrincipal(ctx)
-	if pol := rt.opts.Policy; pol != nil {
-		d := pol.Decide(p, route, kind, name)
+	if pol := g.policy; pol != nil {
+		d := pol.DecideCall(p, route, kind, name, callArguments(msg))
 		if !d.Allowed {
 			rt.opts.Metrics.PolicyDecision(route, "deny")
 			rt.logger(ctx).Info("request denied by policy", zap.String("route", route), zap.String("method", msg.Method),
 				zap.String("name", name), zap.Stringer("principal", p), zap.String("reason", d.Reason))
 			au.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason) // audit.go
 			if len(d.MissingScopes) > 0 {
-				return release, append(pol.RequiredScopes(name), sess.route.scopes...), jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+				return release, append(pol.RequiredScopes(name), rte.scopes...), jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
 					"forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
+			}
+			if pol.Decide(p, route, kind, name).Listed() {
+				// Listed, but a condition on these arguments refuses the
+				// call: "unknown" would be a lie about a visible name.
+				return release, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
 			}
 			return release, nil, hidden(kind, name)
 		}
 		rt.opts.Metrics.PolicyDecision(route, "allow")
 		au.allowed(d) // audit.go
 	}
-	if kind == policy.KindTool && rt.opts.Pinner != nil {
-		if up, def, ok := sess.route.view.Tool(ctx, name); ok && !rt.pinned(up, name, def) {
-			au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+rt.opts.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock") // audit.go
+	if kind == policy.KindTool && g.pinner != nil {
+		if up, def, ok := rte.view.Tool(ctx, name); ok && !rt.pinned(g.pinner, up, name, def) {
+			au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.pinner.Check(up, def).Status.String()+", not approved in the pinning lock") // audit.go
 			return release, nil, hidden(kind, name)
 		}
 	}
-	if rt.opts.Limiter != nil {
-		upstream, _, _ := sess.route.view.Resolve(kind == policy.KindResource, name)
+	if g.limiter != nil {
+		upstream, _, _ := rte.view.Resolve(kind == policy.KindResource, name)
 		tool := ""
 		if kind == policy.KindTool {
 			tool = name
 		}
-		rel, lr := rt.opts.Limiter.Allow(p, upstream, tool)
+		rel, lr := g.limiter.Allow(p, upstream, tool)
 		if !lr.Allowed {
 			rt.opts.Metrics.RateLimited(route)
 			au.refuse(audit.RateLimited, audit.RuleRateLimits, "", lr.String()) // audit.go
@@ -137,20 +143,22 @@ func hidden(kind, name string) *jsonrpc.Error {
 // request only for missing scopes, before any stream starts. It reports
 // whether it answered.
 func (rt *Router) challengeScopes(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) bool {
-	if rt.opts.Policy == nil || rt.auth == nil {
+	rte := sess.route()
+	g := rte.gen
+	if g.policy == nil || g.auth == nil {
 		return false
 	}
 	kind, name, ok := target(msg)
 	if !ok {
 		return false
 	}
-	d := rt.opts.Policy.Decide(policyPrincipal(r.Context()), sess.route.path, kind, name)
+	d := g.policy.DecideCall(policyPrincipal(r.Context()), rte.path, kind, name, callArguments(msg))
 	if d.Allowed || len(d.MissingScopes) == 0 {
 		return false
 	}
-	required := append(rt.opts.Policy.RequiredScopes(name), sess.route.scopes...)
-	rt.auditChallenge(r.Context(), sess, msg, d) // audit.go
-	rt.refuse(w, r, sess.route, &auth.Error{Reason: auth.InsufficientScope, Detail: name + " needs scope " + joinScopes(d.MissingScopes), Scopes: required})
+	required := append(g.policy.RequiredScopes(name), rte.scopes...)
+	rt.auditChallenge(r.Context(), rte, msg, d) // audit.go
+	rt.refuse(w, r, rte, &auth.Error{Reason: auth.InsufficientScope, Detail: name + " needs scope " + joinScopes(d.MissingScopes), Scopes: required})
 	return true
 }
 
@@ -168,9 +176,10 @@ func joinScopes(s []string) string {
 // filterList removes what the policy hides from a merged list result, and
 // marks the result private for 2026-07-28 clients when lists depend on who
 // asks (a shared cache must not serve one principal's list to another).
-func (rt *Router) filterList(ctx context.Context, sess *Session, method string, res json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	pol := rt.opts.Policy
-	if pol == nil && rt.opts.Pinner == nil {
+func (rt *Router) filterList(ctx context.Context, rte *route, sess *Session, method string, res json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	g := rte.gen
+	pol := g.policy
+	if pol == nil && g.pinner == nil {
 		return res, nil
 	}
 	if pol == nil {
@@ -184,26 +193,26 @@ func (rt *Router) filterList(ctx context.Context, sess *Session, method string, 
 		kind = policy.KindResource
 	}
 	p := policyPrincipal(ctx)
-	route := sess.route.path
+	route := rte.path
 	out, err := policy.FilterListFunc(kind, res, func(kind, name string, item []byte) bool {
 		if !pol.Decide(p, route, kind, name).Listed() {
 			return false
 		}
-		if kind != policy.KindTool || rt.opts.Pinner == nil || method != mcp.MethodToolsList {
+		if kind != policy.KindTool || g.pinner == nil || method != mcp.MethodToolsList {
 			return true
 		}
-		up, internal, ok := sess.route.view.Resolve(false, name)
+		up, internal, ok := rte.view.Resolve(false, name)
 		if !ok {
 			return false
 		}
 		def, err := rawjson.SetString(item, "name", internal) // pins are of the upstream's own definition
-		return err == nil && rt.pinned(up, name, def)
+		return err == nil && rt.pinned(g.pinner, up, name, def)
 	})
 	if err != nil {
 		// Never fall back to the unfiltered list.
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: could not apply the access policy to %s: %v", method, err)
 	}
-	if sess.stateless && rt.privateLists {
+	if sess.stateless && g.privateLists {
 		if p, err := rawjson.SetString(out, "cacheScope", "private"); err == nil {
 			out = p
 		}
@@ -214,8 +223,8 @@ func (rt *Router) filterList(ctx context.Context, sess *Session, method string, 
 // pinned checks a tool's definition against the pinning lock: in enforce
 // mode a new or changed tool is hidden until re-approved; in warn mode it
 // is served and logged. Each tool's verdict is logged once per definition.
-func (rt *Router) pinned(upstream, name string, def []byte) bool {
-	res := rt.opts.Pinner.Check(upstream, def)
+func (rt *Router) pinned(pinner *policy.Pinner, upstream, name string, def []byte) bool {
+	res := pinner.Check(upstream, def)
 	if res.Status != policy.PinOK {
 		key := upstream + "\x00" + name + "\x00" + res.Status.String() + "\x00" + string(def)
 		if _, seen := rt.pinWarned.LoadOrStore(key, true); !seen {
@@ -225,4 +234,15 @@ func (rt *Router) pinned(upstream, name string, def []byte) bool {
 		}
 	}
 	return res.Allowed
+}
+
+// callArguments is what CEL conditions see as arguments: a tool call's or
+// prompt get's arguments; nothing (an empty map) for other requests.
+func callArguments(msg *jsonrpc.Message) json.RawMessage {
+	switch msg.Method {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
+		args, _ := rawjson.Get(msg.Params, "arguments")
+		return args
+	}
+	return nil
 }

@@ -1,0 +1,306 @@
+// Package cond compiles and evaluates the CEL conditions of policy rules
+// (the optional when: of a rule in policy.rules). It is shared by config
+// validation, which compiles every condition at load time so that syntax
+// and type errors are config problems, and by package policy, which
+// evaluates them.
+//
+// A condition is a CEL expression (https://cel.dev) of type bool over:
+//
+//	principal  the caller: subject, issuer, client_id, api_key (strings),
+//	           groups, scopes (lists of strings), claims (map(string, dyn);
+//	           empty until the auth layer passes token claims through)
+//	route      the route path (string)
+//	kind       "tool", "prompt" or "resource"
+//	name       the name the client sees (string)
+//	arguments  the call's arguments, map(string, dyn); JSON numbers are
+//	           doubles, as CEL reads JSON; an empty map when the request
+//	           has none
+//
+// principal is a typed object, so a misspelt field (principal.grups) or a
+// type mismatch (principal.subject == 1) is a load-time error; arguments
+// and claims are dynamic, so a missing key is an evaluation error.
+// Standard CEL plus the strings extension (lowerAscii, split, ...), optional
+// values (arguments.?repo.orValue("")) and numeric comparisons across int
+// and double (arguments.limit <= 100).
+//
+// Evaluation is bounded by a cost limit (CostLimit) and a timeout
+// (EvalTimeout); exceeding either is an evaluation error.
+package cond
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/ext"
+	"github.com/google/cel-go/interpreter"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Limits of one evaluation.
+const (
+	// CostLimit is the CEL cost budget of one evaluation (roughly one unit
+	// per operation, and one per ten bytes a string function scans).
+	CostLimit = 1_000_000
+	// EvalTimeout bounds one evaluation; CEL checks it in loops
+	// (comprehensions such as all, exists, map, filter).
+	EvalTimeout = 50 * time.Millisecond
+	// maxSource is the longest expression accepted, in bytes.
+	maxSource = 4096
+)
+
+// Variables lists the variables a condition may use, for messages.
+const Variables = "principal (subject, issuer, client_id, api_key, groups, scopes, claims), route, kind, name and arguments"
+
+// Principal is the value of the principal variable.
+type Principal struct {
+	Subject, Issuer, ClientID, APIKey string
+	Groups, Scopes                    []string
+	// Claims are token claims as encoding/json decodes them; nil is none.
+	Claims map[string]any
+}
+
+// principal is Principal as CEL sees it: a typed object, so field names
+// and types are checked at load time. Claims are a google.protobuf.Struct,
+// which CEL types as map(string, dyn).
+type principal struct {
+	Subject  string           `cel:"subject"`
+	Issuer   string           `cel:"issuer"`
+	ClientID string           `cel:"client_id"`
+	APIKey   string           `cel:"api_key"`
+	Groups   []string         `cel:"groups"`
+	Scopes   []string         `cel:"scopes"`
+	Claims   *structpb.Struct `cel:"claims"`
+}
+
+// celType is the CEL name of principal (package alias and type name).
+const celType = "cond.principal"
+
+// Input is what one evaluation sees.
+type Input struct {
+	Principal         Principal
+	Route, Kind, Name string
+	// Arguments are the call's decoded JSON arguments (values as
+	// encoding/json decodes into any). Nil with EvalOptions.Unknown means
+	// unknown; nil otherwise means none (an empty map).
+	Arguments map[string]any
+}
+
+// Result of evaluating a condition without the call's arguments.
+type Result int
+
+const (
+	// False: the condition does not hold, whatever the arguments.
+	False Result = iota
+	// True: the condition holds, whatever the arguments.
+	True
+	// Unknown: the outcome depends on the arguments, or evaluation hit a
+	// cost or time limit that the call itself may not hit.
+	Unknown
+	// Error: evaluation fails, whatever the arguments (e.g. a missing key
+	// in principal.claims).
+	Error
+)
+
+func (r Result) String() string {
+	return [...]string{"false", "true", "unknown", "error"}[r]
+}
+
+// Condition is a compiled condition; safe for concurrent use.
+type Condition struct {
+	src      string
+	full     cel.Program // every variable known: calls
+	partial  cel.Program // arguments unknown: lists
+	usesArgs bool
+}
+
+// String returns the expression as written.
+func (c *Condition) String() string { return c.src }
+
+// UsesArguments reports whether the expression mentions arguments, so that
+// its outcome may differ between calls to the same name.
+func (c *Condition) UsesArguments() bool { return c.usesArgs }
+
+// Issue is one problem of an expression, at a 1-based line and column
+// within the expression.
+type Issue struct {
+	Line, Column int
+	Msg          string
+}
+
+// CompileError lists the problems of an expression.
+type CompileError struct {
+	Issues []Issue
+}
+
+func (e *CompileError) Error() string {
+	var parts []string
+	for _, is := range e.Issues {
+		if is.Line > 0 {
+			parts = append(parts, fmt.Sprintf("%s (at %d:%d of the expression)", is.Msg, is.Line, is.Column))
+		} else {
+			parts = append(parts, is.Msg)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+var env = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(
+		ext.NativeTypes(reflect.TypeFor[principal](), ext.ParseStructTags(true)),
+		cel.Variable("principal", cel.ObjectType(celType)),
+		cel.Variable("route", cel.StringType),
+		cel.Variable("kind", cel.StringType),
+		cel.Variable("name", cel.StringType),
+		cel.Variable("arguments", cel.MapType(cel.StringType, cel.DynType)),
+		ext.Strings(),
+		cel.OptionalTypes(),
+		cel.CrossTypeNumericComparisons(true),
+	)
+})
+
+// Compile parses and type-checks a condition. It must be of type bool. The
+// error is a *CompileError for problems of the expression.
+func Compile(src string) (*Condition, error) {
+	e, err := env()
+	if err != nil {
+		return nil, fmt.Errorf("cond: CEL environment: %w", err) // a bug, not a config problem
+	}
+	if strings.TrimSpace(src) == "" {
+		return nil, &CompileError{[]Issue{{Msg: "the expression is empty"}}}
+	}
+	if len(src) > maxSource {
+		return nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is %d bytes long, more than %d", len(src), maxSource)}}}
+	}
+	ast, iss := e.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		ce := &CompileError{}
+		for _, er := range iss.Errors() {
+			msg := strings.Replace(er.Message, " (in container '')", "", 1)
+			ce.Issues = append(ce.Issues, Issue{Line: er.Location.Line(), Column: er.Location.Column() + 1, Msg: msg})
+		}
+		return nil, ce
+	}
+	if t := ast.OutputType(); !t.IsExactType(types.BoolType) {
+		return nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is of type %s, not bool", t)}}}
+	}
+	c := &Condition{src: src}
+	opts := []cel.ProgramOption{cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100)}
+	if c.full, err = e.Program(ast, opts...); err != nil {
+		return nil, &CompileError{[]Issue{{Msg: err.Error()}}}
+	}
+	if c.partial, err = e.Program(ast, append(opts, cel.EvalOptions(cel.OptPartialEval))...); err != nil {
+		return nil, &CompileError{[]Issue{{Msg: err.Error()}}}
+	}
+	c.usesArgs = mentions(ast, "arguments")
+	return c, nil
+}
+
+// mentions reports whether the checked expression refers to variable v.
+func mentions(ast *cel.Ast, v string) bool {
+	for _, ref := range ast.NativeRep().ReferenceMap() {
+		if ref.Name == v && ref.Value == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (in Input) vars(withArgs bool) (map[string]any, error) {
+	claims, err := structpb.NewStruct(in.Principal.Claims)
+	if err != nil {
+		return nil, fmt.Errorf("principal.claims: %w", err)
+	}
+	p := in.Principal
+	m := map[string]any{
+		"principal": principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, APIKey: p.APIKey,
+			Groups: p.Groups, Scopes: p.Scopes, Claims: claims},
+		"route": in.Route,
+		"kind":  in.Kind,
+		"name":  in.Name,
+	}
+	if withArgs {
+		args := in.Arguments
+		if args == nil {
+			args = map[string]any{}
+		}
+		m["arguments"] = args
+	}
+	return m, nil
+}
+
+// Eval evaluates the condition for a call: true or false, or an error
+// (a missing key, a type mismatch at run time, a cost or time limit).
+func (c *Condition) Eval(in Input) (bool, error) {
+	vars, err := in.vars(true)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
+	defer cancel()
+	val, _, err := c.full.ContextEval(ctx, vars)
+	if err != nil {
+		return false, err
+	}
+	b, ok := val.Value().(bool)
+	if !ok {
+		return false, fmt.Errorf("the condition gave %v, not a bool", val)
+	}
+	return b, nil
+}
+
+// EvalWithoutArguments evaluates the condition for a list, where the call's
+// arguments are unknown. It is sound: True or False only when Eval gives
+// that for every possible arguments, Error only when Eval fails for every
+// possible arguments. Anything else is Unknown.
+func (c *Condition) EvalWithoutArguments(in Input) (Result, error) {
+	e, err := env()
+	if err != nil {
+		return Unknown, err
+	}
+	vars, err := in.vars(false)
+	if err != nil {
+		return Error, err // the same for every call
+	}
+	act, err := e.PartialVars(vars)
+	if err != nil {
+		return Unknown, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
+	defer cancel()
+	val, _, err := c.partial.ContextEval(ctx, act)
+	switch {
+	case err != nil && resourceLimit(err):
+		return Unknown, err
+	case err != nil:
+		return Error, err
+	case types.IsUnknown(val):
+		return Unknown, nil
+	}
+	b, ok := val.Value().(bool)
+	if !ok {
+		return Error, fmt.Errorf("the condition gave %v, not a bool", val)
+	}
+	if b {
+		return True, nil
+	}
+	return False, nil
+}
+
+// resourceLimit reports whether err is the cost limit or the timeout: not
+// a property of the inputs alone, so a list cannot rely on it.
+func resourceLimit(err error) bool {
+	var ce interpreter.EvalCancelledError
+	if errors.As(err, &ce) {
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "operation cancelled") || strings.Contains(s, "operation interrupted") ||
+		strings.Contains(s, "cost limit")
+}

@@ -1,0 +1,104 @@
+package cond
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCompile(t *testing.T) {
+	for _, tc := range []struct {
+		src, err string
+	}{
+		{`"admin" in principal.groups`, ""},
+		{`arguments.repo.startsWith("acme/")`, ""},
+		{`principal.claims.dept == "r" && principal.client_id != "" && principal.api_key == "" && principal.issuer == "" && "s" in principal.scopes`, ""},
+		{`kind == "tool" && route.startsWith("/mcp") && name.matches("^github__")`, ""},
+		{`arguments.?force.orValue(false) == true && arguments.limit <= 100 && arguments.s.lowerAscii() == "x"`, ""},
+		// The examples of docs/policy.md.
+		{`!("admin" in principal.groups) && arguments.?force.orValue(false) == true`, ""},
+		{`principal.subject.endsWith("@acme.example") && arguments.repo.startsWith("acme/")`, ""},
+		{`!arguments.repo.startsWith("acme/")`, ""},
+		{``, "the expression is empty"},
+		{`  `, "the expression is empty"},
+		{strings.Repeat("true && ", 600) + "true", "bytes long, more than 4096"},
+		{`principal.grups == []`, "undefined field 'grups' (at 1:10 of the expression)"},
+		{`principal.subject == 1`, "found no matching overload for '_==_' applied to '(string, int)'"},
+		{`args.x == 1`, "undeclared reference to 'args' (at 1:1 of the expression)"},
+		{`name`, "the expression is of type string, not bool"},
+		{`arguments.flag`, "the expression is of type dyn, not bool"},
+		{`(`, "Syntax error"},
+	} {
+		c, err := Compile(tc.src)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("Compile(%q): %v", tc.src, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("Compile(%.60q) = %v, want an error containing %q", tc.src, err, tc.err)
+		case err == nil && c.String() != tc.src:
+			t.Errorf("String() = %q", c.String())
+		}
+	}
+}
+
+func TestEval(t *testing.T) {
+	in := Input{
+		Principal: Principal{Subject: "alice", Groups: []string{"eng"}, Claims: map[string]any{"dept": "r"}},
+		Route:     "/mcp", Kind: "tool", Name: "github__x",
+		Arguments: map[string]any{"repo": "acme/x", "n": 5.0},
+	}
+	for _, tc := range []struct {
+		src      string
+		call     bool
+		callErr  bool
+		list     Result
+		usesArgs bool
+	}{
+		{`"eng" in principal.groups`, true, false, True, false},
+		{`principal.claims.dept == "r"`, true, false, True, false},
+		{`principal.claims.nope == "r"`, false, true, Error, false},
+		{`arguments.repo.startsWith("acme/")`, true, false, Unknown, true},
+		{`arguments.n == 5 && arguments.n <= 5.0 && arguments.n > 4`, true, false, Unknown, true},
+		{`arguments.nope == 1`, false, true, Unknown, true},
+		{`principal.subject == "bob" && arguments.repo == "x"`, false, false, False, true},
+		{`principal.subject == "alice" || arguments.repo == "x"`, true, false, True, true},
+		// An error on one side and the arguments on the other: unknown.
+		{`principal.claims.nope == "x" || arguments.repo == "acme/x"`, true, false, Unknown, true},
+		{`principal.claims.nope == "x" && arguments.repo == "acme/x"`, false, true, Unknown, true},
+		{`kind == "tool" && name.startsWith("github__") && route == "/mcp"`, true, false, True, false},
+		// A loop too costly for the cost limit: an error for calls, and
+		// Unknown (not Error) for lists, which cannot rely on it.
+		{`[1,2,3,4,5,6,7,8,9,10].all(a, [1,2,3,4,5,6,7,8,9,10].all(b, [1,2,3,4,5,6,7,8,9,10].all(c, [1,2,3,4,5,6,7,8,9,10].all(d, [1,2,3,4,5,6,7,8,9,10].all(e, [1,2,3,4,5,6,7,8,9,10].all(f, a+b+c+d+e+f > 0))))))`, false, true, Unknown, false},
+	} {
+		c, err := Compile(tc.src)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tc.src, err)
+		}
+		got, err := c.Eval(in)
+		if got != tc.call || (err != nil) != tc.callErr {
+			t.Errorf("Eval(%s) = %v, %v; want %v, error %v", tc.src, got, err, tc.call, tc.callErr)
+		}
+		if res, err := c.EvalWithoutArguments(in); res != tc.list {
+			t.Errorf("EvalWithoutArguments(%s) = %v (%v), want %v", tc.src, res, err, tc.list)
+		}
+		if c.UsesArguments() != tc.usesArgs {
+			t.Errorf("UsesArguments(%s) = %v", tc.src, c.UsesArguments())
+		}
+	}
+	// No arguments: an empty map, not an error for has().
+	c, _ := Compile(`!has(arguments.x) && size(arguments) == 0`)
+	if ok, err := c.Eval(Input{}); !ok || err != nil {
+		t.Errorf("Eval without arguments = %v, %v", ok, err)
+	}
+	// Claims that are not JSON values: an error, whatever the arguments.
+	c, _ = Compile(`true`)
+	bad := Input{Principal: Principal{Claims: map[string]any{"f": func() {}}}}
+	if _, err := c.Eval(bad); err == nil {
+		t.Error("Eval with unconvertible claims succeeded")
+	}
+	if res, _ := c.EvalWithoutArguments(bad); res != Error {
+		t.Errorf("EvalWithoutArguments with unconvertible claims = %v", res)
+	}
+	if Result(1).String() != "true" || Unknown.String() != "unknown" {
+		t.Error("Result.String")
+	}
+}
