@@ -199,6 +199,10 @@ func (v *View) listOne(ctx context.Context, kind ListKind, name string, params j
 	}
 	next, _ := rawjson.GetString(resp.Result, "nextCursor")
 	res := resp.Result
+	if kind.Key == Tools.Key && !u.cfg.Stateful {
+		// What clients are shown is what calls are checked against.
+		u.schemas.observe(res)
+	}
 	if v.prefixed {
 		res, err = v.rewriteItems(kind, name, res)
 		if err != nil {

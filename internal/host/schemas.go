@@ -28,6 +28,30 @@ func (t *toolSchemas) invalidate() {
 	t.mu.Unlock()
 }
 
+// observe refreshes cached definitions from a tools/list page the gateway
+// just fetched, so that a definition a client is shown and the one its
+// call is checked against (pinning, x-mcp-header) never differ.
+func (t *toolSchemas) observe(page []byte) {
+	arr, ok := rawjson.Get(page, "tools")
+	if !ok {
+		return
+	}
+	items, err := rawjson.Elements(arr)
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byName == nil {
+		return // cold: the next lookup lists everything
+	}
+	for _, it := range items {
+		if n, ok := rawjson.GetString(it, "name"); ok {
+			t.byName[n] = it
+		}
+	}
+}
+
 // InvalidateTools drops the named upstream's cached tool definitions; the
 // gateway calls it on notifications/tools/list_changed.
 func (h *Host) InvalidateTools(upstream string) {
