@@ -335,7 +335,8 @@ func (m *Metrics) AuthFailure(reason string) {
 	}
 }
 
-// PolicyDecision counts a policy decision on route ("allow" or "deny").
+// PolicyDecision counts a policy decision on route ("allow", "deny", or
+// "unpinned" for a call refused by definition pinning).
 func (m *Metrics) PolicyDecision(route, decision string) {
 	if m != nil {
 		m.policyDecisions.WithLabelValues(route, decision).Inc()

@@ -106,6 +106,7 @@ func (rt *Router) guard(ctx context.Context, rte *route, msg *jsonrpc.Message, a
 	}
 	if kind == policy.KindTool && g.pinner != nil {
 		if up, def, ok := rte.view.Tool(ctx, name); ok && !rt.pinned(g.pinner, up, name, def) {
+			rt.opts.Metrics.PolicyDecision(route, "unpinned")
 			au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.pinner.Check(up, def).Status.String()+", not approved in the pinning lock") // audit.go
 			return release, nil, hidden(kind, name)
 		}
