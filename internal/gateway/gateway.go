@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +101,13 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	sessionKeys, err := loadSessionKeys(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Sessions != nil && cfg.Sessions.Redis != nil {
+		opts.Logger.Warn("sessions.redis is reserved and not used yet: each replica keeps its own streams, subscriptions and rate-limit buckets; route legacy clients to one replica (sticky sessions)")
+	}
 	if g.audit, err = openAudit(cfg, opts.Logger); err != nil { // audit.go
 		return nil, err
 	}
@@ -138,6 +146,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		idle = cfg.Sessions.IdleTimeout.D()
 	}
 	rt = router.New(cfg, g.host, router.Options{
+		SessionKeys: sessionKeys,
 		Logger:      opts.Logger.Named("router"),
 		ServerInfo:  mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		IdleTimeout: idle,
@@ -283,4 +292,21 @@ func buildPolicy(cfg *config.Config) (policySet, error) {
 		return policySet{}, err
 	}
 	return policySet{policy: pol, limiter: policy.NewLimiter(cfg.Policy.RateLimits), pinner: pinner}, nil
+}
+
+// loadSessionKeys reads sessions.key_file, the AEAD key ring that lets any
+// replica serve a legacy session (nil when not configured).
+func loadSessionKeys(cfg *config.Config) ([][]byte, error) {
+	if cfg.Sessions == nil || cfg.Sessions.KeyFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(cfg.Sessions.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("sessions.key_file: %w; create it with one key per line, e.g. `openssl rand -base64 32 > %s`", err, cfg.Sessions.KeyFile)
+	}
+	keys, err := router.ParseSessionKeys(data)
+	if err != nil {
+		return nil, fmt.Errorf("sessions.key_file %s: %w", cfg.Sessions.KeyFile, err)
+	}
+	return keys, nil
 }

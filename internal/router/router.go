@@ -50,6 +50,10 @@ type Options struct {
 	// see guard.go). Limiter applies the rate limits (nil: none).
 	Policy  *policy.Policy
 	Limiter *policy.Limiter
+	// SessionKeys, when set (sessions.key_file, from ParseSessionKeys),
+	// make legacy session ids AEAD tokens any replica with the same keys
+	// can serve (sessiontoken.go).
+	SessionKeys [][]byte
 	// Pinner checks tool definitions against the pinning lock (nil: off).
 	Pinner *policy.Pinner
 	// Audit records tool calls, prompt gets, resource reads and refusals
@@ -132,7 +136,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		log:       opts.Logger,
 		opts:      opts,
 		host:      h,
-		sessions:  newSessionStore(),
+		sessions:  newSessionStore(opts.SessionKeys),
 		subs:      newSubscriptions(),
 		changes:   make(chan listChange, 64),
 		listeners: map[*Session]bool{},
@@ -408,6 +412,10 @@ func (rt *Router) session(w http.ResponseWriter, r *http.Request, rte *route) (*
 		return nil, false
 	}
 	sess := rt.sessions.get(id, rte)
+	if sess == nil {
+		// Another replica's session, sealed with our key ring?
+		sess = rt.sessions.rehydrate(id, rte, auth.FromContext(r.Context()))
+	}
 	if sess == nil || !rt.ownedBy(sess, r) {
 		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; start a new one with initialize")
 		return nil, false

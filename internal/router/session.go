@@ -144,16 +144,34 @@ type sessionStore struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	onEnd    func(*Session) // releases what the session held elsewhere (subscriptions)
+
+	// sealer, when sessions.key_file is set, makes session ids AEAD tokens
+	// any replica with the key ring can serve (sessiontoken.go); ended
+	// remembers the tokens ended here until they would expire anyway.
+	sealer *sealer
+	ended  map[string]time.Time
 }
 
-func newSessionStore() *sessionStore {
-	return &sessionStore{sessions: make(map[string]*Session)}
+func newSessionStore(keys [][]byte) *sessionStore {
+	st := &sessionStore{sessions: make(map[string]*Session)}
+	// Keys come from ParseSessionKeys, which checks their sizes.
+	st.sealer, _ = newSealer(keys)
+	return st
 }
 
 func (st *sessionStore) create(rt *route, version string, caps, info json.RawMessage, p *auth.Principal) *Session {
+	id := newSessionID()
+	if st.sealer != nil {
+		id = st.sealer.seal(sessionClaims{Route: rt.path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: time.Now().Unix()})
+	}
+	return st.add(id, rt, version, caps, info, p)
+}
+
+// add stores a new session with the given id.
+func (st *sessionStore) add(id string, rt *route, version string, caps, info json.RawMessage, p *auth.Principal) *Session {
 	ctx, cancel := context.WithCancel(auth.WithPrincipal(context.Background(), p))
 	s := &Session{
-		id:       newSessionID(),
+		id:       id,
 		owner:    p.Key(),
 		version:  version,
 		caps:     caps,
@@ -168,6 +186,11 @@ func (st *sessionStore) create(rt *route, version string, caps, info json.RawMes
 	}
 	s.setRoute(rt)
 	st.mu.Lock()
+	if old := st.sessions[s.id]; old != nil { // rehydrated concurrently
+		st.mu.Unlock()
+		cancel()
+		return old
+	}
 	st.sessions[s.id] = s
 	st.mu.Unlock()
 	return s
@@ -186,6 +209,27 @@ func (st *sessionStore) get(id string, rt *route) *Session {
 	return s
 }
 
+// rehydrate recreates, on this replica, a session another replica (or this
+// one before a restart) created: its id is a token sealed with our key
+// ring, for this route, not ended here. The caller checks the principal.
+func (st *sessionStore) rehydrate(id string, rt *route, p *auth.Principal) *Session {
+	if st.sealer == nil {
+		return nil
+	}
+	now := time.Now()
+	st.mu.Lock()
+	_, gone := st.ended[id]
+	st.mu.Unlock()
+	if gone {
+		return nil
+	}
+	c, ok := st.sealer.open(id, now)
+	if !ok || c.Route != rt.path || c.Owner != p.Key() {
+		return nil
+	}
+	return st.add(id, rt, c.Version, c.Caps, c.Info, p)
+}
+
 // lookup returns the session with id, whatever its route.
 func (st *sessionStore) lookup(id string) *Session {
 	st.mu.Lock()
@@ -197,6 +241,19 @@ func (st *sessionStore) remove(id string) *Session {
 	st.mu.Lock()
 	s := st.sessions[id]
 	delete(st.sessions, id)
+	if st.sealer != nil {
+		// A token stays valid elsewhere until it expires; here it is over.
+		if st.ended == nil {
+			st.ended = map[string]time.Time{}
+		}
+		now := time.Now()
+		st.ended[id] = now
+		for k, at := range st.ended {
+			if now.Sub(at) > sessionTokenMaxAge {
+				delete(st.ended, k)
+			}
+		}
+	}
 	st.mu.Unlock()
 	if s != nil {
 		s.cancel()
