@@ -261,7 +261,7 @@ func Canonical(data []byte) ([]byte, error) {
 func parseCanonical(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := parseValue(dec)
+	v, err := decodeStrict(dec, 0, false)
 	if err != nil {
 		return nil, err
 	}
@@ -269,49 +269,6 @@ func parseCanonical(data []byte) (any, error) {
 		return nil, errors.New("data after the JSON value")
 	}
 	return v, nil
-}
-
-func parseValue(dec *json.Decoder) (any, error) {
-	t, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := t.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			obj := map[string]any{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				k := kt.(string) // the decoder only yields string keys
-				if _, dup := obj[k]; dup {
-					return nil, fmt.Errorf("key %q appears twice in one object", k)
-				}
-				if obj[k], err = parseValue(dec); err != nil {
-					return nil, err
-				}
-			}
-			_, err := dec.Token() // '}'
-			return obj, err
-		case '[':
-			arr := []any{}
-			for dec.More() {
-				x, err := parseValue(dec)
-				if err != nil {
-					return nil, err
-				}
-				arr = append(arr, x)
-			}
-			_, err := dec.Token() // ']'
-			return arr, err
-		}
-		return nil, fmt.Errorf("unexpected %v", t)
-	default:
-		return t, nil // string, json.Number, bool, nil
-	}
 }
 
 func writeCanonical(b *bytes.Buffer, v any) {
