@@ -113,3 +113,27 @@ func TestBridgeRequestStateIsAuthenticated(t *testing.T) {
 		t.Errorf("replayed state: HTTP %d %s", again.status, again.body)
 	}
 }
+
+// TestStatelessResultsNameTheGateway: a 2026-07-28 client's server is the
+// gateway, so an upstream's serverInfo in a result's per-hop _meta is
+// replaced by the gateway's.
+func TestStatelessResultsNameTheGateway(t *testing.T) {
+	up := fidModernStdioUpstream(t, "up")
+	base := fidGateway(t, "", up)
+	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}}
+	m := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`).last(t)
+	if m.Error != nil {
+		t.Fatal(m.Error)
+	}
+	var res struct {
+		Meta map[string]struct {
+			Name string `json:"name"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(m.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Meta["io.modelcontextprotocol/serverInfo"].Name; got != "mcpgw" {
+		t.Errorf("serverInfo in the result names %q, want the gateway", got)
+	}
+}

@@ -115,7 +115,7 @@ func (rt *Router) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
 	go func() {
 		defer rt.wg.Done()
 		defer cancel()
-		p.done <- statelessResult(msg.Method, rt.dispatch(ctx, sess, msg, p.cs))
+		p.done <- rt.statelessResult(msg.Method, rt.dispatch(ctx, sess, msg, p.cs))
 	}()
 	return p
 }

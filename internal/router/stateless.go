@@ -117,7 +117,7 @@ func (rt *Router) stateless(w http.ResponseWriter, r *http.Request, rte *route, 
 		rt.serveBridged(w, r, sess, msg)
 		return
 	}
-	resp := statelessResult(msg.Method, rt.dispatch(r.Context(), sess, msg, nil))
+	resp := rt.statelessResult(msg.Method, rt.dispatch(r.Context(), sess, msg, nil))
 	status := http.StatusOK
 	if resp.Error != nil {
 		status = statelessStatus(resp.Error.Code)
@@ -203,6 +203,25 @@ func decodeHeaderValue(v string) (string, error) {
 // statelessResult adapts a response for a 2026-07-28 client: results carry
 // resultType (legacy upstreams omit it), cacheable results carry ttlMs and
 // cacheScope, and resource-not-found uses -32602.
+func (rt *Router) statelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
+	resp = statelessResult(method, resp)
+	if resp.Error != nil {
+		return resp
+	}
+	// The client's server is the gateway: an upstream's identity in the
+	// per-hop _meta is replaced by the gateway's.
+	if meta, ok := rawjson.Get(resp.Result, "_meta"); ok {
+		if _, has := rawjson.Get(meta, mcp.MetaServerInfo); has {
+			if m, err := rawjson.Set(meta, mcp.MetaServerInfo, mustJSON(rt.opts.ServerInfo)); err == nil {
+				if res, err := rawjson.Set(resp.Result, "_meta", m); err == nil {
+					resp.Result = res
+				}
+			}
+		}
+	}
+	return resp
+}
+
 func statelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
 	if resp.Error != nil {
 		if resp.Error.Code == mcp.CodeResourceNotFound {
