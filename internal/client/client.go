@@ -423,6 +423,9 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 		defer cancel()
 	}
 	params, err := c.hopMeta(params, opts.LogLevel)
+	if err == nil && method != mcp.MethodInitialize && method != mcp.MethodServerDiscover {
+		params = traceMeta(ctx, params)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: params: %w", method, err)
 	}

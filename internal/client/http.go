@@ -296,6 +296,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	req.Header.Set("Content-Type", mcp.ContentTypeJSON)
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	s.headers(req.Header)
+	setTraceHeaders(ctx, req.Header)
 	sent := req.Header.Get(mcp.HeaderSessionID)
 	if s.stateless() {
 		mirrorHeaders(req.Header, msg)
@@ -640,6 +641,7 @@ func (l *LegacySSE) Send(ctx context.Context, msg []byte) error {
 	for k, v := range l.cfg.Headers {
 		req.Header.Set(k, v)
 	}
+	setTraceHeaders(ctx, req.Header)
 	resp, err := l.cfg.Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("POST %s: %w", redactURL(l.endpoint), err)

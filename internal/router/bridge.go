@@ -96,6 +96,7 @@ func (rt *Router) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
 	// and audit below dispatch still see who asked.
 	ctx, cancel := context.WithTimeout(auth.WithPrincipal(context.Background(), auth.FromContext(sess.ctx)), bridgeTTL)
 	ctx = client.WithHeaders(ctx, sess.paramHeaders)
+	ctx = client.WithTrace(ctx, client.TraceFrom(sess.ctx)) // sess.ctx is still the request's here
 	field := nameField(msg.Method)
 	name, _ := rawjson.GetString(msg.Params, field)
 	p := &parkedCall{

@@ -13,6 +13,8 @@ import (
 	"net/http"
 
 	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/client"
 )
 
 // HeaderRequestID carries the request id in both directions.
@@ -40,7 +42,9 @@ func (rt *Router) requestID(next http.Handler) http.Handler {
 		w.Header().Set(HeaderRequestID, id)
 		// WithLazy: the field is encoded only if the request logs something.
 		rl := &requestLog{id: id, log: rt.log.WithLazy(zap.String("request_id", id))}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestLogKey{}, rl)))
+		ctx := context.WithValue(r.Context(), requestLogKey{}, rl)
+		ctx = client.WithTrace(ctx, client.TraceFromHeaders(r.Header)) // passed on upstream
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -509,7 +510,8 @@ func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session,
 	// Last-Event-ID. notifications/cancelled, DELETE or the session's end
 	// stop it.
 	ctx, cancel := context.WithCancel(auth.WithPrincipal(sess.ctx, auth.FromContext(r.Context())))
-	ctx = withRequestLog(ctx, r.Context()) // request_id on this call's log lines (requestid.go)
+	ctx = withRequestLog(ctx, r.Context())                     // request_id on this call's log lines (requestid.go)
+	ctx = client.WithTrace(ctx, client.TraceFrom(r.Context())) // trace context passed upstream
 	defer cancel()
 	sess.track(msg.ID, cancel)
 	defer sess.untrack(msg.ID)
