@@ -37,6 +37,10 @@ type Principal struct {
 	APIKey string
 	// Expiry is when the token expires; zero for an API key.
 	Expiry time.Time
+	// Claims are all of a JWT's claims as encoding/json decodes them, for
+	// policy conditions; nil for API keys and introspected tokens. Shared
+	// between requests: read only.
+	Claims map[string]any
 }
 
 // Key identifies the principal for binding state (sessions, parked calls)

@@ -89,7 +89,10 @@ func TestAuthenticateValidToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &auth.Principal{Subject: "alice", Issuer: is.URL, ClientID: "test-client", Scopes: []string{"mcp:tools", "mcp:read"}, Groups: []string{"eng", "ops"}, Expiry: p.Expiry}
+	if got := p.Claims["realm_access"]; got == nil || p.Claims["sub"] != "alice" {
+		t.Errorf("claims for policy conditions: %v", p.Claims)
+	}
+	want := &auth.Principal{Subject: "alice", Issuer: is.URL, ClientID: "test-client", Scopes: []string{"mcp:tools", "mcp:read"}, Groups: []string{"eng", "ops"}, Expiry: p.Expiry, Claims: p.Claims}
 	if !reflect.DeepEqual(p, want) {
 		t.Errorf("principal:\n got %+v\nwant %+v", p, want)
 	}

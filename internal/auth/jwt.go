@@ -226,6 +226,10 @@ func (is *issuer) verify(ctx context.Context, token, alg string, audiences []str
 		}
 	}
 	p.Groups = groups(tok, is.cfg.GroupsClaim)
+	var all map[string]any
+	if tok.Claims(&all) == nil {
+		p.Claims = all // for policy conditions (principal.claims in CEL)
+	}
 	entry := &cachedToken{principal: p, issuer: is, aud: aud, notBefore: nbf, until: now.Add(tokenCacheTTL), keyGen: is.keyGen()}
 	return p, entry, nil
 }

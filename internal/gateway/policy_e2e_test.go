@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,8 +18,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap/zaptest"
 
+	"github.com/mcpgw/mcpgw/internal/auth/authtest"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/policy"
 )
@@ -177,5 +181,61 @@ func TestPinningRugPull(t *testing.T) {
 	}
 	if m := c.post(echo).last(t); m.Error != nil || !strings.Contains(string(m.Result), "alpha:x") {
 		t.Errorf("calling the re-approved echo: %s %v", m.Result, m.Error)
+	}
+}
+
+// TestPolicyConditionOnClaims: a CEL condition reads the token's own
+// claims (principal.claims), so the policy can say what groups and scopes
+// cannot.
+func TestPolicyConditionOnClaims(t *testing.T) {
+	issuer := authtest.NewIssuer(t)
+	alpha := httpUpstream(t, "alpha", 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	cfg, err := config.Parse("claims.yaml", []byte(fmt.Sprintf(`
+listen: %s
+public_url: %s
+upstreams:
+  alpha: {url: %s}
+auth:
+  oidc: {issuer: %q}
+policy:
+  default: deny
+  rules:
+    - allow: ["alpha__*"]
+      when: 'has(principal.claims.department) && principal.claims.department == "research"'
+`, ln.Addr(), base, alpha, issuer.URL)), nil)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	gw, err := gateway.Start(cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = gw.Shutdown(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := gw.Host().WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	as := func(department string) *rawClient {
+		claims := issuer.Claims("u-"+department, base)
+		claims["department"] = department
+		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Authorization": {"Bearer " + issuer.Token(claims)}}}
+		c.initialize("2025-11-25")
+		return c
+	}
+	if got := toolNames(t, as("research")); !slices.Contains(got, "alpha__echo") {
+		t.Errorf("research sees %v, want alpha's tools", got)
+	}
+	if got := toolNames(t, as("sales")); len(got) != 0 {
+		t.Errorf("sales sees %v, want nothing", got)
 	}
 }

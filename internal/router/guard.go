@@ -64,7 +64,7 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 	if p == nil {
 		return policy.Principal{}
 	}
-	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Groups: p.Groups, APIKey: p.APIKey}
+	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Groups: p.Groups, APIKey: p.APIKey, Claims: p.Claims}
 }
 
 // guard applies the access policy and the rate limits to one routed
