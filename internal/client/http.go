@@ -369,7 +369,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 			}
 			lastID, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, track, s.log)
 			resp.Body.Close()
-			if err != nil && !errors.Is(err, io.EOF) && rctx.Err() == nil {
+			if !errors.Is(err, io.EOF) && rctx.Err() == nil { // readEvents ends with io.EOF or a real error
 				s.log.Warn("upstream response stream broke", zap.Error(err))
 			}
 			if related != nil && !answered && lastID != "" && !s.stateless() {
