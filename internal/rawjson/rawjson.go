@@ -4,9 +4,11 @@
 package rawjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // ErrNotObject is returned when an object was expected.
@@ -48,8 +50,8 @@ func EachField(obj []byte, fn func(Field) bool) error {
 		if err != nil {
 			return err
 		}
-		var key string
-		if err := json.Unmarshal(obj[i:kEnd], &key); err != nil {
+		key, ok := unquote(obj[i:kEnd])
+		if !ok {
 			return syntaxErr(i, "bad key")
 		}
 		i = skipSpace(obj, kEnd)
@@ -101,11 +103,34 @@ func GetString(obj []byte, key string) (string, bool) {
 	if !ok || len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
+	return unquote(raw)
+}
+
+// unquote decodes a JSON string token. Most keys and names have no escapes
+// and are valid UTF-8: those are taken as they are, without the cost of
+// encoding/json (this runs for every key of every object scanned); anything
+// else goes through encoding/json, so the result is always the same.
+func unquote(raw []byte) (string, bool) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		inner := raw[1 : len(raw)-1]
+		if bytes.IndexByte(inner, '\\') < 0 && bytes.IndexByte(inner, '"') < 0 && utf8.Valid(inner) && !hasControl(inner) {
+			return string(inner), true
+		}
+	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		return "", false
 	}
 	return s, true
+}
+
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // Set returns a copy of obj with key's value replaced by value, or with the
