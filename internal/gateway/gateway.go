@@ -113,39 +113,17 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.authn, g.pol = authn, pol
 	warnPolicy(cfg, opts.Logger)
-	var rt *router.Router
-	var rtReady sync.WaitGroup
-	rtReady.Add(1)
-	g.host = host.New(cfg, host.Options{
+	w := newWiring()
+	g.host = host.New(cfg, w.hostOptions(host.Options{
 		Logger:     opts.Logger.Named("host"),
 		Metrics:    g.metrics,
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		OnNotification: func(upstream, method string, params json.RawMessage) {
-			rtReady.Wait()
-			if method == mcp.NotificationToolsListChanged {
-				g.host.InvalidateTools(upstream)
-			}
-			rt.UpstreamNotification(upstream, method, params)
-		},
-		OnSessionNotification: func(session, upstream, method string, params json.RawMessage) {
-			rtReady.Wait()
-			rt.SessionNotification(session, upstream, method, params)
-		},
-		OnStateChange: func(upstream string, s host.State) {
-			rtReady.Wait()
-			// An upstream coming or going changes what every list holds.
-			if s == host.StateReady || s == host.StateDown {
-				rt.ListChanged(upstream, mcp.NotificationToolsListChanged)
-				rt.ListChanged(upstream, mcp.NotificationPromptsChanged)
-				rt.ListChanged(upstream, mcp.NotificationResourcesChanged)
-			}
-		},
-	})
+	}))
 	idle := time.Duration(0)
 	if cfg.Sessions != nil {
 		idle = cfg.Sessions.IdleTimeout.D()
 	}
-	rt = router.New(cfg, g.host, router.Options{
+	rt := router.New(cfg, g.host, router.Options{
 		SessionKeys: sessionKeys,
 		Logger:      opts.Logger.Named("router"),
 		ServerInfo:  mcp.Implementation{Name: "mcpgw", Version: opts.Version},
@@ -157,7 +135,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Pinner:      pol.pinner,
 		Audit:       g.audit,
 	})
-	rtReady.Done()
+	w.connect(g.host, rt)
 	g.router = rt
 	g.metrics.SetRouteSource(rt.RouteStats)
 	g.metrics.ConfigLoaded()
@@ -309,4 +287,49 @@ func loadSessionKeys(cfg *config.Config) ([][]byte, error) {
 		return nil, fmt.Errorf("sessions.key_file %s: %w", cfg.Sessions.KeyFile, err)
 	}
 	return keys, nil
+}
+
+// wiring connects a host's upstream events to the router, which is built
+// after the host (it needs the host's views): events wait until it exists.
+type wiring struct {
+	ready sync.WaitGroup
+	h     *host.Host
+	rt    *router.Router
+}
+
+func newWiring() *wiring {
+	w := &wiring{}
+	w.ready.Add(1)
+	return w
+}
+
+// connect is called once, when the router exists.
+func (w *wiring) connect(h *host.Host, rt *router.Router) {
+	w.h, w.rt = h, rt
+	w.ready.Done()
+}
+
+// hostOptions returns opts with the event callbacks that reach the router.
+func (w *wiring) hostOptions(opts host.Options) host.Options {
+	opts.OnNotification = func(upstream, method string, params json.RawMessage) {
+		w.ready.Wait()
+		if method == mcp.NotificationToolsListChanged {
+			w.h.InvalidateTools(upstream)
+		}
+		w.rt.UpstreamNotification(upstream, method, params)
+	}
+	opts.OnSessionNotification = func(session, upstream, method string, params json.RawMessage) {
+		w.ready.Wait()
+		w.rt.SessionNotification(session, upstream, method, params)
+	}
+	opts.OnStateChange = func(upstream string, s host.State) {
+		w.ready.Wait()
+		// An upstream coming or going changes what every list holds.
+		if s == host.StateReady || s == host.StateDown {
+			w.rt.ListChanged(upstream, mcp.NotificationToolsListChanged)
+			w.rt.ListChanged(upstream, mcp.NotificationPromptsChanged)
+			w.rt.ListChanged(upstream, mcp.NotificationResourcesChanged)
+		}
+	}
+	return opts
 }

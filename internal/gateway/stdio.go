@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -49,36 +47,13 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 		return err
 	}
 	defer func() { _ = aud.Close() }()
-	// The same wiring as Start: upstream notifications and state changes
-	// reach the router once it exists.
-	var rt *router.Router
-	var h *host.Host
-	var rtReady sync.WaitGroup
-	rtReady.Add(1)
-	h = host.New(cfg, host.Options{
+	// The same wiring as Start: upstream events reach the router once it exists.
+	wire := newWiring()
+	h := host.New(cfg, wire.hostOptions(host.Options{
 		Logger:     opts.Logger.Named("host"),
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		OnNotification: func(upstream, method string, params json.RawMessage) {
-			rtReady.Wait()
-			if method == mcp.NotificationToolsListChanged {
-				h.InvalidateTools(upstream)
-			}
-			rt.UpstreamNotification(upstream, method, params)
-		},
-		OnSessionNotification: func(session, upstream, method string, params json.RawMessage) {
-			rtReady.Wait()
-			rt.SessionNotification(session, upstream, method, params)
-		},
-		OnStateChange: func(upstream string, s host.State) {
-			rtReady.Wait()
-			if s == host.StateReady || s == host.StateDown {
-				rt.ListChanged(upstream, mcp.NotificationToolsListChanged)
-				rt.ListChanged(upstream, mcp.NotificationPromptsChanged)
-				rt.ListChanged(upstream, mcp.NotificationResourcesChanged)
-			}
-		},
-	})
-	rt = router.New(cfg, h, router.Options{
+	}))
+	rt := router.New(cfg, h, router.Options{
 		Logger:     opts.Logger.Named("router"),
 		ServerInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		Policy:     pol.policy,
@@ -86,7 +61,7 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 		Pinner:     pol.pinner,
 		Audit:      aud,
 	})
-	rtReady.Done()
+	wire.connect(h, rt)
 	h.Start()
 	err = rt.ServeStdio(ctx, r, w, routePath)
 	rt.Close()
