@@ -243,26 +243,7 @@ func groups(tok *oidc.IDToken, path string) []string {
 	if tok.Claims(&all) != nil {
 		return nil
 	}
-	raw, ok := all[path]
-	if !ok {
-		obj := all
-		parts := strings.Split(path, ".")
-		for i, part := range parts {
-			v, found := obj[part]
-			if !found {
-				return nil
-			}
-			if i == len(parts)-1 {
-				raw = v
-				break
-			}
-			obj = nil
-			if json.Unmarshal(v, &obj) != nil {
-				return nil
-			}
-		}
-	}
-	list, _ := stringOrList(raw)
+	list, _ := stringOrList(claimAt(all, path)) // introspection.go
 	return list
 }
 

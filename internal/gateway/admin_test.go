@@ -39,20 +39,7 @@ func startAdminGateway(t *testing.T, yaml string, opts gateway.Options) (*gatewa
 	opts.Logger = zaptest.NewLogger(t)
 	opts.Listener = ln
 	opts.Version = "test"
-	gw, err := gateway.Start(cfg, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = gw.Shutdown(ctx)
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := gw.Host().WaitReady(ctx); err != nil {
-		t.Fatalf("upstreams did not start: %v", err)
-	}
+	gw := runGateway(t, cfg, opts)
 	if gw.AdminAddr() == nil {
 		t.Fatal("no admin listener")
 	}

@@ -163,23 +163,8 @@ policy:
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(e.logs), zapcore.DebugLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
 	e.metrics = prometheus.NewRegistry()
-	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Listener: ln, Auth: auth.Options{KeyRefreshInterval: time.Millisecond},
+	runGateway(t, cfg, gateway.Options{Logger: log, Listener: ln, Auth: auth.Options{KeyRefreshInterval: time.Millisecond},
 		Metrics: metrics.New(e.metrics, metrics.Options{NoRuntimeCollectors: true})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := gw.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := gw.Host().WaitReady(ctx); err != nil {
-		t.Fatalf("upstreams did not start: %v", err)
-	}
 	return e
 }
 

@@ -143,7 +143,16 @@ func startGateway(t *testing.T, yaml string) (*gateway.Gateway, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.Start(cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	gw := runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	return gw, "http://" + ln.Addr().String()
+}
+
+// runGateway starts a gateway, stops it when the test ends (failing the
+// test if it cannot drain), and waits for its upstreams' first connection
+// attempts.
+func runGateway(t *testing.T, cfg *config.Config, opts gateway.Options) *gateway.Gateway {
+	t.Helper()
+	gw, err := gateway.Start(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +168,7 @@ func startGateway(t *testing.T, yaml string) (*gateway.Gateway, string) {
 	if err := gw.Host().WaitReady(ctx); err != nil {
 		t.Fatalf("upstreams did not start: %v", err)
 	}
-	return gw, "http://" + ln.Addr().String()
+	return gw
 }
 
 // connect opens an official-SDK client session to url.

@@ -211,20 +211,7 @@ policy:
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	gw, err := gateway.Start(cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = gw.Shutdown(ctx)
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := gw.Host().WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 	as := func(department string) *rawClient {
 		claims := issuer.Claims("u-"+department, base)
 		claims["department"] = department

@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -102,20 +101,7 @@ policy:
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Listener: ln})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = gw.Shutdown(ctx)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := gw.Host().WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	runGateway(t, cfg, gateway.Options{Logger: log, Listener: ln})
 
 	base := "http://" + ln.Addr().String() + "/mcp"
 	post := func(sid, body string, hdr map[string]string) *http.Response {

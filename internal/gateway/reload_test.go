@@ -60,22 +60,7 @@ func startReloadable(t *testing.T, yaml string) (*gateway.Gateway, string, *prom
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.Start(parseConfig(t, yaml), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, Metrics: metrics.New(reg, metrics.Options{})})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := gw.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := gw.Host().WaitReady(ctx); err != nil {
-		t.Fatalf("upstreams did not start: %v", err)
-	}
+	gw := runGateway(t, parseConfig(t, yaml), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, Metrics: metrics.New(reg, metrics.Options{})})
 	return gw, "http://" + ln.Addr().String(), reg
 }
 

@@ -186,22 +186,7 @@ func oauthGateway(t *testing.T, yaml string) (*gateway.Gateway, string, *syncBuf
 	}
 	logs := &syncBuffer{}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel)
-	gw, err := gateway.Start(cfg, gateway.Options{Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())), Listener: ln})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := gw.Shutdown(ctx); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := gw.Host().WaitReady(ctx); err != nil {
-		t.Fatalf("upstreams did not start: %v", err)
-	}
+	gw := runGateway(t, cfg, gateway.Options{Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())), Listener: ln})
 	return gw, "http://" + ln.Addr().String(), logs
 }
 

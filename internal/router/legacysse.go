@@ -69,12 +69,8 @@ func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request, rte *route, p
 		httpError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "GET opens an event stream: Accept must include text/event-stream")
 		return
 	}
-	select {
-	case <-rt.drain:
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, jsonrpc.CodeInternalError, "mcpgw is shutting down; retry against another replica")
+	if rt.refuseWhileDraining(w) {
 		return
-	default:
 	}
 	c := rt.newPushConn(rte, "legacy-sse", auth.FromContext(r.Context()))
 	id := c.sess.id

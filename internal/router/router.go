@@ -7,8 +7,6 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -341,38 +339,12 @@ func accepts(r *http.Request, mediaType string) bool {
 }
 
 func (rt *Router) post(w http.ResponseWriter, r *http.Request, rte *route) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, _ := strings.Cut(ct, ";")
-		if !strings.EqualFold(strings.TrimSpace(mt), mcp.ContentTypeJSON) {
-			httpError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Content-Type must be application/json")
-			return
-		}
-	}
 	if r.Header.Get("Accept") != "" && !accepts(r, mcp.ContentTypeJSON) && !accepts(r, mcp.ContentTypeEventStream) {
 		httpError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Accept must include application/json and text/event-stream")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rte.gen.maxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			httpError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "request body exceeds max_body_bytes")
-			return
-		}
-		httpError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "could not read request body: "+err.Error())
-		return
-	}
-	msg, perr := jsonrpc.Parse(body)
-	if perr != nil {
-		var je *jsonrpc.Error
-		if !errors.As(perr, &je) {
-			je = jsonrpc.Errorf(jsonrpc.CodeParseError, "%v", perr)
-		}
-		var id jsonrpc.ID
-		if msg != nil && msg.ID.Valid() {
-			id = msg.ID
-		}
-		writeJSON(w, http.StatusBadRequest, jsonrpc.NewError(id, je))
+	msg, ok := rt.readMessage(w, r, rte) // pushconn.go
+	if !ok {
 		return
 	}
 
@@ -429,32 +401,31 @@ func (rt *Router) session(w http.ResponseWriter, r *http.Request, rte *route) (*
 }
 
 func (rt *Router) initialize(w http.ResponseWriter, r *http.Request, rte *route, msg *jsonrpc.Message) {
+	if rt.refuseWhileDraining(w) {
+		return
+	}
+	p, version, jerr := negotiateInitialize(msg.Params) // pushconn.go
+	if jerr != nil {
+		writeJSON(w, http.StatusOK, jsonrpc.NewError(msg.ID, jerr))
+		return
+	}
+	sess := rt.sessions.create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
+	rt.log.Info("session started", zap.String("route", rte.path), zap.String("protocol_version", version), zap.ByteString("client", p.ClientInfo))
+	w.Header().Set(mcp.HeaderSessionID, sess.id)
+	writeJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, rt.initializeResult(rte, version)))
+}
+
+// refuseWhileDraining answers 503 when the gateway is shutting down and no
+// new session may start; it reports whether it answered.
+func (rt *Router) refuseWhileDraining(w http.ResponseWriter) bool {
 	select {
 	case <-rt.drain:
 		w.Header().Set("Retry-After", "1")
 		httpError(w, http.StatusServiceUnavailable, jsonrpc.CodeInternalError, "mcpgw is shutting down; retry against another replica")
-		return
+		return true
 	default:
+		return false
 	}
-	var p mcp.InitializeParams
-	if err := json.Unmarshal(msg.Params, &p); err != nil || p.ProtocolVersion == "" {
-		writeJSON(w, http.StatusOK, jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize: params.protocolVersion is required")))
-		return
-	}
-	version := p.ProtocolVersion
-	if !mcp.IsSupported(version) {
-		version = mcp.LatestVersion // the spec's counter-offer
-	}
-	sess := rt.sessions.create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
-	res, _ := json.Marshal(mcp.InitializeResult{
-		ProtocolVersion: version,
-		Capabilities:    capabilities(),
-		ServerInfo:      mustJSON(rt.opts.ServerInfo),
-		Instructions:    rte.view.Instructions(),
-	})
-	rt.log.Info("session started", zap.String("route", rte.path), zap.String("protocol_version", version), zap.ByteString("client", p.ClientInfo))
-	w.Header().Set(mcp.HeaderSessionID, sess.id)
-	writeJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, res))
 }
 
 // capabilities are what every route offers: the gateway can answer each of
