@@ -137,3 +137,37 @@ func TestStatelessResultsNameTheGateway(t *testing.T) {
 		t.Errorf("serverInfo in the result names %q, want the gateway", got)
 	}
 }
+
+// TestBridgeMissingClientCapability: a legacy upstream that asks a
+// 2026-07-28 caller for sampling the caller did not declare ends the call
+// with MissingRequiredClientCapability (-32021, HTTP 400) naming what is
+// missing — what the upstream would answer if it spoke 2026-07-28 itself —
+// and no input_required is returned.
+func TestBridgeMissingClientCapability(t *testing.T) {
+	up := fidHTTPUpstream(t, "up", 0)
+	base := fidGateway(t, "", up)
+	for name, tc := range map[string]struct{ tool, caps, want string }{
+		"sampling":    {"up__sample", `{}`, `{"sampling":{}}`},
+		"elicitation": {"up__elicit", `{"sampling":{}}`, `{"elicitation":{}}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+				"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {tc.tool},
+			}}
+			r := c.post(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tc.tool + `","arguments":{"tag":"X"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + tc.caps + `}}}`)
+			e := errorOf(t, r)
+			if r.status != http.StatusBadRequest || e.Code != -32021 {
+				t.Fatalf("HTTP %d %s; want 400 with -32021", r.status, r.body)
+			}
+			var data struct {
+				Required json.RawMessage `json:"requiredCapabilities"`
+			}
+			if err := json.Unmarshal(e.Data, &data); err != nil || string(data.Required) != tc.want {
+				t.Errorf("error data %s; want requiredCapabilities %s", e.Data, tc.want)
+			}
+			if string(r.msgs[len(r.msgs)-1].ID) != "7" {
+				t.Errorf("error id %s, want the request's 7", r.msgs[len(r.msgs)-1].ID)
+			}
+		})
+	}
+}

@@ -74,6 +74,7 @@ type parkedCall struct {
 	cs     *callStream
 	done   chan *jsonrpc.Message // the final response
 	needs  chan *inputNeed       // input requests as the upstream makes them
+	failed chan *jsonrpc.Error   // ends the call for the client before the upstream does
 
 	mu      sync.Mutex
 	pending map[string]*inputNeed // asked of the client, not yet answered
@@ -107,6 +108,7 @@ func (rt *Router) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
 		cancel:  cancel,
 		done:    make(chan *jsonrpc.Message, 1),
 		needs:   make(chan *inputNeed, 8),
+		failed:  make(chan *jsonrpc.Error, 1),
 		pending: map[string]*inputNeed{},
 	}
 	sess.ctx, sess.cancel = ctx, cancel
@@ -143,6 +145,32 @@ func (p *parkedCall) ask(upstreamCtx context.Context, method string, params json
 		return nil, gone
 	case <-upstreamCtx.Done():
 		return nil, gone
+	}
+}
+
+// fail ends the call for its client with err, whatever the upstream then
+// answers; the first failure wins.
+func (p *parkedCall) fail(err *jsonrpc.Error) {
+	select {
+	case p.failed <- err:
+	default:
+	}
+}
+
+// missingCapability is the 2026-07-28 error for a request that needs a
+// client capability the caller did not declare; data.requiredCapabilities
+// is a ClientCapabilities object naming it ("elicitation.url" nests).
+func missingCapability(capability, method string) *jsonrpc.Error {
+	required := json.RawMessage(`{}`)
+	path := strings.Split(capability, ".")
+	for i := len(path) - 1; i >= 0; i-- {
+		required, _ = json.Marshal(map[string]json.RawMessage{path[i]: required})
+	}
+	data, _ := json.Marshal(map[string]json.RawMessage{"requiredCapabilities": required})
+	return &jsonrpc.Error{
+		Code:    mcp.CodeMissingRequiredClientCapability,
+		Message: fmt.Sprintf("the upstream needs the client capability %q (it sent %s); declare it in _meta[%q] to use this", capability, method, mcp.MetaClientCapabilities),
+		Data:    data,
 	}
 }
 
@@ -218,8 +246,19 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 			case streaming:
 				early = append(early, b)
 			}
+		case err := <-p.failed:
+			p.cancel()
+			rt.bridge.forget(p)
+			rt.finish(w, sw, jsonrpc.NewError(id, err))
+			return
 		case resp := <-p.done:
 			rt.bridge.forget(p)
+			select {
+			case err := <-p.failed: // the upstream's answer to a refused request may come first
+				rt.finish(w, sw, jsonrpc.NewError(id, err))
+				return
+			default:
+			}
 			resp.ID = id
 			if sw == nil {
 				status := http.StatusOK
@@ -262,14 +301,7 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 			}
 			if err := rt.bridge.park(p); err != nil {
 				p.cancel()
-				e := jsonrpc.NewError(id, err)
-				if sw != nil {
-					if b, encErr := jsonrpc.Encode(e); encErr == nil {
-						_ = sw.Write(sse.Event{Data: b})
-					}
-					return
-				}
-				writeJSON(w, statelessStatus(err.Code), e)
+				rt.finish(w, sw, jsonrpc.NewError(id, err))
 				return
 			}
 			if sw != nil {
@@ -281,6 +313,18 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 			return
 		}
 	}
+}
+
+// finish writes a final error: on the stream when one is open, else as the
+// HTTP response with the status its code calls for.
+func (rt *Router) finish(w http.ResponseWriter, sw *sse.Writer, e *jsonrpc.Message) {
+	if sw != nil {
+		if b, err := jsonrpc.Encode(e); err == nil {
+			_ = sw.Write(sse.Event{Data: b})
+		}
+		return
+	}
+	writeJSON(w, statelessStatus(e.Error.Code), e)
 }
 
 // inputRequired answers with the parked call's outstanding input requests.

@@ -59,6 +59,11 @@ func (cs *callStream) notify(method string, params json.RawMessage) {
 // waits for its answer, the call's end, or the upstream giving up.
 func (cs *callStream) request(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
 	if missing := cs.sess.lacks(method, params); missing != "" {
+		if cs.park != nil {
+			// A 2026-07-28 caller is told what it lacks (-32021), as the
+			// upstream would tell it directly; the upstream's request fails.
+			cs.park.fail(missingCapability(missing, method))
+		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw: the downstream client did not declare the %s capability, so %s cannot be relayed to it", missing, method)
 	}
 	if cs.sess.stateless {
