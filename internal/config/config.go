@@ -66,6 +66,11 @@ type Upstream struct {
 	// (its own child process, for stdio), made on the session's first request
 	// and closed when it ends; at most 64 per upstream.
 	Stateful bool `yaml:"stateful"`
+	// ExactCapabilities makes the upstream see each caller's own client
+	// capabilities (sampling, elicitation): calls from callers that declare
+	// less than the gateway go over a connection declaring exactly theirs.
+	// Only for connections that initialize; 2026-07-28 needs none.
+	ExactCapabilities bool `yaml:"exact_capabilities"`
 	// Protocol chooses the revisions spoken to this upstream: "auto" (the
 	// default) uses 2026-07-28 when the upstream offers it and, for callers of
 	// older revisions, a second connection that initializes, so each caller

@@ -186,6 +186,9 @@ func (v *validator) upstream(name string, u *Upstream) {
 	default:
 		v.add(joinPath(p, "protocol"), fmt.Sprintf("%q is not a protocol choice; use auto (the default), 2026 or legacy", u.Protocol))
 	}
+	if u.ExactCapabilities && u.Protocol == "2026" {
+		v.add(joinPath(p, "exact_capabilities"), `has no effect with protocol: "2026", where every request carries its caller's capabilities; remove it, or use protocol: auto`)
+	}
 	v.upstreamOAuth(p, u, hasCmd && !hasURL) // upstream_oauth.go
 	for i, r := range u.Roots {
 		rp := fmt.Sprintf("%s.roots[%d]", p, i)

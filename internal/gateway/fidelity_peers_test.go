@@ -209,6 +209,16 @@ func fidelityServer(name string, rec fidEventLog, bar *fidBarrier, modern bool) 
 		return fidResult("tag=%s answer=%s", in.Tag, text), nil, nil
 	})
 
+	// caps reports the client capabilities this connection was initialized
+	// with: what the upstream believes about its caller.
+	mcp.AddTool(srv, &mcp.Tool{Name: "caps"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		c := req.Session.InitializeParams().Capabilities
+		if c == nil {
+			c = &mcp.ClientCapabilities{}
+		}
+		return fidResult("sampling=%v elicitation=%v", c.Sampling != nil, c.Elicitation != nil), nil, nil
+	})
+
 	type elicitIn struct {
 		Tag     string `json:"tag"`
 		Barrier bool   `json:"barrier,omitempty"`

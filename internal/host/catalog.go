@@ -345,7 +345,7 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q was replaced or removed by a config reload while this request was routed; retry it", upstream)}
 	}
 	defer u.exit()
-	c, cerr := u.ClientFor(ctx, !opts.PassInputRequired)
+	c, cerr := u.ClientFor(callOnly(ctx, method), !opts.PassInputRequired)
 	if cerr != nil {
 		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}

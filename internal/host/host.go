@@ -299,6 +299,7 @@ type Upstream struct {
 	schemas toolSchemas
 
 	perSession perSession // stateful: true — one connection per downstream session
+	views      capViews   // exact_capabilities: true — one connection per client capability set
 }
 
 // Name is the upstream's configured name.
@@ -383,8 +384,17 @@ func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Cl
 		return u.sessionClient(ctx, key)
 	}
 	c, err := u.Client(ctx)
-	if err != nil || !legacyCaller || !c.Modern() || u.cfg.Protocol == "2026" {
+	if err != nil {
 		return c, err
+	}
+	initializes := !c.Modern() || (legacyCaller && u.cfg.Protocol != "2026")
+	if caps, ok := ctx.Value(callerCapsKey{}).(json.RawMessage); ok && initializes && u.cfg.ExactCapabilities {
+		if vc, verr := u.viewClient(ctx, caps); vc != nil || verr != nil {
+			return vc, verr
+		}
+	}
+	if !legacyCaller || !c.Modern() || u.cfg.Protocol == "2026" {
+		return c, nil
 	}
 	u.altMu.Lock()
 	defer u.altMu.Unlock()
@@ -406,11 +416,20 @@ func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Cl
 	return alt, nil
 }
 
+// closeAlt closes the auxiliary connections: the legacy one and the
+// capability views.
 func (u *Upstream) closeAlt() {
 	u.altMu.Lock()
 	alt := u.alt
 	u.alt = nil
 	u.altMu.Unlock()
+	for _, v := range u.takeViews() {
+		u.host.wg.Add(1)
+		go func() {
+			defer u.host.wg.Done()
+			_ = v.Close()
+		}()
+	}
 	if alt != nil {
 		// Closing can take seconds (a stdio child gets its stop graces);
 		// the supervisor, which calls this, must not wait for it to
@@ -575,6 +594,20 @@ func (u *Upstream) connectOpts(ctx context.Context, protocol string, notify func
 }
 
 func (u *Upstream) dial(ctx context.Context, t client.Transport, protocol string, notify func(method string, params json.RawMessage)) (*client.Client, error) {
+	return u.dialOpts(ctx, t, protocol, json.RawMessage(gatewayCapabilities), notify)
+}
+
+// dialCaps connects a capability view: notifications go where the shared
+// connection's go.
+func (u *Upstream) dialCaps(ctx context.Context, protocol string, caps json.RawMessage) (*client.Client, error) {
+	t, err := u.transport()
+	if err != nil {
+		return nil, err
+	}
+	return u.dialOpts(ctx, t, protocol, caps, nil)
+}
+
+func (u *Upstream) dialOpts(ctx context.Context, t client.Transport, protocol string, caps json.RawMessage, notify func(method string, params json.RawMessage)) (*client.Client, error) {
 	startup := u.cfg.StartupTimeout.D()
 	if startup <= 0 {
 		startup = 30 * time.Second
@@ -584,15 +617,12 @@ func (u *Upstream) dial(ctx context.Context, t client.Transport, protocol string
 	name := u.name
 	opts := u.host.opts
 	return client.Connect(cctx, t, client.Options{
-		Protocol:   protocol,
-		Name:       name,
-		Logger:     u.log,
-		Timeout:    u.cfg.Timeout.D(),
-		ClientInfo: opts.ClientInfo,
-		// What the gateway can honour: roots from config (or the caller), and
-		// sampling and elicitation relayed to the calling client when it
-		// declared them (refused with a clear error otherwise).
-		Capabilities: json.RawMessage(`{"roots":{"listChanged":false},"sampling":{},"elicitation":{"form":{},"url":{}}}`),
+		Protocol:     protocol,
+		Name:         name,
+		Logger:       u.log,
+		Timeout:      u.cfg.Timeout.D(),
+		ClientInfo:   opts.ClientInfo,
+		Capabilities: caps,
 		OnNotification: func(method string, params json.RawMessage) {
 			switch {
 			case notify != nil:

@@ -27,6 +27,7 @@ var lists = map[string]host.ListKind{
 func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *callStream) (resp *jsonrpc.Message) {
 	rte := rt.routeOf(sess)                                                      // one generation's route, view and policy for the whole request (reload.go)
 	defer func() { rt.opts.Metrics.Request(rte.path, msg.Method, resp.Error) }() // metrics
+	ctx = host.WithCallerCapabilities(ctx, sess.caps)                            // exact_capabilities: the upstream sees the caller's own
 	ctx = host.WithSession(ctx, sess.id)                                         // stateful upstreams use this session's own connection
 	view := rte.view
 	switch msg.Method {

@@ -9,7 +9,8 @@
 # Usage: test/conformance/run-gateway.sh
 # Environment: EXTRA_BASELINE (another expected-failures file to add),
 #              FIXTURE_ARGS (extra fixture flags, e.g. "--protocol-version 2025-11-25"
-#              to front a legacy fixture and exercise bridging), MCPGW_BIN (use this binary instead of building ./cmd/mcpgw), TRANSPORTS (default "stdio http"), RUNS (default "all 2025-11-25 2026-07-28";
+#              to front a legacy fixture and exercise bridging), UPSTREAM_OPTIONS
+#              (one more YAML line for the upstream, e.g. "exact_capabilities: true"), MCPGW_BIN (use this binary instead of building ./cmd/mcpgw), TRANSPORTS (default "stdio http"), RUNS (default "all 2025-11-25 2026-07-28";
 #              "all" = --suite all), RESULTS_DIR as for run.sh.
 set -euo pipefail
 
@@ -70,6 +71,7 @@ upstreams:
   fixture:
     $upstream
     forward_roots: true   # the suite's roots scenarios expect the client's roots
+${UPSTREAM_OPTIONS:+    $UPSTREAM_OPTIONS}
 routes:
   - path: /mcp
     upstreams: [fixture]

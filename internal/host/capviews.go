@@ -1,0 +1,153 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// Capability views (exact_capabilities: true). An upstream that initializes
+// learns the client's capabilities once, per connection, and the shared
+// connection declares everything the gateway can relay (gatewayCapabilities).
+// A server that adapts to them — a tool that samples only when it may, or
+// refuses without it — would then act as if every caller could be sampled.
+// With exact_capabilities, a call from a caller that declares less goes over
+// a connection that declares exactly what that caller does: one connection
+// per distinct capability set, made on first use, closed with the shared
+// one. A 2026-07-28 connection needs none of this: every request carries
+// its caller's capabilities.
+
+// gatewayCapabilities is what the shared connection declares: what the
+// gateway can honour — roots from config (or the caller), sampling and
+// elicitation relayed to a calling client that declared them.
+const gatewayCapabilities = `{"elicitation":{"form":{},"url":{}},"roots":{"listChanged":false},"sampling":{}}`
+
+// maxViews bounds the extra connections of one upstream (sampling and the
+// elicitation modes make about this many distinct sets); callers beyond it
+// share the gateway's connection, with a warning.
+const maxViews = 8
+
+type callerCapsKey struct{}
+
+// WithCallerCapabilities records the calling client's capabilities (its
+// initialize or per-request clientCapabilities object) for routing calls
+// to an upstream with exact_capabilities.
+func WithCallerCapabilities(ctx context.Context, caps json.RawMessage) context.Context {
+	if len(caps) == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, callerCapsKey{}, caps)
+}
+
+// callOnly keeps the caller's capabilities only for the methods a view
+// serves: calls. Subscriptions and settings stay on the shared connection,
+// where their undoing goes too.
+func callOnly(ctx context.Context, method string) context.Context {
+	switch method {
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete:
+		return ctx
+	}
+	if ctx.Value(callerCapsKey{}) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, callerCapsKey{}, nil)
+}
+
+// capViews holds an upstream's per-capability-set connections.
+type capViews struct {
+	mu    sync.Mutex
+	conns map[string]*viewConn // by the declared capabilities
+}
+
+type viewConn struct{ c *client.Client }
+
+// viewCapabilities is what a connection serving caller should declare:
+// sampling and elicitation as the caller declared them, roots as the
+// gateway answers them (from config, or the caller's with forward_roots).
+func (u *Upstream) viewCapabilities(caller json.RawMessage) string {
+	caps := map[string]json.RawMessage{}
+	for _, k := range []string{"sampling", "elicitation"} {
+		if v, ok := rawjson.Get(caller, k); ok && string(v) != "null" {
+			caps[k] = v
+		}
+	}
+	roots := json.RawMessage(`{"listChanged":false}`)
+	if u.cfg.ForwardRoots {
+		if v, ok := rawjson.Get(caller, "roots"); ok && string(v) != "null" {
+			roots = v
+		} else {
+			roots = nil
+		}
+	}
+	if roots != nil {
+		caps["roots"] = roots
+	}
+	// Through any: keys sorted at every level, so equal sets give equal strings.
+	var canon any
+	b, _ := json.Marshal(caps)
+	if json.Unmarshal(b, &canon) == nil {
+		b, _ = json.Marshal(canon)
+	}
+	return string(b)
+}
+
+// viewClient returns the connection for a caller with capabilities caller
+// when it differs from the shared one's; nil when shared will do.
+func (u *Upstream) viewClient(ctx context.Context, caller json.RawMessage) (*client.Client, error) {
+	want := u.viewCapabilities(caller)
+	if want == gatewayCapabilities {
+		return nil, nil
+	}
+	v := &u.views
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if vc := v.conns[want]; vc != nil {
+		select {
+		case <-vc.c.Done():
+			_ = vc.c.Close()
+			delete(v.conns, want)
+		default:
+			return vc.c, nil
+		}
+	}
+	if len(v.conns) >= maxViews {
+		u.log.Warn("too many distinct client capability sets for exact_capabilities; this caller shares the gateway's connection",
+			zap.Int("views", len(v.conns)), zap.String("capabilities", want))
+		return nil, nil
+	}
+	c, err := u.dialCaps(ctx, "legacy", json.RawMessage(want))
+	if err != nil {
+		return nil, &UnavailableError{Upstream: u.name, State: StateDown, Cause: err}
+	}
+	if v.conns == nil {
+		v.conns = map[string]*viewConn{}
+	}
+	v.conns[want] = &viewConn{c: c}
+	u.log.Debug("opened a connection for a client capability set", zap.String("capabilities", want), zap.Int("views", len(v.conns)))
+	return c, nil
+}
+
+// takeViews empties the views and returns their connections for closing.
+func (u *Upstream) takeViews() []*client.Client {
+	u.views.mu.Lock()
+	defer u.views.mu.Unlock()
+	var cs []*client.Client
+	for _, vc := range u.views.conns {
+		cs = append(cs, vc.c)
+	}
+	u.views.conns = nil
+	return cs
+}
+
+// Views is how many capability-set connections the upstream holds now.
+func (u *Upstream) Views() int {
+	u.views.mu.Lock()
+	defer u.views.mu.Unlock()
+	return len(u.views.conns)
+}
