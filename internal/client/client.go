@@ -101,7 +101,8 @@ type Client struct {
 	reinitMu sync.Mutex // one re-initialization at a time
 
 	init   mcp.InitializeResult
-	modern bool // the upstream speaks a stateless revision (2026-07-28)
+	modern bool      // the upstream speaks a stateless revision (2026-07-28)
+	subs   listening // its subscriptions/listen stream (stateless upstreams)
 
 	ctx    context.Context // cancelled on Close: stops server→client request handlers
 	cancel context.CancelFunc
@@ -259,52 +260,6 @@ func (c *Client) setVersion(v string) {
 	}
 }
 
-// goListen keeps a subscriptions/listen stream open to a stateless upstream
-// that announces list changes, reopening it with backoff until Close.
-func (c *Client) goListen() {
-	var caps struct {
-		Tools, Prompts, Resources struct {
-			ListChanged bool `json:"listChanged"`
-		}
-	}
-	_ = json.Unmarshal(c.init.Capabilities, &caps)
-	if !caps.Tools.ListChanged && !caps.Prompts.ListChanged && !caps.Resources.ListChanged {
-		return
-	}
-	params, _ := json.Marshal(map[string]any{"notifications": map[string]bool{
-		"toolsListChanged":     caps.Tools.ListChanged,
-		"promptsListChanged":   caps.Prompts.ListChanged,
-		"resourcesListChanged": caps.Resources.ListChanged,
-	}})
-	forward := func(method string, params json.RawMessage) {
-		if method != mcp.NotificationSubscriptionsAcked && c.opts.OnNotification != nil {
-			c.opts.OnNotification(method, params)
-		}
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		backoff := time.Second
-		for c.ctx.Err() == nil {
-			start := time.Now()
-			_, err := c.Call(c.ctx, mcp.MethodSubscriptionsListen, params, CallOptions{Notify: forward, Background: true})
-			if c.ctx.Err() != nil {
-				return
-			}
-			if time.Since(start) > time.Minute {
-				backoff = time.Second
-			}
-			c.log.Debug("upstream subscriptions/listen ended; reopening", zap.Error(err), zap.Duration("in", backoff))
-			select {
-			case <-c.ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, 30*time.Second)
-		}
-	}()
-}
-
 // initialize runs the legacy handshake (2024-11-05 through 2025-11-25).
 func (c *Client) initialize(ctx context.Context) error {
 	params, _ := json.Marshal(struct {
@@ -421,6 +376,9 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
 		defer cancel()
+	}
+	if c.modern && (method == mcp.MethodResourcesSubscribe || method == mcp.MethodResourcesUnsubscribe) {
+		return c.subscription(ctx, method, params)
 	}
 	params, err := c.hopMeta(params, opts.LogLevel)
 	if err == nil && method != mcp.MethodInitialize && method != mcp.MethodServerDiscover {
@@ -597,11 +555,18 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) {
 		if m.Method == mcp.NotificationProgress && c.deliverProgress(m.Params) {
 			return
 		}
+		if related == nil {
+			// stdio: a subscriptions/listen stream's messages name it.
+			related = subscriptionID(m.Params)
+		}
 		if m.Method == mcp.NotificationMessage || related != nil {
 			if cl := c.owner(related); cl != nil && cl.opts.Notify != nil {
 				cl.opts.Notify(m.Method, m.Params)
 				return
 			}
+		}
+		if m.Method == mcp.NotificationSubscriptionsAcked {
+			return // for the stream that asked, which has ended
 		}
 		if c.opts.OnNotification != nil {
 			c.opts.OnNotification(m.Method, m.Params)

@@ -718,13 +718,9 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 		a := fidConnect(t, base+"/mcp", watcher(inA))
 		b := fidConnect(t, base+"/mcp", watcher(inB))
 		for who, s := range map[string]*mcp.ClientSession{"A": a, "B": b} {
+			// The upstream has no resources/subscribe: the gateway's client
+			// names the URI in its subscriptions/listen stream instead.
 			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
-				if strings.Contains(err.Error(), "method not found") {
-					t.Skipf("BUG: resources/subscribe from a legacy session is forwarded unchanged to an upstream that "+
-						"negotiated 2026-07-28 (router/notify.go subscribe -> view.Forward), which has no such method "+
-						"(%v). Expected: bridged to the upstream's subscriptions/listen (resourceSubscriptions), its "+
-						"notifications/resources/updated fanned out to the subscribed sessions only.", err)
-				}
 				t.Fatalf("%s subscribe: %v", who, err)
 			}
 		}

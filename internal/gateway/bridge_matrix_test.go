@@ -1,0 +1,351 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The revision matrix: a 2026-07-28 client in front of a legacy upstream,
+// and a legacy (2025-11-25) client in front of an upstream the gateway
+// speaks only 2026-07-28 to (protocol: "2026"), each through every feature
+// a client uses — tools, resources, prompts, completion, subscriptions,
+// sampling, elicitation and roots. Both ends are the official Go SDK.
+
+// matrixServer is the upstream of the matrix. Its tools ask for input the
+// 2026-07-28 way (an input_required result); on a legacy session the SDK
+// turns that into server→client requests itself, so one server serves both
+// columns with each revision's own wire.
+func matrixServer(modern bool) *mcp.Server {
+	var versions []string
+	if !modern {
+		versions = fidLegacyVersions()
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "matrix", Version: "1"}, &mcp.ServerOptions{
+		SupportedProtocolVersions: versions,
+		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
+		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			v := req.Params.Argument.Value
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{v + "1", v + "2"}, Total: 2}}, nil
+		},
+	})
+	type whoIn struct {
+		Who string `json:"who"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "greet"}, func(_ context.Context, _ *mcp.CallToolRequest, in whoIn) (*mcp.CallToolResult, any, error) {
+		return fidResult("hello %s", in.Who), nil, nil
+	})
+	type askIn struct {
+		Kind string `json:"kind"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask"}, func(_ context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
+		switch r := req.Params.InputResponses["q"].(type) {
+		case *mcp.CreateMessageWithToolsResult:
+			var text string
+			for _, c := range r.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					text += tc.Text
+				}
+			}
+			return fidResult("sampled %s", text), nil, nil
+		case *mcp.ElicitResult:
+			return fidResult("elicited %s %v", r.Action, r.Content["name"]), nil, nil
+		case *mcp.ListRootsResult:
+			var uris []string
+			for _, root := range r.Roots {
+				uris = append(uris, root.URI)
+			}
+			return fidResult("roots %s", strings.Join(uris, ",")), nil, nil
+		}
+		var q mcp.InputRequest
+		switch in.Kind {
+		case "sampling":
+			q = &mcp.CreateMessageParams{MaxTokens: 8, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "2+2?"}}}}
+		case "elicitation":
+			q = &mcp.ElicitParams{Message: "name?", RequestedSchema: &jsonschema.Schema{
+				Type: "object", Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}}, Required: []string{"name"},
+			}}
+		case "roots":
+			q = &mcp.ListRootsParams{}
+		default:
+			return fidErrorResult("unknown kind %q", in.Kind), nil, nil
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": q}}, nil, nil
+	})
+	type touchIn struct {
+		URI string `json:"uri"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "touch"}, func(ctx context.Context, _ *mcp.CallToolRequest, in touchIn) (*mcp.CallToolResult, any, error) {
+		if err := srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: in.URI}); err != nil {
+			return fidErrorResult("%v", err), nil, nil
+		}
+		return fidResult("touched"), nil, nil
+	})
+	srv.AddPrompt(&mcp.Prompt{Name: "welcome", Arguments: []*mcp.PromptArgument{{Name: "who"}}},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "welcome " + req.Params.Arguments["who"]}}}}, nil
+		})
+	srv.AddResource(&mcp.Resource{URI: "mem://doc", Name: "doc"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "the doc"}}}, nil
+		})
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "mem://items/{id}", Name: "item"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "item " + strings.TrimPrefix(req.Params.URI, "mem://items/")}}}, nil
+		})
+	return srv
+}
+
+func TestRevisionMatrix(t *testing.T) {
+	for _, col := range []struct {
+		name           string
+		clientVersion  string
+		modernUpstream bool
+		upstreamYAML   string
+	}{
+		{"2026 client, legacy upstream", "2026-07-28", false, ""},
+		{"legacy client, 2026 upstream", "2025-11-25", true, `    protocol: "2026"` + "\n"},
+	} {
+		t.Run(col.name, func(t *testing.T) {
+			srv := matrixServer(col.modernUpstream) // one server: its updates must reach every session's subscriptions
+			var opts *mcp.StreamableHTTPOptions
+			if col.modernUpstream {
+				opts = &mcp.StreamableHTTPOptions{Stateless: true} // how the SDK serves 2026-07-28
+			}
+			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
+			t.Cleanup(ts.Close)
+			gw, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n    forward_roots: true\n"+col.upstreamYAML)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c, err := gw.Host().Upstream("up").Client(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Modern() != col.modernUpstream {
+				t.Fatalf("the gateway speaks %s to the upstream; the matrix needs the other revision", c.ProtocolVersion())
+			}
+
+			updates := &fidInbox{}
+			client := mcp.NewClient(&mcp.Implementation{Name: "matrix-client", Version: "1"}, &mcp.ClientOptions{
+				CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "four"}}, nil
+				},
+				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+				},
+				ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+					updates.add(req.Params.URI)
+				},
+			})
+			client.AddRoots(&mcp.Root{URI: "file:///matrix/root", Name: "root"})
+			tr := &http.Transport{}
+			t.Cleanup(tr.CloseIdleConnections)
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}},
+				&mcp.ClientSessionOptions{ProtocolVersion: col.clientVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			if got := cs.InitializeResult().ProtocolVersion; got != col.clientVersion {
+				t.Fatalf("client negotiated %s, want %s", got, col.clientVersion)
+			}
+
+			tool := func(t *testing.T, name string, args map[string]any, want string) {
+				t.Helper()
+				got, isErr, err := fidCall(ctx, cs, name, args)
+				if err != nil || isErr || got != want {
+					t.Errorf("%s: %q (isError %v, err %v), want %q", name, got, isErr, err, want)
+				}
+			}
+			t.Run("tools", func(t *testing.T) {
+				res, err := cs.ListTools(ctx, nil)
+				if err != nil || len(res.Tools) != 3 {
+					t.Fatalf("tools/list: %v %v", res, err)
+				}
+				tool(t, "up__greet", map[string]any{"who": "Ada"}, "hello Ada")
+			})
+			t.Run("resources", func(t *testing.T) {
+				list, err := cs.ListResources(ctx, nil)
+				if err != nil || len(list.Resources) != 1 || list.Resources[0].URI != "up+mem://doc" {
+					t.Fatalf("resources/list: %+v %v", list, err)
+				}
+				for uri, want := range map[string]string{"up+mem://doc": "the doc", "up+mem://items/7": "item 7"} {
+					res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+					if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != want || res.Contents[0].URI != uri {
+						t.Errorf("read %s: %+v %v, want %q under its gateway URI", uri, res, err, want)
+					}
+				}
+				tpl, err := cs.ListResourceTemplates(ctx, nil)
+				if err != nil || len(tpl.ResourceTemplates) != 1 || tpl.ResourceTemplates[0].URITemplate != "up+mem://items/{id}" {
+					t.Errorf("resources/templates/list: %+v %v", tpl, err)
+				}
+				_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "up+mem://nothing"})
+				if err == nil {
+					t.Error("reading an unknown resource succeeded")
+				}
+			})
+			t.Run("prompts", func(t *testing.T) {
+				res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "up__welcome", Arguments: map[string]string{"who": "Ada"}})
+				if err != nil || len(res.Messages) != 1 {
+					t.Fatalf("prompts/get: %+v %v", res, err)
+				}
+				if tc, ok := res.Messages[0].Content.(*mcp.TextContent); !ok || tc.Text != "welcome Ada" {
+					t.Errorf("prompts/get content %+v", res.Messages[0].Content)
+				}
+			})
+			t.Run("completion", func(t *testing.T) {
+				res, err := cs.Complete(ctx, &mcp.CompleteParams{
+					Ref:      &mcp.CompleteReference{Type: "ref/resource", URI: "up+mem://items/{id}"},
+					Argument: mcp.CompleteParamsArgument{Name: "id", Value: "4"},
+				})
+				if err != nil || fmt.Sprint(res.Completion.Values) != "[41 42]" {
+					t.Errorf("completion/complete: %+v %v", res, err)
+				}
+			})
+			t.Run("sampling", func(t *testing.T) { tool(t, "up__ask", map[string]any{"kind": "sampling"}, "sampled four") })
+			t.Run("elicitation", func(t *testing.T) { tool(t, "up__ask", map[string]any{"kind": "elicitation"}, "elicited accept Ada") })
+			t.Run("roots", func(t *testing.T) { tool(t, "up__ask", map[string]any{"kind": "roots"}, "roots file:///matrix/root") })
+			t.Run("subscriptions", func(t *testing.T) {
+				if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://doc"}); err != nil {
+					t.Fatalf("subscribe: %v", err)
+				}
+				// Touch until the update arrives: a 2026 subscription stream
+				// may still be opening when Subscribe returns.
+				deadline := time.Now().Add(5 * time.Second)
+				for len(updates.get()) == 0 && time.Now().Before(deadline) {
+					tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
+					time.Sleep(100 * time.Millisecond)
+				}
+				if got := updates.get(); len(got) == 0 || got[0] != "up+mem://doc" {
+					t.Fatalf("resource updates %q, want up+mem://doc", got)
+				}
+				if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "up+mem://doc"}); err != nil {
+					t.Fatalf("unsubscribe: %v", err)
+				}
+				time.Sleep(200 * time.Millisecond)
+				n := len(updates.get())
+				tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
+				time.Sleep(300 * time.Millisecond)
+				if got := updates.get(); len(got) != n {
+					t.Errorf("updates after unsubscribe: %q", got[n:])
+				}
+			})
+		})
+	}
+}
+
+// TestStatelessBadInputReachesNoUpstream: each malformed or forged
+// 2026-07-28 request gets the spec's error from the gateway, and the
+// upstream never sees a call for it (counted at the upstream's handler).
+func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
+	srv := matrixServer(false)
+	var calls atomic.Int64
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"method":"tools/call"`)) {
+				calls.Add(1)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n")
+
+	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
+	post := func(header http.Header, body string) *rawResponse {
+		c := &rawClient{t: t, url: base + "/mcp", header: header}
+		return c.post(body)
+	}
+	hdr := func(version, method, name string) http.Header {
+		return http.Header{"Mcp-Protocol-Version": {version}, "Mcp-Method": {method}, "Mcp-Name": {name}}
+	}
+	call := func(name, extra string) string {
+		return `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"` + name + `","arguments":{"kind":"sampling"},` + meta + extra + `}}`
+	}
+
+	// One genuine bridged call: input_required, then a retry completes it.
+	first := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", "")).last(t)
+	var ir struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if first.Error != nil || json.Unmarshal(first.Result, &ir) != nil || len(ir.InputRequests) != 1 {
+		t.Fatalf("first round: %s %v", first.Result, first.Error)
+	}
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	answer := `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}}`
+	done := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", answer+`,"requestState":"`+ir.RequestState+`"`)).last(t)
+	if done.Error != nil || !strings.Contains(string(done.Result), "sampled four") {
+		t.Fatalf("retry: %s %v", done.Result, done.Error)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the upstream saw %d tools/call for one bridged call, want 1", n)
+	}
+
+	tampered := ir.RequestState[:len(ir.RequestState)-3] + "AAA"
+	for name, tc := range map[string]struct {
+		header http.Header
+		body   string
+		code   int64
+	}{
+		"Mcp-Name mismatch":   {hdr("2026-07-28", "tools/call", "up__greet"), call("up__ask", ""), mcp.CodeHeaderMismatch},
+		"Mcp-Method mismatch": {hdr("2026-07-28", "prompts/get", "up__ask"), call("up__ask", ""), mcp.CodeHeaderMismatch},
+		"unsupported version": {hdr("2099-01-01", "tools/call", "up__ask"), strings.Replace(call("up__ask", ""), `"2026-07-28"`, `"2099-01-01"`, 1), -32022},
+		"tampered requestState": {hdr("2026-07-28", "tools/call", "up__ask"),
+			call("up__ask", answer+`,"requestState":"`+tampered+`"`), -32602},
+		"requestState of a call that ended": {hdr("2026-07-28", "tools/call", "up__ask"),
+			call("up__ask", answer+`,"requestState":"`+ir.RequestState+`"`), -32602},
+		"requestState of another request": {hdr("2026-07-28", "tools/call", "up__greet"),
+			call("up__greet", answer+`,"requestState":"`+ir.RequestState+`"`), -32602},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := post(tc.header, tc.body)
+			if e := errorOf(t, r); r.status != http.StatusBadRequest || int64(e.Code) != tc.code {
+				t.Errorf("HTTP %d %s; want 400 with %d", r.status, r.body, tc.code)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Errorf("the upstream saw a tools/call for it (%d in all)", n)
+			}
+		})
+	}
+
+	// inputResponses naming no request the gateway made: ignored, and what
+	// is still missing is asked again (SEP-2322), without a new upstream call.
+	again := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", "")).last(t)
+	if again.Error != nil || json.Unmarshal(again.Result, &ir) != nil || len(ir.InputRequests) != 1 {
+		t.Fatalf("second call: %s %v", again.Result, again.Error)
+	}
+	for k := range ir.InputRequests {
+		key = k
+	}
+	bogus := `,"inputResponses":{"no-such-request":{"action":"accept","content":{}}},"requestState":"` + ir.RequestState + `"`
+	r := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", bogus)).last(t)
+	var asked struct {
+		ResultType    string                     `json:"resultType"`
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+	}
+	if r.Error != nil || json.Unmarshal(r.Result, &asked) != nil || asked.ResultType != "input_required" || asked.InputRequests[key] == nil {
+		t.Errorf("retry answering an unknown request: %s %v; want input_required asking %q again", r.Result, r.Error, key)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("the upstream saw %d tools/call, want 2 (two calls, no retries reach it)", n)
+	}
+}
