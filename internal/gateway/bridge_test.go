@@ -171,3 +171,45 @@ func TestBridgeMissingClientCapability(t *testing.T) {
 		})
 	}
 }
+
+// TestBridgeParkedCallLeavesStdioUsable: on a shared stdio upstream a
+// server→client request is relayed only when it can be told whose it is.
+// A bridged call parked on a 2026 client's retry is blocked in its own
+// request, so it must not make every other caller's sampling ambiguous
+// while it waits (as an abandoned one would, until it expires).
+func TestBridgeParkedCallLeavesStdioUsable(t *testing.T) {
+	up := fidStdioUpstream(t, "pipe")
+	base := fidGateway(t, "", up)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	post := func(extra string) *jsonrpc.Message {
+		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"pipe__sample"},
+		}}
+		return c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pipe__sample","arguments":{"tag":"P"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`).last(t)
+	}
+	first := post("")
+	var ir struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if first.Error != nil || json.Unmarshal(first.Result, &ir) != nil || len(ir.InputRequests) != 1 {
+		t.Fatalf("first round: %s %v", first.Result, first.Error)
+	}
+
+	inB := &fidInbox{}
+	b := fidConnect(t, base+"/mcp", fidSampler("B", inB))
+	fidExpect(ctx, t, "B", b, "pipe__sample", map[string]any{"tag": "B"}, "tag=B answer=answer-from-B")
+	if got := inB.get(); !slices.Equal(got, []string{"question from B"}) {
+		t.Errorf("B's handler saw %q, want only its own question", got)
+	}
+
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	done := post(`,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"late"}}},"requestState":"` + ir.RequestState + `"`)
+	if done.Error != nil || !strings.Contains(string(done.Result), "tag=P answer=late") {
+		t.Errorf("parked call after the other: %s %v", done.Result, done.Error)
+	}
+}

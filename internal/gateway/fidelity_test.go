@@ -732,3 +732,41 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB}, map[string][]string{"A": {"up+mem://watched"}})
 	})
 }
+
+// A call waiting on a person (its elicitation unanswered for a while) is
+// blocked in that request, so another session's sampling on the same shared
+// stdio upstream is still relayed — to that session — rather than refused
+// as ambiguous.
+func TestFidelityStdioWaitingCallDoesNotBlockOthers(t *testing.T) {
+	up := fidStdioUpstream(t, "pipe")
+	base := fidGateway(t, "", up)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	release := make(chan struct{})
+	asked := make(chan struct{}, 1)
+	a := fidConnect(t, base+"/mcp", &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		asked <- struct{}{}
+		<-release // a person thinking
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+	}})
+	inB := &fidInbox{}
+	b := fidConnect(t, base+"/mcp", fidSampler("B", inB))
+
+	doneA := make(chan struct{})
+	go func() {
+		defer close(doneA)
+		fidExpect(ctx, t, "A", a, "pipe__elicit", map[string]any{"tag": "A"}, "tag=A action=accept name=Ada")
+	}()
+	select {
+	case <-asked:
+	case <-ctx.Done():
+		t.Fatal("A was never asked")
+	}
+	time.Sleep(1100 * time.Millisecond) // past client.blockedAfter
+	fidExpect(ctx, t, "B", b, "pipe__sample", map[string]any{"tag": "B"}, "tag=B answer=answer-from-B")
+	close(release)
+	<-doneA
+	if got := inB.get(); !slices.Equal(got, []string{"question from B"}) {
+		t.Errorf("B's handler saw %q", got)
+	}
+}

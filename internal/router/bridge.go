@@ -148,6 +148,15 @@ func (p *parkedCall) ask(upstreamCtx context.Context, method string, params json
 	}
 }
 
+// waiting reports whether the call is parked: its client was given
+// input_required and no retry is being served, so the upstream handler is
+// blocked in the requests the client has yet to answer.
+func (p *parkedCall) waiting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.driven && len(p.pending) > 0
+}
+
 // fail ends the call for its client with err, whatever the upstream then
 // answers; the first failure wins.
 func (p *parkedCall) fail(err *jsonrpc.Error) {

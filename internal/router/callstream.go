@@ -30,7 +30,11 @@ func (cs *callStream) options() client.CallOptions {
 	cs.sess.mu.Lock()
 	level := cs.sess.logLevel
 	cs.sess.mu.Unlock()
-	return client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.stateless, LogLevel: level}
+	opts := client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.stateless, LogLevel: level}
+	if cs.park != nil {
+		opts.Parked = cs.park.waiting
+	}
+	return opts
 }
 
 // hint queues a notification; a client too slow to read its stream loses
