@@ -330,6 +330,9 @@ func (w *wiring) hostOptions(opts host.Options) host.Options {
 			w.rt.ListChanged(upstream, mcp.NotificationPromptsChanged)
 			w.rt.ListChanged(upstream, mcp.NotificationResourcesChanged)
 		}
+		if s == host.StateReady {
+			w.rt.UpstreamReady(upstream)
+		}
 	}
 	return opts
 }

@@ -218,6 +218,60 @@ func (rt *Router) subKey(sess *Session, params json.RawMessage) (subKey, bool) {
 	return key, true
 }
 
+// UpstreamReady restores the subscriptions sessions hold on an upstream
+// that (re)connected: a restarted child, a reconnected server or one a
+// reload replaced knows nothing of them, and its updates would otherwise
+// stop without anyone being told. Per-session connections (stateful) are
+// left to their sessions.
+func (rt *Router) UpstreamReady(upstream string) {
+	st := rt.subs
+	st.mu.Lock()
+	var uris []string
+	for k, set := range st.subs {
+		if k.upstream == upstream && k.session == "" && len(set) > 0 {
+			uris = append(uris, k.uri)
+		}
+	}
+	st.mu.Unlock()
+	if len(uris) == 0 {
+		return
+	}
+	select {
+	case <-rt.stop:
+		return
+	default:
+	}
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		u := rt.host.Upstream(upstream)
+		if u == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := u.ClientFor(ctx, true) // where subscribe sends them
+		if err != nil {
+			rt.log.Warn("could not restore resource subscriptions on a reconnected upstream", zap.String("upstream", upstream), zap.Error(err))
+			return
+		}
+		restored := 0
+		for _, uri := range uris {
+			params, _ := json.Marshal(map[string]string{"uri": uri})
+			resp, err := c.Call(ctx, mcp.MethodResourcesSubscribe, params, client.CallOptions{})
+			if err == nil && resp.Error != nil {
+				err = resp.Error
+			}
+			if err != nil {
+				rt.log.Warn("could not restore a resource subscription on a reconnected upstream", zap.String("upstream", upstream), zap.String("uri", uri), zap.Error(err))
+				continue
+			}
+			restored++
+		}
+		rt.log.Info("restored resource subscriptions on a reconnected upstream", zap.String("upstream", upstream), zap.Int("restored", restored), zap.Int("held", len(uris)))
+	}()
+}
+
 // resourceUpdated fans an upstream's notifications/resources/updated out to
 // exactly the sessions subscribed to that URI, each in its route's naming.
 func (rt *Router) resourceUpdated(upstream string, params json.RawMessage) {
