@@ -348,4 +348,13 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("the upstream saw %d tools/call, want 2 (two calls, no retries reach it)", n)
 	}
+	// Finish it: the SDK upstream's handler would otherwise wait on its
+	// sampling request past the test (httptest.Server.Close waits for it).
+	if json.Unmarshal(r.Result, &ir) == nil && ir.RequestState != "" {
+		answer = `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}}`
+		fin := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", answer+`,"requestState":"`+ir.RequestState+`"`)).last(t)
+		if fin.Error != nil || !strings.Contains(string(fin.Result), "sampled four") {
+			t.Errorf("completing the second call: %s %v", fin.Result, fin.Error)
+		}
+	}
 }
