@@ -355,7 +355,9 @@ test('resources/subscribe: updates reach the subscribed session only, and stop a
 
   // server-everything only sends updates once toggled on, for the upstream
   // session (the gateway's one, shared: so it is toggled on exactly once
-  // here and off again at the end).
+  // here and off again at the end, while sub is still open: t.after hooks
+  // run in registration order, so one registered here would run after
+  // open()'s close and fail).
   const toggle = async () => {
     const r = await sub.callTool({ name: TOOL('toggle-subscriber-updates'), arguments: {} }, undefined, CALL_TIMEOUT);
     assertToolOK(r, 'toggle-subscriber-updates');
@@ -364,21 +366,25 @@ test('resources/subscribe: updates reach the subscribed session only, and stop a
   let state = await toggle();
   if (state.startsWith('Stopped')) state = await toggle(); // left on by an earlier run
   assert.match(state, /^Started/, `toggle-subscriber-updates: ${state}`);
-  t.after(() => toggle().catch(() => {}));
+  let off;
+  try {
+    // One update right away, then one every 5 s.
+    await waitFor(() => got.length >= 1, UPDATE_INTERVAL_MS + 5_000, `a first notifications/resources/updated for ${uri}`);
+    await waitFor(() => got.length >= 2, 2 * UPDATE_INTERVAL_MS + 2_000, `a second (periodic) update for ${uri}`);
+    t.diagnostic(`updates at +${got.map((g) => g.at - got[0].at).join(', +')} ms`);
+    for (const g of got) assert.equal(g.uri, uri, 'update for a URI this session did not subscribe to (or not in gateway naming)');
+    assert.deepEqual(otherGot, [], 'a session that did not subscribe received resource updates');
 
-  // One update right away, then one every 5 s.
-  await waitFor(() => got.length >= 1, UPDATE_INTERVAL_MS + 5_000, `a first notifications/resources/updated for ${uri}`);
-  await waitFor(() => got.length >= 2, 2 * UPDATE_INTERVAL_MS + 2_000, `a second (periodic) update for ${uri}`);
-  t.diagnostic(`updates at +${got.map((g) => g.at - got[0].at).join(', +')} ms`);
-  for (const g of got) assert.equal(g.uri, uri, 'update for a URI this session did not subscribe to (or not in gateway naming)');
-  assert.deepEqual(otherGot, [], 'a session that did not subscribe received resource updates');
-
-  await sub.unsubscribeResource({ uri }, CALL_TIMEOUT);
-  await sleep(200); // an update already in flight may still land
-  const n = got.length;
-  await sleep(UPDATE_INTERVAL_MS + 1_000);
-  assert.equal(got.length, n, `updates kept arriving after unsubscribe: ${JSON.stringify(got.slice(n))}`);
-  assert.deepEqual(otherGot, [], 'a session that did not subscribe received resource updates');
+    await sub.unsubscribeResource({ uri }, CALL_TIMEOUT);
+    await sleep(200); // an update already in flight may still land
+    const n = got.length;
+    await sleep(UPDATE_INTERVAL_MS + 1_000);
+    assert.equal(got.length, n, `updates kept arriving after unsubscribe: ${JSON.stringify(got.slice(n))}`);
+    assert.deepEqual(otherGot, [], 'a session that did not subscribe received resource updates');
+  } finally {
+    off = await toggle().catch((err) => `toggle off failed: ${err}`);
+  }
+  assert.match(off, /^Stopped/, `toggling updates off again: ${off}`);
 });
 
 test('a session without sampling gets an error, never another session\'s sampling handler', { timeout: 30_000 }, async (t) => {

@@ -3,7 +3,11 @@
 # server-memory) run as stdio children of mcpgw; the official TypeScript SDK
 # client connects to mcpgw over Streamable HTTP and lists/calls through it
 # (client.test.mjs), and checks what flows during and around calls: progress,
-# sampling, elicitation, resource subscriptions (fidelity.test.mjs).
+# sampling, elicitation, resource subscriptions (fidelity.test.mjs). The SDK v2
+# client (@modelcontextprotocol/client), pinned to the stateless 2026-07-28
+# revision, does the same through the gateway's bridge to the legacy upstream:
+# input_required rounds for sampling/elicitation, -32021, subscriptions/listen
+# (stateless.test.mjs).
 #
 #   test/interop/run.sh            # from anywhere; needs go, node >= 20, npm, curl
 #
@@ -88,7 +92,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---------------------------------------------------------------- npm packages
-if [[ ! -d "$here/node_modules" ]]; then
+# Also when package-lock.json changed since the last install (npm keeps its
+# own copy in node_modules/.package-lock.json), e.g. a dependency was added.
+if [[ ! -d "$here/node_modules" || "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]]; then
   log "npm ci in $here"
   (cd "$here" && npm ci --no-audit --no-fund)
 fi
@@ -185,9 +191,10 @@ done
 # One file at a time: the files share the gateway's single stdio child per
 # upstream, and a sampling/elicitation request from a shared stdio upstream
 # is relayed only while exactly one call is in flight on it, so another
-# file's concurrent everything__* calls would make fidelity.test.mjs flaky.
+# file's concurrent everything__* calls would make fidelity.test.mjs and
+# stateless.test.mjs flaky.
 # (--test-concurrency needs Node >= 20.10; older nodes run files in parallel.)
-tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/auth.test.mjs)
+tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/auth.test.mjs)
 node_flags=(--test)
 if node --test-concurrency=1 -e '' >/dev/null 2>&1; then node_flags+=(--test-concurrency=1); fi
 log "MCPGW_URL=$url MCPGW_FS_DIR=$fs_dir node ${node_flags[*]} ${tests[*]}"
