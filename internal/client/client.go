@@ -104,10 +104,16 @@ type Client struct {
 	modern bool      // the upstream speaks a stateless revision (2026-07-28)
 	subs   listening // its subscriptions/listen stream (stateless upstreams)
 
-	ctx    context.Context // cancelled on Close: stops server→client request handlers
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context // cancelled on Close: stops server→client request handlers
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	cancels sync.WaitGroup // notifications/cancelled on their way (also in wg)
 }
+
+// cancelGrace is how long Close lets cancellations already on their way
+// reach the upstream: calls cancelled as the gateway shuts down would
+// otherwise run on upstream with nobody to answer.
+const cancelGrace = time.Second
 
 type call struct {
 	id    jsonrpc.ID
@@ -363,6 +369,12 @@ func (c *Client) Close() error {
 	if already {
 		return nil
 	}
+	sent := make(chan struct{})
+	go func() { c.cancels.Wait(); close(sent) }() // no Add after closed is set
+	select {
+	case <-sent:
+	case <-time.After(cancelGrace):
+	}
 	c.cancel()
 	// Fail what is pending first: stopping a stdio child can take seconds
 	// (stdin, SIGTERM and SIGKILL graces), and no answer can come anyway.
@@ -483,6 +495,7 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 	closed := c.closed
 	if !closed {
 		c.wg.Add(1)
+		c.cancels.Add(1)
 	}
 	c.mu.Unlock()
 	if closed {
@@ -490,6 +503,7 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 	}
 	go func() {
 		defer c.wg.Done()
+		defer c.cancels.Done()
 		sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 		defer cancel()
 		if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
