@@ -8,14 +8,12 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,10 +102,10 @@ type Client struct {
 	modern bool      // the upstream speaks a stateless revision (2026-07-28)
 	subs   listening // its subscriptions/listen stream (stateless upstreams)
 
-	ctx     context.Context // cancelled on Close: stops server→client request handlers
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	cancels sync.WaitGroup // notifications/cancelled on their way (also in wg)
+	ctx        context.Context // cancelled on Close: stops server→client request handlers
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	cancelling int // notifications/cancelled on their way (guarded by mu)
 }
 
 // cancelGrace is how long Close lets cancellations already on their way
@@ -149,6 +147,10 @@ type CallOptions struct {
 	// stateless upstream for callers that do not speak its revision (a
 	// 2026-07-28 caller's own _meta already carries it).
 	LogLevel string
+	// Capabilities, for a caller that does not speak a stateless upstream's
+	// revision, are the client capabilities declared for it in the request's
+	// _meta (nil: the gateway's own). A 2026-07-28 caller's _meta carries its own.
+	Capabilities json.RawMessage
 	// PassInputRequired hands a 2026-07-28 upstream's input_required result
 	// to the caller as it is (the caller speaks 2026-07-28 too); otherwise
 	// the gateway answers the input requests through Request and retries.
@@ -369,12 +371,6 @@ func (c *Client) Close() error {
 	if already {
 		return nil
 	}
-	sent := make(chan struct{})
-	go func() { c.cancels.Wait(); close(sent) }() // no Add after closed is set
-	select {
-	case <-sent:
-	case <-time.After(cancelGrace):
-	}
 	c.cancel()
 	// Fail what is pending first: stopping a stdio child can take seconds
 	// (stdin, SIGTERM and SIGKILL graces), and no answer can come anyway.
@@ -383,6 +379,24 @@ func (c *Client) Close() error {
 	c.failAll()
 	c.wg.Wait()
 	return err
+}
+
+// CloseGracefully closes like Close after letting the notifications/cancelled
+// already on their way reach the upstream (for up to cancelGrace): at
+// shutdown the gateway cancels what is in flight and then closes its
+// upstreams, which would otherwise keep running those calls with nobody to
+// answer. A lost or ejected upstream is closed at once with Close.
+func (c *Client) CloseGracefully() error {
+	for deadline := time.Now().Add(cancelGrace); time.Now().Before(deadline); {
+		c.mu.Lock()
+		n := c.cancelling
+		c.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return c.Close()
 }
 
 // Notify sends a notification.
@@ -407,7 +421,7 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 	if c.modern && (method == mcp.MethodResourcesSubscribe || method == mcp.MethodResourcesUnsubscribe) {
 		return c.subscription(ctx, method, params)
 	}
-	params, err := c.hopMeta(params, opts.LogLevel)
+	params, err := c.hopMeta(params, opts)
 	if err == nil && method != mcp.MethodInitialize && method != mcp.MethodServerDiscover {
 		params = traceMeta(ctx, params)
 	}
@@ -495,7 +509,7 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 	closed := c.closed
 	if !closed {
 		c.wg.Add(1)
-		c.cancels.Add(1)
+		c.cancelling++
 	}
 	c.mu.Unlock()
 	if closed {
@@ -503,7 +517,11 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 	}
 	go func() {
 		defer c.wg.Done()
-		defer c.cancels.Done()
+		defer func() {
+			c.mu.Lock()
+			c.cancelling--
+			c.mu.Unlock()
+		}()
 		sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
 		defer cancel()
 		if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
@@ -723,41 +741,23 @@ func (c *Client) answer(m *jsonrpc.Message, owner *call) {
 	}
 }
 
-// hopPrefix marks the _meta keys that describe one protocol hop (version,
-// client identity and capabilities, log level) rather than the payload: they
-// are rewritten for the upstream's hop like request ids are.
-const hopPrefix = "io.modelcontextprotocol/"
-
-// hopMeta removes a 2026-07-28 caller's per-hop _meta keys before the
-// request goes to an upstream that negotiated an older revision, which would
-// otherwise take the request for a stateless one.
-func (c *Client) hopMeta(params json.RawMessage, logLevel string) (json.RawMessage, error) {
+// hopMeta gives a request the per-hop _meta of its upstream's revision. A
+// 2026-07-28 caller's per-hop keys (io.modelcontextprotocol/*) are removed
+// for an upstream that negotiated an older revision, which would otherwise
+// take the request for a stateless one.
+func (c *Client) hopMeta(params json.RawMessage, opts CallOptions) (json.RawMessage, error) {
 	if c.modern {
-		return c.modernMeta(params, logLevel)
+		return c.modernMeta(params, opts)
 	}
-	meta, ok := rawjson.Get(params, "_meta")
-	if !ok || !bytes.Contains(meta, []byte(hopPrefix)) {
-		return params, nil
-	}
-	fields, err := rawjson.Fields(meta)
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range fields {
-		if strings.HasPrefix(f.Key, hopPrefix) {
-			if meta, err = rawjson.Delete(meta, f.Key); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return rawjson.Set(params, "_meta", meta)
+	return mcp.WithoutHopMeta(params)
 }
 
 // modernMeta gives a request to a stateless upstream its per-request _meta.
 // A 2026-07-28 caller's own version, capabilities and log level are kept (the
-// upstream must judge what that client can do); for anyone else the gateway
-// speaks for itself.
-func (c *Client) modernMeta(params json.RawMessage, logLevel string) (json.RawMessage, error) {
+// upstream must judge what that client can do); for an older caller the
+// gateway speaks, declaring the caller's capabilities when given
+// (opts.Capabilities) and its own otherwise.
+func (c *Client) modernMeta(params json.RawMessage, opts CallOptions) (json.RawMessage, error) {
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage(`{}`)
 	}
@@ -772,15 +772,19 @@ func (c *Client) modernMeta(params json.RawMessage, logLevel string) (json.RawMe
 	if meta, err = rawjson.SetString(meta, mcp.MetaProtocolVersion, mcp.Version20260728); err != nil {
 		return nil, err
 	}
-	if meta, err = rawjson.Set(meta, mcp.MetaClientCapabilities, c.opts.Capabilities); err != nil {
+	caps := c.opts.Capabilities
+	if opts.Capabilities != nil {
+		caps = opts.Capabilities
+	}
+	if meta, err = rawjson.Set(meta, mcp.MetaClientCapabilities, caps); err != nil {
 		return nil, err
 	}
 	info, _ := json.Marshal(c.opts.ClientInfo)
 	if meta, err = rawjson.Set(meta, mcp.MetaClientInfo, info); err != nil {
 		return nil, err
 	}
-	if logLevel != "" {
-		if meta, err = rawjson.SetString(meta, mcp.MetaLogLevel, logLevel); err != nil {
+	if opts.LogLevel != "" {
+		if meta, err = rawjson.SetString(meta, mcp.MetaLogLevel, opts.LogLevel); err != nil {
 			return nil, err
 		}
 	}

@@ -15,10 +15,10 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 )
 
-// TestCloseLetsCancellationsOut: a call cancelled just before Close (the
-// gateway shutting down cancels what is in flight, then closes its
-// upstreams) is still cancelled upstream: Close waits briefly for the
-// notifications/cancelled already on their way instead of dropping them.
+// TestCloseLetsCancellationsOut: a call cancelled just before the client
+// is closed (the gateway shutting down cancels what is in flight, then
+// closes its upstreams) is still cancelled upstream: CloseGracefully waits
+// briefly for the notifications/cancelled already on their way.
 func TestCloseLetsCancellationsOut(t *testing.T) {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "slow", Version: "1"}, nil)
 	started := make(chan struct{}, 1)
@@ -66,7 +66,7 @@ func TestCloseLetsCancellationsOut(t *testing.T) {
 	}
 	cancelCall()
 	<-done
-	_ = c.Close() // at once, as at shutdown
+	_ = c.CloseGracefully() // at once, as at shutdown
 	select {
 	case <-cancelled:
 	case <-time.After(3 * time.Second):

@@ -258,18 +258,11 @@ func subscriptionID(params json.RawMessage) jsonrpc.ID {
 	return jsonrpc.ID(id)
 }
 
-// dropSubscriptionID removes the upstream's subscription id, which names
-// the gateway's stream, not anything the gateway's clients opened.
+// dropSubscriptionID removes the upstream's per-hop keys (its
+// subscription id names the gateway's stream, not anything the gateway's
+// clients opened); the router adds what its own clients need.
 func dropSubscriptionID(params json.RawMessage) json.RawMessage {
-	meta, ok := rawjson.Get(params, "_meta")
-	if !ok {
-		return params
-	}
-	meta, err := rawjson.Delete(meta, mcp.MetaSubscriptionID)
-	if err != nil {
-		return params
-	}
-	out, err := rawjson.Set(params, "_meta", meta)
+	out, err := mcp.WithoutHopMeta(params)
 	if err != nil {
 		return params
 	}

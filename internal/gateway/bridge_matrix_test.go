@@ -47,6 +47,15 @@ func matrixServer(modern bool) *mcp.Server {
 	mcp.AddTool(srv, &mcp.Tool{Name: "greet"}, func(_ context.Context, _ *mcp.CallToolRequest, in whoIn) (*mcp.CallToolResult, any, error) {
 		return fidResult("hello %s", in.Who), nil, nil
 	})
+	// caps reports the client capabilities the request came with (its
+	// _meta's, or its session's initialize).
+	mcp.AddTool(srv, &mcp.Tool{Name: "caps"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		c := req.ClientCapabilities()
+		if c == nil {
+			c = &mcp.ClientCapabilities{}
+		}
+		return fidResult("sampling=%v elicitation=%v", c.Sampling != nil, c.Elicitation != nil), nil, nil
+	})
 	type askIn struct {
 		Kind string `json:"kind"`
 	}
@@ -115,7 +124,7 @@ func TestRevisionMatrix(t *testing.T) {
 		modernUpstream bool
 		upstreamYAML   string
 	}{
-		{"2026 client, legacy upstream", "2026-07-28", false, ""},
+		{"2026 client, legacy upstream", "2026-07-28", false, "    exact_capabilities: true\n"},
 		{"legacy client, 2026 upstream", "2025-11-25", true, `    protocol: "2026"` + "\n"},
 	} {
 		t.Run(col.name, func(t *testing.T) {
@@ -171,10 +180,32 @@ func TestRevisionMatrix(t *testing.T) {
 			}
 			t.Run("tools", func(t *testing.T) {
 				res, err := cs.ListTools(ctx, nil)
-				if err != nil || len(res.Tools) != 3 {
+				if err != nil || len(res.Tools) != 4 {
 					t.Fatalf("tools/list: %v %v", res, err)
 				}
 				tool(t, "up__greet", map[string]any{"who": "Ada"}, "hello Ada")
+				call, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__greet", Arguments: map[string]any{"who": "Ada"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The client's server is the gateway: an upstream's per-hop
+				// identity must not reach it (2026 clients get the gateway's).
+				if info, ok := call.Meta["io.modelcontextprotocol/serverInfo"].(map[string]any); ok && info["name"] != "mcpgw" {
+					t.Errorf("result _meta names the upstream: %v", call.Meta)
+				}
+			})
+			t.Run("the upstream sees the caller's own capabilities", func(t *testing.T) {
+				tool(t, "up__caps", nil, "sampling=true elicitation=true")
+				bare := mcp.NewClient(&mcp.Implementation{Name: "bare", Version: "1"}, nil) // declares nothing
+				bs, err := bare.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}},
+					&mcp.ClientSessionOptions{ProtocolVersion: col.clientVersion})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer bs.Close()
+				if got, _, err := fidCall(ctx, bs, "up__caps", nil); err != nil || got != "sampling=false elicitation=false" {
+					t.Errorf("a client declaring nothing: upstream saw %q (%v)", got, err)
+				}
 			})
 			t.Run("resources", func(t *testing.T) {
 				list, err := cs.ListResources(ctx, nil)

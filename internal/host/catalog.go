@@ -350,10 +350,16 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
+	copts := u.callOptions(opts)
+	if caps, ok := ctx.Value(callerCapsKey{}).(json.RawMessage); ok && c.Modern() && !opts.PassInputRequired {
+		// An older caller of a stateless upstream: declare what it can do,
+		// as its own initialize would have (roots as the gateway answers them).
+		copts.Capabilities = json.RawMessage(u.viewCapabilities(caps))
+	}
 	start := u.m.CallStarted()
-	resp, cerr := c.Call(ctx, method, params, u.callOptions(opts))
+	resp, cerr := c.Call(ctx, method, params, copts)
 	if cerr == nil && c.Modern() && !opts.PassInputRequired {
-		resp, cerr = v.fulfil(ctx, c, method, params, resp, u.callOptions(opts))
+		resp, cerr = v.fulfil(ctx, c, method, params, resp, copts)
 	}
 	u.m.CallDone(method, start, callReason(resp, cerr))
 	if cerr != nil {

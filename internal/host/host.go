@@ -427,7 +427,7 @@ func (u *Upstream) closeAlt() {
 		u.host.wg.Add(1)
 		go func() {
 			defer u.host.wg.Done()
-			_ = v.Close()
+			_ = v.CloseGracefully()
 		}()
 	}
 	if alt != nil {
@@ -438,7 +438,7 @@ func (u *Upstream) closeAlt() {
 		u.host.wg.Add(1)
 		go func() {
 			defer u.host.wg.Done()
-			_ = alt.Close()
+			_ = alt.CloseGracefully()
 		}()
 	}
 }
@@ -518,7 +518,7 @@ func (u *Upstream) supervise(ctx context.Context) {
 			lost := u.watch(ctx, c)
 			if ctx.Err() != nil {
 				u.setState(StateStopped, nil, errors.New("gateway shutting down"))
-				_ = c.Close()
+				_ = c.CloseGracefully() // calls cancelled by the shutdown are cancelled upstream too
 				return
 			}
 			err = lost

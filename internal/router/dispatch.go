@@ -105,6 +105,11 @@ func legacyResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 			resp.Result = res
 		}
 	}
+	// A 2026-07-28 upstream's per-hop keys (its serverInfo, say) describe
+	// its hop; a legacy session's server is the gateway, named at initialize.
+	if res, err := mcp.WithoutHopMeta(resp.Result); err == nil {
+		resp.Result = res
+	}
 	return resp
 }
 

@@ -1,0 +1,42 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// HopPrefix marks the _meta keys that describe one protocol hop — version,
+// client identity and capabilities, log level, server identity,
+// subscription id — rather than the payload: the gateway rewrites them for
+// each hop, like request ids.
+const HopPrefix = "io.modelcontextprotocol/"
+
+// WithoutHopMeta returns obj (params or a result) without the hop keys of
+// its _meta, and without a _meta they leave empty; anything else is kept
+// byte for byte. obj comes back unchanged when it carries none.
+func WithoutHopMeta(obj json.RawMessage) (json.RawMessage, error) {
+	meta, ok := rawjson.Get(obj, "_meta")
+	if !ok || !bytes.Contains(meta, []byte(HopPrefix)) {
+		return obj, nil
+	}
+	fields, err := rawjson.Fields(meta)
+	if err != nil {
+		return nil, err
+	}
+	kept := len(fields)
+	for _, f := range fields {
+		if strings.HasPrefix(f.Key, HopPrefix) {
+			if meta, err = rawjson.Delete(meta, f.Key); err != nil {
+				return nil, err
+			}
+			kept--
+		}
+	}
+	if kept == 0 {
+		return rawjson.Delete(obj, "_meta")
+	}
+	return rawjson.Set(obj, "_meta", meta)
+}
