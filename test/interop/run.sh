@@ -7,7 +7,12 @@
 # client (@modelcontextprotocol/client), pinned to the stateless 2026-07-28
 # revision, does the same through the gateway's bridge to the legacy upstream:
 # input_required rounds for sampling/elicitation, -32021, subscriptions/listen
-# (stateless.test.mjs).
+# (stateless.test.mjs). The other way round, a 2026-07-28-only upstream built
+# on the SDK v2 server package (servers/modern-server.mjs, route /mcp/modern,
+# protocol: "2026") serves the v1 client as a legacy session: input_required
+# becomes sampling/elicitation/roots requests on the call's stream,
+# resources/subscribe becomes subscriptions/listen, logging/setLevel a
+# per-request _meta log level (modern-upstream.test.mjs).
 #
 #   test/interop/run.sh            # from anywhere; needs go, node >= 20, npm, curl
 #
@@ -119,11 +124,13 @@ while [[ "$admin_port" == "$port" ]]; do admin_port="$(free_port)"; done
 fs_dir="$tmp/fs-root"
 mkdir -p "$fs_dir"
 memory_file="$tmp/memory.jsonl"
+modern_wire_log="$tmp/modern-wire.jsonl" # what servers/modern-server.mjs saw and sent
+: >"$modern_wire_log"
 config="$tmp/gateway.yaml"
 
 # Replaces @NAME@ placeholders; refuses values that would need YAML escaping.
-PORT="$port" ADMIN_PORT="$admin_port" MODULES="$here/node_modules" FS_DIR="$fs_dir" \
-MEMORY_FILE="$memory_file" node -e '
+PORT="$port" ADMIN_PORT="$admin_port" HERE="$here" MODULES="$here/node_modules" FS_DIR="$fs_dir" \
+MEMORY_FILE="$memory_file" MODERN_WIRE_LOG="$modern_wire_log" node -e '
   const fs = require("fs");
   const [tmpl, out] = process.argv.slice(1);
   const text = fs.readFileSync(tmpl, "utf8").replace(/@([A-Z_]+)@/g, (m, k) => {
@@ -177,7 +184,8 @@ if [[ -n "$sid" ]]; then
 fi
 
 # Upstreams start concurrently with the listener; if the admin listener has a
-# readiness endpoint, wait for it so tools/list sees all three upstreams.
+# readiness endpoint, wait for it (it stays 503 until upstream "modern",
+# marked required in gateway.yaml.tmpl, is connected).
 while ((SECONDS < deadline)); do
   rcode="$(curl -sS -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$admin_port/readyz" 2>/dev/null || true)"
   case "$rcode" in
@@ -194,12 +202,14 @@ done
 # file's concurrent everything__* calls would make fidelity.test.mjs and
 # stateless.test.mjs flaky.
 # (--test-concurrency needs Node >= 20.10; older nodes run files in parallel.)
-tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/auth.test.mjs)
+tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/modern-upstream.test.mjs test/interop/auth.test.mjs)
 node_flags=(--test)
 if node --test-concurrency=1 -e '' >/dev/null 2>&1; then node_flags+=(--test-concurrency=1); fi
-log "MCPGW_URL=$url MCPGW_FS_DIR=$fs_dir node ${node_flags[*]} ${tests[*]}"
+modern_url="http://127.0.0.1:$port/mcp/modern"
+log "MCPGW_URL=$url MCPGW_MODERN_URL=$modern_url MCPGW_FS_DIR=$fs_dir node ${node_flags[*]} ${tests[*]}"
 set +e
-(cd "$root" && MCPGW_URL="$url" MCPGW_FS_DIR="$fs_dir" MCPGW_BIN="$bin" node "${node_flags[@]}" "${tests[@]}")
+(cd "$root" && MCPGW_URL="$url" MCPGW_MODERN_URL="$modern_url" MCPGW_MODERN_WIRE_LOG="$modern_wire_log" \
+  MCPGW_FS_DIR="$fs_dir" MCPGW_BIN="$bin" node "${node_flags[@]}" "${tests[@]}")
 status=$?
 set -e
 
