@@ -389,3 +389,24 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownResourceNamedAsTheClientNamedIt: an upstream's resource-not-
+// found error names its own URI in data.uri; the caller used the gateway's.
+func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
+	srv := matrixServer(false)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n")
+	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"resources/read"}, "Mcp-Name": {"up+mem://nothing"}}}
+	r := c.post(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"up+mem://nothing","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	e := errorOf(t, r)
+	var data struct {
+		URI string `json:"uri"`
+	}
+	if err := json.Unmarshal(e.Data, &data); err != nil || data.URI != "up+mem://nothing" {
+		t.Errorf("error %d %q data %s: want data.uri up+mem://nothing", e.Code, e.Message, e.Data)
+	}
+	if strings.Contains(e.Message, "mem://nothing") && !strings.Contains(e.Message, "up+mem://nothing") {
+		t.Errorf("message names the upstream's URI: %q", e.Message)
+	}
+}

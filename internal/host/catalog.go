@@ -377,6 +377,9 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 			resp.Result = res
 		}
 	}
+	if resp.Error != nil && t.uri && internal != external {
+		v.rewriteErrorURI(resp.Error, internal, external)
+	}
 	return resp, nil
 }
 
@@ -481,6 +484,19 @@ func (v *View) rewriteContents(upstream string, res json.RawMessage) (json.RawMe
 		}
 	}
 	return rawjson.Set(res, "contents", rawjson.AppendArray(nil, items))
+}
+
+// rewriteErrorURI names the resource of an upstream's error (resource not
+// found: data.uri, and the message) as the caller named it.
+func (v *View) rewriteErrorURI(e *jsonrpc.Error, internal, external string) {
+	if uri, ok := rawjson.GetString(e.Data, "uri"); ok && uri == internal {
+		if d, err := rawjson.SetString(e.Data, "uri", external); err == nil {
+			e.Data = d
+		}
+	}
+	if !strings.Contains(e.Message, external) {
+		e.Message = strings.ReplaceAll(e.Message, internal, external)
+	}
 }
 
 // completionTarget routes completion/complete by its ref: a prompt name or a
