@@ -1,6 +1,8 @@
 package mcp_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -20,4 +22,40 @@ func TestWithoutHopMeta(t *testing.T) {
 			t.Errorf("WithoutHopMeta(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
 		}
 	}
+}
+
+// FuzzWithoutHopMeta: for any JSON object, the result is valid JSON, its
+// _meta holds no hop key, and every other member is untouched.
+func FuzzWithoutHopMeta(f *testing.F) {
+	f.Add(`{"a":1,"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"},"k":2}}`)
+	f.Add(`{"_meta":{"io.modelcontextprotocol/a":1}}`)
+	f.Add(`{"_meta":"io.modelcontextprotocol/"}`)
+	f.Add(`{"_meta":{"io.modelcontextprotocol/a":1,"io.modelcontextprotocol/a":2},"_meta":{}}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal([]byte(in), &obj) != nil {
+			return
+		}
+		out, err := mcp.WithoutHopMeta([]byte(in))
+		if err != nil {
+			return // malformed _meta: refused, not mangled
+		}
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%s -> invalid JSON %s: %v", in, out, err)
+		}
+		for k, v := range obj {
+			if k != "_meta" && string(got[k]) != string(v) {
+				t.Fatalf("%s -> %s: member %q changed", in, out, k)
+			}
+		}
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(got["_meta"], &meta) == nil {
+			for k := range meta {
+				if strings.HasPrefix(k, mcp.HopPrefix) {
+					t.Fatalf("%s -> %s: hop key %q kept", in, out, k)
+				}
+			}
+		}
+	})
 }
