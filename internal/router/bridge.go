@@ -39,10 +39,12 @@ const (
 	bridgeStatePrefix = "mcpgw1."
 	bridgeTTL         = 5 * time.Minute
 	maxParked         = 256
-	// bridgeGather is how long the gateway waits for further input requests
-	// after the first, so that requests an upstream sends together are
-	// returned in one input_required result.
-	bridgeGather = 25 * time.Millisecond
+	// After an input request the gateway waits bridgeGatherIdle for another
+	// (at most bridgeGather in all), so that requests an upstream sends
+	// together — the SDKs send an input_required map's at once — come back
+	// in one input_required result. One that comes later only costs a round.
+	bridgeGatherIdle = 5 * time.Millisecond
+	bridgeGather     = 25 * time.Millisecond
 )
 
 // bridge holds the parked calls of one router.
@@ -296,7 +298,8 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 			p.pending[need.key] = need
 			p.mu.Unlock()
 			// Gather what the upstream asks at about the same time.
-			gather := time.After(bridgeGather)
+			limit := time.After(bridgeGather)
+			idle := time.NewTimer(bridgeGatherIdle)
 		collect:
 			for {
 				select {
@@ -304,10 +307,14 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 					p.mu.Lock()
 					p.pending[n.key] = n
 					p.mu.Unlock()
-				case <-gather:
+					idle.Reset(bridgeGatherIdle)
+				case <-idle.C:
+					break collect
+				case <-limit:
 					break collect
 				}
 			}
+			idle.Stop()
 			if err := rt.bridge.park(p); err != nil {
 				p.cancel()
 				rt.finish(w, sw, jsonrpc.NewError(id, err))
