@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/internal/gateway"
 )
 
 // Fidelity tests: each mechanism by which an upstream talks back during or
@@ -772,69 +774,51 @@ func TestFidelityStdioWaitingCallDoesNotBlockOthers(t *testing.T) {
 	}
 }
 
-// A restarted upstream knows nothing of the subscriptions sessions hold on
-// it: the gateway subscribes again when it is back, so updates keep coming.
-func TestFidelitySubscriptionsSurviveUpstreamRestart(t *testing.T) {
-	up := fidStdioUpstream(t, "up")
-	gw, base := fidGatewayGW(t, "", up)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	inbox := &fidInbox{}
-	a := fidConnect(t, base+"/mcp", &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-		inbox.add(req.Params.URI)
-	}})
-	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
-		t.Fatal(err)
+// An upstream that comes back — a restarted child, or one a reload replaced
+// (its config changed: a new child) — knows nothing of the subscriptions
+// sessions hold on it: the gateway subscribes again, so updates keep coming.
+func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
+	for name, replace := range map[string]func(t *testing.T, gw *gateway.Gateway, up *fidUpstream, pid int){
+		"child killed": func(t *testing.T, _ *gateway.Gateway, _ *fidUpstream, pid int) {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"reload replaces it": func(t *testing.T, gw *gateway.Gateway, up *fidUpstream, _ int) {
+			if err := gw.Reload(parseConfig(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry+"    timeout: 45s\n")); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := fidStdioUpstream(t, "up")
+			gw, base := fidGatewayGW(t, "", up)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			inbox := &fidInbox{}
+			a := fidConnect(t, base+"/mcp", &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+				inbox.add(req.Params.URI)
+			}})
+			if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
+				t.Fatal(err)
+			}
+			pid := gw.Host().Upstream("up").PID()
+			if pid == 0 {
+				t.Fatal("no child pid")
+			}
+			replace(t, gw, up, pid)
+			deadline := time.Now().Add(10 * time.Second)
+			for fidCount(up.log.all(), "subscribe mem://watched") < 2 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the new upstream child was not subscribed again: %q", up.log.all())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if p := gw.Host().Upstream("up").PID(); p == pid || p == 0 {
+				t.Fatalf("child pid %d afterwards (was %d): the upstream was not replaced", p, pid)
+			}
+			fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
+			fidSettle(t, map[string]*fidInbox{"A": inbox}, map[string][]string{"A": {"up+mem://watched"}})
+		})
 	}
-	pid := gw.Host().Upstream("up").PID()
-	if pid == 0 {
-		t.Fatal("no child pid")
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for fidCount(up.log.all(), "subscribe mem://watched") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the restarted upstream was not subscribed again: %q", up.log.all())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if p := gw.Host().Upstream("up").PID(); p == pid || p == 0 {
-		t.Fatalf("child pid %d after the kill (was %d)", p, pid)
-	}
-	fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-	fidSettle(t, map[string]*fidInbox{"A": inbox}, map[string][]string{"A": {"up+mem://watched"}})
-}
-
-// A reload that replaces an upstream (its config changed) gives it a new
-// connection — a new child for stdio — which is subscribed again too.
-func TestFidelitySubscriptionsSurviveReload(t *testing.T) {
-	up := fidStdioUpstream(t, "up")
-	gw, base := fidGatewayGW(t, "", up)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	inbox := &fidInbox{}
-	a := fidConnect(t, base+"/mcp", &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-		inbox.add(req.Params.URI)
-	}})
-	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
-		t.Fatal(err)
-	}
-	pid := gw.Host().Upstream("up").PID()
-	if err := gw.Reload(parseConfig(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry+"    timeout: 45s\n")); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for fidCount(up.log.all(), "subscribe mem://watched") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the replaced upstream was not subscribed again: %q", up.log.all())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if p := gw.Host().Upstream("up").PID(); p == pid || p == 0 {
-		t.Fatalf("child pid %d after the reload (was %d): the upstream was not replaced", p, pid)
-	}
-	fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-	fidSettle(t, map[string]*fidInbox{"A": inbox}, map[string][]string{"A": {"up+mem://watched"}})
 }

@@ -37,6 +37,8 @@ import {
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
+import { textOf, assertToolOK, waitFor } from './helpers.mjs';
+
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const DIRECT = process.env.INTEROP_DIRECT === '1';
 const GATEWAY_URL = process.env.MCPGW_URL;
@@ -148,17 +150,6 @@ class DirectSession {
 
 // ---------------------------------------------------------------- helpers
 
-const textOf = (result) =>
-  (result.content || [])
-    .filter((b) => b.type === 'text')
-    .map((b) => b.text)
-    .join('\n');
-
-function assertToolOK(result, what) {
-  assert.ok(!result.isError, `${what} returned isError: ${JSON.stringify(result)}`);
-  assert.ok(Array.isArray(result.content) && result.content.length > 0, `${what}: empty content: ${JSON.stringify(result)}`);
-}
-
 /**
  * Runs a call that must fail, either as a JSON-RPC error or as an isError
  * tool result, and returns the error text. Fails if it succeeds.
@@ -174,15 +165,6 @@ async function expectToolError(p, what) {
   }
   assert.equal(r.isError, true, `${what}: expected an error, got a result: ${JSON.stringify(r)}`);
   return { kind: 'isError', text: textOf(r) };
-}
-
-/** Resolves when pred() holds, polling; rejects after ms. */
-async function waitFor(pred, ms, what) {
-  const deadline = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 /** The sampling answer a client returns, marked with its own tag. */

@@ -58,6 +58,8 @@ import {
   ResourceUpdatedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
+import { textOf, assertToolOK, waitFor } from './helpers.mjs';
+
 const GATEWAY_URL = process.env.MCPGW_URL;
 const MODERN_URL = process.env.MCPGW_MODERN_URL || (GATEWAY_URL && `${GATEWAY_URL.replace(/\/+$/, '')}/modern`);
 const WIRE_LOG = process.env.MCPGW_MODERN_WIRE_LOG;
@@ -204,26 +206,6 @@ async function rawSession(t, capabilities) {
 }
 
 // ---------------------------------------------------------------- helpers
-
-const textOf = (result) =>
-  (result.content || [])
-    .filter((b) => b.type === 'text')
-    .map((b) => b.text)
-    .join('\n');
-
-function assertToolOK(result, what) {
-  assert.ok(!result.isError, `${what} returned isError: ${JSON.stringify(result)}`);
-  assert.ok(Array.isArray(result.content) && result.content.length > 0, `${what}: empty content: ${JSON.stringify(result)}`);
-}
-
-/** Resolves when pred() holds, polling; rejects after ms. */
-async function waitFor(pred, ms, what) {
-  const deadline = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 /** The sampling answer a client returns, marked with its own tag. */
 const samplingAnswer = (tag) => ({

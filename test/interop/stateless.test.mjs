@@ -28,7 +28,6 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 import {
   Client,
@@ -36,6 +35,8 @@ import {
   ProtocolError,
   MissingRequiredClientCapabilityError,
 } from '@modelcontextprotocol/client';
+
+import { textOf, assertToolOK, waitFor } from './helpers.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const GATEWAY_URL = process.env.MCPGW_URL;
@@ -107,17 +108,6 @@ function tap(transport) {
 
 // ---------------------------------------------------------------- helpers
 
-const textOf = (result) =>
-  (result.content || [])
-    .filter((b) => b.type === 'text')
-    .map((b) => b.text)
-    .join('\n');
-
-function assertToolOK(result, what) {
-  assert.ok(!result.isError, `${what} returned isError: ${JSON.stringify(result)}`);
-  assert.ok(Array.isArray(result.content) && result.content.length > 0, `${what}: empty content: ${JSON.stringify(result)}`);
-}
-
 /** Runs a request that must fail with a JSON-RPC error; returns the error. */
 async function expectProtocolError(p, what) {
   let r;
@@ -131,15 +121,6 @@ async function expectProtocolError(p, what) {
     return err;
   }
   assert.fail(`${what}: expected a JSON-RPC error, got a result: ${JSON.stringify(r)}`);
-}
-
-/** Resolves when pred() holds, polling; rejects after ms. */
-async function waitFor(pred, ms, what) {
-  const deadline = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 /** The sampling answer a client returns, marked with its own tag. */
