@@ -15,6 +15,9 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
 // The revision matrix: a 2026-07-28 client in front of a legacy upstream,
@@ -409,4 +412,59 @@ func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
 	if strings.Contains(e.Message, "mem://nothing") && !strings.Contains(e.Message, "up+mem://nothing") {
 		t.Errorf("message names the upstream's URI: %q", e.Message)
 	}
+}
+
+// TestBridgeMetrics: parked calls and bridged rounds are visible on
+// /metrics, so an operator sees a bridge filling up or clients retrying
+// with states that are refused.
+func TestBridgeMetrics(t *testing.T) {
+	srv := matrixServer(false)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	_, base, admin := startAdminGateway(t, "listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\nupstreams:\n  up:\n    url: "+ts.URL+"\n", gateway.Options{})
+	post := func(extra string) *jsonrpc.Message {
+		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__ask"}}}
+		return c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__ask","arguments":{"kind":"sampling"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`).last(t)
+	}
+	want := func(step string, parked, asked, resumed, refused float64) {
+		t.Helper()
+		mfs, _ := scrape(t, admin)
+		for _, c := range []struct {
+			got   func() (float64, bool)
+			want  float64
+			which string
+		}{
+			{func() (float64, bool) { return sample(mfs, "mcpgw_bridge_parked_calls") }, parked, "parked"},
+			{func() (float64, bool) { return sample(mfs, "mcpgw_bridge_rounds_total", "outcome", "asked") }, asked, "asked"},
+			{func() (float64, bool) { return sample(mfs, "mcpgw_bridge_rounds_total", "outcome", "resumed") }, resumed, "resumed"},
+			{func() (float64, bool) { return sample(mfs, "mcpgw_bridge_rounds_total", "outcome", "refused") }, refused, "refused"},
+		} {
+			if v, ok := c.got(); !ok || v != c.want {
+				t.Errorf("%s: %s = %v (present %v), want %v", step, c.which, v, ok, c.want)
+			}
+		}
+	}
+	want("before", 0, 0, 0, 0)
+	first := post("")
+	var ir struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if first.Error != nil || json.Unmarshal(first.Result, &ir) != nil || len(ir.InputRequests) != 1 {
+		t.Fatalf("first round: %s %v", first.Result, first.Error)
+	}
+	want("parked", 1, 1, 0, 0)
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	answer := `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}}`
+	if m := post(answer + `,"requestState":"mcpgw1.e30.e30"`); m.Error == nil {
+		t.Fatal("a forged state was accepted")
+	}
+	want("refused", 1, 1, 0, 1)
+	if m := post(answer + `,"requestState":"` + ir.RequestState + `"`); m.Error != nil || !strings.Contains(string(m.Result), "sampled four") {
+		t.Fatalf("retry: %s %v", m.Result, m.Error)
+	}
+	want("resumed", 0, 1, 1, 1)
 }

@@ -152,6 +152,9 @@ type Metrics struct {
 	policyDecisions *prometheus.CounterVec
 	rateLimited     *prometheus.CounterVec
 
+	bridgeParked prometheus.Gauge
+	bridgeRounds *prometheus.CounterVec
+
 	sources *sourceCollector
 }
 
@@ -207,6 +210,15 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	m.policyDecisions = f.counterVec("policy_decisions_total",
 		"Policy decisions on tools, prompts and resources, by route and decision (allow, deny).", "route", "decision")
 	m.rateLimited = f.counterVec("rate_limited_total", "Downstream requests refused by a rate limit, by route.", "route")
+
+	m.bridgeParked = f.gauge("bridge_parked_calls",
+		"Calls of 2026-07-28 clients to legacy upstreams parked while their client answers input_required (at most 256 per replica).")
+	m.bridgeRounds = f.counterVec("bridge_rounds_total",
+		"Bridged input_required rounds by outcome: asked (input_required returned), resumed (a retry answered the upstream), refused (a requestState was not accepted), full (no room to park), missing_capability (-32021).",
+		"outcome")
+	for _, o := range []string{BridgeAsked, BridgeResumed, BridgeRefused, BridgeFull, BridgeMissingCapability} {
+		m.bridgeRounds.WithLabelValues(o)
+	}
 
 	info := f.gaugeVec("build_info", "Always 1; labels carry mcpgw's version and the Go version it was built with.", "version", "goversion")
 	info.WithLabelValues(opts.Version, runtime.Version()).Set(1)
@@ -347,6 +359,29 @@ func (m *Metrics) PolicyDecision(route, decision string) {
 func (m *Metrics) RateLimited(route string) {
 	if m != nil {
 		m.rateLimited.WithLabelValues(route).Inc()
+	}
+}
+
+// Bridge round outcomes (mcpgw_bridge_rounds_total's outcome label).
+const (
+	BridgeAsked             = "asked"
+	BridgeResumed           = "resumed"
+	BridgeRefused           = "refused"
+	BridgeFull              = "full"
+	BridgeMissingCapability = "missing_capability"
+)
+
+// BridgeParked moves the number of parked bridged calls by delta.
+func (m *Metrics) BridgeParked(delta int) {
+	if m != nil {
+		m.bridgeParked.Add(float64(delta))
+	}
+}
+
+// BridgeRound counts one bridged round's outcome (Bridge* constants).
+func (m *Metrics) BridgeRound(outcome string) {
+	if m != nil {
+		m.bridgeRounds.WithLabelValues(outcome).Inc()
 	}
 }
 

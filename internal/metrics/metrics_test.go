@@ -24,6 +24,8 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.AuthFailure("invalid_token")
 	m.PolicyDecision("/mcp", "deny")
 	m.RateLimited("/mcp")
+	m.BridgeParked(+1)
+	m.BridgeRound(metrics.BridgeAsked)
 	u := m.Upstream("x")
 	if u != nil {
 		t.Fatal("nil Metrics gave a non-nil Upstream")

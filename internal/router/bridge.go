@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
@@ -49,19 +50,20 @@ const (
 
 // bridge holds the parked calls of one router.
 type bridge struct {
-	key []byte // HMAC key for requestState, random per process
+	key []byte           // HMAC key for requestState, random per process
+	m   *metrics.Metrics // nil: none
 
 	mu     sync.Mutex
 	parked map[string]*parkedCall
 	seq    uint64
 }
 
-func newBridge() *bridge {
+func newBridge(m *metrics.Metrics) *bridge {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		panic("crypto/rand failed: " + err.Error())
 	}
-	return &bridge{key: key, parked: map[string]*parkedCall{}}
+	return &bridge{key: key, m: m, parked: map[string]*parkedCall{}}
 }
 
 // parkedCall is one downstream call whose upstream request outlives the
@@ -195,9 +197,11 @@ func (rt *Router) serveBridged(w http.ResponseWriter, r *http.Request, sess *Ses
 	}
 	p, err := rt.bridge.resume(state, msg, principalTag(sess.owner))
 	if err != nil {
+		rt.bridge.m.BridgeRound(metrics.BridgeRefused)
 		statelessError(w, msg.ID, err)
 		return
 	}
+	rt.bridge.m.BridgeRound(metrics.BridgeResumed)
 	// Answer what the client answered; what it left out is asked again.
 	responses, _ := rawjson.Get(msg.Params, "inputResponses")
 	p.mu.Lock()
@@ -213,6 +217,7 @@ func (rt *Router) serveBridged(w http.ResponseWriter, r *http.Request, sess *Ses
 	}
 	p.mu.Unlock()
 	if still {
+		rt.bridge.m.BridgeRound(metrics.BridgeAsked)
 		rt.inputRequired(w, p, msg.ID)
 		return
 	}
@@ -258,6 +263,7 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 				early = append(early, b)
 			}
 		case err := <-p.failed:
+			rt.bridge.m.BridgeRound(metrics.BridgeMissingCapability)
 			p.cancel()
 			rt.bridge.forget(p)
 			rt.finish(w, sw, jsonrpc.NewError(id, err))
@@ -316,10 +322,12 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 			}
 			idle.Stop()
 			if err := rt.bridge.park(p); err != nil {
+				rt.bridge.m.BridgeRound(metrics.BridgeFull)
 				p.cancel()
 				rt.finish(w, sw, jsonrpc.NewError(id, err))
 				return
 			}
+			rt.bridge.m.BridgeRound(metrics.BridgeAsked)
 			if sw != nil {
 				b, _ := jsonrpc.Encode(jsonrpc.NewResult(id, rt.inputRequiredResult(p)))
 				_ = sw.Write(sse.Event{Data: b})
@@ -403,6 +411,7 @@ func (b *bridge) park(p *parkedCall) *jsonrpc.Error {
 	b.seq++
 	p.id = strconv.FormatUint(b.seq, 36) + "-" + randomToken()
 	b.parked[p.id] = p
+	b.m.BridgeParked(+1)
 	// Forget it when it ends, whatever ends it.
 	context.AfterFunc(p.ctx, func() { b.forget(p) })
 	return nil
@@ -425,6 +434,7 @@ func (b *bridge) forget(p *parkedCall) {
 	b.mu.Lock()
 	if p.id != "" && b.parked[p.id] == p {
 		delete(b.parked, p.id)
+		b.m.BridgeParked(-1)
 	}
 	b.mu.Unlock()
 }

@@ -12,7 +12,7 @@ import (
 // sends, resume never panics, and it resumes the parked call only with a
 // state this bridge minted for it (for its request and its owner).
 func FuzzBridgeResume(f *testing.F) {
-	b := newBridge()
+	b := newBridge(nil)
 	p := &parkedCall{method: "tools/call", name: "up__x", owner: "key:alice", ctx: context.Background(), pending: map[string]*inputNeed{}}
 	if err := b.park(p); err != nil {
 		f.Fatal(err)

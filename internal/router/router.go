@@ -140,7 +140,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		changes:   make(chan listChange, 64),
 		listeners: map[*Session]bool{},
 		levels:    map[string]string{},
-		bridge:    newBridge(),
+		bridge:    newBridge(opts.Metrics),
 		stop:      make(chan struct{}),
 		drain:     make(chan struct{}),
 	}
