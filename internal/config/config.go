@@ -205,6 +205,10 @@ type Admin struct {
 // Sessions configures downstream sessions.
 type Sessions struct {
 	KeyFile string `yaml:"key_file"`
+	// AdvertiseURL is the base URL the other replicas reach this one's MCP
+	// listener at: a bridged call's retry that reaches another replica is
+	// forwarded here. Needs KeyFile (the replicas' shared key).
+	AdvertiseURL string `yaml:"advertise_url"`
 	// IdleTimeout ends a downstream session nobody used for this long.
 	IdleTimeout Duration `yaml:"idle_timeout"`
 	Redis       *Redis   `yaml:"redis"`

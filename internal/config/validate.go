@@ -451,6 +451,18 @@ func (v *validator) sessions() {
 	if s.IdleTimeout < 0 {
 		v.add("sessions.idle_timeout", "must not be negative; set e.g. 30m, or remove it")
 	}
+	if s.AdvertiseURL != "" {
+		u, err := url.Parse(s.AdvertiseURL)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			v.add("sessions.advertise_url", fmt.Sprintf("%q is not an http(s) URL; give the base URL the other replicas reach this one at, e.g. http://10.0.0.5:8080", s.AdvertiseURL))
+		case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "":
+			v.add("sessions.advertise_url", fmt.Sprintf("%q has a path, query or fragment; give only scheme, host and port (routes are added to it), e.g. http://10.0.0.5:8080", s.AdvertiseURL))
+		}
+		if s.KeyFile == "" {
+			v.add("sessions.advertise_url", "needs sessions.key_file, the key the replicas share to trust each other's requestStates; add it, or remove advertise_url")
+		}
+	}
 	if s.Redis != nil {
 		if s.Redis.Addr == "" {
 			v.add("sessions.redis.addr", "is not set; give the Redis address, e.g. 127.0.0.1:6379, or remove redis:")

@@ -124,16 +124,17 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		idle = cfg.Sessions.IdleTimeout.D()
 	}
 	rt := router.New(cfg, g.host, router.Options{
-		SessionKeys: sessionKeys,
-		Logger:      opts.Logger.Named("router"),
-		ServerInfo:  mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		IdleTimeout: idle,
-		Metrics:     g.metrics,
-		Auth:        authn,
-		Policy:      pol.policy,
-		Limiter:     pol.limiter,
-		Pinner:      pol.pinner,
-		Audit:       g.audit,
+		SessionKeys:  sessionKeys,
+		AdvertiseURL: sessions(cfg).AdvertiseURL,
+		Logger:       opts.Logger.Named("router"),
+		ServerInfo:   mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+		IdleTimeout:  idle,
+		Metrics:      g.metrics,
+		Auth:         authn,
+		Policy:       pol.policy,
+		Limiter:      pol.limiter,
+		Pinner:       pol.pinner,
+		Audit:        g.audit,
 	})
 	w.connect(g.host, rt)
 	g.router = rt

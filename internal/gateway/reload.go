@@ -146,6 +146,9 @@ func restartOnly(old, next *config.Config) error {
 	if was.KeyFile != now.KeyFile {
 		keys = append(keys, "sessions.key_file")
 	}
+	if was.AdvertiseURL != now.AdvertiseURL {
+		keys = append(keys, "sessions.advertise_url")
+	}
 	if was.IdleTimeout != now.IdleTimeout {
 		keys = append(keys, "sessions.idle_timeout")
 	}

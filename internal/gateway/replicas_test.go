@@ -1,12 +1,21 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/gateway"
 )
 
 // TestSessionServedByAnotherReplica: with a shared sessions.key_file, a
@@ -66,5 +75,85 @@ sessions: {key_file: %q}
 	}
 	if r := onB.post(call); r.status != http.StatusNotFound {
 		t.Errorf("after DELETE on B: HTTP %d", r.status)
+	}
+}
+
+// TestBridgedRetryForwardedToItsReplica: a 2026-07-28 client's retry of a
+// bridged call may reach another replica than the one holding the parked
+// upstream call. With the shared key and advertise_url, that replica
+// forwards it once to the holder, and the call completes; the retry stays
+// bound to its principal, and a request already forwarded is not passed on.
+func TestBridgedRetryForwardedToItsReplica(t *testing.T) {
+	srv := matrixServer(false) // legacy: sampling bridged to input_required
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	keys := filepath.Join(t.TempDir(), "session-keys")
+	if err := os.WriteFile(keys, []byte("q5x2Wb7y0U5o2cI4JXh8nGc1rL6vP9sT3aE0dK4mN2w=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	replica := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := "http://" + ln.Addr().String()
+		cfg, err := config.Parse("replica.yaml", []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  up: {url: %s}
+auth:
+  api_keys:
+    - {name: a, key: key-a-0123456789abcdef, principal: alice}
+    - {name: b, key: key-b-0123456789abcdef, principal: bob}
+policy: {default: allow}
+sessions: {key_file: %q, advertise_url: %q}
+`, ts.URL, keys, base)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+		return base
+	}
+	a, b := replica(), replica()
+
+	post := func(base, key, extra string, more http.Header) *rawResponse {
+		h := http.Header{"X-Api-Key": {key}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__ask"}}
+		for k, v := range more {
+			h[k] = v
+		}
+		c := &rawClient{t: t, url: base + "/mcp", header: h}
+		return c.post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"up__ask","arguments":{"kind":"sampling"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`)
+	}
+	const alice, bob = "key-a-0123456789abcdef", "key-b-0123456789abcdef"
+	first := post(a, alice, "", nil).last(t)
+	var ir struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if first.Error != nil || json.Unmarshal(first.Result, &ir) != nil || len(ir.InputRequests) != 1 {
+		t.Fatalf("first round on A: %s %v", first.Result, first.Error)
+	}
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	retry := `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}},"requestState":"` + ir.RequestState + `"`
+
+	// Refused without forwarding: another principal, or a request that
+	// says it was forwarded already.
+	if r := post(b, bob, retry, nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "another principal") {
+		t.Errorf("bob's retry of alice's call on B: HTTP %d %s", r.status, r.body)
+	}
+	if r := post(b, alice, retry, http.Header{"Mcp-Gateway-Forwarded": {"1"}}); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "already forwarded") {
+		t.Errorf("a retry marked forwarded on B: HTTP %d %s", r.status, r.body)
+	}
+
+	// The genuine retry on B completes the call parked on A.
+	if m := post(b, alice, retry, nil).last(t); m.Error != nil || !strings.Contains(string(m.Result), "sampled four") || string(m.ID) != "9" {
+		t.Fatalf("alice's retry on B: %s %v", m.Result, m.Error)
+	}
+	// Once: the call has ended on A, which says so through B.
+	if r := post(b, alice, retry, nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "ended") {
+		t.Errorf("a replayed retry on B: HTTP %d %s", r.status, r.body)
 	}
 }

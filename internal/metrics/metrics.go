@@ -214,9 +214,9 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	m.bridgeParked = f.gauge("bridge_parked_calls",
 		"Calls of 2026-07-28 clients to legacy upstreams parked while their client answers input_required (at most 256 per replica).")
 	m.bridgeRounds = f.counterVec("bridge_rounds_total",
-		"Bridged input_required rounds by outcome: asked (input_required returned), resumed (a retry answered the upstream), refused (a requestState was not accepted), full (no room to park), missing_capability (-32021).",
+		"Bridged input_required rounds by outcome: asked (input_required returned), resumed (a retry answered the upstream), refused (a requestState was not accepted), full (no room to park), missing_capability (-32021), forwarded (a retry passed to the replica holding its call).",
 		"outcome")
-	for _, o := range []string{BridgeAsked, BridgeResumed, BridgeRefused, BridgeFull, BridgeMissingCapability} {
+	for _, o := range []string{BridgeAsked, BridgeResumed, BridgeRefused, BridgeFull, BridgeMissingCapability, BridgeForwarded} {
 		m.bridgeRounds.WithLabelValues(o)
 	}
 
@@ -369,6 +369,7 @@ const (
 	BridgeRefused           = "refused"
 	BridgeFull              = "full"
 	BridgeMissingCapability = "missing_capability"
+	BridgeForwarded         = "forwarded"
 )
 
 // BridgeParked moves the number of parked bridged calls by delta.

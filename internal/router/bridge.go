@@ -50,20 +50,36 @@ const (
 
 // bridge holds the parked calls of one router.
 type bridge struct {
-	key []byte           // HMAC key for requestState, random per process
-	m   *metrics.Metrics // nil: none
+	keys [][]byte         // HMAC keys for requestState: the first signs, any verifies
+	home string           // sessions.advertise_url: where other replicas forward retries ("": none)
+	m    *metrics.Metrics // nil: none
 
 	mu     sync.Mutex
 	parked map[string]*parkedCall
 	seq    uint64
 }
 
-func newBridge(m *metrics.Metrics) *bridge {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		panic("crypto/rand failed: " + err.Error())
+// newBridge makes the bridge of a router. With the replicas' shared
+// session keys its requestStates can be verified by every replica (each key
+// of the ring gives a bridge key, so rotation works as for session ids),
+// and home names this replica in them; otherwise the key is random and
+// the states are this process's alone.
+func newBridge(m *metrics.Metrics, sessionKeys [][]byte, home string) *bridge {
+	b := &bridge{home: home, m: m, parked: map[string]*parkedCall{}}
+	for _, k := range sessionKeys {
+		mac := hmac.New(sha256.New, k)
+		mac.Write([]byte("mcpgw bridge requestState v1")) // a key of its own, not the AEAD key
+		b.keys = append(b.keys, mac.Sum(nil))
 	}
-	return &bridge{key: key, m: m, parked: map[string]*parkedCall{}}
+	if len(b.keys) == 0 {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			panic("crypto/rand failed: " + err.Error())
+		}
+		b.keys = [][]byte{key}
+		b.home = ""
+	}
+	return b
 }
 
 // parkedCall is one downstream call whose upstream request outlives the
@@ -195,7 +211,13 @@ func (rt *Router) serveBridged(w http.ResponseWriter, r *http.Request, sess *Ses
 		rt.drive(w, r, rt.newParked(sess, msg), msg.ID)
 		return
 	}
-	p, err := rt.bridge.resume(state, msg, principalTag(sess.owner))
+	p, home, err := rt.bridge.resume(state, msg, principalTag(sess.owner))
+	if err == nil && home != "" {
+		err = rt.forwardRetry(w, r, home, msg)
+		if err == nil {
+			return
+		}
+	}
 	if err != nil {
 		rt.bridge.m.BridgeRound(metrics.BridgeRefused)
 		statelessError(w, msg.ID, err)
@@ -379,12 +401,25 @@ type bridgeState struct {
 	Method string `json:"m"`
 	Name   string `json:"n"`
 	Owner  string `json:"u,omitempty"` // principalTag of the caller
+	Home   string `json:"h,omitempty"` // the replica holding the call (sessions.advertise_url)
 }
 
-func (b *bridge) sign(payload []byte) []byte {
-	m := hmac.New(sha256.New, b.key)
+func (b *bridge) sign(payload []byte) []byte { return signWith(b.keys[0], payload) }
+
+func signWith(key, payload []byte) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write(payload)
 	return m.Sum(nil)
+}
+
+// verify reports whether sig is payload's signature under one of the keys.
+func (b *bridge) verify(payload, sig []byte) bool {
+	for _, k := range b.keys {
+		if hmac.Equal(sig, signWith(k, payload)) {
+			return true
+		}
+	}
+	return false
 }
 
 // state mints the requestState for a parked call.
@@ -393,7 +428,7 @@ func (b *bridge) state(p *parkedCall) string {
 	p.round++
 	round := p.round
 	p.mu.Unlock()
-	payload, _ := json.Marshal(bridgeState{ID: p.id, Round: round, Expiry: time.Now().Add(bridgeTTL).Unix(), Method: p.method, Name: p.name, Owner: p.owner})
+	payload, _ := json.Marshal(bridgeState{ID: p.id, Round: round, Expiry: time.Now().Add(bridgeTTL).Unix(), Method: p.method, Name: p.name, Owner: p.owner, Home: b.home})
 	enc := base64.RawURLEncoding
 	return bridgeStatePrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(b.sign(payload))
 }
@@ -439,9 +474,10 @@ func (b *bridge) forget(p *parkedCall) {
 	b.mu.Unlock()
 }
 
-// resume verifies a requestState and returns its parked call.
+// resume verifies a requestState and returns its parked call, or, when
+// another replica holds it, that replica's advertised URL.
 // Only the principal the call was made by may resume it (owner).
-func (b *bridge) resume(state string, msg *jsonrpc.Message, owner string) (*parkedCall, *jsonrpc.Error) {
+func (b *bridge) resume(state string, msg *jsonrpc.Message, owner string) (*parkedCall, string, *jsonrpc.Error) {
 	bad := func(why string) *jsonrpc.Error {
 		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid requestState: %s; send the original request again without requestState", why)
 	}
@@ -450,36 +486,39 @@ func (b *bridge) resume(state string, msg *jsonrpc.Message, owner string) (*park
 	enc := base64.RawURLEncoding
 	payload, err1 := enc.DecodeString(p64)
 	sig, err2 := enc.DecodeString(s64)
-	if !ok || err1 != nil || err2 != nil || !hmac.Equal(sig, b.sign(payload)) {
-		return nil, bad("not issued by this gateway or altered")
+	if !ok || err1 != nil || err2 != nil || !b.verify(payload, sig) {
+		return nil, "", bad("not issued by this gateway or altered")
 	}
 	var st bridgeState
 	if json.Unmarshal(payload, &st) != nil {
-		return nil, bad("unreadable")
+		return nil, "", bad("unreadable")
 	}
 	if time.Now().Unix() > st.Expiry {
-		return nil, bad("expired")
+		return nil, "", bad("expired")
 	}
 	name, _ := rawjson.GetString(msg.Params, nameField(msg.Method))
 	if st.Method != msg.Method || st.Name != name {
-		return nil, bad(fmt.Sprintf("it belongs to %s %q, not this request", st.Method, st.Name))
+		return nil, "", bad(fmt.Sprintf("it belongs to %s %q, not this request", st.Method, st.Name))
 	}
 	if st.Owner != owner {
-		return nil, bad("it was issued to another principal")
+		return nil, "", bad("it was issued to another principal")
+	}
+	if st.Home != "" && st.Home != b.home {
+		return nil, st.Home, nil
 	}
 	b.mu.Lock()
 	p := b.parked[st.ID]
 	b.mu.Unlock()
 	if p == nil || p.owner != owner {
-		return nil, bad("the waiting call ended, or it waits on another gateway replica")
+		return nil, "", bad("the waiting call ended, or it waits on another gateway replica")
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.driven {
-		return nil, bad("it is already being retried")
+		return nil, "", bad("it is already being retried")
 	}
 	p.driven = true // released by drive, or below when input is still missing
-	return p, nil
+	return p, "", nil
 }
 
 func randomToken() string {

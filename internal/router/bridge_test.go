@@ -12,7 +12,7 @@ import (
 // sends, resume never panics, and it resumes the parked call only with a
 // state this bridge minted for it (for its request and its owner).
 func FuzzBridgeResume(f *testing.F) {
-	b := newBridge(nil)
+	b := newBridge(nil, nil, "")
 	p := &parkedCall{method: "tools/call", name: "up__x", owner: "key:alice", ctx: context.Background(), pending: map[string]*inputNeed{}}
 	if err := b.park(p); err != nil {
 		f.Fatal(err)
@@ -31,7 +31,7 @@ func FuzzBridgeResume(f *testing.F) {
 	f.Add("mcpgw1..", "", "")
 	f.Fuzz(func(t *testing.T, state, name, owner string) {
 		params, _ := json.Marshal(map[string]string{"name": name})
-		got, err := b.resume(state, &jsonrpc.Message{Method: "tools/call", Params: params}, owner)
+		got, _, err := b.resume(state, &jsonrpc.Message{Method: "tools/call", Params: params}, owner)
 		if err != nil {
 			if got != nil || err.Code != jsonrpc.CodeInvalidParams {
 				t.Fatalf("refusal %v with call %v", err, got)

@@ -53,6 +53,10 @@ type Options struct {
 	// make legacy session ids AEAD tokens any replica with the same keys
 	// can serve (sessiontoken.go).
 	SessionKeys [][]byte
+	// AdvertiseURL (sessions.advertise_url) is where the other replicas
+	// reach this one: bridged retries that reach them are forwarded here
+	// (bridgeforward.go). Only with SessionKeys.
+	AdvertiseURL string
 	// Pinner checks tool definitions against the pinning lock (nil: off).
 	Pinner *policy.Pinner
 	// Audit records tool calls, prompt gets, resource reads and refusals
@@ -78,7 +82,8 @@ type Router struct {
 	listenersMu sync.Mutex
 	listeners   map[*Session]bool // open subscriptions/listen streams
 
-	bridge *bridge // legacy upstreams' input requests parked for 2026-07-28 clients
+	bridge  *bridge      // legacy upstreams' input requests parked for 2026-07-28 clients
+	forward *http.Client // passes bridged retries to the replica holding their call (bridgeforward.go)
 
 	levelsMu sync.Mutex
 	levels   map[string]string // log level last asked of each shared upstream
@@ -140,7 +145,8 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		changes:   make(chan listChange, 64),
 		listeners: map[*Session]bool{},
 		levels:    map[string]string{},
-		bridge:    newBridge(opts.Metrics),
+		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
+		forward:   &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		stop:      make(chan struct{}),
 		drain:     make(chan struct{}),
 	}
