@@ -29,6 +29,7 @@ var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Proxy-Authenticate": true,
 	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true,
 	"Upgrade": true, "Host": true, "Content-Length": true,
+	"Accept-Encoding": true, // the answer is streamed back as it is, uncompressed
 }
 
 // forwardRetry passes a retry to the replica at home and streams its answer
