@@ -32,6 +32,14 @@ var hopHeaders = map[string]bool{
 	"Accept-Encoding": true, // the answer is streamed back as it is, uncompressed
 }
 
+// forwardClient talks to the other replicas directly: never through an
+// HTTP proxy from the environment, which would see the client's credentials.
+func forwardClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	return &http.Client{Transport: t}
+}
+
 // forwardRetry passes a retry to the replica at home and streams its answer
 // back; an error (nothing written yet) when it cannot.
 func (rt *Router) forwardRetry(w http.ResponseWriter, r *http.Request, home string, msg *jsonrpc.Message) *jsonrpc.Error {

@@ -146,7 +146,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		listeners: map[*Session]bool{},
 		levels:    map[string]string{},
 		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
-		forward:   &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		forward:   forwardClient(),
 		stop:      make(chan struct{}),
 		drain:     make(chan struct{}),
 	}
