@@ -59,6 +59,13 @@ func matrixServer(modern bool) *mcp.Server {
 		}
 		return fidResult("sampling=%v elicitation=%v", c.Sampling != nil, c.Elicitation != nil), nil, nil
 	})
+	// log sends one message at each of debug, info and error, then answers.
+	mcp.AddTool(srv, &mcp.Tool{Name: "log"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		for _, level := range []mcp.LoggingLevel{"debug", "info", "error"} {
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: "matrix", Data: string(level) + " message"})
+		}
+		return fidResult("logged"), nil, nil
+	})
 	type askIn struct {
 		Kind string `json:"kind"`
 	}
@@ -183,7 +190,7 @@ func TestRevisionMatrix(t *testing.T) {
 			}
 			t.Run("tools", func(t *testing.T) {
 				res, err := cs.ListTools(ctx, nil)
-				if err != nil || len(res.Tools) != 4 {
+				if err != nil || len(res.Tools) != 5 {
 					t.Fatalf("tools/list: %v %v", res, err)
 				}
 				tool(t, "up__greet", map[string]any{"who": "Ada"}, "hello Ada")
@@ -467,4 +474,47 @@ func TestBridgeMetrics(t *testing.T) {
 		t.Fatalf("retry: %s %v", m.Result, m.Error)
 	}
 	want("resumed", 0, 1, 1, 1)
+}
+
+// TestStatelessLogLevelOverLegacyUpstream: a 2026-07-28 client gets a
+// legacy upstream's log messages on its request's own stream, at or above
+// the level its request's _meta asks for, and none when it asks for none.
+func TestStatelessLogLevelOverLegacyUpstream(t *testing.T) {
+	srv := matrixServer(false)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n")
+	for _, tc := range []struct {
+		level string
+		want  []string
+	}{
+		{"info", []string{"info message", "error message"}},
+		{"debug", []string{"debug message", "info message", "error message"}},
+		{"", nil},
+	} {
+		t.Run("level "+tc.level, func(t *testing.T) {
+			meta := `"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+			if tc.level != "" {
+				meta += `,"io.modelcontextprotocol/logLevel":"` + tc.level + `"`
+			}
+			c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__log"}}}
+			r := c.post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"up__log","arguments":{},"_meta":{` + meta + `}}}`)
+			var got []string
+			for _, m := range r.msgs {
+				if m.Method == "notifications/message" {
+					var p struct {
+						Data string `json:"data"`
+					}
+					_ = json.Unmarshal(m.Params, &p)
+					got = append(got, p.Data)
+				}
+			}
+			if last := r.last(t); last.Error != nil || !strings.Contains(string(last.Result), "logged") {
+				t.Fatalf("result: %s %v", last.Result, last.Error)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("log messages on the request's stream: %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

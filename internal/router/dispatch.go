@@ -65,6 +65,14 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 	if !host.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 	}
+	if level := sess.logLevel; sess.stateless && slices.Contains(logLevels, level) {
+		// A legacy upstream logs at the level set on its shared connection;
+		// loosen it to what this 2026-07-28 request asks (a stateless
+		// upstream takes the request's own), as for a legacy session's
+		// logging/setLevel. Messages are filtered per caller here.
+		params, _ := json.Marshal(map[string]string{"level": level})
+		view.Each(ctx, "logging", mcp.MethodLoggingSetLevel, params, func(upstream string) bool { return rt.loosenLevel(upstream, level) })
+	}
 	au := rt.auditBegin(ctx, rte, msg) // audit.go
 	defer func() { au.end(resp) }()
 	release, _, gerr := rt.guard(ctx, rte, msg, au)
