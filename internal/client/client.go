@@ -119,18 +119,7 @@ type call struct {
 	orig  json.RawMessage // the caller's progress token
 	opts  CallOptions
 	done  chan *jsonrpc.Message // buffered 1
-
-	// asking counts this call's server→client requests being answered now,
-	// since askingSince (both guarded by Client.mu): see owner.
-	asking      int
-	askingSince time.Time
 }
-
-// blockedAfter is how long a call must have waited on its own
-// server→client request to count as blocked on it. Requests a handler
-// sends together (the SDKs send an input_required map's requests at once)
-// arrive well within it.
-const blockedAfter = time.Second
 
 // CallOptions are per-call settings: where the messages an upstream sends
 // about this call go.
@@ -620,23 +609,10 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) {
 		}
 	case jsonrpc.KindRequest:
 		cl := c.owner(related)
-		if cl != nil {
-			c.mu.Lock()
-			if cl.asking == 0 {
-				cl.askingSince = time.Now()
-			}
-			cl.asking++
-			c.mu.Unlock()
-		}
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
 			c.answer(m, cl)
-			if cl != nil {
-				c.mu.Lock()
-				cl.asking--
-				c.mu.Unlock()
-			}
 		}()
 	}
 }
@@ -646,29 +622,27 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) {
 // the only interactive call in flight. With several in flight there is no
 // safe answer, and nil keeps the message from reaching the wrong caller.
 //
-// One refinement: a call blocked in its own server→client request — parked
-// on its client's retry, or waiting on it for blockedAfter (handlers ask and
-// wait) — is not the sender of a new one while another call is in flight. This
-// matters for calls waiting on a person or on a 2026-07-28 client's retry
-// (a bridged call parks for minutes, and an abandoned one until it
-// expires): without it, every other caller's sampling or elicitation on the
-// same stdio upstream would be refused meanwhile. A handler that sends a
-// second request late, concurrently with one still unanswered, while
-// another call is in flight, defeats it; stateful: true is exact.
+// One refinement: a parked call (CallOptions.Parked: the gateway holds its
+// upstream request until the 2026-07-28 client retries, for minutes, and an
+// abandoned one until it expires) is blocked in a request whose answer the
+// gateway itself withholds, so it is not counted while another call is in
+// flight; otherwise every other caller's sampling or elicitation on the
+// same stdio upstream would be refused meanwhile. Its own requests come in
+// one burst, which the bridge gathers before parking it. A call merely
+// waiting on a person is not special-cased: that would be a guess.
 func (c *Client) owner(related jsonrpc.ID) *call {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if related != nil {
 		return c.pending[string(related)]
 	}
-	now := time.Now()
 	var only, blocked *call
 	nBlocked := 0
 	for _, cl := range c.pending {
 		if !cl.opts.interactive() {
 			continue
 		}
-		if cl.asking > 0 && (now.Sub(cl.askingSince) >= blockedAfter || (cl.opts.Parked != nil && cl.opts.Parked())) {
+		if cl.opts.Parked != nil && cl.opts.Parked() {
 			nBlocked++
 			blocked = cl
 			continue

@@ -3,6 +3,8 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -61,39 +63,33 @@ func callOnly(ctx context.Context, method string) context.Context {
 
 // capViews holds an upstream's per-capability-set connections.
 type capViews struct {
-	mu    sync.Mutex
-	conns map[string]*viewConn // by the declared capabilities
+	mu     sync.Mutex
+	conns  map[string]*client.Client // by the declared capabilities
+	warned bool                      // maxViews reached: said once
 }
-
-type viewConn struct{ c *client.Client }
 
 // viewCapabilities is what a connection serving caller should declare:
 // sampling and elicitation as the caller declared them, roots as the
 // gateway answers them (from config, or the caller's with forward_roots).
 func (u *Upstream) viewCapabilities(caller json.RawMessage) string {
-	caps := map[string]json.RawMessage{}
+	caps := map[string]any{} // decoded: json.Marshal sorts keys at every level, so equal sets give equal strings
+	add := func(key string, v json.RawMessage) {
+		var x any
+		if json.Unmarshal(v, &x) == nil && x != nil {
+			caps[key] = x
+		}
+	}
 	for _, k := range []string{"sampling", "elicitation"} {
-		if v, ok := rawjson.Get(caller, k); ok && string(v) != "null" {
-			caps[k] = v
+		if v, ok := rawjson.Get(caller, k); ok {
+			add(k, v)
 		}
 	}
-	roots := json.RawMessage(`{"listChanged":false}`)
-	if u.cfg.ForwardRoots {
-		if v, ok := rawjson.Get(caller, "roots"); ok && string(v) != "null" {
-			roots = v
-		} else {
-			roots = nil
-		}
+	if !u.cfg.ForwardRoots {
+		caps["roots"] = map[string]any{"listChanged": false}
+	} else if v, ok := rawjson.Get(caller, "roots"); ok {
+		add("roots", v)
 	}
-	if roots != nil {
-		caps["roots"] = roots
-	}
-	// Through any: keys sorted at every level, so equal sets give equal strings.
-	var canon any
 	b, _ := json.Marshal(caps)
-	if json.Unmarshal(b, &canon) == nil {
-		b, _ = json.Marshal(canon)
-	}
 	return string(b)
 }
 
@@ -107,18 +103,21 @@ func (u *Upstream) viewClient(ctx context.Context, caller json.RawMessage) (*cli
 	v := &u.views
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if vc := v.conns[want]; vc != nil {
+	if c := v.conns[want]; c != nil {
 		select {
-		case <-vc.c.Done():
-			_ = vc.c.Close()
+		case <-c.Done():
+			_ = c.Close()
 			delete(v.conns, want)
 		default:
-			return vc.c, nil
+			return c, nil
 		}
 	}
 	if len(v.conns) >= maxViews {
-		u.log.Warn("too many distinct client capability sets for exact_capabilities; this caller shares the gateway's connection",
-			zap.Int("views", len(v.conns)), zap.String("capabilities", want))
+		if !v.warned {
+			v.warned = true
+			u.log.Warn("too many distinct client capability sets for exact_capabilities; further ones share the gateway's connection",
+				zap.Int("views", len(v.conns)), zap.String("capabilities", want))
+		}
 		return nil, nil
 	}
 	c, err := u.dialCaps(ctx, "legacy", json.RawMessage(want))
@@ -126,9 +125,9 @@ func (u *Upstream) viewClient(ctx context.Context, caller json.RawMessage) (*cli
 		return nil, &UnavailableError{Upstream: u.name, State: StateDown, Cause: err}
 	}
 	if v.conns == nil {
-		v.conns = map[string]*viewConn{}
+		v.conns = map[string]*client.Client{}
 	}
-	v.conns[want] = &viewConn{c: c}
+	v.conns[want] = c
 	u.log.Debug("opened a connection for a client capability set", zap.String("capabilities", want), zap.Int("views", len(v.conns)))
 	return c, nil
 }
@@ -137,10 +136,7 @@ func (u *Upstream) viewClient(ctx context.Context, caller json.RawMessage) (*cli
 func (u *Upstream) takeViews() []*client.Client {
 	u.views.mu.Lock()
 	defer u.views.mu.Unlock()
-	var cs []*client.Client
-	for _, vc := range u.views.conns {
-		cs = append(cs, vc.c)
-	}
+	cs := slices.Collect(maps.Values(u.views.conns))
 	u.views.conns = nil
 	return cs
 }

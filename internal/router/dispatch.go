@@ -46,10 +46,7 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		sess.mu.Lock()
 		sess.logLevel = p.Level
 		sess.mu.Unlock()
-		// Upstreams are shared: each is asked for the most verbose level any
-		// session wanted (never tightened by a later, stricter session), and
-		// each session's own threshold is applied here.
-		view.Each(ctx, "logging", msg.Method, msg.Params, func(upstream string) bool { return rt.loosenLevel(upstream, p.Level) })
+		rt.loosenUpstreams(ctx, view, p.Level)
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 	}
 	if kind, ok := lists[msg.Method]; ok {
@@ -65,13 +62,10 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 	if !host.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 	}
-	if level := sess.logLevel; sess.stateless && slices.Contains(logLevels, level) {
-		// A legacy upstream logs at the level set on its shared connection;
-		// loosen it to what this 2026-07-28 request asks (a stateless
-		// upstream takes the request's own), as for a legacy session's
-		// logging/setLevel. Messages are filtered per caller here.
-		params, _ := json.Marshal(map[string]string{"level": level})
-		view.Each(ctx, "logging", mcp.MethodLoggingSetLevel, params, func(upstream string) bool { return rt.loosenLevel(upstream, level) })
+	if sess.stateless && slices.Contains(logLevels, sess.logLevel) {
+		// A 2026-07-28 request's _meta level, like a legacy session's
+		// logging/setLevel (a stateless upstream takes the request's own).
+		rt.loosenUpstreams(ctx, view, sess.logLevel)
 	}
 	au := rt.auditBegin(ctx, rte, msg) // audit.go
 	defer func() { au.end(resp) }()
@@ -119,6 +113,25 @@ func legacyResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 		resp.Result = res
 	}
 	return resp
+}
+
+// loosenUpstreams asks the route's upstreams that initialize for level
+// where it is more verbose than what they were last asked. Upstreams are
+// shared: each gets the most verbose level any caller wanted (never
+// tightened by a later, stricter one), and each caller's own threshold is
+// applied at the gateway.
+func (rt *Router) loosenUpstreams(ctx context.Context, view *host.View, level string) {
+	var loosen []string
+	for _, u := range view.Upstreams() {
+		if rt.loosenLevel(u, level) {
+			loosen = append(loosen, u)
+		}
+	}
+	if len(loosen) == 0 {
+		return // the common case: nothing to send, nothing to encode
+	}
+	params, _ := json.Marshal(map[string]string{"level": level})
+	view.Each(ctx, "logging", mcp.MethodLoggingSetLevel, params, func(upstream string) bool { return slices.Contains(loosen, upstream) })
 }
 
 // loosenLevel records that upstream must emit at least level and reports

@@ -167,14 +167,25 @@ func (rt *Router) dropSubscription(sess *Session, key subKey, tell bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := u.ClientFor(host.WithSession(ctx, key.session), true) // where the subscribe went
-	if err != nil {
-		return
-	}
-	params, _ := json.Marshal(map[string]string{"uri": key.uri})
-	if _, err := c.Call(ctx, mcp.MethodResourcesUnsubscribe, params, client.CallOptions{}); err != nil {
+	if err := upstreamSubscription(host.WithSession(ctx, key.session), u, mcp.MethodResourcesUnsubscribe, key.uri); err != nil {
 		rt.log.Debug("upstream unsubscribe failed", zap.String("upstream", key.upstream), zap.Error(err))
 	}
+}
+
+// upstreamSubscription sends resources/subscribe or unsubscribe for uri
+// (the upstream's own) on the connection subscriptions use: the legacy one
+// of a dual-stack upstream, the session's own of a stateful one.
+func upstreamSubscription(ctx context.Context, u *host.Upstream, method, uri string) error {
+	c, err := u.ClientFor(ctx, true)
+	if err != nil {
+		return err
+	}
+	params, _ := json.Marshal(map[string]string{"uri": uri})
+	resp, err := c.Call(ctx, method, params, client.CallOptions{})
+	if err == nil && resp.Error != nil {
+		return resp.Error
+	}
+	return err
 }
 
 // endSubscriptions drops every subscription of an ended session, in the
@@ -250,19 +261,9 @@ func (rt *Router) UpstreamReady(upstream string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := u.ClientFor(ctx, true) // where subscribe sends them
-		if err != nil {
-			rt.log.Warn("could not restore resource subscriptions on a reconnected upstream", zap.String("upstream", upstream), zap.Error(err))
-			return
-		}
 		restored := 0
 		for _, uri := range uris {
-			params, _ := json.Marshal(map[string]string{"uri": uri})
-			resp, err := c.Call(ctx, mcp.MethodResourcesSubscribe, params, client.CallOptions{})
-			if err == nil && resp.Error != nil {
-				err = resp.Error
-			}
-			if err != nil {
+			if err := upstreamSubscription(ctx, u, mcp.MethodResourcesSubscribe, uri); err != nil {
 				rt.log.Warn("could not restore a resource subscription on a reconnected upstream", zap.String("upstream", upstream), zap.String("uri", uri), zap.Error(err))
 				continue
 			}
