@@ -111,7 +111,20 @@ func (h *Host) ReleaseSession(key string) {
 	if len(conns) == 0 {
 		return
 	}
-	h.wg.Add(1)
+	h.mu.Lock()
+	closed := h.closed
+	if !closed {
+		h.wg.Add(1) // under h.mu: never after Close has begun to wait
+	}
+	h.mu.Unlock()
+	if closed {
+		// Shutting down: Close may already be waiting, so no goroutine of
+		// its own; these are out of the maps closeSessions empties.
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		return
+	}
 	go func() {
 		defer h.wg.Done()
 		for _, c := range conns {

@@ -134,12 +134,13 @@ func (rt *Router) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
 	sess.ctx, sess.cancel = ctx, cancel
 	p.cs = newCallStream(ctx, sess)
 	p.cs.park = p
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
+	if !rt.goOwned(func() {
 		defer cancel()
 		p.done <- rt.statelessResult(msg.Method, rt.dispatch(ctx, sess, msg, p.cs))
-	}()
+	}) {
+		cancel()
+		p.done <- jsonrpc.NewError(msg.ID, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: "mcpgw is shutting down; retry against another replica"})
+	}
 	return p
 }
 

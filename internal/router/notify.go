@@ -204,13 +204,11 @@ func (rt *Router) endSubscriptions(sess *Session) {
 	if len(keys) == 0 {
 		return
 	}
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
+	rt.goOwned(func() {
 		for _, k := range keys {
 			rt.dropSubscription(sess, k, true)
 		}
-	}()
+	}) // closing: the upstreams go too
 }
 
 func (rt *Router) subKey(sess *Session, params json.RawMessage) (subKey, bool) {
@@ -247,14 +245,7 @@ func (rt *Router) UpstreamReady(upstream string) {
 	if len(uris) == 0 {
 		return
 	}
-	select {
-	case <-rt.stop:
-		return
-	default:
-	}
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
+	rt.goOwned(func() {
 		u := rt.host.Upstream(upstream)
 		if u == nil {
 			return
@@ -270,7 +261,7 @@ func (rt *Router) UpstreamReady(upstream string) {
 			restored++
 		}
 		rt.log.Info("restored resource subscriptions on a reconnected upstream", zap.String("upstream", upstream), zap.Int("restored", restored), zap.Int("held", len(uris)))
-	}()
+	})
 }
 
 // resourceUpdated fans an upstream's notifications/resources/updated out to

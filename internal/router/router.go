@@ -91,6 +91,8 @@ type Router struct {
 	stop      chan struct{}
 	drain     chan struct{} // closed by Drain: no new sessions, GET streams end
 	wg        sync.WaitGroup
+	goMu      sync.Mutex // guards closed against goOwned's wg.Add
+	closed    bool       // Close began: goOwned starts nothing
 	once      sync.Once
 	drainOnce sync.Once
 }
@@ -236,11 +238,31 @@ func (rt *Router) Drain() {
 func (rt *Router) Close() {
 	rt.Drain()
 	rt.once.Do(func() {
+		rt.goMu.Lock()
+		rt.closed = true
+		rt.goMu.Unlock()
 		close(rt.stop)
 		rt.bridge.closeAll()
 		rt.sessions.closeAll()
 		rt.wg.Wait()
 	})
+}
+
+// goOwned runs f on a goroutine Close waits for, unless Close has begun
+// (then it reports false and runs nothing): a WaitGroup must not be added
+// to once it may be waited on at zero.
+func (rt *Router) goOwned(f func()) bool {
+	rt.goMu.Lock()
+	defer rt.goMu.Unlock()
+	if rt.closed {
+		return false
+	}
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		f()
+	}()
+	return true
 }
 
 func (rt *Router) reaper() {
