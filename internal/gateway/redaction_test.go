@@ -1,14 +1,12 @@
 package gateway_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +16,6 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
 )
-
-// redactionLog is a log sink safe for concurrent writers.
-type redactionLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *redactionLog) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *redactionLog) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // echoHeaders answers every request with 401 and a body that repeats the
 // request's headers and form: an upstream (or token endpoint) that echoes
@@ -94,7 +74,7 @@ policy:
 		t.Fatal(err)
 	}
 
-	var logs redactionLog
+	var logs syncBuffer // auth_test.go
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	log := zap.New(zapcore.NewCore(enc, zapcore.AddSync(&logs), zapcore.DebugLevel))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
