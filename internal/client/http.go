@@ -247,13 +247,7 @@ func mirrorHeaders(h http.Header, msg []byte) {
 		return
 	}
 	h.Set(mcp.HeaderMethod, method)
-	field := ""
-	switch method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		field = "name"
-	case mcp.MethodResourcesRead:
-		field = "uri"
-	}
+	field := mcp.NameHeaderField(method)
 	if field == "" {
 		return
 	}

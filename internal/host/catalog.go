@@ -292,50 +292,26 @@ func (v *View) Resolve(uri bool, external string) (upstream, internal string, ok
 	return up, rest, true
 }
 
-// target says where a routed method keeps the name it is routed by.
-type target struct {
-	path []string // object keys from params to the field
-	uri  bool
-	what string // for error messages
-}
-
-var routed = map[string]target{
-	mcp.MethodToolsCall:            {[]string{"name"}, false, "tool"},
-	mcp.MethodPromptsGet:           {[]string{"name"}, false, "prompt"},
-	mcp.MethodResourcesRead:        {[]string{"uri"}, true, "resource"},
-	mcp.MethodResourcesSubscribe:   {[]string{"uri"}, true, "resource"},
-	mcp.MethodResourcesUnsubscribe: {[]string{"uri"}, true, "resource"},
-}
-
-// Routed reports whether method is forwarded to a single upstream by name.
-func Routed(method string) bool {
-	_, ok := routed[method]
-	return ok || method == mcp.MethodCompletionComplete
-}
-
 // Forward routes a request to the upstream that owns the name or URI in its
 // params, translating the name back, and returns the upstream's response
 // with resource URIs translated forward. A gateway-side failure (unknown
 // name, upstream down, timeout) is returned as a *jsonrpc.Error that names
 // the upstream; the upstream's own errors come back inside the response.
 func (v *View) Forward(ctx context.Context, method string, params json.RawMessage, opts client.CallOptions) (*jsonrpc.Message, *jsonrpc.Error) {
-	t, ok := routed[method]
-	if method == mcp.MethodCompletionComplete {
-		t, ok = completionTarget(params)
-	}
+	t, ok := mcp.TargetOf(method, params)
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not routed by mcpgw", method)
 	}
-	external, err := getPath(params, t.path)
+	external, err := rawjson.GetPath(params, t.Path)
 	if err != nil {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, strings.Join(t.path, "."))
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, t.Field())
 	}
-	upstream, internal, ok := v.Resolve(t.uri, external)
+	upstream, internal, ok := v.Resolve(t.URI(), external)
 	if !ok {
 		return nil, v.unknown(t, external)
 	}
 	if internal != external {
-		if params, err = setPath(params, t.path, internal); err != nil {
+		if params, err = rawjson.SetPath(params, t.Path, internal); err != nil {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %v", method, err)
 		}
 	}
@@ -377,7 +353,7 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 			resp.Result = res
 		}
 	}
-	if resp.Error != nil && t.uri && internal != external {
+	if resp.Error != nil && t.URI() && internal != external {
 		v.rewriteErrorURI(resp.Error, internal, external)
 	}
 	return resp, nil
@@ -454,16 +430,16 @@ func (v *View) fulfil(ctx context.Context, c *client.Client, method string, para
 	}
 }
 
-func (v *View) unknown(t target, external string) *jsonrpc.Error {
+func (v *View) unknown(t mcp.Target, external string) *jsonrpc.Error {
 	switch {
-	case t.uri && v.prefixed:
+	case t.URI() && v.prefixed:
 		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q; on this route resource URIs have the form <upstream>%s<uri> with upstream one of %v", external, URISeparator, v.names)
-	case t.uri:
+	case t.URI():
 		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q", external)
 	case v.prefixed:
-		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v", t.what, external, v.sep, v.names)
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v", t.Kind, external, v.sep, v.names)
 	}
-	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", t.what, external)
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", t.Kind, external)
 }
 
 // rewriteContents prefixes contents[].uri of a resources/read result.
@@ -497,50 +473,6 @@ func (v *View) rewriteErrorURI(e *jsonrpc.Error, internal, external string) {
 	if !strings.Contains(e.Message, external) {
 		e.Message = strings.ReplaceAll(e.Message, internal, external)
 	}
-}
-
-// completionTarget routes completion/complete by its ref: a prompt name or a
-// resource template URI.
-func completionTarget(params json.RawMessage) (target, bool) {
-	ref, ok := rawjson.Get(params, "ref")
-	if !ok {
-		return target{}, false
-	}
-	typ, _ := rawjson.GetString(ref, "type")
-	switch typ {
-	case "ref/prompt":
-		return target{[]string{"ref", "name"}, false, "prompt"}, true
-	case "ref/resource":
-		return target{[]string{"ref", "uri"}, true, "resource"}, true
-	}
-	return target{}, false
-}
-
-func getPath(obj json.RawMessage, path []string) (string, error) {
-	for _, k := range path[:len(path)-1] {
-		next, ok := rawjson.Get(obj, k)
-		if !ok {
-			return "", errors.New("missing")
-		}
-		obj = next
-	}
-	s, ok := rawjson.GetString(obj, path[len(path)-1])
-	if !ok {
-		return "", errors.New("not a string")
-	}
-	return s, nil
-}
-
-func setPath(obj json.RawMessage, path []string, value string) (json.RawMessage, error) {
-	if len(path) == 1 {
-		return rawjson.SetString(obj, path[0], value)
-	}
-	inner, _ := rawjson.Get(obj, path[0])
-	inner, err := setPath(inner, path[1:], value)
-	if err != nil {
-		return nil, err
-	}
-	return rawjson.Set(obj, path[0], inner)
 }
 
 // Each sends a request to every connected upstream of the view that offers

@@ -118,7 +118,7 @@ func (rt *Router) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
 	ctx, cancel := context.WithTimeout(auth.WithPrincipal(context.Background(), auth.FromContext(sess.ctx)), bridgeTTL)
 	ctx = client.WithHeaders(ctx, sess.paramHeaders)
 	ctx = client.WithTrace(ctx, client.TraceFrom(sess.ctx)) // sess.ctx is still the request's here
-	field := nameField(msg.Method)
+	field := mcp.NameHeaderField(msg.Method)
 	name, _ := rawjson.GetString(msg.Params, field)
 	p := &parkedCall{
 		method:  msg.Method,
@@ -497,7 +497,7 @@ func (b *bridge) resume(state string, msg *jsonrpc.Message, owner string) (*park
 	if time.Now().Unix() > st.Expiry {
 		return nil, "", bad("expired")
 	}
-	name, _ := rawjson.GetString(msg.Params, nameField(msg.Method))
+	name, _ := rawjson.GetString(msg.Params, mcp.NameHeaderField(msg.Method))
 	if st.Method != msg.Method || st.Name != name {
 		return nil, "", bad(fmt.Sprintf("it belongs to %s %q, not this request", st.Method, st.Name))
 	}

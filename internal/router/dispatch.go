@@ -59,7 +59,7 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		}
 		return legacyResult(sess, jsonrpc.NewResult(msg.ID, res))
 	}
-	if !host.Routed(msg.Method) {
+	if !mcp.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 	}
 	if sess.stateless && slices.Contains(logLevels, sess.logLevel) {

@@ -34,28 +34,12 @@ const CodeRateLimited = -32004
 // target is what a request is about, in policy terms: a tool, a prompt or
 // a resource, by its downstream name.
 func target(msg *jsonrpc.Message) (kind, name string, ok bool) {
-	switch msg.Method {
-	case mcp.MethodToolsCall:
-		name, ok = rawjson.GetString(msg.Params, "name")
-		return policy.KindTool, name, ok
-	case mcp.MethodPromptsGet:
-		name, ok = rawjson.GetString(msg.Params, "name")
-		return policy.KindPrompt, name, ok
-	case mcp.MethodResourcesRead, mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
-		name, ok = rawjson.GetString(msg.Params, "uri")
-		return policy.KindResource, name, ok
-	case mcp.MethodCompletionComplete:
-		ref, _ := rawjson.Get(msg.Params, "ref")
-		switch t, _ := rawjson.GetString(ref, "type"); t {
-		case "ref/prompt":
-			name, ok = rawjson.GetString(ref, "name")
-			return policy.KindPrompt, name, ok
-		case "ref/resource":
-			name, ok = rawjson.GetString(ref, "uri")
-			return policy.KindResource, name, ok
-		}
+	t, ok := mcp.TargetOf(msg.Method, msg.Params)
+	if !ok {
+		return "", "", false
 	}
-	return "", "", false
+	name, err := rawjson.GetPath(msg.Params, t.Path)
+	return string(t.Kind), name, err == nil
 }
 
 // policyPrincipal is the request's principal in the policy's terms.

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
-	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
@@ -191,7 +190,7 @@ func (rt *Router) initializeResult(rte *route, version string) json.RawMessage {
 // (progress, log messages, server→client requests) go out on this
 // connection ahead of the call's response.
 func (c *pushConn) call(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Message {
-	if !host.Routed(msg.Method) {
+	if !mcp.Routed(msg.Method) {
 		return c.rt.dispatch(ctx, c.sess, msg, nil)
 	}
 	cs := newCallStream(ctx, c.sess)

@@ -491,10 +491,10 @@ func (rt *Router) notification(sess *Session, msg *jsonrpc.Message) {
 // call (progress, log messages, sampling/elicitation/roots requests) reaches
 // this caller on this call's own stream; everything else answers JSON.
 func (rt *Router) request(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
-	if host.Routed(msg.Method) && rt.challengeScopes(w, r, sess, msg) {
+	if mcp.Routed(msg.Method) && rt.challengeScopes(w, r, sess, msg) {
 		return
 	}
-	if !host.Routed(msg.Method) || !accepts(r, mcp.ContentTypeEventStream) {
+	if !mcp.Routed(msg.Method) || !accepts(r, mcp.ContentTypeEventStream) {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		stop := context.AfterFunc(sess.ctx, cancel) // DELETE ends in-flight calls too

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
-	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -92,11 +91,11 @@ func (rt *Router) stateless(w http.ResponseWriter, r *http.Request, rte *route, 
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q does not exist in protocol revision %s", msg.Method, sess.version))
 		return
 	}
-	if _, ok := lists[msg.Method]; !ok && !host.Routed(msg.Method) {
+	if _, ok := lists[msg.Method]; !ok && !mcp.Routed(msg.Method) {
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 		return
 	}
-	if host.Routed(msg.Method) && rt.challengeScopes(w, r, sess, msg) {
+	if mcp.Routed(msg.Method) && rt.challengeScopes(w, r, sess, msg) {
 		return
 	}
 	if msg.Method == mcp.MethodToolsCall {
@@ -105,7 +104,7 @@ func (rt *Router) stateless(w http.ResponseWriter, r *http.Request, rte *route, 
 			return
 		}
 	}
-	if host.Routed(msg.Method) {
+	if mcp.Routed(msg.Method) {
 		for k, v := range r.Header {
 			if strings.HasPrefix(k, "Mcp-Param-") {
 				if sess.paramHeaders == nil {
@@ -150,7 +149,7 @@ func (rt *Router) statelessSession(r *http.Request, rte *route, msg *jsonrpc.Mes
 	if h := r.Header.Get(mcp.HeaderMethod); h != msg.Method {
 		return nil, jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: Mcp-Method %q does not match the body's method %q", h, msg.Method)
 	}
-	if field := nameField(msg.Method); field != "" {
+	if field := mcp.NameHeaderField(msg.Method); field != "" {
 		body, _ := rawjson.GetString(msg.Params, field)
 		h, err := decodeHeaderValue(r.Header.Get(mcp.HeaderName))
 		if err != nil || h != body {
@@ -175,17 +174,6 @@ func (rt *Router) statelessSession(r *http.Request, rte *route, msg *jsonrpc.Mes
 	}
 	s.setRoute(rte)
 	return s, nil
-}
-
-// nameField is the params field Mcp-Name mirrors for method, if any.
-func nameField(method string) string {
-	switch method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		return "name"
-	case mcp.MethodResourcesRead:
-		return "uri"
-	}
-	return ""
 }
 
 // decodeHeaderValue undoes the =?base64?…?= sentinel clients use for header
