@@ -491,3 +491,40 @@ func TestVerifiedTokenCache(t *testing.T) {
 		t.Errorf("cached token after its exp: %v", err)
 	}
 }
+
+// TestRotatedKeyAcceptedWithinASecond: a token signed with a key the
+// issuer published after the gateway's last JWKS fetch is refused at most
+// DefaultKeyRefreshInterval (it was 10 s), while forged kids inside that
+// window still share the one fetch.
+func TestRotatedKeyAcceptedWithinASecond(t *testing.T) {
+	is := authtest.NewIssuer(t)
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	a := setup(t, is, "", auth.Options{Now: now, KeyRefreshInterval: auth.DefaultKeyRefreshInterval})
+	if _, err := a.Authenticate(request(is.Token(is.Claims("alice", resource))), resource); err != nil {
+		t.Fatal(err)
+	}
+	before := is.JWKSFetches()
+	is.Rotate(true)
+	fresh := is.Token(is.Claims("alice", resource))
+	// Within the interval of the last fetch: forged and fresh kids alike
+	// are refused from the cache, with no fetch.
+	for range 20 {
+		forged := authtest.Sign(is.NewKey(jose.ES256), is.Claims("alice", resource))
+		if _, err := a.Authenticate(request(forged), resource); reasonOf(err) != auth.BadSignature {
+			t.Fatalf("forged: %v", err)
+		}
+	}
+	if n := is.JWKSFetches() - before; n != 0 {
+		t.Fatalf("%d JWKS fetches within the refresh interval, want 0", n)
+	}
+	advance(time.Second + 10*time.Millisecond)
+	if _, err := a.Authenticate(request(fresh), resource); err != nil {
+		t.Fatalf("token of the rotated key 1s after the last fetch: %v", err)
+	}
+	if n := is.JWKSFetches() - before; n != 1 {
+		t.Errorf("%d JWKS fetches for the rotation, want 1", n)
+	}
+}

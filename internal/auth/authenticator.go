@@ -26,7 +26,7 @@ type Options struct {
 	Now func() time.Time
 	// KeyRefreshInterval is the least time between two fetches of an
 	// issuer's JWKS (or discovery retries); a token naming an unknown key
-	// triggers a fetch only this often. Default 10s.
+	// triggers a fetch only this often. Default DefaultKeyRefreshInterval.
 	KeyRefreshInterval time.Duration
 	// KeyMaxAge is how long fetched keys are used before they are fetched
 	// again, so that keys an issuer withdrew stop working. Default 15m.
@@ -34,6 +34,13 @@ type Options struct {
 	// ReadFile reads API key files (nil: os.ReadFile).
 	ReadFile func(string) ([]byte, error)
 }
+
+// DefaultKeyRefreshInterval bounds JWKS fetches per issuer. It is short
+// because it is also how long a token of a freshly rotated key can be
+// refused (its kid is unknown until the next fetch), and one fetch a second
+// is still nothing to an identity provider however many forged kids arrive:
+// concurrent unknown kids share one fetch.
+const DefaultKeyRefreshInterval = time.Second
 
 // Authenticator decides who a request comes from. It is safe for
 // concurrent use.
@@ -75,7 +82,7 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 		opts.Now = time.Now
 	}
 	if opts.KeyRefreshInterval <= 0 {
-		opts.KeyRefreshInterval = 10 * time.Second
+		opts.KeyRefreshInterval = DefaultKeyRefreshInterval
 	}
 	if opts.KeyMaxAge <= 0 {
 		opts.KeyMaxAge = 15 * time.Minute

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"golang.org/x/sync/singleflight"
 )
 
 const (
@@ -41,6 +42,10 @@ type introspector struct {
 
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]*introspected
+	// calls joins concurrent cache misses for one token into one call to
+	// the endpoint: a client that opens many requests at once with a new
+	// token must not turn into as many introspections.
+	calls singleflight.Group
 }
 
 // introspected is a cached answer: a principal, or the refusal.
@@ -89,11 +94,19 @@ func (in *introspector) check(ctx context.Context, token string, h [sha256.Size]
 	e := in.entries[h]
 	in.mu.Unlock()
 	if e == nil || !now.Before(e.until) {
-		var err *Error
-		if e, err = in.introspect(ctx, token, now); err != nil {
-			return nil, err
+		v, _, _ := in.calls.Do(string(h[:]), func() (any, error) {
+			// Not cancelled with the first caller: the others wait on it.
+			e, err := in.introspect(context.WithoutCancel(ctx), token, now)
+			if err == nil {
+				in.put(h, e)
+			}
+			return introspection{e, err}, nil
+		})
+		r := v.(introspection)
+		if r.err != nil {
+			return nil, r.err
 		}
-		in.put(h, e)
+		e = r.entry
 	}
 	if e.refusal != nil {
 		return nil, e.refusal
@@ -113,6 +126,13 @@ func (in *introspector) check(ctx context.Context, token string, h [sha256.Size]
 		return nil, errorf(WrongAudience, fmt.Sprintf("the token is for [%s], not this resource (%s)", strings.Join(shown, " "), audiences[len(audiences)-1]))
 	}
 	return e.principal, nil
+}
+
+// introspection is one endpoint call's outcome, shared by the callers
+// singleflight joined.
+type introspection struct {
+	entry *introspected
+	err   *Error
 }
 
 // introspect asks the endpoint about token. An *Error with reason

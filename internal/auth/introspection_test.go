@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,5 +219,43 @@ auth:
 	cfg.Auth.Introspection.ClientSecret, cfg.Auth.Introspection.ClientSecretFile = "", "/nonexistent/secret"
 	if _, err := auth.New(cfg, auth.Options{}); err == nil || !strings.Contains(err.Error(), "auth.introspection: cannot read client_secret_file") {
 		t.Errorf("unreadable secret file: %v", err)
+	}
+}
+
+// TestIntrospectionJoinsConcurrentMisses: many requests arriving at once
+// with one new opaque token cost one call to the endpoint.
+func TestIntrospectionJoinsConcurrentMisses(t *testing.T) {
+	is := authtest.NewIssuer(t)
+	var calls atomic.Int64
+	gate := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		<-gate
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"active": true, "sub": "alice", "aud": resource, "exp": time.Now().Add(time.Hour).Unix()})
+	}))
+	t.Cleanup(srv.Close)
+	a := setup(t, is, fmt.Sprintf(`  introspection:
+    url: %s/introspect
+    client_id: mcpgw
+    client_secret: %s
+`, srv.URL, introspectSecret), auth.Options{})
+	const n = 20
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if _, err := a.Authenticate(request("opaque-new"), resource); err != nil {
+				t.Errorf("Authenticate: %v", err)
+			}
+		})
+	}
+	for calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // let the others arrive too
+	close(gate)
+	wg.Wait()
+	if got := calls.Load(); got != 1 {
+		t.Errorf("%d concurrent requests with one new token made %d introspection calls, want 1", n, got)
 	}
 }
