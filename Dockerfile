@@ -27,5 +27,8 @@ COPY --from=build /out/mcpgw /usr/local/bin/mcpgw
 # 65532:65532 is distroless's "nonroot" user.
 USER 65532:65532
 EXPOSE 8080 9091
+# Needs the admin listener on 127.0.0.1:9091 (admin.listen or --admin-listen);
+# the image has no curl, so the binary asks /readyz itself.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s CMD ["/usr/local/bin/mcpgw", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/mcpgw"]
 CMD ["run", "--config", "/etc/mcpgw/config.yaml", "--log-format", "json"]

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,6 +44,7 @@ Usage:
   mcpgw policy explain ...        the policy decision for one principal and name, and why
   mcpgw catalog ...               what a principal would see of a recorded catalog
   mcpgw pin [--config FILE]       approve the upstreams' current tool definitions (pinning lock file)
+  mcpgw healthcheck [--url URL]   exit 0 when a running gateway's /readyz answers 200 (container HEALTHCHECK)
   mcpgw version                   print the version
   mcpgw demo-server               the built-in demo MCP server, on stdio
 
@@ -62,7 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "run":
-		return cmdRun(args[1:], stderr)
+		return cmdRun(args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
 	case "stdio":
@@ -76,7 +76,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "mcpgw %s\n", buildVersion())
 		return 0
+	case "healthcheck":
+		return cmdHealthcheck(args[1:], stdout, stderr) // healthcheck.go
 	case "demo-server":
+		fs := newFlags("mcpgw demo-server")
+		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+			return code
+		}
 		if err := demo.ServeStdio(context.Background(), buildVersion()); err != nil && !errors.Is(err, io.EOF) {
 			fmt.Fprintln(stderr, "demo-server:", err)
 			return 1
@@ -154,12 +160,11 @@ func watchFile(path string, interval time.Duration, stop <-chan struct{}) <-chan
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("mcpgw validate --config FILE")
 	path := fs.String("config", "", "config `FILE` to check")
 	fs.StringVar(path, "c", "", "shorthand for --config")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if *path == "" {
 		fmt.Fprintln(stderr, "mcpgw validate: --config FILE is required")
@@ -195,9 +200,8 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
 }
 
-func cmdRun(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("mcpgw run [--config FILE] [flags]")
 	path := fs.String("config", "", "config `FILE` (default: the embedded demo config)")
 	fs.StringVar(path, "c", "", "shorthand for --config")
 	logFormat := fs.String("log-format", "console", "log format: json or console")
@@ -206,8 +210,8 @@ func cmdRun(args []string, stderr io.Writer) int {
 	delay := fs.Duration("shutdown-delay", 0, "on SIGTERM, how long to keep serving after /readyz turns 503 (e.g. 5s behind a load balancer), before draining")
 	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and /readyz on this `ADDR` (overrides admin.listen; the admin listener is off unless one of them is set)")
 	watch := fs.Bool("watch", false, "reload the config when --config FILE changes (checked every second); SIGHUP always reloads")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	log, err := newLogger(*logFormat, *logLevel, stderr)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -37,16 +36,15 @@ before deploying it: it is what enforce mode trusts.
 const maxPinPages = 10_000
 
 func cmdPin(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("pin", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, pinUsage); fs.PrintDefaults() }
+	fs := newFlags("mcpgw pin [--config FILE] [flags]")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), pinUsage+"\nFlags:\n"); printFlags(fs) }
 	path := fs.String("config", "", "config `FILE` (default: the embedded demo config)")
 	fs.StringVar(path, "c", "", "shorthand for --config")
 	out := fs.String("out", "", "write the lock to `FILE` (default: policy.pinning.lock_file)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long starting and listing every upstream may take")
 	logLevel := fs.String("log-level", "warn", "log level of the upstreams' supervision (on stderr)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mcpgw pin: unexpected argument %q\n", fs.Arg(0))

@@ -152,8 +152,7 @@ func containsString(list []string, s string) bool {
 }
 
 func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("policy explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("mcpgw policy explain --config FILE (--tool NAME | --prompt NAME | --resource URI) [principal flags]")
 	path := fs.String("config", "", "config `FILE`")
 	fs.StringVar(path, "c", "", "shorthand for --config")
 	route := fs.String("route", "", "route `PATH` (default: the first route)")
@@ -161,8 +160,8 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 	prompt := fs.String("prompt", "", "prompt `NAME` as clients see it")
 	resource := fs.String("resource", "", "resource `URI` or URI template as clients see it")
 	pf := addPrincipalFlags(fs, "")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mcpgw policy explain: unexpected argument %q\n", fs.Arg(0))
@@ -232,9 +231,8 @@ Principal flags: --as-subject, --as-issuer, --as-groups a,b, --as-scopes a,b,
 `
 
 func cmdCatalog(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("catalog", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, catalogUsage); fs.PrintDefaults() }
+	fs := newFlags("mcpgw catalog --config FILE [flags]")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), catalogUsage+"\nFlags:\n"); printFlags(fs) }
 	path := fs.String("config", "", "config `FILE`")
 	fs.StringVar(path, "c", "", "shorthand for --config")
 	catalog := fs.String("catalog", "", "recorded catalog `FILE.json` (- for stdin)")
@@ -243,8 +241,8 @@ func cmdCatalog(args []string, stdout, stderr io.Writer) int {
 	all := fs.Bool("all", false, "list every item with its decision and reason")
 	asJSON := fs.Bool("json", false, "print the filtered catalog JSON")
 	pf := addPrincipalFlags(fs, "as-")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mcpgw catalog: unexpected argument %q\n", fs.Arg(0))

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os/signal"
@@ -18,15 +17,14 @@ import (
 // MCP hosts that only launch stdio servers. stdout carries the protocol
 // alone: every log line goes to stderr.
 func cmdStdio(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("stdio", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("mcpgw stdio [--config FILE] [--route PATH]")
 	path := fs.String("config", "", "config `FILE` (default: the embedded demo config)")
 	fs.StringVar(path, "c", "", "shorthand for --config")
 	route := fs.String("route", "", "the route `PATH` to serve (default: the first route)")
 	logFormat := fs.String("log-format", "console", "log format: json or console (written to stderr)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "mcpgw stdio: unexpected argument %q\n", fs.Arg(0))
