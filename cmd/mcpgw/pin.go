@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -20,14 +24,17 @@ import (
 )
 
 const pinUsage = `Usage:
-  mcpgw pin [--config FILE] [--out FILE] [--timeout 60s]
+  mcpgw pin [--config FILE] [--out FILE] [--upstream NAME]... [--timeout 60s]
 
 Starts the configured upstreams (no listener), lists every upstream's tools
 and writes the pinning lock file that approves their current definitions:
 to --out, or else to policy.pinning.lock_file. Prints one line per upstream
-(with what changed against the lock file it replaces). Nothing is written,
-and the exit status is 1, when an upstream cannot be listed, since its
-approvals would otherwise be dropped. Review the diff of the lock file
+(with what changed against the lock file it replaces, by tool name). Nothing
+is written, and the exit status is 1, when an upstream cannot be listed,
+since its approvals would otherwise be dropped. With --upstream, only the
+named upstreams are started and pinned again; every other upstream's
+approvals are kept as the replaced lock had them, so one upstream that is
+down does not block approving another. Review the diff of the lock file
 before deploying it: it is what enforce mode trusts.
 `
 
@@ -43,6 +50,11 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "", "write the lock to `FILE` (default: policy.pinning.lock_file)")
 	timeout := fs.Duration("timeout", 60*time.Second, "how long starting and listing every upstream may take")
 	logLevel := fs.String("log-level", "warn", "log level of the upstreams' supervision (on stderr)")
+	var only []string
+	fs.Func("upstream", "pin only upstream `NAME` (repeatable); the others keep their approvals from the replaced lock", func(v string) error {
+		only = append(only, v)
+		return nil
+	})
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
@@ -63,6 +75,20 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpgw pin: nowhere to write the lock file; give --out FILE, or set policy.pinning.lock_file in the config")
 		return exitUsage
 	}
+	if len(only) > 0 {
+		picked := map[string]*config.Upstream{}
+		for _, name := range only {
+			u, ok := cfg.Upstreams[name]
+			if !ok {
+				fmt.Fprintf(stderr, "mcpgw pin: --upstream %q: the config has no such upstream (upstreams: %s)\n", name, strings.Join(slices.Sorted(maps.Keys(cfg.Upstreams)), ", "))
+				return exitUsage
+			}
+			picked[name] = u
+		}
+		restricted := *cfg
+		restricted.Upstreams = picked // start only these
+		cfg = &restricted
+	}
 	log, err := newLogger("console", *logLevel, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpgw pin:", err)
@@ -75,21 +101,42 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 	h := host.New(cfg, host.Options{Logger: log.Named("host"), ClientInfo: mcp.Implementation{Name: "mcpgw-pin", Version: buildVersion()}})
 	h.Start()
 	defer h.Close()
-	if err := h.WaitReady(ctx); err != nil {
-		fmt.Fprintf(stderr, "mcpgw pin: the upstreams did not start within --timeout %s\n", *timeout)
-		return exitError
-	}
 
-	old, _ := policy.LoadLock(dest) // for the summary only; a missing or bad lock is replaced
+	old, _ := policy.LoadLock(dest) // for the summary (and --upstream); a missing or bad lock is replaced
 	lock := policy.NewLock()
+	if len(only) > 0 && old != nil {
+		for name, u := range old.Upstreams {
+			if !slices.Contains(only, name) {
+				lock.Upstreams[name] = u
+			}
+		}
+	}
 	failed := 0
-	for _, name := range h.Names() {
-		tools, err := listTools(ctx, h.Upstream(name))
+	var listed []string
+	// Every upstream is listed at once and waited for on its own (listTools
+	// waits for its first connection), so one that hangs costs --timeout
+	// once and fails alone.
+	names := h.Names()
+	results := make([]struct {
+		tools [][]byte
+		err   error
+	}, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { results[i].tools, results[i].err = listTools(ctx, h.Upstream(name)) })
+	}
+	wg.Wait()
+	for i, name := range names {
+		tools, err := results[i].tools, results[i].err
 		if err != nil {
 			failed++
+			if ctx.Err() != nil {
+				err = fmt.Errorf("%w (it did not answer within --timeout %s)", err, *timeout)
+			}
 			fmt.Fprintf(stdout, "%s: FAILED: %v\n", name, err)
 			continue
 		}
+		listed = append(listed, name)
 		if err := lock.AddTools(name, rawjson.AppendArray(nil, tools)); err != nil {
 			failed++
 			fmt.Fprintf(stdout, "%s: FAILED: %v\n", name, err)
@@ -98,8 +145,12 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: %s%s\n", name, plural(len(lock.Tools(name)), "tool"), lockChanges(old, lock, name))
 	}
 	if failed > 0 {
-		fmt.Fprintf(stderr, "mcpgw pin: %d of %d upstreams could not be listed; %s was not written (fix or remove them, then run mcpgw pin again)\n",
-			failed, len(h.Names()), dest)
+		hint := "fix or remove them, then run mcpgw pin again"
+		if len(listed) > 0 {
+			hint += "; or pin the others alone, keeping the failed ones' approvals: mcpgw pin --upstream " + strings.Join(listed, " --upstream ")
+		}
+		fmt.Fprintf(stderr, "mcpgw pin: %d of %d upstreams could not be listed; %s was not written (%s)\n",
+			failed, len(h.Names()), dest, hint)
 		return exitError
 	}
 	if err := writeFileAtomic(dest, lock.Marshal()); err != nil {
@@ -160,8 +211,8 @@ func listTools(ctx context.Context, u *host.Upstream) ([][]byte, error) {
 }
 
 // lockChanges describes what the new lock changes for upstream against the
-// old one: " (2 new, 1 changed, 1 removed)", or "" when nothing changed or
-// there was no old lock.
+// old one, by tool name: " (1 new: add; 1 changed: echo; 1 removed: gone)",
+// " (unchanged)", or "" when there was no old lock.
 func lockChanges(old, cur *policy.Lock, upstream string) string {
 	if old == nil {
 		return ""
@@ -173,33 +224,34 @@ func lockChanges(old, cur *policy.Lock, upstream string) string {
 	if u := cur.Upstreams[upstream]; u != nil {
 		now = u.Tools
 	}
-	var added, changed, removed int
+	var added, changed, removed []string
 	for name, h := range now {
 		switch prev, ok := was[name]; {
 		case !ok:
-			added++
+			added = append(added, name)
 		case prev != h:
-			changed++
+			changed = append(changed, name)
 		}
 	}
 	for name := range was {
 		if _, ok := now[name]; !ok {
-			removed++
+			removed = append(removed, name)
 		}
 	}
 	var parts []string
 	for _, p := range []struct {
-		n    int
-		what string
+		names []string
+		what  string
 	}{{added, "new"}, {changed, "changed"}, {removed, "removed"}} {
-		if p.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+		if len(p.names) > 0 {
+			slices.Sort(p.names)
+			parts = append(parts, fmt.Sprintf("%d %s: %s", len(p.names), p.what, strings.Join(p.names, ", ")))
 		}
 	}
 	if len(parts) == 0 {
 		return " (unchanged)"
 	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return " (" + strings.Join(parts, "; ") + ")"
 }
 
 func plural(n int, word string) string {

@@ -151,7 +151,7 @@ policy:
 	if code != 0 {
 		t.Fatalf("pin: exit %d\n%s%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "demo: 3 tools (2 new, 1 changed, 1 removed)") || !strings.Contains(stdout, "wrote "+lockFile) {
+	if !strings.Contains(stdout, "demo: 3 tools (2 new: add, sleep; 1 changed: echo; 1 removed: gone)") || !strings.Contains(stdout, "wrote "+lockFile) {
 		t.Errorf("summary:\n%s", stdout)
 	}
 	lock, err := policy.LoadLock(lockFile)
@@ -221,5 +221,48 @@ func TestPinPages(t *testing.T) {
 	lock, err := policy.LoadLock(out)
 	if err != nil || !slices.Equal(lock.Tools("paged"), []string{"t0", "t1", "t2", "t3", "t4"}) {
 		t.Errorf("lock: %v %v", lock, err)
+	}
+}
+
+// TestPinOneUpstream: --upstream pins only the named upstream, starting no
+// other (one that cannot start does not block it), and keeps every other
+// upstream's approvals from the lock it replaces; an unknown name is a
+// usage error naming the configured upstreams.
+func TestPinOneUpstream(t *testing.T) {
+	exe := pinEnv(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gw.yaml")
+	writeFile(t, cfg, fmt.Sprintf(`
+upstreams:
+  demo: {command: [%q, demo-server]}
+  broken: {command: [%q], startup_timeout: 5s}
+`, exe, filepath.Join(dir, "no-such-server")))
+	out := filepath.Join(dir, "out.lock.json")
+	brokenHash := "sha256:" + strings.Repeat("2", 64)
+	writeFile(t, out, `{"version":1,"upstreams":{"broken":{"tools":{"kept":"`+brokenHash+`"}},"demo":{"tools":{"gone":"sha256:`+strings.Repeat("1", 64)+`"}}}}`)
+
+	code, stdout, stderr := runCLI("pin", "-c", cfg, "--out", out)
+	if code != exitError || !strings.Contains(stderr, "or pin the others alone, keeping the failed ones' approvals: mcpgw pin --upstream demo") {
+		t.Errorf("pin of all: exit %d, want %d with a hint naming --upstream demo\n%s%s", code, exitError, stdout, stderr)
+	}
+
+	code, stdout, stderr = runCLI("pin", "-c", cfg, "--out", out, "--upstream", "demo", "--timeout", "20s")
+	if code != 0 {
+		t.Fatalf("pin --upstream demo: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if strings.Contains(stdout, "broken") || !strings.Contains(stdout, "demo: 3 tools (3 new: add, echo, sleep; 1 removed: gone)") {
+		t.Errorf("summary:\n%s", stdout)
+	}
+	lock, err := policy.LoadLock(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(lock.Tools("demo"), []string{"add", "echo", "sleep"}) || lock.Upstreams["broken"] == nil || lock.Upstreams["broken"].Tools["kept"] != brokenHash {
+		t.Errorf("lock after --upstream demo: %s", lock.Marshal())
+	}
+
+	code, _, stderr = runCLI("pin", "-c", cfg, "--out", out, "--upstream", "nope")
+	if code != exitUsage || !strings.Contains(stderr, `--upstream "nope": the config has no such upstream (upstreams: broken, demo)`) {
+		t.Errorf("unknown upstream: exit %d, %s", code, stderr)
 	}
 }
