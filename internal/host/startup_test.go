@@ -290,6 +290,7 @@ func TestStderrFloodIsRateLimited(t *testing.T) {
 	elapsed := time.Since(start)
 	logged, dropped := count("logged"), count("dropped")
 	h.Close() // flushes the summary of the last drops
+	t.Logf("%d lines in %s: %v logged, %v dropped", lines, elapsed.Round(time.Millisecond), logged, dropped)
 
 	if bound := burst + rate*elapsed.Seconds(); logged > bound || logged < burst {
 		t.Errorf("logged %v lines in %s, want from %d to rate×time+burst = %.1f", logged, elapsed, burst, bound)
