@@ -66,6 +66,9 @@ type Options struct {
 	Logger *zap.Logger
 	// Timeout bounds each request when the caller's context has no earlier deadline.
 	Timeout time.Duration
+	// TimeoutSetting is the config key of Timeout, named in the error of a
+	// request that runs out of it (default "timeout").
+	TimeoutSetting string
 	// ClientInfo is sent in initialize.
 	ClientInfo mcp.Implementation
 	// Capabilities is the raw client capabilities object sent in initialize.
@@ -77,6 +80,12 @@ type Options struct {
 	// server/discover first and falls back to initialize; "legacy" only
 	// initializes; "2026" requires server/discover.
 	Protocol string
+	// PreferInitialize, with Protocol auto, initializes first and probes
+	// with server/discover only if initialize is refused: for an upstream
+	// known to have initialized on its previous connection, whose answer
+	// to the probe would be noise (a Python-SDK 1.x server writes a page of
+	// validation errors on stderr).
+	PreferInitialize bool
 	// OnRequest answers server→client requests that belong to no call, or
 	// whose call has no Request handler (ping is answered by the client).
 	// It returns a result or an error; both nil means method not found.
@@ -112,6 +121,11 @@ type Client struct {
 // reach the upstream: calls cancelled as the gateway shuts down would
 // otherwise run on upstream with nobody to answer.
 const cancelGrace = time.Second
+
+// discoverTimeout bounds the server/discover probe: a legacy stdio server
+// may ignore a request before initialize, and must not eat the whole
+// startup timeout.
+const discoverTimeout = 5 * time.Second
 
 type call struct {
 	id    jsonrpc.ID
@@ -198,6 +212,21 @@ func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
 }
 
 func (c *Client) handshake(ctx context.Context) error {
+	if c.opts.PreferInitialize && c.opts.Protocol != "legacy" && c.opts.Protocol != "2026" {
+		err := c.initialize(ctx)
+		var refused *refusedError
+		if err == nil || !errors.As(err, &refused) {
+			return err
+		}
+		// Refused: perhaps the server now speaks only a stateless revision.
+		c.log.Info("upstream refused initialize this time; probing with server/discover", zap.Error(err))
+		ok, derr := c.discover(ctx)
+		if ok {
+			c.goListen()
+			return nil
+		}
+		return fmt.Errorf("%w; server/discover: %v", err, derr)
+	}
 	if c.opts.Protocol != "legacy" {
 		ok, err := c.discover(ctx)
 		switch {
@@ -210,7 +239,7 @@ func (c *Client) handshake(ctx context.Context) error {
 			}
 			return fmt.Errorf("server/discover: %w", err)
 		case ctx.Err() != nil:
-			return ctx.Err()
+			return c.ctxErr(ctx, mcp.MethodServerDiscover)
 		}
 		c.log.Debug("upstream does not speak a stateless revision; initializing", zap.Error(err))
 	}
@@ -227,10 +256,12 @@ func (c *Client) discover(ctx context.Context) (bool, error) {
 		mcp.MetaClientCapabilities: c.opts.Capabilities,
 		mcp.MetaClientInfo:         c.opts.ClientInfo,
 	}})
-	// A legacy stdio server may ignore a request before initialize: do not
-	// let it eat the whole startup timeout.
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	dctx, cancel := WithBound(ctx, discoverTimeout, "")
 	defer cancel()
+	if p, ok := c.t.(prober); ok {
+		p.beginProbe()
+		defer p.endProbe()
+	}
 	resp, err := c.Call(dctx, mcp.MethodServerDiscover, params, CallOptions{})
 	if err == nil && resp.Error != nil {
 		err = fmt.Errorf("answered %d %s", resp.Error.Code, resp.Error.Message)
@@ -284,14 +315,14 @@ func (c *Client) initialize(ctx context.Context) error {
 		return fmt.Errorf("initialize: %w", err)
 	}
 	if resp.Error != nil {
-		return fmt.Errorf("initialize refused: %d %s", resp.Error.Code, resp.Error.Message)
+		return &refusedError{fmt.Sprintf("initialize refused: %d %s", resp.Error.Code, resp.Error.Message)}
 	}
 	var res mcp.InitializeResult
 	if err := json.Unmarshal(resp.Result, &res); err != nil {
 		return fmt.Errorf("initialize: unreadable result: %v", err)
 	}
 	if !mcp.IsSupported(res.ProtocolVersion) {
-		return fmt.Errorf("initialize: upstream chose protocol version %q, which mcpgw does not speak (it speaks %v)", res.ProtocolVersion, mcp.SupportedVersions)
+		return &refusedError{fmt.Sprintf("initialize: upstream chose protocol version %q, which mcpgw does not speak (it speaks %v)", res.ProtocolVersion, mcp.SupportedVersions)}
 	}
 	if res.Capabilities == nil {
 		res.Capabilities = json.RawMessage(`{}`)
@@ -309,6 +340,19 @@ func (c *Client) initialize(ctx context.Context) error {
 		so.openStream()
 	}
 	return nil
+}
+
+// refusedError is an initialize the upstream answered but would not go
+// through with (an error, or a revision mcpgw does not speak).
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }
+
+// prober is a transport that wants to know when the server/discover probe
+// is out (stdio: the stderr it provokes is the gateway's doing).
+type prober interface {
+	beginProbe()
+	endProbe()
 }
 
 // reinitialize makes a new upstream session after the old one expired.
@@ -403,8 +447,12 @@ func (c *Client) Notify(ctx context.Context, method string, params json.RawMessa
 // fired; in the last two cases notifications/cancelled is sent upstream.
 func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, opts CallOptions) (*jsonrpc.Message, error) {
 	if c.opts.Timeout > 0 && !opts.Background {
+		setting := c.opts.TimeoutSetting
+		if setting == "" {
+			setting = "timeout"
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		ctx, cancel = WithBound(ctx, c.opts.Timeout, setting)
 		defer cancel()
 	}
 	if c.modern && (method == mcp.MethodResourcesSubscribe || method == mcp.MethodResourcesUnsubscribe) {
@@ -522,21 +570,51 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 // TimeoutError reports a call that got no answer in time.
 type TimeoutError struct {
 	Method string
-	After  time.Duration
+	// After is the bound that fired (0: a deadline of the caller's).
+	After time.Duration
+	// Setting is the config key of that bound (e.g.
+	// "upstreams.fs.startup_timeout"), so that the message says what to
+	// raise; "" for a bound of the gateway's own.
+	Setting string
 }
 
 func (e *TimeoutError) Error() string {
-	if e.After > 0 {
+	switch {
+	case e.Setting != "":
+		return fmt.Sprintf("no answer to %s within %s (%s)", e.Method, e.Setting, e.After)
+	case e.After > 0:
 		return fmt.Sprintf("no answer to %s within %s", e.Method, e.After)
 	}
 	return fmt.Sprintf("no answer to %s before the deadline", e.Method)
 }
 
+// bound is the cancellation cause of a deadline set by WithBound.
+type bound struct {
+	after   time.Duration
+	setting string
+}
+
+func (b *bound) Error() string { return fmt.Sprintf("%s elapsed (%s)", b.after, b.setting) }
+
+// WithBound returns ctx with a deadline d from now. A call that runs out of
+// it reports a TimeoutError naming d and setting, the config key an
+// operator would raise, even when the call's own (per-request) bound is
+// the longer one: the first deadline to fire is the one named.
+func WithBound(ctx context.Context, d time.Duration, setting string) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, &bound{after: d, setting: setting})
+}
+
+// ctxErr is the error of a call whose ctx ended: a TimeoutError naming the
+// bound that fired, or the cancellation.
 func (c *Client) ctxErr(ctx context.Context, method string) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return &TimeoutError{Method: method, After: c.opts.Timeout}
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ctx.Err()
 	}
-	return ctx.Err()
+	var b *bound
+	if errors.As(context.Cause(ctx), &b) {
+		return &TimeoutError{Method: method, After: b.after, Setting: b.setting}
+	}
+	return &TimeoutError{Method: method}
 }
 
 func (c *Client) closedErr() error {

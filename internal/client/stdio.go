@@ -29,8 +29,11 @@ type StdioConfig struct {
 	Dir string
 	// MaxLineBytes caps one stdout line; longer lines are dropped and counted.
 	MaxLineBytes int
-	// Logger receives the child's stderr lines and transport events.
+	// Logger receives transport events.
 	Logger *zap.Logger
+	// Stderr logs the child's stderr lines; it is the upstream's, shared by
+	// all its children (nil: one of the transport's own, with defaults).
+	Stderr *StderrLog
 	// StopGrace is how long the child gets after stdin closes, and again
 	// after SIGTERM, before the next step (default 2s).
 	StopGrace time.Duration
@@ -60,8 +63,11 @@ type Stdio struct {
 	nonJSON   atomic.Int64
 	oversized atomic.Int64
 
-	stderrMu   sync.Mutex
-	stderrTail []string // last lines, for error messages
+	stderr    *StderrLog
+	ownStderr bool        // stderr is the transport's own, closed with it
+	errPipe   *stderrPipe // set by Start
+	probe     probeWindow // the stretch of stderr the gateway's probe provoked
+	tail      tail        // last lines, for error messages
 
 	done     chan struct{}
 	doneOnce sync.Once
@@ -82,7 +88,11 @@ func NewStdio(cfg StdioConfig) *Stdio {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 2 * time.Second
 	}
-	return &Stdio{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), exited: make(chan struct{}), errDone: make(chan struct{})}
+	s := &Stdio{cfg: cfg, log: cfg.Logger, stderr: cfg.Stderr, done: make(chan struct{}), exited: make(chan struct{}), errDone: make(chan struct{})}
+	if s.stderr == nil {
+		s.stderr, s.ownStderr = NewStderrLog(StderrOptions{Logger: cfg.Logger}), true
+	}
+	return s
 }
 
 // Stats returns the transport's counters.
@@ -128,13 +138,18 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 		closeAll(inR, inW, outR, outW)
 		return err
 	}
+	errPipe, err := newStderrPipe(errR)
+	if err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return err
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	if err := cmd.Start(); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
 		return fmt.Errorf("start %q: %w", s.cfg.Argv[0], err)
 	}
 	closeAll(inR, outW, errW) // the child has its copies
-	s.cmd, s.stdin = cmd, inW
+	s.cmd, s.stdin, s.errPipe = cmd, inW, errPipe
 	s.log.Info("started child process", zap.Int("pid", cmd.Process.Pid), zap.Strings("argv", s.cfg.Argv))
 
 	s.wg.Add(3)
@@ -145,7 +160,7 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 	go func() {
 		defer s.wg.Done()
 		defer close(s.errDone)
-		s.readStderr(errR)
+		s.readStderr(errPipe)
 	}()
 	go func() {
 		defer s.wg.Done()
@@ -161,7 +176,9 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 		case <-s.errDone:
 		case <-time.After(100 * time.Millisecond):
 		}
-		s.fail(fmt.Errorf("child process %s%s", describeExit(werr), s.tail()))
+		// A child that died answering the probe is explained by what the
+		// probe provoked; any other by its last lines of its own.
+		s.fail(fmt.Errorf("child process %s%s", describeExit(werr), s.tail.text(s.probe.open())))
 	}()
 	return nil
 }
@@ -175,15 +192,6 @@ func describeExit(err error) string {
 		return "exited: " + ee.Error()
 	}
 	return err.Error()
-}
-
-func (s *Stdio) tail() string {
-	s.stderrMu.Lock()
-	defer s.stderrMu.Unlock()
-	if len(s.stderrTail) == 0 {
-		return ""
-	}
-	return "; last stderr: " + strings.Join(s.stderrTail, " | ")
 }
 
 func (s *Stdio) readStdout(r *os.File, deliver DeliverFunc) {
@@ -262,31 +270,47 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-func (s *Stdio) readStderr(r *os.File) {
+// readStderr logs the child's stderr line by line (through the upstream's
+// StderrLog, which bounds the rate) and keeps the last lines for error
+// messages. It reads to the end however much is dropped, so that the
+// child never blocks on a full pipe.
+func (s *Stdio) readStderr(r *stderrPipe) {
 	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 64*1024)
+	defer s.stderr.Flush()
+	br := bufio.NewReaderSize(r, 4096)
+	max := s.stderr.maxLine()
+	var off int64 // stream offset of the next line
 	for {
-		if !sc.Scan() {
-			if errors.Is(sc.Err(), bufio.ErrTooLong) {
-				// Keep draining so the child never blocks on a full pipe.
-				sc = bufio.NewScanner(r)
-				sc.Buffer(make([]byte, 0, 4096), 64*1024)
-				continue
-			}
+		line, n, full, err := readStderrLine(br, max)
+		start := off
+		off += n
+		var clippedFrom int64
+		if full > int64(len(line)) {
+			clippedFrom = full
+			line = clipUTF8(line, len(line))
+		}
+		if text := strings.TrimSpace(string(line)); text != "" {
+			probe := s.probe.holds(start)
+			s.stderr.Line(text, clippedFrom, probe)
+			s.tail.add(text, probe)
+		}
+		if err != nil {
 			return
 		}
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		s.log.Info("child stderr", zap.String("line", string(clip([]byte(line), 2000))))
-		s.stderrMu.Lock()
-		s.stderrTail = append(s.stderrTail, string(clip([]byte(line), 300)))
-		if len(s.stderrTail) > 3 {
-			s.stderrTail = s.stderrTail[len(s.stderrTail)-3:]
-		}
-		s.stderrMu.Unlock()
+	}
+}
+
+// beginProbe and endProbe bracket the gateway's server/discover probe: the
+// stderr lines written meanwhile are its doing (see probeWindow).
+func (s *Stdio) beginProbe() {
+	if s.errPipe != nil {
+		s.probe.begin(s.errPipe.mark())
+	}
+}
+
+func (s *Stdio) endProbe() {
+	if s.errPipe != nil {
+		s.probe.finish(s.errPipe.mark())
 	}
 }
 
@@ -353,6 +377,9 @@ func (s *Stdio) fail(err error) {
 // Close stops the child as the MCP spec asks: close its stdin, wait, then
 // SIGTERM, wait, then SIGKILL — each signal sent to the whole process group.
 func (s *Stdio) Close() error {
+	if s.ownStderr {
+		defer s.stderr.Close()
+	}
 	if s.cmd == nil {
 		return nil
 	}

@@ -62,6 +62,11 @@ type Upstream struct {
 	Timeout Duration `yaml:"timeout"`
 	// StartupTimeout bounds the handshake.
 	StartupTimeout Duration `yaml:"startup_timeout"`
+	// StartupListWait bounds how long a list waits for this upstream while
+	// it makes its first connection (from when that began); past it, lists
+	// are answered without it, and list_changed tells clients when it
+	// arrives. 0 never waits.
+	StartupListWait Duration `yaml:"startup_list_wait"`
 	// Stateful gives each downstream session its own upstream connection
 	// (its own child process, for stdio), made on the session's first request
 	// and closed when it ends; at most 64 per upstream.
@@ -79,6 +84,8 @@ type Upstream struct {
 	Protocol string `yaml:"protocol"`
 	// MaxLineBytes caps one stdout line of a stdio child.
 	MaxLineBytes int `yaml:"max_line_bytes"`
+	// Stderr configures how a stdio child's stderr is logged (stderr.go).
+	Stderr *Stderr `yaml:"stderr"`
 	// Roots answer the upstream's roots/list: on a shared gateway the
 	// client's filesystem means nothing to the gateway's host, so roots come
 	// from config unless ForwardRoots relays the question to the client.

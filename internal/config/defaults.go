@@ -12,11 +12,14 @@ const (
 	DefaultMaxBodyBytes   = 4 << 20 // 4 MiB
 	DefaultTimeout        = 60 * time.Second
 	DefaultStartupTimeout = 30 * time.Second
-	DefaultMaxLineBytes   = 8 << 20 // 8 MiB
-	DefaultRoutePath      = "/mcp"
-	DefaultPolicy         = PolicyAllow
-	DefaultLeeway         = 30 * time.Second
-	DefaultGroupsClaim    = "groups"
+	// DefaultStartupListWait is short: a client's first tools/list should
+	// not wait for a hung upstream, only for one a moment from ready.
+	DefaultStartupListWait = 2 * time.Second
+	DefaultMaxLineBytes    = 8 << 20 // 8 MiB
+	DefaultRoutePath       = "/mcp"
+	DefaultPolicy          = PolicyAllow
+	DefaultLeeway          = 30 * time.Second
+	DefaultGroupsClaim     = "groups"
 )
 
 // DefaultAlgorithms is the token signature allowlist when an issuer lists
@@ -80,6 +83,14 @@ func applyDefaults(c *Config, d *decoder) {
 		if !d.set[joinPath(p, "max_line_bytes")] {
 			u.MaxLineBytes = DefaultMaxLineBytes
 		}
+		if !d.set[joinPath(p, "startup_list_wait")] {
+			w := DefaultStartupListWait
+			if st := u.StartupTimeout.D(); st > 0 && st < w {
+				w = st // never longer than the attempt it waits for
+			}
+			u.StartupListWait = Duration(w)
+		}
+		stderrDefaults(p, u, d)        // stderr.go
 		upstreamOAuthDefaults(p, u, d) // upstream_oauth.go
 		if !d.set[joinPath(p, "transport")] {
 			// Only when the kind is unambiguous; validation reports the rest.

@@ -142,9 +142,16 @@ upstreams:
 		t.Errorf("MaxBodyBytes = %d", c.MaxBodyBytes)
 	}
 	for name, u := range c.Upstreams {
-		if u.Timeout.D() != 60*time.Second || u.StartupTimeout.D() != 30*time.Second || u.MaxLineBytes != 8<<20 {
-			t.Errorf("%s: timeout %v, startup %v, max line %d", name, u.Timeout, u.StartupTimeout, u.MaxLineBytes)
+		if u.Timeout.D() != 60*time.Second || u.StartupTimeout.D() != 30*time.Second || u.MaxLineBytes != 8<<20 || u.StartupListWait.D() != 2*time.Second {
+			t.Errorf("%s: timeout %v, startup %v, max line %d, list wait %v", name, u.Timeout, u.StartupTimeout, u.MaxLineBytes, u.StartupListWait)
 		}
+	}
+	wantStderr := config.Stderr{Level: "info", Rate: config.Rate{N: 10, Per: time.Second}, Burst: 100, MaxLineBytes: 4096}
+	if s := c.Upstreams["fs"].Stderr; s == nil || *s != wantStderr {
+		t.Errorf("fs stderr = %+v, want %+v", s, wantStderr)
+	}
+	if s := c.Upstreams["github"].Stderr; s != nil {
+		t.Errorf("github (a url upstream) has stderr settings %+v", s)
 	}
 	if got := c.Upstreams["fs"].Transport; got != "stdio" {
 		t.Errorf("fs transport = %q, want stdio", got)
@@ -187,31 +194,35 @@ func TestEveryField(t *testing.T) {
 		MaxBodyBytes:   1 << 20,
 		Upstreams: map[string]*config.Upstream{
 			"github": {
-				URL:            "https://api.example.com/mcp/",
-				Transport:      "sse",
-				Headers:        map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
-				Timeout:        config.Duration(90 * time.Second),
-				StartupTimeout: config.Duration(5 * time.Second),
-				Stateful:       false,
-				MaxLineBytes:   config.DefaultMaxLineBytes,
+				URL:             "https://api.example.com/mcp/",
+				Transport:       "sse",
+				Headers:         map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
+				Timeout:         config.Duration(90 * time.Second),
+				StartupTimeout:  config.Duration(5 * time.Second),
+				StartupListWait: config.Duration(time.Second),
+				Stateful:        false,
+				MaxLineBytes:    config.DefaultMaxLineBytes,
 			},
 			"gitlab": {
-				URL:            "https://gitlab.example.com/mcp",
-				Transport:      "streamable",
-				Headers:        map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
-				Timeout:        config.Duration(90 * time.Second),
-				StartupTimeout: config.Duration(5 * time.Second),
-				Stateful:       false,
-				MaxLineBytes:   config.DefaultMaxLineBytes,
+				URL:             "https://gitlab.example.com/mcp",
+				Transport:       "streamable",
+				Headers:         map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
+				Timeout:         config.Duration(90 * time.Second),
+				StartupTimeout:  config.Duration(5 * time.Second),
+				StartupListWait: config.Duration(time.Second), // merged from github
+				Stateful:        false,
+				MaxLineBytes:    config.DefaultMaxLineBytes,
 			},
 			"fs": {
-				Command:        []string{"node", "server-filesystem.js", "/data"},
-				Transport:      "stdio",
-				Env:            map[string]string{"LOG_LEVEL": "info", "EMPTY": ""},
-				Dir:            "/srv",
-				Timeout:        config.Duration(10 * time.Second),
-				StartupTimeout: config.Duration(2 * time.Minute),
-				MaxLineBytes:   1024,
+				Command:         []string{"node", "server-filesystem.js", "/data"},
+				Transport:       "stdio",
+				Env:             map[string]string{"LOG_LEVEL": "info", "EMPTY": ""},
+				Dir:             "/srv",
+				Timeout:         config.Duration(10 * time.Second),
+				StartupTimeout:  config.Duration(2 * time.Minute),
+				StartupListWait: config.Duration(config.DefaultStartupListWait),
+				MaxLineBytes:    1024,
+				Stderr:          &config.Stderr{Level: "debug", Rate: config.Rate{N: 5, Per: time.Second}, Burst: 20, MaxLineBytes: 1000},
 			},
 		},
 		Routes: []*config.Route{

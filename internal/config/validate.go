@@ -178,6 +178,13 @@ func (v *validator) upstream(name string, u *Upstream) {
 	if u.StartupTimeout <= 0 {
 		v.add(joinPath(p, "startup_timeout"), fmt.Sprintf("must be more than 0; remove it for the default (%s) or set e.g. 10s", DefaultStartupTimeout))
 	}
+	switch {
+	case u.StartupListWait < 0:
+		v.add(joinPath(p, "startup_list_wait"), fmt.Sprintf("must not be negative; use 0s to never wait for the upstream, or remove it for the default (%s)", DefaultStartupListWait))
+	case u.StartupTimeout > 0 && u.StartupListWait > u.StartupTimeout:
+		v.add(joinPath(p, "startup_list_wait"), fmt.Sprintf("%s is longer than startup_timeout (%s), which ends the first connection attempt; set it to at most %s", u.StartupListWait.D(), u.StartupTimeout.D(), u.StartupTimeout.D()))
+	}
+	v.stderr(p, u, hasURL && !hasCmd) // stderr.go
 	if u.MaxLineBytes < 1024 {
 		v.add(joinPath(p, "max_line_bytes"), fmt.Sprintf("must be at least 1024 bytes; remove it for the default (%d, 8 MiB) or set e.g. 16777216", DefaultMaxLineBytes))
 	}

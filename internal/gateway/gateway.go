@@ -325,11 +325,16 @@ func (w *wiring) hostOptions(opts host.Options) host.Options {
 	}
 	opts.OnStateChange = func(upstream string, s host.State) {
 		w.ready.Wait()
-		// An upstream coming or going changes what every list holds.
+		// An upstream coming or going changes the lists it offers (one
+		// that arrives late, after lists were answered without it, too).
 		if s == host.StateReady || s == host.StateDown {
-			w.rt.ListChanged(upstream, mcp.NotificationToolsListChanged)
-			w.rt.ListChanged(upstream, mcp.NotificationPromptsChanged)
-			w.rt.ListChanged(upstream, mcp.NotificationResourcesChanged)
+			changes := []string{mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged}
+			if u := w.h.Upstream(upstream); u != nil {
+				changes = u.ListChanges()
+			}
+			for _, method := range changes {
+				w.rt.ListChanged(upstream, method)
+			}
 		}
 		if s == host.StateReady {
 			w.rt.UpstreamReady(upstream)

@@ -27,6 +27,13 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if name := os.Getenv("MCPGW_TEST_STDIO_SERVER"); name != "" {
+		// With MCPGW_TEST_STDIO_RELEASE, a server slow to start: it
+		// answers nothing until that file exists (startup_test.go).
+		for release := os.Getenv("MCPGW_TEST_STDIO_RELEASE"); release != ""; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(release); err == nil {
+				break
+			}
+		}
 		if err := testServer(name, 2).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "stdio test server:", err)
 			os.Exit(1)

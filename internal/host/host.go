@@ -174,6 +174,10 @@ func (h *Host) newUpstream(name string, ucfg *config.Upstream, sep string) *Upst
 		done:   make(chan struct{}),
 	}
 	u.httpc = h.upstreamHTTPClient(ctx, name, ucfg) // oauth.go
+	u.startedAt.Store(time.Now().UnixNano())
+	if len(ucfg.Command) > 0 {
+		u.stderr = client.NewStderrLog(stderrOptions(name, ucfg, u.log, u.m)) // startup.go
+	}
 	return u
 }
 
@@ -195,10 +199,14 @@ func (h *Host) Start() {
 // startLocked starts u's supervisor (h.mu held).
 func (h *Host) startLocked(u *Upstream) {
 	u.started = true
+	u.startedAt.Store(time.Now().UnixNano())
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
 		defer close(u.done)
+		if u.stderr != nil {
+			defer u.stderr.Close()
+		}
 		u.supervise(u.ctx)
 	}()
 }
@@ -278,6 +286,18 @@ type Upstream struct {
 
 	m *metrics.Upstream // nil-safe
 
+	// startedAt (Unix nanoseconds) is when the first connection attempt
+	// began: lists wait for a starting upstream until startup_list_wait
+	// after it (startup.go).
+	startedAt atomic.Int64
+	// initialized is set once the shared connection initialized (the
+	// upstream speaks no stateless revision): later connections initialize
+	// at once instead of probing with server/discover (startup.go).
+	initialized atomic.Bool
+	// stderr logs the stdio children's stderr, all of them through one
+	// rate limit (nil for HTTP upstreams).
+	stderr *client.StderrLog
+
 	// httpc serves an HTTP upstream's requests: the shared client, or with
 	// oauth: one that adds the upstream's access token (oauth.go).
 	httpc *http.Client
@@ -289,6 +309,9 @@ type Upstream struct {
 	first   chan struct{} // closed after the first connection attempt
 	retryAt time.Time     // while the breaker is open: the next attempt
 	pid     int           // the stdio child's process id while connected
+	// caps are the capabilities of the latest connection that got ready
+	// (kept while down): which lists an arrival or a loss changes.
+	caps json.RawMessage
 
 	// alt is a second connection that initializes, made on first use when
 	// the primary one speaks 2026-07-28 and a caller of an older revision
@@ -453,6 +476,8 @@ func (u *Upstream) setState(s State, c *client.Client, err error) {
 	u.state, u.client, u.lastErr = s, c, err
 	if c == nil {
 		u.pid = 0
+	} else {
+		u.caps = c.InitializeResult().Capabilities
 	}
 	u.mu.Unlock()
 	if u.retired.Load() {
@@ -512,6 +537,7 @@ func (u *Upstream) supervise(ctx context.Context) {
 			}
 		} else {
 			u.log.Info("upstream ready", zap.String("protocol_version", c.ProtocolVersion()))
+			u.remember(c) // startup.go
 			u.setState(StateReady, c, nil)
 			markFirst()
 			connectedAt := time.Now()
@@ -610,19 +636,21 @@ func (u *Upstream) dialCaps(ctx context.Context, protocol string, caps json.RawM
 func (u *Upstream) dialOpts(ctx context.Context, t client.Transport, protocol string, caps json.RawMessage, notify func(method string, params json.RawMessage)) (*client.Client, error) {
 	startup := u.cfg.StartupTimeout.D()
 	if startup <= 0 {
-		startup = 30 * time.Second
+		startup = config.DefaultStartupTimeout
 	}
-	cctx, cancel := context.WithTimeout(ctx, startup)
+	cctx, cancel := client.WithBound(ctx, startup, u.setting("startup_timeout"))
 	defer cancel()
 	name := u.name
 	opts := u.host.opts
 	return client.Connect(cctx, t, client.Options{
-		Protocol:     protocol,
-		Name:         name,
-		Logger:       u.log,
-		Timeout:      u.cfg.Timeout.D(),
-		ClientInfo:   opts.ClientInfo,
-		Capabilities: caps,
+		Protocol:         protocol,
+		PreferInitialize: u.preferInitialize(t), // startup.go
+		Name:             name,
+		Logger:           u.log,
+		Timeout:          u.cfg.Timeout.D(),
+		TimeoutSetting:   u.setting("timeout"),
+		ClientInfo:       opts.ClientInfo,
+		Capabilities:     caps,
 		OnNotification: func(method string, params json.RawMessage) {
 			switch {
 			case notify != nil:
@@ -687,6 +715,7 @@ func (u *Upstream) transport() (client.Transport, error) {
 			Dir:          u.cfg.Dir,
 			MaxLineBytes: u.cfg.MaxLineBytes,
 			Logger:       u.log,
+			Stderr:       u.stderr,
 		}), nil
 	case u.cfg.URL != "":
 		hc := client.HTTPConfig{URL: u.cfg.URL, Headers: u.cfg.Headers, Client: u.httpc, Logger: u.log}

@@ -146,8 +146,12 @@ func (u *Upstream) closeSessions() {
 
 // listClient is the connection a list is asked on: the session's own for a
 // stateful upstream (its lists may depend on the session's state), else the
-// shared one.
+// shared one. An upstream still making its first connection is waited for
+// only briefly (startup.go).
 func (u *Upstream) listClient(ctx context.Context) (*client.Client, error) {
+	if err := u.awaitStartForList(ctx); err != nil {
+		return nil, err
+	}
 	if key := sessionFrom(ctx); key != "" && u.cfg.Stateful {
 		return u.sessionClient(ctx, key)
 	}

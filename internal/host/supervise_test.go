@@ -35,11 +35,30 @@ import (
 //	exit      exits at once with status 3 (a crash loop)
 //	stubborn  starts a grandchild, serves the demo server, then ignores
 //	          both stdin EOF and SIGTERM (only SIGKILL stops it)
-//	sleep     sleeps (the stubborn child's grandchild)
+//	sleep     sleeps (the stubborn child's grandchild; a hung upstream)
+//	late      serves the demo server once the file MCPGW_HOST_TEST_RELEASE exists
+//	flood     floods stderr, then serves the demo server (startup_test.go)
+//	pyprobe   a legacy server that answers server/discover as Python-SDK
+//	          1.x servers do (startup_test.go)
 func TestMain(m *testing.M) {
 	switch os.Getenv("MCPGW_HOST_TEST_CHILD") {
 	case "":
 		os.Exit(m.Run())
+	case "late":
+		for release := os.Getenv("MCPGW_HOST_TEST_RELEASE"); ; time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Stat(release); err == nil {
+				break
+			}
+		}
+		_ = demo.ServeStdio(context.Background(), "test")
+		os.Exit(0)
+	case "flood":
+		floodStderr()
+		_ = demo.ServeStdio(context.Background(), "test")
+		os.Exit(0)
+	case "pyprobe":
+		servePyProbe()
+		os.Exit(0)
 	case "demo":
 		_ = demo.ServeStdio(context.Background(), "test")
 		os.Exit(0)

@@ -140,6 +140,8 @@ type Metrics struct {
 	handshakeFails *prometheus.CounterVec
 	breakerOpen    *prometheus.GaugeVec
 	breakerOpens   *prometheus.CounterVec
+	stderrLines    *prometheus.CounterVec
+	stderrProbe    *prometheus.CounterVec
 	upMu           sync.Mutex
 	upstreams      map[string]*Upstream
 
@@ -197,6 +199,12 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	m.breakerOpen = f.gaugeVec("upstream_breaker_open",
 		"1 while the upstream's crash-loop breaker is open (failing repeatedly; retried slowly), else 0.", "upstream")
 	m.breakerOpens = f.counterVec("upstream_breaker_opens_total", "Times the upstream's crash-loop breaker opened.", "upstream")
+	m.stderrLines = f.counterVec("upstream_stderr_lines_total",
+		"Lines the upstream's stdio children wrote on stderr, by outcome: logged, dropped (over the upstream's stderr rate limit; reported in a summary line), suppressed (below the gateway's log level).",
+		"upstream", "outcome")
+	m.stderrProbe = f.counterVec("upstream_stderr_probe_lines_total",
+		"Stderr lines written while a child answered the gateway's server/discover probe: logged at debug and kept out of the 'last stderr' of error messages (also counted in upstream_stderr_lines_total).",
+		"upstream")
 
 	m.reloads = f.counterVec("config_reloads_total", "Configuration reloads, by result (success, failure).", "result")
 	m.reloads.WithLabelValues("success")
@@ -411,6 +419,16 @@ func (m *Metrics) ConfigReload(ok bool) {
 	m.reloadFailedTime.SetToCurrentTime()
 }
 
+// Stderr line outcomes (mcpgw_upstream_stderr_lines_total's outcome label).
+const (
+	StderrLogged     = iota // written to the gateway's log
+	StderrDropped           // over the upstream's rate limit
+	StderrSuppressed        // below the gateway's log level
+	numStderrOutcomes
+)
+
+var stderrOutcomeNames = [numStderrOutcomes]string{"logged", "dropped", "suppressed"}
+
 // Upstream returns the series of the named upstream, creating them on first
 // use; a nil *Metrics returns nil, which records nothing.
 func (m *Metrics) Upstream(name string) *Upstream {
@@ -429,6 +447,10 @@ func (m *Metrics) Upstream(name string) *Upstream {
 		breakerOpen:       m.breakerOpen.WithLabelValues(name),
 		inflight:          m.inflight.WithLabelValues(name),
 		up:                m.up.WithLabelValues(name),
+		stderrProbe:       m.stderrProbe.WithLabelValues(name),
+	}
+	for i, o := range stderrOutcomeNames {
+		u.stderr[i] = m.stderrLines.WithLabelValues(name, o)
 	}
 	u.states = make([]prometheus.Gauge, len(States))
 	for i, s := range States {
@@ -453,6 +475,21 @@ type Upstream struct {
 	inflight          prometheus.Gauge
 	durations         [16]lazy[prometheus.Observer]
 	errors            [numReasons]lazy[prometheus.Counter]
+	stderr            [numStderrOutcomes]prometheus.Counter
+	stderrProbe       prometheus.Counter
+}
+
+// StderrLine counts one stderr line of a stdio child by outcome (a Stderr*
+// constant); probe marks a line written while it answered the gateway's
+// server/discover probe.
+func (u *Upstream) StderrLine(outcome int, probe bool) {
+	if u == nil || outcome < 0 || outcome >= numStderrOutcomes {
+		return
+	}
+	u.stderr[outcome].Inc()
+	if probe {
+		u.stderrProbe.Inc()
+	}
 }
 
 // SetState makes state (one of States) the current one.
