@@ -1,4 +1,4 @@
-package router
+package streamable
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/router/core"
 )
 
 // 2026-07-28 lets a tool mark input parameters with x-mcp-header; clients
@@ -50,9 +51,9 @@ func headerParams(schema json.RawMessage) []headerParam {
 // checkParamHeaders validates a stateless tools/call's Mcp-Param-* headers
 // against its arguments. It returns nil when they agree (or the tool has no
 // annotations, or is unknown: the upstream answers that).
-func (rt *Router) checkParamHeaders(ctx context.Context, sess *Session, msg *jsonrpc.Message, h http.Header) *jsonrpc.Error {
+func checkParamHeaders(ctx context.Context, sess *core.Session, msg *jsonrpc.Message, h http.Header) *jsonrpc.Error {
 	name, _ := rawjson.GetString(msg.Params, "name")
-	schema, ok := sess.route().view.ToolSchema(ctx, name)
+	schema, ok := sess.Route().View.ToolSchema(ctx, name)
 	if !ok {
 		return nil
 	}
