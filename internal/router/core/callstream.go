@@ -34,7 +34,7 @@ func (cs *CallStream) options() client.CallOptions {
 	cs.sess.mu.Lock()
 	level := cs.sess.logLevel
 	cs.sess.mu.Unlock()
-	opts := client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.stateless, LogLevel: level}
+	opts := client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.Stateless(), LogLevel: level}
 	if cs.park != nil {
 		opts.Parked = cs.park.waiting
 	}
@@ -74,7 +74,7 @@ func (cs *CallStream) request(upstreamCtx context.Context, method string, params
 		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw: the downstream client did not declare the %s capability, so %s cannot be relayed to it", missing, method)
 	}
-	if cs.sess.stateless {
+	if cs.sess.Stateless() {
 		if cs.park == nil {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the calling client speaks %s, which has no server→client requests, and this call cannot be bridged", cs.sess.version)
 		}
@@ -111,15 +111,8 @@ func (cs *CallStream) request(upstreamCtx context.Context, method string, params
 // declare, or "" when it has it.
 func (s *Session) lacks(method string, params json.RawMessage) string {
 	has := func(path ...string) bool {
-		obj := []byte(s.caps)
-		for _, k := range path {
-			v, ok := rawjson.Get(obj, k)
-			if !ok || string(v) == "null" {
-				return false
-			}
-			obj = v
-		}
-		return true
+		v, ok := rawjson.Lookup(s.caps, path)
+		return ok && string(v) != "null"
 	}
 	switch method {
 	case mcp.MethodSamplingCreateMessage:
@@ -161,7 +154,7 @@ func (s *Session) wantsLog(params json.RawMessage) bool {
 	if min == "" {
 		// Legacy: everything until setLevel. 2026-07-28: nothing unless the
 		// request asked for a level in its _meta.
-		return !s.stateless
+		return !s.Stateless()
 	}
 	level, _ := rawjson.GetString(params, "level")
 	return slices.Index(logLevels, level) >= slices.Index(logLevels, min)

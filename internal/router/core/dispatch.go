@@ -59,12 +59,12 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		if err != nil {
 			return jsonrpc.NewError(msg.ID, err)
 		}
-		return legacyResult(sess, jsonrpc.NewResult(msg.ID, res))
+		return sessionResult(sess, jsonrpc.NewResult(msg.ID, res))
 	}
 	if !mcp.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 	}
-	if sess.stateless && slices.Contains(logLevels, sess.logLevel) {
+	if sess.Stateless() && slices.Contains(logLevels, sess.logLevel) {
 		// A 2026-07-28 request's _meta level, like a legacy session's
 		// logging/setLevel (a stateless upstream takes the request's own).
 		c.loosenUpstreams(ctx, view, sess.logLevel)
@@ -83,7 +83,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		return c.unsubscribe(ctx, sess, msg)
 	}
 	{
-		opts := client.CallOptions{PassInputRequired: sess.stateless}
+		opts := client.CallOptions{PassInputRequired: sess.Stateless()}
 		if cs != nil {
 			opts = cs.options()
 		}
@@ -94,7 +94,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		}
 		// The upstream's answer, with the downstream id put back.
 		resp.ID = msg.ID
-		return legacyResult(sess, resp)
+		return sessionResult(sess, resp)
 	}
 }
 
@@ -136,7 +136,7 @@ func (c *Core) loosenLevel(upstream, level string) bool {
 // ended, when its route is gone: nil).
 func (c *Core) routeOf(sess *Session) *Route {
 	rte := sess.Route()
-	if sess.stateless {
+	if sess.Stateless() {
 		return rte // lives for one request of the generation that routed it
 	}
 	cur := c.opts.Current()

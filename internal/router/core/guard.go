@@ -186,7 +186,7 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 		// Never fall back to the unfiltered list.
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: could not apply the access policy to %s: %v", method, err)
 	}
-	if sess.stateless && g.PrivateLists {
+	if sess.Stateless() && g.PrivateLists {
 		if p, err := rawjson.SetString(out, "cacheScope", "private"); err == nil {
 			out = p
 		}

@@ -8,29 +8,8 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
-// ListenFilter is what a subscriptions/listen stream opted in to.
-type ListenFilter struct {
-	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
-	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
-	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
-	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
-}
-
-// Wants reports whether the filter takes the list_changed notification method.
-func (f *ListenFilter) Wants(method string) bool {
-	switch method {
-	case mcp.NotificationToolsListChanged:
-		return f.ToolsListChanged
-	case mcp.NotificationPromptsChanged:
-		return f.PromptsListChanged
-	case mcp.NotificationResourcesChanged:
-		return f.ResourcesListChanged
-	}
-	return false
-}
-
 // Filter is what the listen stream opted in to (nil for other sessions).
-func (s *Session) Filter() *ListenFilter { return s.filter }
+func (s *Session) Filter() *mcp.ListenFilter { return s.filter }
 
 // AddListener registers an open listen stream for list changes.
 func (c *Core) AddListener(s *Session) {

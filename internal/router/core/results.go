@@ -37,20 +37,20 @@ func mustJSON(v any) json.RawMessage {
 // NegotiateInitialize reads initialize's params and picks the revision:
 // the client's when mcpgw speaks it, else the latest (the spec's
 // counter-offer).
-func NegotiateInitialize(params json.RawMessage) (mcp.InitializeParams, string, *jsonrpc.Error) {
+func NegotiateInitialize(params json.RawMessage) (mcp.InitializeParams, mcp.Revision, *jsonrpc.Error) {
 	var p mcp.InitializeParams
 	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == "" {
 		return p, "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize: params.protocolVersion is required")
 	}
 	version := p.ProtocolVersion
-	if !mcp.IsSupported(version) {
+	if !version.Initializes() {
 		version = mcp.LatestVersion
 	}
 	return p, version, nil
 }
 
 // InitializeResult is the InitializeResult of route rte at version.
-func (c *Core) InitializeResult(rte *Route, version string) json.RawMessage {
+func (c *Core) InitializeResult(rte *Route, version mcp.Revision) json.RawMessage {
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
 		Capabilities:    capabilities(),
@@ -66,7 +66,7 @@ func (c *Core) Discover(rte *Route) json.RawMessage {
 		ResultType        string          `json:"resultType"`
 		TTLMs             int64           `json:"ttlMs"`
 		CacheScope        string          `json:"cacheScope"`
-		SupportedVersions []string        `json:"supportedVersions"`
+		SupportedVersions []mcp.Revision  `json:"supportedVersions"`
 		Capabilities      json.RawMessage `json:"capabilities"`
 		ServerInfo        any             `json:"serverInfo"`
 		Instructions      string          `json:"instructions,omitempty"`
@@ -167,10 +167,10 @@ func jsonInt(n int64) string {
 	return string(b)
 }
 
-// legacyResult removes what only 2026-07-28 results carry (resultType) from
-// a result bound for a session of an older revision.
-func legacyResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
-	if sess.stateless || resp.Error != nil {
+// sessionResult removes what only stateless results carry (resultType)
+// from a result bound for a session revision's caller.
+func sessionResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
+	if sess.Stateless() || resp.Error != nil {
 		return resp
 	}
 	if _, ok := rawjson.Get(resp.Result, "resultType"); ok {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
 // Session is what the core knows of whoever sends it requests: the route,
@@ -20,19 +21,16 @@ import (
 type Session struct {
 	id      string
 	rte     atomic.Pointer[Route] // re-resolved by a reload (Route, SetRoute)
-	version string                // negotiated protocol revision
+	version mcp.Revision          // negotiated, or the request's own (stateless)
 	caps    json.RawMessage
 	info    json.RawMessage
 	// owner is the Key of the principal that created the session ("" when
 	// authentication is off); only that principal may use it.
 	owner string
 
-	// stateless sessions live for one 2026-07-28 request (or one
-	// subscriptions/listen stream) and are never stored.
-	stateless      bool
-	subscriptionID json.RawMessage // the listen stream's id, tagged on its notifications
-	filter         *ListenFilter   // what the listen stream opted in to
-	paramHeaders   http.Header     // Mcp-Param-* headers of the request, passed upstream
+	subscriptionID json.RawMessage   // the listen stream's id, tagged on its notifications
+	filter         *mcp.ListenFilter // what the listen stream opted in to
+	paramHeaders   http.Header       // Mcp-Param-* headers of the request, passed upstream
 
 	ctx    context.Context // ended by DELETE, idle reaping or shutdown
 	cancel context.CancelFunc
@@ -50,7 +48,7 @@ type Session struct {
 
 // NewSession makes the state of a stored session id on rte, owned by p.
 // Its context ends with End.
-func NewSession(id string, rte *Route, version string, caps, info json.RawMessage, p *auth.Principal) *Session {
+func NewSession(id string, rte *Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
 	ctx, cancel := context.WithCancel(auth.WithPrincipal(context.Background(), p))
 	s := newSession(ctx, cancel, rte, version, caps, info, p.Key())
 	s.id = id
@@ -59,15 +57,14 @@ func NewSession(id string, rte *Route, version string, caps, info json.RawMessag
 
 // NewRequestSession makes the state of one stateless (2026-07-28) request,
 // or of one listen stream: it lives no longer than ctx and is never stored.
-func NewRequestSession(ctx context.Context, rte *Route, version string, caps, info json.RawMessage, owner, logLevel string) *Session {
+func NewRequestSession(ctx context.Context, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner, logLevel string) *Session {
 	ctx, cancel := context.WithCancel(ctx)
 	s := newSession(ctx, cancel, rte, version, caps, info, owner)
-	s.stateless = true
 	s.logLevel = logLevel
 	return s
 }
 
-func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, version string, caps, info json.RawMessage, owner string) *Session {
+func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner string) *Session {
 	s := &Session{
 		owner:    owner,
 		version:  version,
@@ -93,15 +90,16 @@ func (s *Session) SetRoute(r *Route) { s.rte.Store(r) }
 // ID is the session id sent in Mcp-Session-Id ("" for a stateless request).
 func (s *Session) ID() string { return s.id }
 
-// Version is the negotiated protocol revision.
-func (s *Session) Version() string { return s.version }
+// Version is the session's revision: negotiated by initialize, or the
+// stateless request's own.
+func (s *Session) Version() mcp.Revision { return s.version }
 
 // Owner is the Key of the principal the session belongs to.
 func (s *Session) Owner() string { return s.owner }
 
-// Stateless reports whether the session lives for one 2026-07-28 request
-// or listen stream.
-func (s *Session) Stateless() bool { return s.stateless }
+// Stateless reports whether the caller speaks a stateless revision: the
+// session lives for one request or listen stream and is never stored.
+func (s *Session) Stateless() bool { return s.version.Stateless() }
 
 // Context ends when the session does.
 func (s *Session) Context() context.Context { return s.ctx }
@@ -114,14 +112,14 @@ func (s *Session) End() { s.cancel() }
 func (s *Session) Outbox() <-chan []byte { return s.outbox }
 
 // Claims are what a sealed session id must carry to recreate the session.
-func (s *Session) Claims() (version string, caps, info json.RawMessage) {
+func (s *Session) Claims() (version mcp.Revision, caps, info json.RawMessage) {
 	return s.version, s.caps, s.info
 }
 
 // Handshake records what initialize negotiated, for a session created
 // before it (a serial connection). The caller orders it before every
 // request that reads them.
-func (s *Session) Handshake(version string, caps, info json.RawMessage) {
+func (s *Session) Handshake(version mcp.Revision, caps, info json.RawMessage) {
 	s.mu.Lock()
 	s.version, s.caps, s.info = version, caps, info
 	s.mu.Unlock()
@@ -133,7 +131,7 @@ func (s *Session) SetParamHeaders(h http.Header) { s.paramHeaders = h }
 
 // Listen makes the session a subscriptions/listen stream with id, taking
 // what f opts in to.
-func (s *Session) Listen(id json.RawMessage, f *ListenFilter) {
+func (s *Session) Listen(id json.RawMessage, f *mcp.ListenFilter) {
 	s.subscriptionID, s.filter = id, f
 }
 

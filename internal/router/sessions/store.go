@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 )
 
@@ -90,7 +91,7 @@ func NewStore(keys [][]byte, onEnd func(*Session)) *Store {
 }
 
 // Create starts a session on rt for principal p.
-func (st *Store) Create(rt *core.Route, version string, caps, info json.RawMessage, p *auth.Principal) *Session {
+func (st *Store) Create(rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
 	id := newSessionID()
 	if st.sealer != nil {
 		id = st.sealer.seal(sessionClaims{Route: rt.Path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: time.Now().Unix()})
@@ -99,7 +100,7 @@ func (st *Store) Create(rt *core.Route, version string, caps, info json.RawMessa
 }
 
 // add stores a new session with the given id.
-func (st *Store) add(id string, rt *core.Route, version string, caps, info json.RawMessage, p *auth.Principal) *Session {
+func (st *Store) add(id string, rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
 	s := &Session{
 		Session:  core.NewSession(id, rt, version, caps, info, p),
 		Events:   NewEventLog(),

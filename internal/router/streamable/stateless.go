@@ -1,10 +1,8 @@
 package streamable
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,7 +20,7 @@ import (
 // (stateless) request rather than a legacy one: it says so in its version
 // header or its _meta, or it is server/discover.
 func isStateless(r *http.Request, msg *jsonrpc.Message) bool {
-	if v := r.Header.Get(mcp.HeaderProtocolVersion); v != "" && !mcp.IsSupported(v) {
+	if v := mcp.Revision(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && !v.Initializes() {
 		return true
 	}
 	if msg.Method == mcp.MethodServerDiscover {
@@ -89,7 +87,7 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 	if mcp.Routed(msg.Method) {
 		var params http.Header
 		for k, v := range r.Header {
-			if strings.HasPrefix(k, "Mcp-Param-") {
+			if mcp.IsParamHeader(k) {
 				if params == nil {
 					params = http.Header{}
 				}
@@ -115,7 +113,8 @@ func (t *Transport) statelessSession(r *http.Request, rte *core.Route, msg *json
 	if !ok || len(meta) == 0 || meta[0] != '{' {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta is required in protocol revision %s: it carries %s and %s", mcp.Version20260728, mcp.MetaProtocolVersion, mcp.MetaClientCapabilities)
 	}
-	version, ok := rawjson.GetString(meta, mcp.MetaProtocolVersion)
+	v, ok := rawjson.GetString(meta, mcp.MetaProtocolVersion)
+	version := mcp.Revision(v)
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required", mcp.MetaProtocolVersion)
 	}
@@ -123,38 +122,19 @@ func (t *Transport) statelessSession(r *http.Request, rte *core.Route, msg *json
 	if !ok || len(caps) == 0 || caps[0] != '{' {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required (an object, {} when the client offers nothing)", mcp.MetaClientCapabilities)
 	}
-	if h := r.Header.Get(mcp.HeaderProtocolVersion); h != version {
+	if h := r.Header.Get(mcp.HeaderProtocolVersion); h != v {
 		return nil, jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: MCP-Protocol-Version %q does not match _meta protocolVersion %q", h, version)
 	}
-	if !mcp.IsStateless(version) {
+	if !version.Stateless() {
 		data, _ := json.Marshal(map[string]any{"supported": mcp.AllVersions, "requested": version})
-		return nil, &jsonrpc.Error{Code: mcp.CodeUnsupportedProtocolVersion, Message: "unsupported protocol version " + version, Data: data}
+		return nil, &jsonrpc.Error{Code: mcp.CodeUnsupportedProtocolVersion, Message: "unsupported protocol version " + v, Data: data}
 	}
-	if h := r.Header.Get(mcp.HeaderMethod); h != msg.Method {
-		return nil, jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: Mcp-Method %q does not match the body's method %q", h, msg.Method)
-	}
-	if field := mcp.NameHeaderField(msg.Method); field != "" {
-		body, _ := rawjson.GetString(msg.Params, field)
-		h, err := decodeHeaderValue(r.Header.Get(mcp.HeaderName))
-		if err != nil || h != body {
-			return nil, jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: Mcp-Name %q does not match params.%s %q", r.Header.Get(mcp.HeaderName), field, body)
-		}
+	if jerr := mcp.CheckMirrorHeaders(r.Header, msg.Method, msg.Params); jerr != nil {
+		return nil, jerr
 	}
 	level, _ := rawjson.GetString(meta, mcp.MetaLogLevel)
 	info, _ := rawjson.Get(meta, mcp.MetaClientInfo)
 	return core.NewRequestSession(r.Context(), rte, version, caps, info, auth.FromContext(r.Context()).Key(), level), nil
-}
-
-// decodeHeaderValue undoes the =?base64?…?= sentinel clients use for header
-// values that are not plain ASCII.
-func decodeHeaderValue(v string) (string, error) {
-	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if inner, ok = strings.CutSuffix(inner, "?="); ok {
-			b, err := base64.StdEncoding.DecodeString(inner)
-			return string(b), err
-		}
-	}
-	return v, nil
 }
 
 // listen serves subscriptions/listen: an SSE stream that first acknowledges
@@ -162,7 +142,7 @@ func decodeHeaderValue(v string) (string, error) {
 // each tagged with the subscription id (the request's id).
 func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message) {
 	var p struct {
-		Notifications *core.ListenFilter `json:"notifications"`
+		Notifications *mcp.ListenFilter `json:"notifications"`
 	}
 	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Notifications == nil {
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "subscriptions/listen: params.notifications is required"))

@@ -10,7 +10,6 @@ package streamable
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -94,8 +93,8 @@ func (t *Transport) session(w http.ResponseWriter, r *http.Request, rte *core.Ro
 		edge.Error(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; start a new one with initialize")
 		return nil, false
 	}
-	if v := r.Header.Get(mcp.HeaderProtocolVersion); v != "" && !mcp.IsSupported(v) {
-		edge.Error(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "unsupported MCP-Protocol-Version "+v+"; supported: "+strings.Join(mcp.SupportedVersions, ", "))
+	if v := mcp.Revision(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && !v.Initializes() {
+		edge.Error(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "unsupported MCP-Protocol-Version "+string(v)+"; supported: "+mcp.JoinRevisions(mcp.SupportedVersions))
 		return nil, false
 	}
 	return sess, true
@@ -111,7 +110,7 @@ func (t *Transport) initialize(w http.ResponseWriter, r *http.Request, rte *core
 		return
 	}
 	sess := t.sessions.Create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
-	t.log.Info("session started", zap.String("route", rte.Path), zap.String("protocol_version", version), zap.ByteString("client", p.ClientInfo))
+	t.log.Info("session started", zap.String("route", rte.Path), zap.Stringer("protocol_version", version), zap.ByteString("client", p.ClientInfo))
 	w.Header().Set(mcp.HeaderSessionID, sess.ID())
 	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.InitializeResult(rte, version)))
 }
@@ -164,7 +163,7 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	defer t.core.Metrics().CallStream(route, -1) // metrics
 	done := make(chan *jsonrpc.Message, 1)
 	go func() { done <- t.core.Handle(ctx, sess.Session, msg, cs) }()
-	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), sess.Version() >= mcp.Version20251125)
+	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), sess.Version().AtLeast(mcp.Version20251125))
 	for {
 		select {
 		case b := <-cs.Events():
@@ -202,7 +201,7 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		return
 	}
 	defer sess.CloseStream()
-	rw := newResumableWriter(w, sess.Events, sessions.StandaloneStream, sess.Version() >= mcp.Version20251125)
+	rw := newResumableWriter(w, sess.Events, sessions.StandaloneStream, sess.Version().AtLeast(mcp.Version20251125))
 	if stream, seq, ok := sessions.ParseEventID(lastID); ok && stream == sessions.StandaloneStream {
 		missed, _, _, _ := sess.Events.Since(sessions.StandaloneStream, seq)
 		for _, e := range missed {
