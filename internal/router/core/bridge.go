@@ -446,7 +446,7 @@ func (b *bridge) park(p *parkedCall) *jsonrpc.Error {
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: too many calls are waiting for client input (%d); retry later", maxParked)
 	}
 	b.seq++
-	p.id = strconv.FormatUint(b.seq, 36) + "-" + randomToken()
+	p.id = strconv.FormatUint(b.seq, 36) + "-" + rand.Text()
 	b.parked[p.id] = p
 	b.m.BridgeParked(+1)
 	// Forget it when it ends, whatever ends it.
@@ -531,12 +531,4 @@ func principalTag(key string) string {
 	}
 	h := sha256.Sum256([]byte(key))
 	return base64.RawURLEncoding.EncodeToString(h[:12])
-}
-
-func randomToken() string {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		panic("crypto/rand failed: " + err.Error())
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
 }

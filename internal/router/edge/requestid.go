@@ -10,7 +10,6 @@ package edge
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -73,12 +72,8 @@ func saneRequestID(id string) bool {
 	return true
 }
 
-// newRequestID returns 16 random bytes in hex.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
-	return hex.EncodeToString(b[:])
-}
+// newRequestID returns 128 random bits in base32.
+func newRequestID() string { return rand.Text() }
 
 // RequestID returns the request id carried by ctx, or "".
 func RequestID(ctx context.Context) string {

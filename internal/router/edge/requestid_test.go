@@ -34,7 +34,7 @@ func TestSaneRequestID(t *testing.T) {
 	}
 }
 
-var generatedID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var generatedID = regexp.MustCompile(`^[A-Z2-7]{26}$`) // crypto/rand.Text
 
 // The middleware keeps a sane id, replaces anything else, echoes it, and
 // gives the handler (and work detached from the request) a logger with it.

@@ -9,7 +9,6 @@ package sessions
 
 import (
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"sync"
 	"time"
@@ -224,20 +223,8 @@ func (st *Store) CloseAll() {
 }
 
 // NewStreamID names one SSE stream within a session's event ids.
-func NewStreamID() string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("crypto/rand failed: " + err.Error())
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
+func NewStreamID() string { return rand.Text() }
 
-// newSessionID returns 256 random bits, base64url: unguessable and
+// newSessionID returns 128 random bits in base32: unguessable and
 // visible-ASCII as the spec requires.
-func newSessionID() string {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("crypto/rand failed: " + err.Error()) // the OS RNG never fails on Linux
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:])
-}
+func newSessionID() string { return rand.Text() }
