@@ -49,7 +49,7 @@ type Transport interface {
 
 // versionSetter is implemented by transports that must repeat the
 // negotiated version (the Streamable HTTP MCP-Protocol-Version header).
-type versionSetter interface{ setProtocolVersion(string) }
+type versionSetter interface{ setProtocolVersion(mcp.Revision) }
 
 // streamOpener is implemented by transports with a standalone stream for
 // server-initiated messages (the legacy Streamable HTTP GET stream).
@@ -235,7 +235,7 @@ func (c *Client) handshake(ctx context.Context) error {
 			return nil
 		case c.opts.Protocol == "2026":
 			if err == nil {
-				err = errors.New("the upstream does not offer protocol version " + mcp.Version20260728)
+				err = errors.New("the upstream does not offer protocol version " + string(mcp.Version20260728))
 			}
 			return fmt.Errorf("server/discover: %w", err)
 		case ctx.Err() != nil:
@@ -267,7 +267,7 @@ func (c *Client) discover(ctx context.Context) (bool, error) {
 		err = fmt.Errorf("answered %d %s", resp.Error.Code, resp.Error.Message)
 	}
 	var res struct {
-		SupportedVersions []string        `json:"supportedVersions"`
+		SupportedVersions []mcp.Revision  `json:"supportedVersions"`
 		Capabilities      json.RawMessage `json:"capabilities"`
 		ServerInfo        json.RawMessage `json:"serverInfo"`
 		Instructions      string          `json:"instructions"`
@@ -297,7 +297,7 @@ func (c *Client) discover(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-func (c *Client) setVersion(v string) {
+func (c *Client) setVersion(v mcp.Revision) {
 	if vs, ok := c.t.(versionSetter); ok {
 		vs.setProtocolVersion(v)
 	}
@@ -306,7 +306,7 @@ func (c *Client) setVersion(v string) {
 // initialize runs the legacy handshake (2024-11-05 through 2025-11-25).
 func (c *Client) initialize(ctx context.Context) error {
 	params, _ := json.Marshal(struct {
-		ProtocolVersion string             `json:"protocolVersion"`
+		ProtocolVersion mcp.Revision       `json:"protocolVersion"`
 		Capabilities    json.RawMessage    `json:"capabilities"`
 		ClientInfo      mcp.Implementation `json:"clientInfo"`
 	}{mcp.LatestVersion, c.opts.Capabilities, c.opts.ClientInfo})
@@ -321,7 +321,7 @@ func (c *Client) initialize(ctx context.Context) error {
 	if err := json.Unmarshal(resp.Result, &res); err != nil {
 		return fmt.Errorf("initialize: unreadable result: %v", err)
 	}
-	if !mcp.IsSupported(res.ProtocolVersion) {
+	if !res.ProtocolVersion.Initializes() {
 		return &refusedError{fmt.Sprintf("initialize: upstream chose protocol version %q, which mcpgw does not speak (it speaks %v)", res.ProtocolVersion, mcp.SupportedVersions)}
 	}
 	if res.Capabilities == nil {
@@ -371,7 +371,7 @@ func (c *Client) reinitialize(ctx context.Context) error {
 func (c *Client) Modern() bool { return c.modern }
 
 // ProtocolVersion is the negotiated revision.
-func (c *Client) ProtocolVersion() string { return c.init.ProtocolVersion }
+func (c *Client) ProtocolVersion() string { return string(c.init.ProtocolVersion) }
 
 // InitializeResult is the upstream's initialize answer.
 func (c *Client) InitializeResult() mcp.InitializeResult { return c.init }
@@ -821,7 +821,7 @@ func (c *Client) modernMeta(params json.RawMessage, opts CallOptions) (json.RawM
 		return params, nil
 	}
 	var err error
-	if meta, err = rawjson.SetString(meta, mcp.MetaProtocolVersion, mcp.Version20260728); err != nil {
+	if meta, err = rawjson.SetString(meta, mcp.MetaProtocolVersion, string(mcp.Version20260728)); err != nil {
 		return nil, err
 	}
 	caps := c.opts.Capabilities

@@ -3,14 +3,12 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -182,7 +180,7 @@ type Streamable struct {
 
 	mu        sync.Mutex
 	sessionID string
-	version   string
+	version   mcp.Revision
 }
 
 // NewStreamable returns an unstarted Streamable HTTP transport.
@@ -197,7 +195,7 @@ func (s *Streamable) Start(_ context.Context, deliver DeliverFunc) error {
 	return nil
 }
 
-func (s *Streamable) setProtocolVersion(v string) {
+func (s *Streamable) setProtocolVersion(v mcp.Revision) {
 	s.mu.Lock()
 	s.version = v
 	s.mu.Unlock()
@@ -214,7 +212,7 @@ func (s *Streamable) headers(h http.Header) {
 		h.Set(mcp.HeaderSessionID, s.sessionID)
 	}
 	if s.version != "" {
-		h.Set(mcp.HeaderProtocolVersion, s.version)
+		h.Set(mcp.HeaderProtocolVersion, string(s.version))
 	}
 	s.mu.Unlock()
 }
@@ -236,7 +234,7 @@ func WithHeaders(ctx context.Context, h http.Header) context.Context {
 func (s *Streamable) stateless() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return mcp.IsStateless(s.version)
+	return s.version.Stateless()
 }
 
 // mirrorHeaders sets the 2026-07-28 request headers that mirror the body
@@ -246,28 +244,8 @@ func mirrorHeaders(h http.Header, msg []byte) {
 	if !ok {
 		return
 	}
-	h.Set(mcp.HeaderMethod, method)
-	field := mcp.NameHeaderField(method)
-	if field == "" {
-		return
-	}
 	params, _ := rawjson.Get(msg, "params")
-	if v, ok := rawjson.GetString(params, field); ok {
-		h.Set(mcp.HeaderName, encodeHeaderValue(v))
-	}
-}
-
-// encodeHeaderValue wraps values that are not plain printable ASCII (or that
-// look like the wrapper) in the =?base64?…?= sentinel.
-func encodeHeaderValue(v string) string {
-	plain := !strings.HasPrefix(v, "=?base64?") && strings.TrimSpace(v) == v
-	for i := 0; plain && i < len(v); i++ {
-		plain = v[i] >= 0x20 && v[i] < 0x7f
-	}
-	if plain {
-		return v
-	}
-	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
+	mcp.SetMirrorHeaders(h, method, params)
 }
 
 // Send POSTs one message. A JSON answer is delivered before Send returns; an
@@ -296,7 +274,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		mirrorHeaders(req.Header, msg)
 		if h, ok := ctx.Value(headersKey{}).(http.Header); ok {
 			for k, v := range h {
-				if strings.HasPrefix(http.CanonicalHeaderKey(k), "Mcp-Param-") {
+				if mcp.IsParamHeader(k) {
 					req.Header[http.CanonicalHeaderKey(k)] = v
 				}
 			}

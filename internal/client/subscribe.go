@@ -43,17 +43,8 @@ type listenStream struct {
 // listenAck is the outcome of opening a stream: what the upstream agreed to
 // deliver, or why it ended before saying.
 type listenAck struct {
-	notifications listenSet
+	notifications mcp.ListenFilter
 	err           error
-}
-
-// listenSet is the notifications object of subscriptions/listen and of its
-// acknowledgement.
-type listenSet struct {
-	ToolsListChanged      bool     `json:"toolsListChanged,omitempty"`
-	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
-	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
-	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
 }
 
 func (s *listenStream) report(a listenAck) {
@@ -63,7 +54,7 @@ func (s *listenStream) report(a listenAck) {
 // goListen opens the stream for the list changes a stateless upstream
 // announces, right after the handshake.
 func (c *Client) goListen() {
-	if want := c.listenFor(nil); !want.empty() {
+	if want := c.listenFor(nil); !want.Empty() {
 		c.subs.mu.Lock()
 		c.subs.cur = c.startListen(want)
 		c.subs.mu.Unlock()
@@ -72,14 +63,14 @@ func (c *Client) goListen() {
 
 // listenFor is what to listen for: the list changes the upstream's
 // capabilities announce, and uris.
-func (c *Client) listenFor(uris []string) listenSet {
+func (c *Client) listenFor(uris []string) mcp.ListenFilter {
 	var caps struct {
 		Tools, Prompts, Resources struct {
 			ListChanged bool `json:"listChanged"`
 		}
 	}
 	_ = json.Unmarshal(c.init.Capabilities, &caps)
-	return listenSet{
+	return mcp.ListenFilter{
 		ToolsListChanged:      caps.Tools.ListChanged,
 		PromptsListChanged:    caps.Prompts.ListChanged,
 		ResourcesListChanged:  caps.Resources.ListChanged,
@@ -87,13 +78,9 @@ func (c *Client) listenFor(uris []string) listenSet {
 	}
 }
 
-func (w listenSet) empty() bool {
-	return !w.ToolsListChanged && !w.PromptsListChanged && !w.ResourcesListChanged && len(w.ResourceSubscriptions) == 0
-}
-
 // startListen opens a stream for want on a goroutine the client owns; nil
 // once the client is closed.
-func (c *Client) startListen(want listenSet) *listenStream {
+func (c *Client) startListen(want mcp.ListenFilter) *listenStream {
 	ctx, cancel := context.WithCancel(c.ctx)
 	s := &listenStream{cancel: cancel, first: make(chan listenAck, 1)}
 	c.mu.Lock()
@@ -116,7 +103,7 @@ func (c *Client) startListen(want listenSet) *listenStream {
 
 // runListen holds s open until ctx ends, always with the set it was opened
 // for: that is the current set for as long as s is the current stream.
-func (c *Client) runListen(ctx context.Context, s *listenStream, want listenSet) {
+func (c *Client) runListen(ctx context.Context, s *listenStream, want mcp.ListenFilter) {
 	params, _ := json.Marshal(map[string]any{"notifications": want})
 	var acked atomic.Bool
 	notify := func(method string, p json.RawMessage) {
@@ -127,7 +114,7 @@ func (c *Client) runListen(ctx context.Context, s *listenStream, want listenSet)
 			return
 		}
 		var a struct {
-			Notifications listenSet `json:"notifications"`
+			Notifications mcp.ListenFilter `json:"notifications"`
 		}
 		_ = json.Unmarshal(p, &a)
 		if acked.CompareAndSwap(false, true) {
@@ -196,7 +183,7 @@ func (c *Client) subscription(ctx context.Context, method string, params json.Ra
 		next = slices.DeleteFunc(slices.Clone(uris), func(u string) bool { return u == uri })
 	}
 	var s *listenStream
-	if want := c.listenFor(next); !want.empty() {
+	if want := c.listenFor(next); !want.Empty() {
 		if s = c.startListen(want); s == nil {
 			return nil, ErrClosed
 		}

@@ -126,7 +126,7 @@ func TestTimeoutErrorNamesTheBound(t *testing.T) {
 // the handshake initializes without probing; only an initialize that is
 // refused leads to the server/discover probe.
 func TestPreferInitializeSkipsTheProbe(t *testing.T) {
-	discoverOK := `"result":{"supportedVersions":["` + mcp.Version20260728 + `"],"capabilities":{}}`
+	discoverOK := `"result":{"supportedVersions":["` + string(mcp.Version20260728) + `"],"capabilities":{}}`
 	tests := []struct {
 		name       string
 		prefer     bool

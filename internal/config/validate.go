@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // validator checks a decoded, defaulted Config and collects every problem.
@@ -258,11 +259,28 @@ func (v *validator) routePath(p, rp string) {
 		v.add(p, fmt.Sprintf("%q must start with /; write %q", rp, "/"+rp))
 	case strings.ContainsAny(rp, "?#") || strings.ContainsFunc(rp, isSpace):
 		v.add(p, fmt.Sprintf("%q must be a plain path without ?, # or spaces; write e.g. /mcp", rp))
+	case strings.ContainsAny(rp, "{}*"):
+		// chi would read {name} and * as patterns: /mcp/{team} would serve
+		// /mcp/anything. A route is one literal path.
+		v.add(p, fmt.Sprintf("%q contains %q, which the HTTP router would read as a pattern; a route is one literal path: write e.g. /mcp/team-a, one route per path", rp, string(rp[strings.IndexAny(rp, "{}*")])))
+	case strings.IndexFunc(rp, notPathChar) >= 0:
+		c, _ := utf8.DecodeRuneInString(rp[strings.IndexFunc(rp, notPathChar):])
+		v.add(p, fmt.Sprintf("%q contains %q; a route path is made of letters, digits and - . _ ~ between slashes, e.g. /mcp/fs", rp, string(c)))
 	case path.Clean(rp) != rp:
 		v.add(p, fmt.Sprintf("%q is not a clean path (trailing /, // or dot segments); write %q", rp, path.Clean(rp)))
 	case rp == "/.well-known" || strings.HasPrefix(rp, "/.well-known/"):
 		v.add(p, fmt.Sprintf("%q is reserved for OAuth metadata documents; use another path such as /mcp", rp))
 	}
+}
+
+// notPathChar reports whether r is outside a plain route path: ASCII
+// letters and digits, - . _ ~ (RFC 3986 unreserved) and the / separator.
+func notPathChar(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("-._~/", r)
 }
 
 func (v *validator) auth() {

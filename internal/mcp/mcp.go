@@ -4,40 +4,7 @@
 // gateway forwards are never decoded into these types.
 package mcp
 
-import (
-	"encoding/json"
-	"slices"
-)
-
-// Protocol revisions, newest first.
-const (
-	Version20260728 = "2026-07-28"
-	Version20251125 = "2025-11-25"
-	Version20250618 = "2025-06-18"
-	Version20250326 = "2025-03-26"
-	Version20241105 = "2024-11-05"
-)
-
-// SupportedVersions are the revisions mcpgw speaks on both sides, newest first.
-// 2026-07-28 (stateless) is negotiated through server/discover and lands
-// separately; this list is the initialize-handshake set.
-var SupportedVersions = []string{Version20251125, Version20250618, Version20250326, Version20241105}
-
-// LatestVersion is the newest revision with an initialize handshake.
-const LatestVersion = Version20251125
-
-// StatelessVersions are the revisions without initialize, where every
-// request carries its version and capabilities in _meta.
-var StatelessVersions = []string{Version20260728}
-
-// AllVersions is every revision mcpgw speaks, newest first.
-var AllVersions = append(slices.Clone(StatelessVersions), SupportedVersions...)
-
-// IsSupported reports whether v is a revision mcpgw speaks with initialize.
-func IsSupported(v string) bool { return slices.Contains(SupportedVersions, v) }
-
-// IsStateless reports whether v is a stateless (2026-07-28+) revision mcpgw speaks.
-func IsStateless(v string) bool { return slices.Contains(StatelessVersions, v) }
+import "encoding/json"
 
 // Per-request _meta keys of the stateless revisions.
 const (
@@ -60,36 +27,35 @@ const (
 
 // Method names the gateway itself interprets.
 const (
-	MethodInitialize              = "initialize"
-	MethodPing                    = "ping"
-	MethodToolsList               = "tools/list"
-	MethodToolsCall               = "tools/call"
-	MethodPromptsList             = "prompts/list"
-	MethodPromptsGet              = "prompts/get"
-	MethodResourcesList           = "resources/list"
-	MethodResourcesTemplatesList  = "resources/templates/list"
-	MethodResourcesRead           = "resources/read"
-	MethodResourcesSubscribe      = "resources/subscribe"
-	MethodResourcesUnsubscribe    = "resources/unsubscribe"
-	MethodCompletionComplete      = "completion/complete"
-	MethodLoggingSetLevel         = "logging/setLevel"
-	NotificationInitialized       = "notifications/initialized"
-	NotificationCancelled         = "notifications/cancelled"
-	NotificationProgress          = "notifications/progress"
-	NotificationMessage           = "notifications/message"
-	NotificationToolsListChanged  = "notifications/tools/list_changed"
-	NotificationPromptsChanged    = "notifications/prompts/list_changed"
-	NotificationResourcesChanged  = "notifications/resources/list_changed"
-	NotificationResourceUpdated   = "notifications/resources/updated"
-	MethodRootsList               = "roots/list"
-	MethodSamplingCreateMessage   = "sampling/createMessage"
-	MethodElicitationCreate       = "elicitation/create"
-	NotificationRootsListChanged  = "notifications/roots/list_changed"
-	HeaderSessionID               = "Mcp-Session-Id"
-	HeaderProtocolVersion         = "Mcp-Protocol-Version"
-	ContentTypeJSON               = "application/json"
-	ContentTypeEventStream        = "text/event-stream"
-	DefaultDownstreamVersionGuess = Version20250326 // spec: assume this when the header is absent
+	MethodInitialize             = "initialize"
+	MethodPing                   = "ping"
+	MethodToolsList              = "tools/list"
+	MethodToolsCall              = "tools/call"
+	MethodPromptsList            = "prompts/list"
+	MethodPromptsGet             = "prompts/get"
+	MethodResourcesList          = "resources/list"
+	MethodResourcesTemplatesList = "resources/templates/list"
+	MethodResourcesRead          = "resources/read"
+	MethodResourcesSubscribe     = "resources/subscribe"
+	MethodResourcesUnsubscribe   = "resources/unsubscribe"
+	MethodCompletionComplete     = "completion/complete"
+	MethodLoggingSetLevel        = "logging/setLevel"
+	NotificationInitialized      = "notifications/initialized"
+	NotificationCancelled        = "notifications/cancelled"
+	NotificationProgress         = "notifications/progress"
+	NotificationMessage          = "notifications/message"
+	NotificationToolsListChanged = "notifications/tools/list_changed"
+	NotificationPromptsChanged   = "notifications/prompts/list_changed"
+	NotificationResourcesChanged = "notifications/resources/list_changed"
+	NotificationResourceUpdated  = "notifications/resources/updated"
+	MethodRootsList              = "roots/list"
+	MethodSamplingCreateMessage  = "sampling/createMessage"
+	MethodElicitationCreate      = "elicitation/create"
+	NotificationRootsListChanged = "notifications/roots/list_changed"
+	HeaderSessionID              = "Mcp-Session-Id"
+	HeaderProtocolVersion        = "Mcp-Protocol-Version"
+	ContentTypeJSON              = "application/json"
+	ContentTypeEventStream       = "text/event-stream"
 )
 
 // MCP-specific error codes (JSON-RPC server-error range).
@@ -118,14 +84,14 @@ type Implementation struct {
 
 // InitializeParams is the part of initialize's params the gateway reads.
 type InitializeParams struct {
-	ProtocolVersion string          `json:"protocolVersion"`
+	ProtocolVersion Revision        `json:"protocolVersion"`
 	Capabilities    json.RawMessage `json:"capabilities"`
 	ClientInfo      json.RawMessage `json:"clientInfo"`
 }
 
 // InitializeResult is the part of initialize's result the gateway reads or writes.
 type InitializeResult struct {
-	ProtocolVersion string          `json:"protocolVersion"`
+	ProtocolVersion Revision        `json:"protocolVersion"`
 	Capabilities    json.RawMessage `json:"capabilities"`
 	ServerInfo      json.RawMessage `json:"serverInfo"`
 	Instructions    string          `json:"instructions,omitempty"`

@@ -8,18 +8,29 @@ var ErrNoPath = errors.New("rawjson: member missing")
 // ErrNotString is returned by GetPath when the last member is not a string.
 var ErrNotString = errors.New("rawjson: not a string")
 
+// Lookup returns the raw value at the end of path, a chain of member names
+// from obj; false when a member on the way is missing (an empty path is
+// obj itself).
+func Lookup(obj []byte, path []string) ([]byte, bool) {
+	for _, k := range path {
+		next, ok := Get(obj, k)
+		if !ok {
+			return nil, false
+		}
+		obj = next
+	}
+	return obj, true
+}
+
 // GetPath returns the string at the end of path, a chain of member names
 // from obj ("ref", "uri" for params.ref.uri).
 func GetPath(obj []byte, path []string) (string, error) {
 	if len(path) == 0 {
 		return "", ErrNoPath
 	}
-	for _, k := range path[:len(path)-1] {
-		next, ok := Get(obj, k)
-		if !ok {
-			return "", ErrNoPath
-		}
-		obj = next
+	obj, ok := Lookup(obj, path[:len(path)-1])
+	if !ok {
+		return "", ErrNoPath
 	}
 	s, ok := GetString(obj, path[len(path)-1])
 	if !ok {

@@ -34,3 +34,23 @@ func TestGetSetPath(t *testing.T) {
 		})
 	}
 }
+
+func TestLookup(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		path []string
+		want string
+		ok   bool
+	}{
+		{`{"a":{"b":[1, 2]}}`, []string{"a", "b"}, `[1, 2]`, true},
+		{`{"a":{"b":null}}`, []string{"a", "b"}, `null`, true},
+		{`{"a":1}`, nil, `{"a":1}`, true},
+		{`{"a":{}}`, []string{"a", "b"}, ``, false},
+		{`{"a":"x"}`, []string{"a", "b"}, ``, false},
+	} {
+		got, ok := Lookup([]byte(tc.in), tc.path)
+		if ok != tc.ok || string(got) != tc.want {
+			t.Errorf("Lookup(%s, %v) = %s, %v; want %s, %v", tc.in, tc.path, got, ok, tc.want, tc.ok)
+		}
+	}
+}

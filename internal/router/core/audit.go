@@ -1,4 +1,4 @@
-package router
+package core
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
-// The audit log (Options.Audit): dispatch opens an auditEntry for each
+// The audit log (Generation.Audit): Handle opens an auditEntry for each
 // routed request, guard fills in the decision, and dispatch writes the
 // record once the response is known. Tool calls, prompt gets and resource
 // reads are always recorded; other routed requests (subscribe, completion)
@@ -36,19 +36,19 @@ type auditEntry struct {
 }
 
 // auditBegin opens the record of a routed request (nil when audit is off).
-func (rt *Router) auditBegin(ctx context.Context, rte *route, msg *jsonrpc.Message) *auditEntry {
-	if rte.gen.audit == nil {
+func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message) *auditEntry {
+	if rte.Gen.Audit == nil {
 		return nil
 	}
-	e := &auditEntry{log: rte.gen.audit, ctx: ctx, rec: audit.Record{
+	e := &auditEntry{log: rte.Gen.Audit, ctx: ctx, rec: audit.Record{
 		Time:      time.Now(),
 		Principal: policyPrincipal(ctx),
-		Route:     rte.path,
+		Route:     rte.Path,
 		Method:    msg.Method,
 	}}
 	if kind, name, ok := target(msg); ok {
 		e.rec.Kind, e.rec.Name = kind, name
-		e.rec.Upstream, _, _ = rte.view.Resolve(kind == policy.KindResource, name)
+		e.rec.Upstream, _, _ = rte.View.Resolve(kind == policy.KindResource, name)
 	}
 	if msg.Method == mcp.MethodToolsCall || msg.Method == mcp.MethodPromptsGet {
 		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {
@@ -93,9 +93,9 @@ func (e *auditEntry) end(resp *jsonrpc.Message) {
 }
 
 // auditChallenge records a request refused with an insufficient_scope
-// challenge before dispatch (challengeScopes).
-func (rt *Router) auditChallenge(ctx context.Context, rte *route, msg *jsonrpc.Message, d policy.Decision) {
-	e := rt.auditBegin(ctx, rte, msg)
+// challenge before dispatch (ScopeChallenge).
+func (c *Core) auditChallenge(ctx context.Context, rte *Route, msg *jsonrpc.Message, d policy.Decision) {
+	e := c.auditBegin(ctx, rte, msg)
 	e.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
 	e.end(nil)
 }

@@ -1,12 +1,14 @@
-package router
+// Package serial is mcpgw's downstream transports where everything the
+// gateway sends a client travels on one ordered channel: the 2024-11-05
+// HTTP+SSE transport (GET <route>/sse and POST <route>/message,
+// legacysse.go) and stdio (stdio.go). One connection is one stored
+// session; the connection (pushconn.go) takes client messages as they
+// come, runs requests concurrently through the core and answers each
+// exactly once.
+package serial
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
-	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +17,8 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/router/core"
+	"github.com/mcpgw/mcpgw/internal/router/sessions"
 )
 
 // pushConn is one downstream session on a transport where everything the
@@ -28,8 +32,8 @@ import (
 // protocol revision, capabilities and client info are set by the client's
 // initialize, and requests other than ping wait for it.
 type pushConn struct {
-	rt        *Router
-	sess      *Session
+	t         *Transport
+	sess      *sessions.Session
 	transport string // for logs
 
 	// out carries responses and per-call events to the transport's writer.
@@ -49,15 +53,13 @@ type pushConn struct {
 	noInput atomic.Bool
 }
 
-func (rt *Router) newPushConn(rte *route, transport string, p *auth.Principal) *pushConn {
-	sess := rt.sessions.create(rte, "", nil, nil, p)
+func (t *Transport) newPushConn(rte *core.Route, transport string, p *auth.Principal) *pushConn {
+	sess := t.sessions.Create(rte, "", nil, nil, p)
 	// The connection is the session's stream for its whole life: the idle
 	// reaper leaves it alone, and a Streamable GET cannot open a second one.
-	sess.mu.Lock()
-	sess.streamOpen = true
-	sess.mu.Unlock()
+	sess.OpenStream()
 	return &pushConn{
-		rt:        rt,
+		t:         t,
 		sess:      sess,
 		transport: transport,
 		out:       make(chan []byte, 64),
@@ -68,20 +70,20 @@ func (rt *Router) newPushConn(rte *route, transport string, p *auth.Principal) *
 // handle takes one client message. It returns false when the connection is
 // ending and the message was not taken.
 func (c *pushConn) handle(msg *jsonrpc.Message) bool {
-	c.sess.touch()
+	c.sess.Touch()
 	switch msg.Kind() {
 	case jsonrpc.KindNotification:
 		if c.isClosed() {
 			return false
 		}
-		c.rt.notification(c.sess, msg)
+		c.t.core.Notification(c.sess.Session, msg)
 	case jsonrpc.KindResponse:
 		if c.isClosed() {
 			return false
 		}
 		// The client's answer to a request relayed from an upstream.
-		if !c.sess.answer(msg) {
-			c.rt.log.Debug("dropping a response to no pending server→client request", zap.String("id", msg.ID.String()), zap.String("transport", c.transport))
+		if !c.sess.Answer(msg) {
+			c.t.log.Debug("dropping a response to no pending server→client request", zap.String("id", msg.ID.String()), zap.String("transport", c.transport))
 		}
 	default:
 		return c.request(msg)
@@ -129,10 +131,10 @@ func (c *pushConn) request(msg *jsonrpc.Message) bool {
 		c.replyLocked(reply)
 		return true
 	}
-	ctx, cancel := context.WithCancel(c.sess.ctx) // the session's end cancels the call
-	c.sess.track(msg.ID, cancel)
+	ctx, cancel := context.WithCancel(c.sess.Context()) // the session's end cancels the call
+	c.sess.Track(msg.ID, cancel)
 	c.goLocked(func() {
-		defer c.sess.untrack(msg.ID)
+		defer c.sess.Untrack(msg.ID)
 		defer cancel()
 		c.emitMessage(c.call(ctx, msg))
 	})
@@ -145,45 +147,17 @@ func (c *pushConn) initializeLocked(msg *jsonrpc.Message) *jsonrpc.Message {
 	if c.ready {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "this session is already initialized; open a new connection to start another"))
 	}
-	p, version, jerr := negotiateInitialize(msg.Params)
+	p, version, jerr := core.NegotiateInitialize(msg.Params)
 	if jerr != nil {
 		return jsonrpc.NewError(msg.ID, jerr)
 	}
 	// Written before ready is set under c.mu: every request goroutine that
 	// reads them is started after, under the same lock.
-	c.sess.mu.Lock()
-	c.sess.version, c.sess.caps, c.sess.info = version, p.Capabilities, p.ClientInfo
-	c.sess.mu.Unlock()
+	c.sess.Handshake(version, p.Capabilities, p.ClientInfo)
 	c.ready = true
-	c.rt.log.Info("session started", zap.String("route", c.sess.route().path), zap.String("transport", c.transport),
-		zap.String("protocol_version", version), zap.ByteString("client", p.ClientInfo))
-	return jsonrpc.NewResult(msg.ID, c.rt.initializeResult(c.sess.route(), version))
-}
-
-// negotiateInitialize reads initialize's params and picks the revision:
-// the client's when mcpgw speaks it, else the latest (the spec's
-// counter-offer). It is the Streamable initialize's negotiation.
-func negotiateInitialize(params json.RawMessage) (mcp.InitializeParams, string, *jsonrpc.Error) {
-	var p mcp.InitializeParams
-	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == "" {
-		return p, "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize: params.protocolVersion is required")
-	}
-	version := p.ProtocolVersion
-	if !mcp.IsSupported(version) {
-		version = mcp.LatestVersion
-	}
-	return p, version, nil
-}
-
-// initializeResult is the InitializeResult of route rte at version.
-func (rt *Router) initializeResult(rte *route, version string) json.RawMessage {
-	res, _ := json.Marshal(mcp.InitializeResult{
-		ProtocolVersion: version,
-		Capabilities:    capabilities(),
-		ServerInfo:      mustJSON(rt.opts.ServerInfo),
-		Instructions:    rte.view.Instructions(),
-	})
-	return res
+	c.t.log.Info("session started", zap.String("route", c.sess.Route().Path), zap.String("transport", c.transport),
+		zap.Stringer("protocol_version", version), zap.ByteString("client", p.ClientInfo))
+	return jsonrpc.NewResult(msg.ID, c.t.core.InitializeResult(c.sess.Route(), version))
 }
 
 // call dispatches one request. A routed call gets a callStream whose events
@@ -191,20 +165,20 @@ func (rt *Router) initializeResult(rte *route, version string) json.RawMessage {
 // connection ahead of the call's response.
 func (c *pushConn) call(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Message {
 	if !mcp.Routed(msg.Method) {
-		return c.rt.dispatch(ctx, c.sess, msg, nil)
+		return c.t.core.Handle(ctx, c.sess.Session, msg, nil)
 	}
-	cs := newCallStream(ctx, c.sess)
+	cs := core.NewCallStream(ctx, c.sess.Session)
 	done := make(chan *jsonrpc.Message, 1)
-	// Owned by this goroutine, which always waits for it below; dispatch
+	// Owned by this goroutine, which always waits for it below; Handle
 	// returns once ctx ends at the latest.
-	go func() { done <- c.rt.dispatch(ctx, c.sess, msg, cs) }()
+	go func() { done <- c.t.core.Handle(ctx, c.sess.Session, msg, cs) }()
 	for {
 		select {
-		case b := <-cs.events:
+		case b := <-cs.Events():
 			c.event(b)
 		case resp := <-done:
-			for len(cs.events) > 0 {
-				c.event(<-cs.events)
+			for len(cs.Events()) > 0 {
+				c.event(<-cs.Events())
 			}
 			return resp
 		}
@@ -223,16 +197,7 @@ func (c *pushConn) event(b []byte) {
 // refuseOutgoing answers every relayed server→client request still waiting
 // for the client with an error, for when the client can no longer answer.
 func (c *pushConn) refuseOutgoing() {
-	s := c.sess
-	s.mu.Lock()
-	ids := make([]string, 0, len(s.outgoing))
-	for id := range s.outgoing {
-		ids = append(ids, id)
-	}
-	s.mu.Unlock()
-	for _, id := range ids {
-		s.answer(jsonrpc.NewError(jsonrpc.ID(id), jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the %s client closed its input, so it cannot answer this request", c.transport)))
-	}
+	c.sess.RefuseOutgoing(jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the %s client closed its input, so it cannot answer this request", c.transport))
 }
 
 // goLocked runs f in a goroutine owned by the connection: stop waits for it.
@@ -289,7 +254,7 @@ func (c *pushConn) emit(b []byte) bool {
 	select {
 	case c.out <- b:
 		return true
-	case <-c.sess.ctx.Done():
+	case <-c.sess.Context().Done():
 		return false
 	}
 }
@@ -313,53 +278,6 @@ func (c *pushConn) stop() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	c.rt.sessions.remove(c.sess.id)
+	c.t.sessions.Remove(c.sess.ID())
 	c.wg.Wait()
-}
-
-// readMessage reads and parses one JSON-RPC message from a POST body with
-// the Streamable POST's rules (Content-Type, max_body_bytes, parse errors),
-// answering the HTTP request itself when it cannot.
-func (rt *Router) readMessage(w http.ResponseWriter, r *http.Request, rte *route) (*jsonrpc.Message, bool) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, _ := strings.Cut(ct, ";")
-		if !strings.EqualFold(strings.TrimSpace(mt), mcp.ContentTypeJSON) {
-			httpError(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Content-Type must be application/json")
-			return nil, false
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rte.gen.maxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			httpError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "request body exceeds max_body_bytes")
-			return nil, false
-		}
-		httpError(w, http.StatusBadRequest, jsonrpc.CodeParseError, "could not read request body: "+err.Error())
-		return nil, false
-	}
-	msg, perr := parseMessage(body)
-	if perr != nil {
-		writeJSON(w, http.StatusBadRequest, perr)
-		return nil, false
-	}
-	return msg, true
-}
-
-// parseMessage parses one message; on failure it returns the error
-// response to send (with the message's id when it could be read).
-func parseMessage(b []byte) (*jsonrpc.Message, *jsonrpc.Message) {
-	msg, err := jsonrpc.Parse(b)
-	if err == nil {
-		return msg, nil
-	}
-	var je *jsonrpc.Error
-	if !errors.As(err, &je) {
-		je = jsonrpc.Errorf(jsonrpc.CodeParseError, "%v", err)
-	}
-	var id jsonrpc.ID
-	if msg != nil && msg.ID.Valid() {
-		id = msg.ID
-	}
-	return nil, jsonrpc.NewError(id, je)
 }

@@ -1,4 +1,4 @@
-package router
+package serial
 
 import (
 	"bufio"
@@ -8,19 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/router/core"
+	"github.com/mcpgw/mcpgw/internal/router/edge"
 )
 
 // errSessionEnded is returned by ServeStdio when its session is ended from
 // elsewhere (the router closing).
 var errSessionEnded = errors.New("mcpgw: the stdio session was ended by the gateway")
 
-// ServeStdio serves one session of the route at routePath ("" for the
-// first route) over the MCP stdio transport: newline-delimited JSON-RPC
+// ServeStdio serves one session of rte over the MCP stdio transport: newline-delimited JSON-RPC
 // messages are read from r, and everything for the client — responses,
 // what upstreams send during a call, session notifications — is written to
 // w, one compact message per line and one writer at a time. Requests run
@@ -33,13 +33,9 @@ var errSessionEnded = errors.New("mcpgw: the stdio session was ended by the gate
 // the error reading r or writing w. When it returns because of ctx or a
 // write error, the goroutine reading r ends at r's next line or EOF, and
 // touches nothing after that.
-func (rt *Router) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, routePath string) error {
-	rte, err := rt.stdioRoute(routePath)
-	if err != nil {
-		return err
-	}
-	c := rt.newPushConn(rte, "stdio", nil) // stdio has no credentials: the local user
-	rt.log.Info("serving MCP on stdio", zap.String("route", rte.path), zap.Strings("upstreams", rte.view.Upstreams()))
+func (t *Transport) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rte *core.Route) error {
+	c := t.newPushConn(rte, "stdio", nil) // stdio has no credentials: the local user
+	t.log.Info("serving MCP on stdio", zap.String("route", rte.Path), zap.Strings("upstreams", rte.View.Upstreams()))
 
 	stopWriter := make(chan struct{})
 	writerDone := make(chan error, 1)
@@ -56,7 +52,7 @@ func (rt *Router) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rout
 	lines := make(chan stdioLine)
 	quit := make(chan struct{})
 	defer close(quit)
-	go readLines(r, int(rte.gen.maxBody), lines, quit)
+	go readLines(r, int(rte.Gen.MaxBody), lines, quit)
 
 	for {
 		select {
@@ -80,7 +76,7 @@ func (rt *Router) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rout
 		case <-ctx.Done():
 			_ = finish()
 			return ctx.Err()
-		case <-c.sess.ctx.Done():
+		case <-c.sess.Context().Done():
 			if werr := finish(); werr != nil {
 				return werr
 			}
@@ -106,30 +102,11 @@ func (c *pushConn) finishInFlight(ctx context.Context) bool {
 	case <-idle:
 	case <-ctx.Done():
 		ok = false
-		c.rt.sessions.remove(c.sess.id) // cancels what is in flight
+		c.t.sessions.Remove(c.sess.ID()) // cancels what is in flight
 		<-idle
 	}
-	c.rt.sessions.remove(c.sess.id)
+	c.t.sessions.Remove(c.sess.ID())
 	return ok
-}
-
-// stdioRoute finds the route ServeStdio serves.
-func (rt *Router) stdioRoute(path string) (*route, error) {
-	routes := rt.current().routes
-	if len(routes) == 0 {
-		return nil, errors.New("mcpgw: no routes configured")
-	}
-	if path == "" {
-		return routes[0], nil
-	}
-	paths := make([]string, len(routes))
-	for i, r := range routes {
-		if r.path == path {
-			return r, nil
-		}
-		paths[i] = r.path
-	}
-	return nil, fmt.Errorf("mcpgw: no route %q; configured routes: %s", path, strings.Join(paths, ", "))
 }
 
 // stdioLine is one line read from stdin, or the error that ended reading.
@@ -188,14 +165,14 @@ func readLine(br *bufio.Reader, max int) (b []byte, tooLong bool, err error) {
 // line handles one line from stdin.
 func (c *pushConn) line(l stdioLine) {
 	if l.tooLong {
-		c.reply(jsonrpc.NewError(nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "message exceeds max_body_bytes (%d bytes); it was discarded", c.sess.route().gen.maxBody)))
+		c.reply(jsonrpc.NewError(nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "message exceeds max_body_bytes (%d bytes); it was discarded", c.sess.Route().Gen.MaxBody)))
 		return
 	}
 	b := bytes.Trim(l.b, " \t\r\n")
 	if len(b) == 0 {
 		return
 	}
-	msg, perr := parseMessage(b)
+	msg, perr := edge.ParseMessage(b)
 	if perr != nil {
 		c.reply(perr)
 		return
@@ -225,19 +202,19 @@ func (c *pushConn) writeLines(w io.Writer, stop <-chan struct{}) error {
 		_, _ = bw.Write(oneLine(b))
 		_ = bw.WriteByte('\n')
 		// Flush when nothing else is ready to go: one syscall for a burst.
-		if len(c.out) == 0 && len(c.sess.outbox) == 0 {
+		if len(c.out) == 0 && len(c.sess.Outbox()) == 0 {
 			werr = bw.Flush()
 		}
 		if werr != nil {
-			c.rt.log.Warn("cannot write to stdout; ending the stdio session", zap.Error(werr))
-			c.rt.sessions.remove(c.sess.id)
+			c.t.log.Warn("cannot write to stdout; ending the stdio session", zap.Error(werr))
+			c.t.sessions.Remove(c.sess.ID())
 		}
 	}
 	for {
 		select {
 		case b := <-c.out:
 			write(b)
-		case b := <-c.sess.outbox:
+		case b := <-c.sess.Outbox():
 			if c.initialized() {
 				write(b)
 			}

@@ -1,4 +1,4 @@
-package router
+package sessions
 
 import (
 	"crypto/aes"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
 // With sessions.key_file, a legacy session id is not a random handle but an
@@ -39,7 +41,7 @@ const (
 type sessionClaims struct {
 	Route   string          `json:"r"`
 	Owner   string          `json:"o"`
-	Version string          `json:"v"`
+	Version mcp.Revision    `json:"v"`
 	Caps    json.RawMessage `json:"c,omitempty"`
 	Info    json.RawMessage `json:"i,omitempty"`
 	Issued  int64           `json:"t"`

@@ -1,4 +1,4 @@
-package router
+package serial
 
 import (
 	"net/http"
@@ -13,11 +13,14 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/router/core"
+	"github.com/mcpgw/mcpgw/internal/router/edge"
+	"github.com/mcpgw/mcpgw/internal/router/sessions"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
-// legacySSE serves the 2024-11-05 HTTP+SSE transport on every route, for
-// clients that predate Streamable HTTP:
+// The 2024-11-05 HTTP+SSE transport is served on every route, for clients
+// that predate Streamable HTTP:
 //
 //	GET  <route>/sse                    opens the session's event stream; its
 //	                                    first event, "endpoint", names the URI
@@ -28,33 +31,40 @@ import (
 // The stream is the session: closing it ends the session and cancels what
 // is in flight. The edge checks (Origin, Host) and authentication are the
 // mux's middleware and apply here as on the Streamable endpoint; the
-// session belongs to the principal that opened the stream (auth.go).
-type legacySSE struct {
-	rt *Router
+// session belongs to the principal that opened the stream.
+
+// Transport serves both serial transports; it holds the open legacy SSE
+// connections.
+type Transport struct {
+	log       *zap.Logger
+	core      *core.Core
+	sessions  *sessions.Store
+	keepAlive time.Duration // interval of SSE comment keep-alives
 
 	mu    sync.Mutex
-	conns map[string]*pushConn // by session id
+	conns map[string]*pushConn // legacy SSE connections, by session id
 }
 
-func (rt *Router) newLegacySSE() *legacySSE {
-	return &legacySSE{rt: rt, conns: map[string]*pushConn{}}
+// New makes the serial transports over c, storing sessions in st.
+func New(c *core.Core, st *sessions.Store, keepAlive time.Duration) *Transport {
+	return &Transport{log: c.Logger(), core: c, sessions: st, keepAlive: keepAlive, conns: map[string]*pushConn{}}
 }
 
-// register adds rte's legacy endpoints to mux, unless a configured route
+// Register adds rte's legacy endpoints to mux, unless a configured route
 // (taken) already uses one of their paths.
-func (l *legacySSE) register(mux chi.Router, rte *route, taken map[string]bool) {
-	base := strings.TrimSuffix(rte.path, "/")
+func (l *Transport) Register(mux chi.Router, rte *core.Route, taken map[string]bool) {
+	base := strings.TrimSuffix(rte.Path, "/")
 	stream, post := base+"/sse", base+"/message"
 	if taken[stream] || taken[post] {
-		l.rt.log.Warn("legacy HTTP+SSE endpoints of this route are not served: a route uses their path",
-			zap.String("route", rte.path), zap.String("sse", stream), zap.String("message", post))
+		l.log.Warn("legacy HTTP+SSE endpoints of this route are not served: a route uses their path",
+			zap.String("route", rte.Path), zap.String("sse", stream), zap.String("message", post))
 		return
 	}
 	mux.Get(stream, func(w http.ResponseWriter, r *http.Request) { l.stream(w, r, rte, post) })
 	mux.Post(post, func(w http.ResponseWriter, r *http.Request) { l.message(w, r, rte) })
 }
 
-func (l *legacySSE) get(id string) *pushConn {
+func (l *Transport) get(id string) *pushConn {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.conns[id]
@@ -63,17 +73,16 @@ func (l *legacySSE) get(id string) *pushConn {
 // stream serves GET <route>/sse: it creates the session, announces the
 // message endpoint and writes everything for the session until the client
 // goes, the session ends or, after Drain, nothing is left in flight.
-func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request, rte *route, post string) {
-	rt := l.rt
-	if r.Header.Get("Accept") != "" && !accepts(r, mcp.ContentTypeEventStream) {
-		httpError(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "GET opens an event stream: Accept must include text/event-stream")
+func (l *Transport) stream(w http.ResponseWriter, r *http.Request, rte *core.Route, post string) {
+	if r.Header.Get("Accept") != "" && !edge.Accepts(r, mcp.ContentTypeEventStream) {
+		edge.Error(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "GET opens an event stream: Accept must include text/event-stream")
 		return
 	}
-	if rt.refuseWhileDraining(w) {
+	if edge.RefuseWhileDraining(w, l.core.Draining()) {
 		return
 	}
-	c := rt.newPushConn(rte, "legacy-sse", auth.FromContext(r.Context()))
-	id := c.sess.id
+	c := l.newPushConn(rte, "legacy-sse", auth.FromContext(r.Context()))
+	id := c.sess.ID()
 	l.mu.Lock()
 	l.conns[id] = c
 	l.mu.Unlock()
@@ -82,7 +91,7 @@ func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request, rte *route, p
 		delete(l.conns, id)
 		l.mu.Unlock()
 		c.stop()
-		rt.log.Info("legacy SSE session ended", zap.String("route", rte.path))
+		l.log.Info("legacy SSE session ended", zap.String("route", rte.Path))
 	}()
 
 	sw := sse.NewWriter(w)
@@ -90,15 +99,15 @@ func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request, rte *route, p
 		return
 	}
 	write := func(b []byte) bool { return sw.Write(sse.Event{Name: "message", Data: b}) == nil }
-	keep := time.NewTicker(rt.opts.KeepAlive)
+	keep := time.NewTicker(l.keepAlive)
 	defer keep.Stop()
-	drain := rt.drain
+	drain := l.core.Draining()
 	var quiet chan struct{}
 	for {
 		select {
 		case <-r.Context().Done():
 			return
-		case <-c.sess.ctx.Done():
+		case <-c.sess.Context().Done():
 			return
 		case <-drain:
 			// Shutting down: let what is in flight finish and be answered,
@@ -117,7 +126,7 @@ func (l *legacySSE) stream(w http.ResponseWriter, r *http.Request, rte *route, p
 			if !write(b) {
 				return
 			}
-		case b := <-c.sess.outbox:
+		case b := <-c.sess.Outbox():
 			if c.initialized() && !write(b) {
 				return
 			}
@@ -140,23 +149,23 @@ func flushOut(c *pushConn, write func([]byte) bool) {
 
 // message serves POST <route>/message?sessionId=ID: the message is taken
 // (202 Accepted) and answered on the session's stream.
-func (l *legacySSE) message(w http.ResponseWriter, r *http.Request, rte *route) {
+func (l *Transport) message(w http.ResponseWriter, r *http.Request, rte *core.Route) {
 	id := r.URL.Query().Get("sessionId")
 	if id == "" {
-		httpError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "missing sessionId query parameter; open "+strings.TrimSuffix(rte.path, "/")+"/sse and POST to the endpoint it announces")
+		edge.Error(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "missing sessionId query parameter; open "+strings.TrimSuffix(rte.Path, "/")+"/sse and POST to the endpoint it announces")
 		return
 	}
 	c := l.get(id)
-	if c == nil || c.sess.route().path != rte.path || !l.rt.ownedBy(c.sess, r) {
-		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; open a new event stream at "+strings.TrimSuffix(rte.path, "/")+"/sse")
+	if c == nil || c.sess.Route().Path != rte.Path || !edge.OwnedBy(r, c.sess.Owner(), c.sess.Route().Path, l.log) {
+		edge.Error(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; open a new event stream at "+strings.TrimSuffix(rte.Path, "/")+"/sse")
 		return
 	}
-	msg, ok := l.rt.readMessage(w, r, rte)
+	msg, ok := edge.ReadMessage(w, r, rte.Gen.MaxBody)
 	if !ok {
 		return
 	}
 	if !c.handle(msg) {
-		httpError(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session ended; open a new event stream at "+strings.TrimSuffix(rte.path, "/")+"/sse")
+		edge.Error(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session ended; open a new event stream at "+strings.TrimSuffix(rte.Path, "/")+"/sse")
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)

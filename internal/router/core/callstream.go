@@ -1,4 +1,4 @@
-package router
+package core
 
 import (
 	"context"
@@ -11,26 +11,30 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
-// callStream carries what an upstream sends during one downstream call —
-// progress, log messages, server→client requests — to that call's own SSE
+// CallStream carries what an upstream sends during one downstream call —
+// progress, log messages, server→client requests — to that call's own
 // stream, and only there: nothing of one call reaches another session.
-type callStream struct {
+type CallStream struct {
 	ctx    context.Context // the downstream call's; ends when it is answered or abandoned
 	sess   *Session
 	events chan []byte
 	park   *parkedCall // for 2026-07-28 callers: input requests become input_required
 }
 
-func newCallStream(ctx context.Context, sess *Session) *callStream {
-	return &callStream{ctx: ctx, sess: sess, events: make(chan []byte, 64)}
+// NewCallStream makes the stream of one call of sess that runs in ctx.
+func NewCallStream(ctx context.Context, sess *Session) *CallStream {
+	return &CallStream{ctx: ctx, sess: sess, events: make(chan []byte, 64)}
 }
 
+// Events carries the call's messages, encoded, in the order they came.
+func (cs *CallStream) Events() <-chan []byte { return cs.events }
+
 // options are the client.CallOptions that route a call's messages here.
-func (cs *callStream) options() client.CallOptions {
+func (cs *CallStream) options() client.CallOptions {
 	cs.sess.mu.Lock()
 	level := cs.sess.logLevel
 	cs.sess.mu.Unlock()
-	opts := client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.stateless, LogLevel: level}
+	opts := client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.Stateless(), LogLevel: level}
 	if cs.park != nil {
 		opts.Parked = cs.park.waiting
 	}
@@ -39,7 +43,7 @@ func (cs *callStream) options() client.CallOptions {
 
 // hint queues a notification; a client too slow to read its stream loses
 // hints (progress, logs), never its answer.
-func (cs *callStream) hint(method string, params json.RawMessage) {
+func (cs *CallStream) hint(method string, params json.RawMessage) {
 	b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params))
 	if err != nil {
 		return
@@ -50,9 +54,9 @@ func (cs *callStream) hint(method string, params json.RawMessage) {
 	}
 }
 
-func (cs *callStream) progress(params json.RawMessage) { cs.hint(mcp.NotificationProgress, params) }
+func (cs *CallStream) progress(params json.RawMessage) { cs.hint(mcp.NotificationProgress, params) }
 
-func (cs *callStream) notify(method string, params json.RawMessage) {
+func (cs *CallStream) notify(method string, params json.RawMessage) {
 	if method == mcp.NotificationMessage && !cs.sess.wantsLog(params) {
 		return
 	}
@@ -61,7 +65,7 @@ func (cs *callStream) notify(method string, params json.RawMessage) {
 
 // request relays a server→client request to the downstream client and
 // waits for its answer, the call's end, or the upstream giving up.
-func (cs *callStream) request(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+func (cs *CallStream) request(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
 	if missing := cs.sess.lacks(method, params); missing != "" {
 		if cs.park != nil {
 			// A 2026-07-28 caller is told what it lacks (-32021), as the
@@ -70,7 +74,7 @@ func (cs *callStream) request(upstreamCtx context.Context, method string, params
 		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw: the downstream client did not declare the %s capability, so %s cannot be relayed to it", missing, method)
 	}
-	if cs.sess.stateless {
+	if cs.sess.Stateless() {
 		if cs.park == nil {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the calling client speaks %s, which has no server→client requests, and this call cannot be bridged", cs.sess.version)
 		}
@@ -107,15 +111,8 @@ func (cs *callStream) request(upstreamCtx context.Context, method string, params
 // declare, or "" when it has it.
 func (s *Session) lacks(method string, params json.RawMessage) string {
 	has := func(path ...string) bool {
-		obj := []byte(s.caps)
-		for _, k := range path {
-			v, ok := rawjson.Get(obj, k)
-			if !ok || string(v) == "null" {
-				return false
-			}
-			obj = v
-		}
-		return true
+		v, ok := rawjson.Lookup(s.caps, path)
+		return ok && string(v) != "null"
 	}
 	switch method {
 	case mcp.MethodSamplingCreateMessage:
@@ -157,7 +154,7 @@ func (s *Session) wantsLog(params json.RawMessage) bool {
 	if min == "" {
 		// Legacy: everything until setLevel. 2026-07-28: nothing unless the
 		// request asked for a level in its _meta.
-		return !s.stateless
+		return !s.Stateless()
 	}
 	level, _ := rawjson.GetString(params, "level")
 	return slices.Index(logLevels, level) >= slices.Index(logLevels, min)

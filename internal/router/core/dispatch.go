@@ -1,4 +1,4 @@
-package router
+package core
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/router/edge"
 )
 
 // lists maps each merged list method to its kind.
@@ -22,14 +22,16 @@ var lists = map[string]host.ListKind{
 	mcp.MethodResourcesTemplatesList: host.ResourceTemplates,
 }
 
-// dispatch answers one request of an initialized session. It always returns
+// Handle answers one request of an initialized session. It always returns
 // exactly one response: the upstream's, or a gateway error naming the cause.
-func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *callStream) (resp *jsonrpc.Message) {
-	rte := rt.routeOf(sess)                                                      // one generation's route, view and policy for the whole request (reload.go)
-	defer func() { rt.opts.Metrics.Request(rte.path, msg.Method, resp.Error) }() // metrics
-	ctx = host.WithCallerCapabilities(ctx, sess.caps)                            // exact_capabilities: the upstream sees the caller's own
-	ctx = host.WithSession(ctx, sess.id)                                         // stateful upstreams use this session's own connection
-	view := rte.view
+// What the upstream sends during a routed call goes to cs (nil: the caller
+// keeps no stream for it).
+func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *CallStream) (resp *jsonrpc.Message) {
+	rte := c.routeOf(sess)                                                      // one generation's route, view and policy for the whole request
+	defer func() { c.opts.Metrics.Request(rte.Path, msg.Method, resp.Error) }() // metrics
+	ctx = host.WithCallerCapabilities(ctx, sess.caps)                           // exact_capabilities: the upstream sees the caller's own
+	ctx = host.WithSession(ctx, sess.id)                                        // stateful upstreams use this session's own connection
+	view := rte.View
 	switch msg.Method {
 	case mcp.MethodPing:
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
@@ -46,73 +48,54 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		sess.mu.Lock()
 		sess.logLevel = p.Level
 		sess.mu.Unlock()
-		rt.loosenUpstreams(ctx, view, p.Level)
+		c.loosenUpstreams(ctx, view, p.Level)
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 	}
 	if kind, ok := lists[msg.Method]; ok {
 		res, err := view.List(ctx, kind, msg.Params)
 		if err == nil {
-			res, err = rt.filterList(ctx, rte, sess, msg.Method, res)
+			res, err = c.filterList(ctx, rte, sess, msg.Method, res)
 		}
 		if err != nil {
 			return jsonrpc.NewError(msg.ID, err)
 		}
-		return legacyResult(sess, jsonrpc.NewResult(msg.ID, res))
+		return sessionResult(sess, jsonrpc.NewResult(msg.ID, res))
 	}
 	if !mcp.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 	}
-	if sess.stateless && slices.Contains(logLevels, sess.logLevel) {
+	if sess.Stateless() && slices.Contains(logLevels, sess.logLevel) {
 		// A 2026-07-28 request's _meta level, like a legacy session's
 		// logging/setLevel (a stateless upstream takes the request's own).
-		rt.loosenUpstreams(ctx, view, sess.logLevel)
+		c.loosenUpstreams(ctx, view, sess.logLevel)
 	}
-	au := rt.auditBegin(ctx, rte, msg) // audit.go
+	au := c.auditBegin(ctx, rte, msg)
 	defer func() { au.end(resp) }()
-	release, _, gerr := rt.guard(ctx, rte, msg, au)
+	release, _, gerr := c.guard(ctx, rte, msg, au)
 	if gerr != nil {
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
 	defer release()
 	switch msg.Method {
 	case mcp.MethodResourcesSubscribe:
-		return rt.subscribe(ctx, sess, msg)
+		return c.Subscribe(ctx, sess, msg)
 	case mcp.MethodResourcesUnsubscribe:
-		return rt.unsubscribe(ctx, sess, msg)
+		return c.unsubscribe(ctx, sess, msg)
 	}
 	{
-		opts := client.CallOptions{PassInputRequired: sess.stateless}
+		opts := client.CallOptions{PassInputRequired: sess.Stateless()}
 		if cs != nil {
 			opts = cs.options()
 		}
 		resp, gerr := view.Forward(ctx, msg.Method, msg.Params, opts)
 		if gerr != nil {
-			rt.logger(ctx).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
+			edge.Logger(ctx, c.log).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
 			return jsonrpc.NewError(msg.ID, gerr)
 		}
 		// The upstream's answer, with the downstream id put back.
 		resp.ID = msg.ID
-		return legacyResult(sess, resp)
+		return sessionResult(sess, resp)
 	}
-}
-
-// legacyResult removes what only 2026-07-28 results carry (resultType) from
-// a result bound for a session of an older revision.
-func legacyResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
-	if sess.stateless || resp.Error != nil {
-		return resp
-	}
-	if _, ok := rawjson.Get(resp.Result, "resultType"); ok {
-		if res, err := rawjson.Delete(resp.Result, "resultType"); err == nil {
-			resp.Result = res
-		}
-	}
-	// A 2026-07-28 upstream's per-hop keys (its serverInfo, say) describe
-	// its hop; a legacy session's server is the gateway, named at initialize.
-	if res, err := mcp.WithoutHopMeta(resp.Result); err == nil {
-		resp.Result = res
-	}
-	return resp
 }
 
 // loosenUpstreams asks the route's upstreams that initialize for level
@@ -120,10 +103,10 @@ func legacyResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 // shared: each gets the most verbose level any caller wanted (never
 // tightened by a later, stricter one), and each caller's own threshold is
 // applied at the gateway.
-func (rt *Router) loosenUpstreams(ctx context.Context, view *host.View, level string) {
+func (c *Core) loosenUpstreams(ctx context.Context, view *host.View, level string) {
 	var loosen []string
 	for _, u := range view.Upstreams() {
-		if rt.loosenLevel(u, level) {
+		if c.loosenLevel(u, level) {
 			loosen = append(loosen, u)
 		}
 	}
@@ -136,13 +119,58 @@ func (rt *Router) loosenUpstreams(ctx context.Context, view *host.View, level st
 
 // loosenLevel records that upstream must emit at least level and reports
 // whether that is more verbose than what it was last asked for.
-func (rt *Router) loosenLevel(upstream, level string) bool {
-	rt.levelsMu.Lock()
-	defer rt.levelsMu.Unlock()
-	cur, ok := rt.levels[upstream]
+func (c *Core) loosenLevel(upstream, level string) bool {
+	c.levelsMu.Lock()
+	defer c.levelsMu.Unlock()
+	cur, ok := c.levels[upstream]
 	if ok && slices.Index(logLevels, level) >= slices.Index(logLevels, cur) {
 		return false
 	}
-	rt.levels[upstream] = level
+	c.levels[upstream] = level
 	return true
+}
+
+// routeOf is the route a stored session's request is served by: its route
+// in the generation in force. A session created by the previous
+// generation's mux while a reload swapped generations is moved here (or
+// ended, when its route is gone: nil).
+func (c *Core) routeOf(sess *Session) *Route {
+	rte := sess.Route()
+	if sess.Stateless() {
+		return rte // lives for one request of the generation that routed it
+	}
+	cur := c.opts.Current()
+	if rte.Gen == cur {
+		return rte
+	}
+	next := cur.ByPath[rte.Path]
+	if next == nil {
+		c.opts.Sessions.Remove(sess.id)
+		return rte // the session's context is cancelled: the request ends
+	}
+	sess.SetRoute(next)
+	return next
+}
+
+// Notification takes a client notification of a session.
+func (c *Core) Notification(sess *Session, msg *jsonrpc.Message) {
+	switch msg.Method {
+	case mcp.NotificationCancelled:
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(msg.Params, &p) == nil && p.RequestID != nil {
+			sess.cancelRequest(p.RequestID)
+		}
+	}
+}
+
+// ForgetLevels forgets the log levels asked of upstreams: their new
+// connections (a reload replaced them) have not been asked yet.
+func (c *Core) ForgetLevels(upstreams []string) {
+	c.levelsMu.Lock()
+	for _, u := range upstreams {
+		delete(c.levels, u)
+	}
+	c.levelsMu.Unlock()
 }

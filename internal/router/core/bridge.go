@@ -1,4 +1,4 @@
-package router
+package core
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/router/edge"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
@@ -91,7 +92,7 @@ type parkedCall struct {
 	owner  string // principalTag of the caller: only it may resume the call
 	ctx    context.Context
 	cancel context.CancelFunc
-	cs     *callStream
+	cs     *CallStream
 	done   chan *jsonrpc.Message // the final response
 	needs  chan *inputNeed       // input requests as the upstream makes them
 	failed chan *jsonrpc.Error   // ends the call for the client before the upstream does
@@ -112,7 +113,7 @@ type inputNeed struct {
 
 // newParked starts running msg for a stateless session on a goroutine owned
 // by the router; the caller waits on it with drive.
-func (rt *Router) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
+func (c *Core) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
 	// The call outlives the HTTP request, but not its principal: policy
 	// and audit below dispatch still see who asked.
 	ctx, cancel := context.WithTimeout(auth.WithPrincipal(context.Background(), auth.FromContext(sess.ctx)), bridgeTTL)
@@ -131,12 +132,12 @@ func (rt *Router) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
 		failed:  make(chan *jsonrpc.Error, 1),
 		pending: map[string]*inputNeed{},
 	}
-	sess.ctx, sess.cancel = ctx, cancel
-	p.cs = newCallStream(ctx, sess)
+	sess.ctx = ctx // the call outlives the request; the request's End still ends only the request
+	p.cs = NewCallStream(ctx, sess)
 	p.cs.park = p
-	if !rt.goOwned(func() {
+	if !c.Go(func() {
 		defer cancel()
-		p.done <- rt.statelessResult(msg.Method, rt.dispatch(ctx, sess, msg, p.cs))
+		p.done <- c.StatelessResult(msg.Method, c.Handle(ctx, sess, msg, p.cs))
 	}) {
 		cancel()
 		p.done <- jsonrpc.NewError(msg.ID, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: "mcpgw is shutting down; retry against another replica"})
@@ -204,27 +205,27 @@ func missingCapability(capability, method string) *jsonrpc.Error {
 	}
 }
 
-// serveBridged answers a stateless routed request: a fresh one, or the retry
+// ServeBridged answers a stateless routed request: a fresh one, or the retry
 // of one that returned input_required (its requestState is ours).
-func (rt *Router) serveBridged(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
+func (c *Core) ServeBridged(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
 	state, _ := rawjson.GetString(msg.Params, "requestState")
 	if !strings.HasPrefix(state, bridgeStatePrefix) {
-		rt.drive(w, r, rt.newParked(sess, msg), msg.ID)
+		c.drive(w, r, c.newParked(sess, msg), msg.ID)
 		return
 	}
-	p, home, err := rt.bridge.resume(state, msg, principalTag(sess.owner))
+	p, home, err := c.bridge.resume(state, msg, principalTag(sess.owner))
 	if err == nil && home != "" {
-		err = rt.forwardRetry(w, r, home, msg)
+		err = c.forwardRetry(w, r, home, msg)
 		if err == nil {
 			return
 		}
 	}
 	if err != nil {
-		rt.bridge.m.BridgeRound(metrics.BridgeRefused)
-		statelessError(w, msg.ID, err)
+		c.bridge.m.BridgeRound(metrics.BridgeRefused)
+		edge.WriteJSON(w, StatelessStatus(err.Code), jsonrpc.NewError(msg.ID, err))
 		return
 	}
-	rt.bridge.m.BridgeRound(metrics.BridgeResumed)
+	c.bridge.m.BridgeRound(metrics.BridgeResumed)
 	// Answer what the client answered; what it left out is asked again.
 	responses, _ := rawjson.Get(msg.Params, "inputResponses")
 	p.mu.Lock()
@@ -240,17 +241,17 @@ func (rt *Router) serveBridged(w http.ResponseWriter, r *http.Request, sess *Ses
 	}
 	p.mu.Unlock()
 	if still {
-		rt.bridge.m.BridgeRound(metrics.BridgeAsked)
-		rt.inputRequired(w, p, msg.ID)
+		c.bridge.m.BridgeRound(metrics.BridgeAsked)
+		c.inputRequired(w, p, msg.ID)
 		return
 	}
-	rt.drive(w, r, p, msg.ID)
+	c.drive(w, r, p, msg.ID)
 }
 
 // drive waits on a running call for this HTTP request: its final response,
 // or the input requests it needs (then it is parked and input_required is
 // returned). Progress and log messages stream meanwhile when accepted.
-func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, id jsonrpc.ID) {
+func (c *Core) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, id jsonrpc.ID) {
 	p.mu.Lock()
 	p.driven = true
 	p.mu.Unlock()
@@ -260,7 +261,7 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 		p.mu.Unlock()
 	}()
 	var sw *sse.Writer
-	streaming := accepts(r, mcp.ContentTypeEventStream)
+	streaming := edge.Accepts(r, mcp.ContentTypeEventStream)
 	start := time.After(50 * time.Millisecond) // errors with an HTTP status go out before any stream
 	var early [][]byte
 	for {
@@ -268,7 +269,7 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 		case <-r.Context().Done():
 			// A closed stream cancels the request (2026-07-28 transport).
 			p.cancel()
-			rt.bridge.forget(p)
+			c.bridge.forget(p)
 			return
 		case <-start:
 			if streaming && sw == nil {
@@ -286,16 +287,16 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 				early = append(early, b)
 			}
 		case err := <-p.failed:
-			rt.bridge.m.BridgeRound(metrics.BridgeMissingCapability)
+			c.bridge.m.BridgeRound(metrics.BridgeMissingCapability)
 			p.cancel()
-			rt.bridge.forget(p)
-			rt.finish(w, sw, jsonrpc.NewError(id, err))
+			c.bridge.forget(p)
+			c.finish(w, sw, jsonrpc.NewError(id, err))
 			return
 		case resp := <-p.done:
-			rt.bridge.forget(p)
+			c.bridge.forget(p)
 			select {
 			case err := <-p.failed: // the upstream's answer to a refused request may come first
-				rt.finish(w, sw, jsonrpc.NewError(id, err))
+				c.finish(w, sw, jsonrpc.NewError(id, err))
 				return
 			default:
 			}
@@ -303,7 +304,7 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 			if sw == nil {
 				status := http.StatusOK
 				if resp.Error != nil {
-					status = statelessStatus(resp.Error.Code)
+					status = StatelessStatus(resp.Error.Code)
 				}
 				if streaming && len(early) > 0 && resp.Error == nil {
 					sw = sse.NewWriter(w)
@@ -311,7 +312,7 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 						_ = sw.Write(sse.Event{Data: b})
 					}
 				} else {
-					writeJSON(w, status, resp)
+					edge.WriteJSON(w, status, resp)
 					return
 				}
 			}
@@ -344,19 +345,19 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 				}
 			}
 			idle.Stop()
-			if err := rt.bridge.park(p); err != nil {
-				rt.bridge.m.BridgeRound(metrics.BridgeFull)
+			if err := c.bridge.park(p); err != nil {
+				c.bridge.m.BridgeRound(metrics.BridgeFull)
 				p.cancel()
-				rt.finish(w, sw, jsonrpc.NewError(id, err))
+				c.finish(w, sw, jsonrpc.NewError(id, err))
 				return
 			}
-			rt.bridge.m.BridgeRound(metrics.BridgeAsked)
+			c.bridge.m.BridgeRound(metrics.BridgeAsked)
 			if sw != nil {
-				b, _ := jsonrpc.Encode(jsonrpc.NewResult(id, rt.inputRequiredResult(p)))
+				b, _ := jsonrpc.Encode(jsonrpc.NewResult(id, c.inputRequiredResult(p)))
 				_ = sw.Write(sse.Event{Data: b})
 				return
 			}
-			rt.inputRequired(w, p, id)
+			c.inputRequired(w, p, id)
 			return
 		}
 	}
@@ -364,22 +365,22 @@ func (rt *Router) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, i
 
 // finish writes a final error: on the stream when one is open, else as the
 // HTTP response with the status its code calls for.
-func (rt *Router) finish(w http.ResponseWriter, sw *sse.Writer, e *jsonrpc.Message) {
+func (c *Core) finish(w http.ResponseWriter, sw *sse.Writer, e *jsonrpc.Message) {
 	if sw != nil {
 		if b, err := jsonrpc.Encode(e); err == nil {
 			_ = sw.Write(sse.Event{Data: b})
 		}
 		return
 	}
-	writeJSON(w, statelessStatus(e.Error.Code), e)
+	edge.WriteJSON(w, StatelessStatus(e.Error.Code), e)
 }
 
 // inputRequired answers with the parked call's outstanding input requests.
-func (rt *Router) inputRequired(w http.ResponseWriter, p *parkedCall, id jsonrpc.ID) {
-	writeJSON(w, http.StatusOK, jsonrpc.NewResult(id, rt.inputRequiredResult(p)))
+func (c *Core) inputRequired(w http.ResponseWriter, p *parkedCall, id jsonrpc.ID) {
+	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(id, c.inputRequiredResult(p)))
 }
 
-func (rt *Router) inputRequiredResult(p *parkedCall) json.RawMessage {
+func (c *Core) inputRequiredResult(p *parkedCall) json.RawMessage {
 	p.mu.Lock()
 	reqs := map[string]any{}
 	for key, n := range p.pending {
@@ -389,7 +390,7 @@ func (rt *Router) inputRequiredResult(p *parkedCall) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{
 		"resultType":    "input_required",
 		"inputRequests": reqs,
-		"requestState":  rt.bridge.state(p),
+		"requestState":  c.bridge.state(p),
 	})
 	return b
 }
@@ -445,7 +446,7 @@ func (b *bridge) park(p *parkedCall) *jsonrpc.Error {
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: too many calls are waiting for client input (%d); retry later", maxParked)
 	}
 	b.seq++
-	p.id = strconv.FormatUint(b.seq, 36) + "-" + randomToken()
+	p.id = strconv.FormatUint(b.seq, 36) + "-" + rand.Text()
 	b.parked[p.id] = p
 	b.m.BridgeParked(+1)
 	// Forget it when it ends, whatever ends it.
@@ -522,10 +523,12 @@ func (b *bridge) resume(state string, msg *jsonrpc.Message, owner string) (*park
 	return p, "", nil
 }
 
-func randomToken() string {
-	b := make([]byte, 12)
-	if _, err := rand.Read(b); err != nil {
-		panic("crypto/rand failed: " + err.Error())
+// principalTag is a short, non-reversible tag of a principal key, for
+// state handed to clients (bridge requestState).
+func principalTag(key string) string {
+	if key == "" {
+		return ""
 	}
-	return base64.RawURLEncoding.EncodeToString(b)
+	h := sha256.Sum256([]byte(key))
+	return base64.RawURLEncoding.EncodeToString(h[:12])
 }

@@ -1,4 +1,4 @@
-package router
+package edge
 
 import (
 	"context"
@@ -34,20 +34,20 @@ func TestSaneRequestID(t *testing.T) {
 	}
 }
 
-var generatedID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+var generatedID = regexp.MustCompile(`^[A-Z2-7]{26}$`) // crypto/rand.Text
 
 // The middleware keeps a sane id, replaces anything else, echoes it, and
 // gives the handler (and work detached from the request) a logger with it.
 func TestRequestIDMiddleware(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	rt := &Router{log: zap.New(core)}
-	g := &generation{origins: map[string]bool{}, hosts: []string{"localhost", "127.0.0.1", "::1"}}
+	log := zap.New(core)
+	g := NewChecks("127.0.0.1:8080", "", nil)
 	var seen string
-	h := rt.requestID(rt.edge(g)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := RequestIDs(log)(g.Middleware(log)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = RequestID(r.Context())
-		rt.logger(r.Context()).Info("in handler")
-		detached := withRequestLog(context.Background(), r.Context())
-		rt.logger(detached).Info("detached")
+		Logger(r.Context(), log).Info("in handler")
+		detached := WithRequestLog(context.Background(), r.Context())
+		Logger(detached, log).Info("detached")
 	})))
 
 	for _, tc := range []struct {
@@ -102,9 +102,9 @@ func TestRequestIDMiddleware(t *testing.T) {
 // carries the id back.
 func TestRequestIDOnRefusal(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	rt := &Router{log: zap.New(core)}
-	g := &generation{origins: map[string]bool{}, hosts: []string{"localhost", "127.0.0.1", "::1"}}
-	h := rt.requestID(rt.edge(g)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+	log := zap.New(core)
+	g := NewChecks("127.0.0.1:8080", "", nil)
+	h := RequestIDs(log)(g.Middleware(log)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		t.Error("the refused request reached the handler")
 	})))
 	for _, mod := range []func(*http.Request){
@@ -125,7 +125,7 @@ func TestRequestIDOnRefusal(t *testing.T) {
 			t.Errorf("refusal log lines with the id: %+v", logs.AllUntimed())
 		}
 	}
-	if rt.logger(context.Background()) != rt.log {
+	if Logger(context.Background(), log) != log {
 		t.Error("outside a request, logger should be the router's")
 	}
 }

@@ -1,15 +1,15 @@
-package router
+package edge
 
 // Request ids: every HTTP request gets one, taken from X-Request-Id when the
 // client (or a proxy in front) sent a sane one, generated otherwise. It is
 // echoed in the response's X-Request-Id and carried in the request's context
 // as a logger with the field request_id, so every log line about the
-// request says which request it was. Use rt.logger(ctx) on the request path.
+// request says which request it was. Use Logger(ctx, fallback) on the
+// request path.
 
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -31,9 +31,14 @@ type requestLog struct {
 	log *zap.Logger
 }
 
-// requestID is the outermost middleware: it runs before the edge checks,
-// so that refusals are logged with the id too.
-func (rt *Router) requestID(next http.Handler) http.Handler {
+// RequestIDs is the outermost middleware: it runs before the edge checks,
+// so that refusals are logged with the id too. log is the logger the
+// request's own is derived from.
+func RequestIDs(log *zap.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler { return requestIDs(log, next) }
+}
+
+func requestIDs(log *zap.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(HeaderRequestID)
 		if !saneRequestID(id) {
@@ -41,7 +46,7 @@ func (rt *Router) requestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set(HeaderRequestID, id)
 		// WithLazy: the field is encoded only if the request logs something.
-		rl := &requestLog{id: id, log: rt.log.WithLazy(zap.String("request_id", id))}
+		rl := &requestLog{id: id, log: log.WithLazy(zap.String("request_id", id))}
 		ctx := context.WithValue(r.Context(), requestLogKey{}, rl)
 		ctx = client.WithTrace(ctx, client.TraceFromHeaders(r.Header)) // passed on upstream
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -67,12 +72,8 @@ func saneRequestID(id string) bool {
 	return true
 }
 
-// newRequestID returns 16 random bytes in hex.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
-	return hex.EncodeToString(b[:])
-}
+// newRequestID returns 128 random bits in base32.
+func newRequestID() string { return rand.Text() }
 
 // RequestID returns the request id carried by ctx, or "".
 func RequestID(ctx context.Context) string {
@@ -82,19 +83,19 @@ func RequestID(ctx context.Context) string {
 	return ""
 }
 
-// logger returns the request's logger (with request_id) when ctx belongs
-// to a request, else the router's.
-func (rt *Router) logger(ctx context.Context) *zap.Logger {
+// Logger returns the request's logger (with request_id) when ctx belongs
+// to a request, else fallback.
+func Logger(ctx context.Context, fallback *zap.Logger) *zap.Logger {
 	if rl, _ := ctx.Value(requestLogKey{}).(*requestLog); rl != nil {
 		return rl.log
 	}
-	return rt.log
+	return fallback
 }
 
-// withRequestLog carries the request id and logger of from into ctx: for
+// WithRequestLog carries the request id and logger of from into ctx: for
 // work that outlives the HTTP request's own context (a streamed call runs
 // in the session's context).
-func withRequestLog(ctx, from context.Context) context.Context {
+func WithRequestLog(ctx, from context.Context) context.Context {
 	if rl, _ := from.Value(requestLogKey{}).(*requestLog); rl != nil {
 		return context.WithValue(ctx, requestLogKey{}, rl)
 	}

@@ -1,4 +1,4 @@
-package router
+package core
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func forwardClient() *http.Client {
 
 // forwardRetry passes a retry to the replica at home and streams its answer
 // back; an error (nothing written yet) when it cannot.
-func (rt *Router) forwardRetry(w http.ResponseWriter, r *http.Request, home string, msg *jsonrpc.Message) *jsonrpc.Error {
+func (c *Core) forwardRetry(w http.ResponseWriter, r *http.Request, home string, msg *jsonrpc.Message) *jsonrpc.Error {
 	if r.Header.Get(forwardedHeader) != "" {
 		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid requestState: its call waits on the replica at %s, and this request was already forwarded once", home)
 	}
@@ -60,13 +60,13 @@ func (rt *Router) forwardRetry(w http.ResponseWriter, r *http.Request, home stri
 		}
 	}
 	req.Header.Set(forwardedHeader, "1")
-	resp, err := rt.forward.Do(req)
+	resp, err := c.forward.Do(req)
 	if err != nil {
-		rt.log.Warn("could not forward a bridged retry to the replica holding its call", zap.String("replica", home), zap.Error(err))
+		c.log.Warn("could not forward a bridged retry to the replica holding its call", zap.String("replica", home), zap.Error(err))
 		return jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "mcpgw: the call waits on the replica at %s, which could not be reached; retry later", home)
 	}
 	defer resp.Body.Close()
-	rt.bridge.m.BridgeRound(metrics.BridgeForwarded)
+	c.bridge.m.BridgeRound(metrics.BridgeForwarded)
 	for _, k := range []string{"Content-Type", "Cache-Control"} {
 		if v := resp.Header.Get(k); v != "" {
 			w.Header().Set(k, v)

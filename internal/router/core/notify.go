@@ -1,4 +1,4 @@
-package router
+package core
 
 import (
 	"context"
@@ -24,39 +24,39 @@ type listChange struct{ upstream, method string }
 
 // UpstreamNotification takes a notification an upstream sent outside any
 // call and delivers it to the sessions it concerns.
-func (rt *Router) UpstreamNotification(upstream, method string, params json.RawMessage) {
+func (c *Core) UpstreamNotification(upstream, method string, params json.RawMessage) {
 	switch method {
 	case mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged:
-		rt.ListChanged(upstream, method)
+		c.ListChanged(upstream, method)
 	case mcp.NotificationResourceUpdated:
-		rt.resourceUpdated(upstream, params)
+		c.resourceUpdated(upstream, params)
 	default:
 		// Log messages outside a call belong to no session we can name:
 		// sending them to everyone would cross sessions.
-		rt.log.Debug("upstream notification outside any call", zap.String("upstream", upstream), zap.String("method", method))
+		c.log.Debug("upstream notification outside any call", zap.String("upstream", upstream), zap.String("method", method))
 	}
 }
 
 // ListChanged queues a list_changed notification for every session whose
 // route includes upstream.
-func (rt *Router) ListChanged(upstream, method string) {
+func (c *Core) ListChanged(upstream, method string) {
 	select {
-	case rt.changes <- listChange{upstream, method}:
-	case <-rt.stop:
+	case c.changes <- listChange{upstream, method}:
+	case <-c.stop:
 	}
 }
 
 // coalesce batches list changes for listChangeDebounce, then notifies each
 // affected session once per method.
-func (rt *Router) coalesce() {
-	defer rt.wg.Done()
+func (c *Core) coalesce() {
+	defer c.wg.Done()
 	pending := map[string]map[string]bool{} // method -> upstreams
 	var fire <-chan time.Time
 	for {
 		select {
-		case <-rt.stop:
+		case <-c.stop:
 			return
-		case c := <-rt.changes:
+		case c := <-c.changes:
 			if pending[c.method] == nil {
 				pending[c.method] = map[string]bool{}
 			}
@@ -68,14 +68,14 @@ func (rt *Router) coalesce() {
 			fire = nil
 			for method, ups := range pending {
 				b, _ := jsonrpc.Encode(jsonrpc.NewNotification(method, nil))
-				for _, s := range rt.sessions.all() {
-					if slices.ContainsFunc(s.route().view.Upstreams(), func(u string) bool { return ups[u] }) {
-						s.send(b)
+				for _, s := range c.opts.Sessions.All() {
+					if slices.ContainsFunc(s.Route().View.Upstreams(), func(u string) bool { return ups[u] }) {
+						s.Send(b)
 					}
 				}
-				for _, s := range rt.listenersFor(method, ups) {
-					if tb, err := jsonrpc.Encode(jsonrpc.NewNotification(method, s.tag(nil))); err == nil {
-						s.send(tb)
+				for _, s := range c.listenersFor(method, ups) {
+					if tb, err := jsonrpc.Encode(jsonrpc.NewNotification(method, s.Tag(nil))); err == nil {
+						s.Send(tb)
 					}
 				}
 			}
@@ -99,15 +99,15 @@ func newSubscriptions() *subscriptions {
 	return &subscriptions{subs: map[subKey]map[*Session]bool{}}
 }
 
-// subscribe handles resources/subscribe for sess.
-func (rt *Router) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
-	key, ok := rt.subKey(sess, msg.Params)
+// Subscribe handles resources/subscribe for sess.
+func (c *Core) Subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
+	key, ok := c.subKey(sess, msg.Params)
 	if !ok {
 		// Let Forward produce the precise "unknown resource" error.
-		_, gerr := sess.route().view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+		_, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
-	st := rt.subs
+	st := c.subs
 	st.mu.Lock()
 	set := st.subs[key]
 	if set[sess] {
@@ -124,9 +124,9 @@ func (rt *Router) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Mes
 	if !first {
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 	}
-	resp, gerr := sess.route().view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+	resp, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
 	if gerr != nil || resp.Error != nil {
-		rt.dropSubscription(sess, key, false)
+		c.dropSubscription(sess, key, false)
 		if gerr != nil {
 			return jsonrpc.NewError(msg.ID, gerr)
 		}
@@ -136,20 +136,20 @@ func (rt *Router) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Mes
 }
 
 // unsubscribe handles resources/unsubscribe for sess.
-func (rt *Router) unsubscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
-	key, ok := rt.subKey(sess, msg.Params)
+func (c *Core) unsubscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
+	key, ok := c.subKey(sess, msg.Params)
 	if !ok {
-		_, gerr := sess.route().view.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+		_, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
-	rt.dropSubscription(sess, key, true)
+	c.dropSubscription(sess, key, true)
 	return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 }
 
 // dropSubscription removes sess from key's subscribers and, when it was the
 // last one and tell is set, unsubscribes upstream.
-func (rt *Router) dropSubscription(sess *Session, key subKey, tell bool) {
-	st := rt.subs
+func (c *Core) dropSubscription(sess *Session, key subKey, tell bool) {
+	st := c.subs
 	st.mu.Lock()
 	set := st.subs[key]
 	delete(set, sess)
@@ -161,14 +161,14 @@ func (rt *Router) dropSubscription(sess *Session, key subKey, tell bool) {
 	if !last || !tell {
 		return
 	}
-	u := rt.host.Upstream(key.upstream)
+	u := c.host.Upstream(key.upstream)
 	if u == nil || (key.session != "" && sess.ctx.Err() != nil) {
 		return // a stateful upstream's connection closes with its session
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := upstreamSubscription(host.WithSession(ctx, key.session), u, mcp.MethodResourcesUnsubscribe, key.uri); err != nil {
-		rt.log.Debug("upstream unsubscribe failed", zap.String("upstream", key.upstream), zap.Error(err))
+		c.log.Debug("upstream unsubscribe failed", zap.String("upstream", key.upstream), zap.Error(err))
 	}
 }
 
@@ -188,11 +188,11 @@ func upstreamSubscription(ctx context.Context, u *host.Upstream, method, uri str
 	return err
 }
 
-// endSubscriptions drops every subscription of an ended session, in the
+// EndSubscriptions drops every subscription of an ended session, in the
 // background (owned by the router) so that ending a session never waits on
 // an upstream.
-func (rt *Router) endSubscriptions(sess *Session) {
-	st := rt.subs
+func (c *Core) EndSubscriptions(sess *Session) {
+	st := c.subs
 	var keys []subKey
 	st.mu.Lock()
 	for k, set := range st.subs {
@@ -204,24 +204,24 @@ func (rt *Router) endSubscriptions(sess *Session) {
 	if len(keys) == 0 {
 		return
 	}
-	rt.goOwned(func() {
+	c.Go(func() {
 		for _, k := range keys {
-			rt.dropSubscription(sess, k, true)
+			c.dropSubscription(sess, k, true)
 		}
 	}) // closing: the upstreams go too
 }
 
-func (rt *Router) subKey(sess *Session, params json.RawMessage) (subKey, bool) {
+func (c *Core) subKey(sess *Session, params json.RawMessage) (subKey, bool) {
 	uri, ok := rawjson.GetString(params, "uri")
 	if !ok {
 		return subKey{}, false
 	}
-	up, internal, ok := sess.route().view.Resolve(true, uri)
+	up, internal, ok := sess.Route().View.Resolve(true, uri)
 	if !ok {
 		return subKey{}, false
 	}
 	key := subKey{upstream: up, uri: internal}
-	if u := rt.host.Upstream(up); u != nil && u.Stateful() {
+	if u := c.host.Upstream(up); u != nil && u.Stateful() {
 		key.session = sess.id
 	}
 	return key, true
@@ -232,8 +232,8 @@ func (rt *Router) subKey(sess *Session, params json.RawMessage) (subKey, bool) {
 // reload replaced knows nothing of them, and its updates would otherwise
 // stop without anyone being told. Per-session connections (stateful) are
 // left to their sessions.
-func (rt *Router) UpstreamReady(upstream string) {
-	st := rt.subs
+func (c *Core) UpstreamReady(upstream string) {
+	st := c.subs
 	st.mu.Lock()
 	var uris []string
 	for k, set := range st.subs {
@@ -245,8 +245,8 @@ func (rt *Router) UpstreamReady(upstream string) {
 	if len(uris) == 0 {
 		return
 	}
-	rt.goOwned(func() {
-		u := rt.host.Upstream(upstream)
+	c.Go(func() {
+		u := c.host.Upstream(upstream)
 		if u == nil {
 			return
 		}
@@ -255,23 +255,23 @@ func (rt *Router) UpstreamReady(upstream string) {
 		restored := 0
 		for _, uri := range uris {
 			if err := upstreamSubscription(ctx, u, mcp.MethodResourcesSubscribe, uri); err != nil {
-				rt.log.Warn("could not restore a resource subscription on a reconnected upstream", zap.String("upstream", upstream), zap.String("uri", uri), zap.Error(err))
+				c.log.Warn("could not restore a resource subscription on a reconnected upstream", zap.String("upstream", upstream), zap.String("uri", uri), zap.Error(err))
 				continue
 			}
 			restored++
 		}
-		rt.log.Info("restored resource subscriptions on a reconnected upstream", zap.String("upstream", upstream), zap.Int("restored", restored), zap.Int("held", len(uris)))
+		c.log.Info("restored resource subscriptions on a reconnected upstream", zap.String("upstream", upstream), zap.Int("restored", restored), zap.Int("held", len(uris)))
 	})
 }
 
 // resourceUpdated fans an upstream's notifications/resources/updated out to
 // exactly the sessions subscribed to that URI, each in its route's naming.
-func (rt *Router) resourceUpdated(upstream string, params json.RawMessage) {
+func (c *Core) resourceUpdated(upstream string, params json.RawMessage) {
 	uri, ok := rawjson.GetString(params, "uri")
 	if !ok {
 		return
 	}
-	st := rt.subs
+	st := c.subs
 	st.mu.Lock()
 	var targets []*Session
 	for s := range st.subs[subKey{upstream: upstream, uri: uri}] {
@@ -279,22 +279,22 @@ func (rt *Router) resourceUpdated(upstream string, params json.RawMessage) {
 	}
 	st.mu.Unlock()
 	for _, s := range targets {
-		p, err := rawjson.SetString(params, "uri", s.route().view.External(true, upstream, uri))
+		p, err := rawjson.SetString(params, "uri", s.Route().View.External(true, upstream, uri))
 		if err != nil {
 			continue
 		}
-		p = s.tag(p)
+		p = s.Tag(p)
 		b, err := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationResourceUpdated, p))
-		if err == nil && !s.send(b) {
-			rt.log.Debug("dropped a resource update for a session without a reader", zap.String("upstream", upstream))
+		if err == nil && !s.Send(b) {
+			c.log.Debug("dropped a resource update for a session without a reader", zap.String("upstream", upstream))
 		}
 	}
 }
 
 // SessionNotification takes what a stateful upstream's per-session
 // connection sent outside any call: it concerns that session only.
-func (rt *Router) SessionNotification(session, upstream, method string, params json.RawMessage) {
-	s := rt.sessions.lookup(session)
+func (c *Core) SessionNotification(session, upstream, method string, params json.RawMessage) {
+	s := c.opts.Sessions.Lookup(session)
 	if s == nil {
 		return
 	}
@@ -304,13 +304,13 @@ func (rt *Router) SessionNotification(session, upstream, method string, params j
 		if !ok {
 			return
 		}
-		rt.subs.mu.Lock()
-		subscribed := rt.subs.subs[subKey{upstream: upstream, uri: uri, session: session}][s]
-		rt.subs.mu.Unlock()
+		c.subs.mu.Lock()
+		subscribed := c.subs.subs[subKey{upstream: upstream, uri: uri, session: session}][s]
+		c.subs.mu.Unlock()
 		if !subscribed {
 			return
 		}
-		p, err := rawjson.SetString(params, "uri", s.route().view.External(true, upstream, uri))
+		p, err := rawjson.SetString(params, "uri", s.Route().View.External(true, upstream, uri))
 		if err != nil {
 			return
 		}
@@ -324,6 +324,6 @@ func (rt *Router) SessionNotification(session, upstream, method string, params j
 		return
 	}
 	if b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params)); err == nil {
-		s.send(b)
+		s.Send(b)
 	}
 }

@@ -1,9 +1,9 @@
-package router
+package core
 
 import (
 	"context"
 	"encoding/json"
-	"net/http"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/router/edge"
 )
 
 // allowAll is the policy when none is configured but pinning is.
@@ -58,24 +59,24 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 // refused only for missing scopes returns them, for an insufficient_scope
 // challenge. When the request may go ahead, release must be called once
 // the upstream has answered.
-func (rt *Router) guard(ctx context.Context, rte *route, msg *jsonrpc.Message, au *auditEntry) (release func(), missing []string, jerr *jsonrpc.Error) {
+func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, au *auditEntry) (release func(), missing []string, jerr *jsonrpc.Error) {
 	release = func() {}
 	kind, name, ok := target(msg)
 	if !ok {
 		return release, nil, nil // malformed: the routing layer answers it
 	}
-	g := rte.gen
-	route := rte.path
+	g := rte.Gen
+	route := rte.Path
 	p := policyPrincipal(ctx)
-	if pol := g.policy; pol != nil {
+	if pol := g.Policy; pol != nil {
 		d := pol.DecideCall(p, route, kind, name, callArguments(msg))
 		if !d.Allowed {
-			rt.opts.Metrics.PolicyDecision(route, "deny")
-			rt.logger(ctx).Info("request denied by policy", zap.String("route", route), zap.String("method", msg.Method),
+			c.opts.Metrics.PolicyDecision(route, "deny")
+			edge.Logger(ctx, c.log).Info("request denied by policy", zap.String("route", route), zap.String("method", msg.Method),
 				zap.String("name", name), zap.Stringer("principal", p), zap.String("reason", d.Reason))
-			au.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason) // audit.go
+			au.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
 			if len(d.MissingScopes) > 0 {
-				return release, append(pol.RequiredScopes(name), rte.scopes...), jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
+				return release, append(pol.RequiredScopes(name), rte.Scopes...), jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
 					"forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
 			}
 			if pol.Decide(p, route, kind, name).Listed() {
@@ -85,26 +86,26 @@ func (rt *Router) guard(ctx context.Context, rte *route, msg *jsonrpc.Message, a
 			}
 			return release, nil, hidden(kind, name)
 		}
-		rt.opts.Metrics.PolicyDecision(route, "allow")
-		au.allowed(d) // audit.go
+		c.opts.Metrics.PolicyDecision(route, "allow")
+		au.allowed(d)
 	}
-	if kind == policy.KindTool && g.pinner != nil {
-		if up, def, ok := rte.view.Tool(ctx, name); ok && !rt.pinned(g.pinner, up, name, def) {
-			rt.opts.Metrics.PolicyDecision(route, "unpinned")
-			au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.pinner.Check(up, def).Status.String()+", not approved in the pinning lock") // audit.go
+	if kind == policy.KindTool && g.Pinner != nil {
+		if up, def, ok := rte.View.Tool(ctx, name); ok && !c.pinned(g.Pinner, up, name, def) {
+			c.opts.Metrics.PolicyDecision(route, "unpinned")
+			au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock")
 			return release, nil, hidden(kind, name)
 		}
 	}
-	if g.limiter != nil {
-		upstream, _, _ := rte.view.Resolve(kind == policy.KindResource, name)
+	if g.Limiter != nil {
+		upstream, _, _ := rte.View.Resolve(kind == policy.KindResource, name)
 		tool := ""
 		if kind == policy.KindTool {
 			tool = name
 		}
-		rel, lr := g.limiter.Allow(p, upstream, tool)
+		rel, lr := g.Limiter.Allow(p, upstream, tool)
 		if !lr.Allowed {
-			rt.opts.Metrics.RateLimited(route)
-			au.refuse(audit.RateLimited, audit.RuleRateLimits, "", lr.String()) // audit.go
+			c.opts.Metrics.RateLimited(route)
+			au.refuse(audit.RateLimited, audit.RuleRateLimits, "", lr.String())
 			data, _ := json.Marshal(map[string]any{"retryAfterSeconds": lr.RetryAfterSeconds(), "limit": lr.Limit})
 			return release, nil, &jsonrpc.Error{Code: CodeRateLimited, Message: lr.String(), Data: data}
 		}
@@ -124,47 +125,35 @@ func hidden(kind, name string) *jsonrpc.Error {
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown tool %q", name)
 }
 
-// challengeScopes answers 403 insufficient_scope when the policy refuses a
-// request only for missing scopes, before any stream starts. It reports
-// whether it answered.
-func (rt *Router) challengeScopes(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) bool {
-	rte := sess.route()
-	g := rte.gen
-	if g.policy == nil || g.auth == nil {
-		return false
+// ScopeChallenge reports the scopes to challenge for when the policy
+// refuses a request only for missing scopes, so that the transport can
+// answer 403 insufficient_scope before any stream starts; the refusal is
+// audited. ok is false when the request is not refused that way.
+func (c *Core) ScopeChallenge(ctx context.Context, rte *Route, msg *jsonrpc.Message) (required []string, detail string, ok bool) {
+	g := rte.Gen
+	if g.Policy == nil || g.Auth == nil {
+		return nil, "", false
 	}
 	kind, name, ok := target(msg)
 	if !ok {
-		return false
+		return nil, "", false
 	}
-	d := g.policy.DecideCall(policyPrincipal(r.Context()), rte.path, kind, name, callArguments(msg))
+	d := g.Policy.DecideCall(policyPrincipal(ctx), rte.Path, kind, name, callArguments(msg))
 	if d.Allowed || len(d.MissingScopes) == 0 {
-		return false
+		return nil, "", false
 	}
-	required := append(g.policy.RequiredScopes(name), rte.scopes...)
-	rt.auditChallenge(r.Context(), rte, msg, d) // audit.go
-	rt.refuse(w, r, rte, &auth.Error{Reason: auth.InsufficientScope, Detail: name + " needs scope " + joinScopes(d.MissingScopes), Scopes: required})
-	return true
-}
-
-func joinScopes(s []string) string {
-	out := ""
-	for i, v := range s {
-		if i > 0 {
-			out += " "
-		}
-		out += v
-	}
-	return out
+	required = append(g.Policy.RequiredScopes(name), rte.Scopes...)
+	c.auditChallenge(ctx, rte, msg, d)
+	return required, name + " needs scope " + strings.Join(d.MissingScopes, " "), true
 }
 
 // filterList removes what the policy hides from a merged list result, and
 // marks the result private for 2026-07-28 clients when lists depend on who
 // asks (a shared cache must not serve one principal's list to another).
-func (rt *Router) filterList(ctx context.Context, rte *route, sess *Session, method string, res json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	g := rte.gen
-	pol := g.policy
-	if pol == nil && g.pinner == nil {
+func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method string, res json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	g := rte.Gen
+	pol := g.Policy
+	if pol == nil && g.Pinner == nil {
 		return res, nil
 	}
 	if pol == nil {
@@ -178,26 +167,26 @@ func (rt *Router) filterList(ctx context.Context, rte *route, sess *Session, met
 		kind = policy.KindResource
 	}
 	p := policyPrincipal(ctx)
-	route := rte.path
+	route := rte.Path
 	out, err := policy.FilterListFunc(kind, res, func(kind, name string, item []byte) bool {
 		if !pol.Decide(p, route, kind, name).Listed() {
 			return false
 		}
-		if kind != policy.KindTool || g.pinner == nil || method != mcp.MethodToolsList {
+		if kind != policy.KindTool || g.Pinner == nil || method != mcp.MethodToolsList {
 			return true
 		}
-		up, internal, ok := rte.view.Resolve(false, name)
+		up, internal, ok := rte.View.Resolve(false, name)
 		if !ok {
 			return false
 		}
 		def, err := rawjson.SetString(item, "name", internal) // pins are of the upstream's own definition
-		return err == nil && rt.pinned(g.pinner, up, name, def)
+		return err == nil && c.pinned(g.Pinner, up, name, def)
 	})
 	if err != nil {
 		// Never fall back to the unfiltered list.
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: could not apply the access policy to %s: %v", method, err)
 	}
-	if sess.stateless && g.privateLists {
+	if sess.Stateless() && g.PrivateLists {
 		if p, err := rawjson.SetString(out, "cacheScope", "private"); err == nil {
 			out = p
 		}
@@ -208,12 +197,12 @@ func (rt *Router) filterList(ctx context.Context, rte *route, sess *Session, met
 // pinned checks a tool's definition against the pinning lock: in enforce
 // mode a new or changed tool is hidden until re-approved; in warn mode it
 // is served and logged. Each tool's verdict is logged once per definition.
-func (rt *Router) pinned(pinner *policy.Pinner, upstream, name string, def []byte) bool {
+func (c *Core) pinned(pinner *policy.Pinner, upstream, name string, def []byte) bool {
 	res := pinner.Check(upstream, def)
 	if res.Status != policy.PinOK {
 		key := upstream + "\x00" + name + "\x00" + res.Status.String() + "\x00" + string(def)
-		if _, seen := rt.pinWarned.LoadOrStore(key, true); !seen {
-			rt.log.Warn("tool definition is not approved in the pinning lock; run mcpgw pin to approve it",
+		if _, seen := c.pinWarned.LoadOrStore(key, true); !seen {
+			c.log.Warn("tool definition is not approved in the pinning lock; run mcpgw pin to approve it",
 				zap.String("upstream", upstream), zap.String("tool", name), zap.String("status", res.Status.String()),
 				zap.Bool("served", res.Allowed), zap.Error(res.Err))
 		}

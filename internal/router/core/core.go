@@ -1,0 +1,163 @@
+// Package core is the transport-agnostic heart of mcpgw's downstream side:
+// Handle answers one MCP request of a session — access policy, rate limits
+// and pinning (guard.go), the audit record (audit.go), lists and routed
+// calls over the host's view (dispatch.go), what an upstream sends during a
+// call (callstream.go), bridging between revisions (bridge.go) — and the
+// core fans out what upstreams send outside calls (list changes, resource
+// updates, notify.go) to the sessions and listen streams it concerns. The
+// transports (packages streamable and serial) carry messages in and out;
+// the stored sessions live in package sessions.
+package core
+
+import (
+	"net/http"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
+)
+
+// Stored is how the core reaches the stored sessions (package sessions),
+// which it notifies and which a reload may end.
+type Stored interface {
+	// All returns every stored session.
+	All() []*Session
+	// Lookup returns the stored session with id, or nil.
+	Lookup(id string) *Session
+	// Remove ends the stored session with id.
+	Remove(id string)
+}
+
+// Options configure a Core.
+type Options struct {
+	Logger *zap.Logger
+	// ServerInfo is what initialize and server/discover report.
+	ServerInfo mcp.Implementation
+	// Metrics counts requests, decisions and bridged calls (nil: none).
+	Metrics *metrics.Metrics
+	// SessionKeys (sessions.key_file) also key the bridge's requestStates,
+	// so that every replica can verify them; AdvertiseURL
+	// (sessions.advertise_url) names this replica in them.
+	SessionKeys  [][]byte
+	AdvertiseURL string
+	// Current returns the generation in force.
+	Current func() *Generation
+	// Sessions are the stored sessions.
+	Sessions Stored
+}
+
+// Core answers requests and fans out upstream notifications. Its
+// goroutines (list-change coalescer, bridged calls, subscription releases)
+// end with Close.
+type Core struct {
+	log       *zap.Logger
+	opts      Options
+	host      *host.Host
+	subs      *subscriptions
+	changes   chan listChange
+	pinWarned sync.Map // pinning verdicts already logged
+
+	listenersMu sync.Mutex
+	listeners   map[*Session]bool // open subscriptions/listen streams
+
+	bridge  *bridge      // legacy upstreams' input requests parked for 2026-07-28 clients
+	forward *http.Client // passes bridged retries to the replica holding their call (bridgeforward.go)
+
+	levelsMu sync.Mutex
+	levels   map[string]string // log level last asked of each shared upstream
+
+	stop      chan struct{}
+	drain     chan struct{} // closed by Drain: no new sessions, streams end
+	wg        sync.WaitGroup
+	goMu      sync.Mutex // guards closed against Go's wg.Add
+	closed    bool       // Close began: Go starts nothing
+	once      sync.Once
+	drainOnce sync.Once
+}
+
+// New makes the core over h and starts its list-change coalescer.
+func New(h *host.Host, opts Options) *Core {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.ServerInfo.Name == "" {
+		opts.ServerInfo = mcp.Implementation{Name: "mcpgw", Version: "dev"}
+	}
+	c := &Core{
+		log:       opts.Logger,
+		opts:      opts,
+		host:      h,
+		subs:      newSubscriptions(),
+		changes:   make(chan listChange, 64),
+		listeners: map[*Session]bool{},
+		levels:    map[string]string{},
+		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
+		forward:   forwardClient(),
+		stop:      make(chan struct{}),
+		drain:     make(chan struct{}),
+	}
+	c.wg.Add(1)
+	go c.coalesce()
+	return c
+}
+
+// Logger is the core's logger.
+func (c *Core) Logger() *zap.Logger { return c.log }
+
+// Metrics is where the core counts (nil: nowhere).
+func (c *Core) Metrics() *metrics.Metrics { return c.opts.Metrics }
+
+// Drain prepares a graceful stop: new sessions are refused and standalone
+// streams end (clients reconnect elsewhere), while in-flight requests go on.
+func (c *Core) Drain() {
+	c.drainOnce.Do(func() { close(c.drain) })
+}
+
+// Draining is closed once Drain was called.
+func (c *Core) Draining() <-chan struct{} { return c.drain }
+
+// Done is closed once Close began.
+func (c *Core) Done() <-chan struct{} { return c.stop }
+
+// Close stops the core: parked calls are cancelled, endSessions ends every
+// stored session (cancelling what is still in flight), and Close waits for
+// the core's goroutines.
+func (c *Core) Close(endSessions func()) {
+	c.Drain()
+	c.once.Do(func() {
+		c.goMu.Lock()
+		c.closed = true
+		c.goMu.Unlock()
+		close(c.stop)
+		c.bridge.closeAll()
+		endSessions()
+		c.wg.Wait()
+	})
+}
+
+// Go runs f on a goroutine Close waits for, unless Close has begun (then
+// it reports false and runs nothing): a WaitGroup must not be added to
+// once it may be waited on at zero.
+func (c *Core) Go(f func()) bool {
+	c.goMu.Lock()
+	defer c.goMu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// EndSession releases what an ended stored session held elsewhere: its
+// resource subscriptions and stateful upstreams' per-session connections.
+func (c *Core) EndSession(s *Session) {
+	c.EndSubscriptions(s)
+	c.host.ReleaseSession(s.id)
+}

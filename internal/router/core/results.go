@@ -1,0 +1,193 @@
+package core
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// What the gateway answers itself, and how results are adapted to the
+// caller's revision.
+
+// Cache hints on stateless list results that the upstream did not give.
+// The gateway announces every catalog change on subscriptions/listen, so a
+// client may keep a list for a while; reads are never cached by default.
+const (
+	listTTL = 30 * time.Second
+)
+
+// capabilities are what every route offers: the gateway can answer each of
+// these whichever upstreams are up, and lists change as upstreams come and go.
+func capabilities() json.RawMessage {
+	return json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}}`)
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// NegotiateInitialize reads initialize's params and picks the revision:
+// the client's when mcpgw speaks it, else the latest (the spec's
+// counter-offer).
+func NegotiateInitialize(params json.RawMessage) (mcp.InitializeParams, mcp.Revision, *jsonrpc.Error) {
+	var p mcp.InitializeParams
+	if err := json.Unmarshal(params, &p); err != nil || p.ProtocolVersion == "" {
+		return p, "", jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize: params.protocolVersion is required")
+	}
+	version := p.ProtocolVersion
+	if !version.Initializes() {
+		version = mcp.LatestVersion
+	}
+	return p, version, nil
+}
+
+// InitializeResult is the InitializeResult of route rte at version.
+func (c *Core) InitializeResult(rte *Route, version mcp.Revision) json.RawMessage {
+	res, _ := json.Marshal(mcp.InitializeResult{
+		ProtocolVersion: version,
+		Capabilities:    capabilities(),
+		ServerInfo:      mustJSON(c.opts.ServerInfo),
+		Instructions:    rte.View.Instructions(),
+	})
+	return res
+}
+
+// Discover answers server/discover for a route.
+func (c *Core) Discover(rte *Route) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		ResultType        string          `json:"resultType"`
+		TTLMs             int64           `json:"ttlMs"`
+		CacheScope        string          `json:"cacheScope"`
+		SupportedVersions []mcp.Revision  `json:"supportedVersions"`
+		Capabilities      json.RawMessage `json:"capabilities"`
+		ServerInfo        any             `json:"serverInfo"`
+		Instructions      string          `json:"instructions,omitempty"`
+		Meta              map[string]any  `json:"_meta"`
+	}{
+		ResultType:        "complete",
+		TTLMs:             listTTL.Milliseconds(),
+		CacheScope:        "public",
+		SupportedVersions: mcp.AllVersions,
+		Capabilities:      capabilities(),
+		ServerInfo:        c.opts.ServerInfo,
+		Instructions:      rte.View.Instructions(),
+		Meta:              map[string]any{mcp.MetaServerInfo: c.opts.ServerInfo},
+	})
+	return b
+}
+
+// StatelessStatus is the HTTP status the 2026-07-28 transport assigns to
+// an error code.
+func StatelessStatus(code int) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, jsonrpc.CodeInvalidRequest, jsonrpc.CodeParseError,
+		mcp.CodeHeaderMismatch, mcp.CodeMissingRequiredClientCapability, mcp.CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// StatelessResult adapts a response for a 2026-07-28 client: results carry
+// resultType (legacy upstreams omit it), cacheable results carry ttlMs and
+// cacheScope, resource-not-found uses -32602, and the server identity in
+// the per-hop _meta is the gateway's.
+func (c *Core) StatelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
+	resp = statelessResult(method, resp)
+	if resp.Error != nil {
+		return resp
+	}
+	// The client's server is the gateway: an upstream's identity in the
+	// per-hop _meta is replaced by the gateway's.
+	if meta, ok := rawjson.Get(resp.Result, "_meta"); ok {
+		if _, has := rawjson.Get(meta, mcp.MetaServerInfo); has {
+			if m, err := rawjson.Set(meta, mcp.MetaServerInfo, mustJSON(c.opts.ServerInfo)); err == nil {
+				if res, err := rawjson.Set(resp.Result, "_meta", m); err == nil {
+					resp.Result = res
+				}
+			}
+		}
+	}
+	return resp
+}
+
+func statelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
+	if resp.Error != nil {
+		if resp.Error.Code == mcp.CodeResourceNotFound {
+			e := *resp.Error
+			e.Code = jsonrpc.CodeInvalidParams
+			resp.Error = &e
+		}
+		return resp
+	}
+	res := resp.Result
+	if _, ok := rawjson.Get(res, "resultType"); !ok {
+		// An older upstream's result that carries input requests (an SDK's
+		// multi-round-trip emulation does this on its second round) is an
+		// input_required result, whatever it forgot to say.
+		kind := "complete"
+		if _, ok := rawjson.Get(res, "inputRequests"); ok {
+			kind = "input_required"
+		}
+		if r, err := rawjson.SetString(res, "resultType", kind); err == nil {
+			res = r
+		}
+	}
+	if _, isList := lists[method]; isList || method == mcp.MethodResourcesRead {
+		ttl := listTTL.Milliseconds()
+		if method == mcp.MethodResourcesRead {
+			ttl = 0
+		}
+		if _, ok := rawjson.Get(res, "ttlMs"); !ok {
+			if r, err := rawjson.Set(res, "ttlMs", json.RawMessage(jsonInt(ttl))); err == nil {
+				res = r
+			}
+		}
+		if _, ok := rawjson.Get(res, "cacheScope"); !ok {
+			if r, err := rawjson.SetString(res, "cacheScope", "public"); err == nil {
+				res = r
+			}
+		}
+	}
+	resp.Result = res
+	return resp
+}
+
+func jsonInt(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// sessionResult removes what only stateless results carry (resultType)
+// from a result bound for a session revision's caller.
+func sessionResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
+	if sess.Stateless() || resp.Error != nil {
+		return resp
+	}
+	if _, ok := rawjson.Get(resp.Result, "resultType"); ok {
+		if res, err := rawjson.Delete(resp.Result, "resultType"); err == nil {
+			resp.Result = res
+		}
+	}
+	// A 2026-07-28 upstream's per-hop keys (its serverInfo, say) describe
+	// its hop; a legacy session's server is the gateway, named at initialize.
+	if res, err := mcp.WithoutHopMeta(resp.Result); err == nil {
+		resp.Result = res
+	}
+	return resp
+}
+
+// IsList reports whether method is one of the merged list methods.
+func IsList(method string) bool {
+	_, ok := lists[method]
+	return ok
+}

@@ -1,0 +1,231 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+)
+
+// Session is what the core knows of whoever sends it requests: the route,
+// the negotiated revision and client capabilities, the principal, the log
+// threshold, the requests in flight and the server→client requests relayed
+// to the client. A stored session (package sessions) carries one for its
+// whole life; a stateless request or a listen stream has one of its own.
+type Session struct {
+	id      string
+	rte     atomic.Pointer[Route] // re-resolved by a reload (Route, SetRoute)
+	version mcp.Revision          // negotiated, or the request's own (stateless)
+	caps    json.RawMessage
+	info    json.RawMessage
+	// owner is the Key of the principal that created the session ("" when
+	// authentication is off); only that principal may use it.
+	owner string
+
+	subscriptionID json.RawMessage   // the listen stream's id, tagged on its notifications
+	filter         *mcp.ListenFilter // what the listen stream opted in to
+	paramHeaders   http.Header       // Mcp-Param-* headers of the request, passed upstream
+
+	ctx    context.Context // ended by DELETE, idle reaping or shutdown
+	cancel context.CancelFunc
+
+	// outbox carries server→client messages that belong to no request (list
+	// changes, resource updates) to the session's stream.
+	outbox chan []byte
+
+	mu       sync.Mutex
+	logLevel string
+	inflight map[string]context.CancelFunc    // by downstream request id
+	outgoing map[string]chan *jsonrpc.Message // relayed server→client requests, by the id the gateway gave them
+	nextOut  int64
+}
+
+// NewSession makes the state of a stored session id on rte, owned by p.
+// Its context ends with End.
+func NewSession(id string, rte *Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
+	ctx, cancel := context.WithCancel(auth.WithPrincipal(context.Background(), p))
+	s := newSession(ctx, cancel, rte, version, caps, info, p.Key())
+	s.id = id
+	return s
+}
+
+// NewRequestSession makes the state of one stateless (2026-07-28) request,
+// or of one listen stream: it lives no longer than ctx and is never stored.
+func NewRequestSession(ctx context.Context, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner, logLevel string) *Session {
+	ctx, cancel := context.WithCancel(ctx)
+	s := newSession(ctx, cancel, rte, version, caps, info, owner)
+	s.logLevel = logLevel
+	return s
+}
+
+func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner string) *Session {
+	s := &Session{
+		owner:    owner,
+		version:  version,
+		caps:     caps,
+		info:     info,
+		ctx:      ctx,
+		cancel:   cancel,
+		outbox:   make(chan []byte, 64),
+		inflight: make(map[string]context.CancelFunc),
+		outgoing: make(map[string]chan *jsonrpc.Message),
+	}
+	s.SetRoute(rte)
+	return s
+}
+
+// Route is the session's route in the generation in force: a reload moves
+// the session to the new generation's route of the same path.
+func (s *Session) Route() *Route { return s.rte.Load() }
+
+// SetRoute moves the session to r.
+func (s *Session) SetRoute(r *Route) { s.rte.Store(r) }
+
+// ID is the session id sent in Mcp-Session-Id ("" for a stateless request).
+func (s *Session) ID() string { return s.id }
+
+// Version is the session's revision: negotiated by initialize, or the
+// stateless request's own.
+func (s *Session) Version() mcp.Revision { return s.version }
+
+// Owner is the Key of the principal the session belongs to.
+func (s *Session) Owner() string { return s.owner }
+
+// Stateless reports whether the caller speaks a stateless revision: the
+// session lives for one request or listen stream and is never stored.
+func (s *Session) Stateless() bool { return s.version.Stateless() }
+
+// Context ends when the session does.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// End ends the session's context, cancelling what is in flight.
+func (s *Session) End() { s.cancel() }
+
+// Outbox carries what belongs to no request (list changes, resource
+// updates) to whatever stream the session's transport keeps open.
+func (s *Session) Outbox() <-chan []byte { return s.outbox }
+
+// Claims are what a sealed session id must carry to recreate the session.
+func (s *Session) Claims() (version mcp.Revision, caps, info json.RawMessage) {
+	return s.version, s.caps, s.info
+}
+
+// Handshake records what initialize negotiated, for a session created
+// before it (a serial connection). The caller orders it before every
+// request that reads them.
+func (s *Session) Handshake(version mcp.Revision, caps, info json.RawMessage) {
+	s.mu.Lock()
+	s.version, s.caps, s.info = version, caps, info
+	s.mu.Unlock()
+}
+
+// SetParamHeaders records the request's Mcp-Param-* headers, which a
+// 2026-07-28 HTTP upstream receives too.
+func (s *Session) SetParamHeaders(h http.Header) { s.paramHeaders = h }
+
+// Listen makes the session a subscriptions/listen stream with id, taking
+// what f opts in to.
+func (s *Session) Listen(id json.RawMessage, f *mcp.ListenFilter) {
+	s.subscriptionID, s.filter = id, f
+}
+
+// SubscriptionID is the listen stream's id (nil for other sessions).
+func (s *Session) SubscriptionID() json.RawMessage { return s.subscriptionID }
+
+// InFlight is how many requests of the session are running.
+func (s *Session) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight)
+}
+
+// Track registers an in-flight request so notifications/cancelled can stop it.
+func (s *Session) Track(id jsonrpc.ID, cancel context.CancelFunc) {
+	s.mu.Lock()
+	s.inflight[string(id)] = cancel
+	s.mu.Unlock()
+}
+
+// Untrack forgets an in-flight request.
+func (s *Session) Untrack(id jsonrpc.ID) {
+	s.mu.Lock()
+	delete(s.inflight, string(id))
+	s.mu.Unlock()
+}
+
+// cancelRequest stops the in-flight request with the given raw id, if any.
+func (s *Session) cancelRequest(id json.RawMessage) bool {
+	s.mu.Lock()
+	cancel := s.inflight[string(id)]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	return cancel != nil
+}
+
+// expect registers a relayed server→client request and returns its
+// downstream id and the channel its answer arrives on.
+func (s *Session) expect() (jsonrpc.ID, chan *jsonrpc.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextOut++
+	// A string id in the gateway's own space can never equal an id the
+	// client uses for its requests to us.
+	id := jsonrpc.ID(fmt.Sprintf(`"mcpgw-%d"`, s.nextOut))
+	ch := make(chan *jsonrpc.Message, 1)
+	s.outgoing[string(id)] = ch
+	return id, ch
+}
+
+func (s *Session) forgetOutgoing(id jsonrpc.ID) {
+	s.mu.Lock()
+	delete(s.outgoing, string(id))
+	s.mu.Unlock()
+}
+
+// Answer hands the client's response to the relayed request it answers;
+// false when it answers none.
+func (s *Session) Answer(m *jsonrpc.Message) bool {
+	s.mu.Lock()
+	ch := s.outgoing[string(m.ID)]
+	delete(s.outgoing, string(m.ID))
+	s.mu.Unlock()
+	if ch == nil {
+		return false
+	}
+	ch <- m
+	return true
+}
+
+// RefuseOutgoing answers every relayed server→client request still waiting
+// for the client with err, for when the client can no longer answer.
+func (s *Session) RefuseOutgoing(err *jsonrpc.Error) {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.outgoing))
+	for id := range s.outgoing {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.Answer(jsonrpc.NewError(jsonrpc.ID(id), err))
+	}
+}
+
+// Send queues a message for the session's stream; when the client keeps no
+// stream open or reads too slowly the message is dropped (these are hints
+// such as list_changed, which a client re-reads anyway).
+func (s *Session) Send(msg []byte) bool {
+	select {
+	case s.outbox <- msg:
+		return true
+	default:
+		return false
+	}
+}

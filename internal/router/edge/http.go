@@ -1,0 +1,101 @@
+package edge
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+)
+
+// Accepts reports whether the request's Accept header takes mediaType.
+func Accepts(r *http.Request, mediaType string) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+		if mt == mediaType || mt == "*/*" {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteJSON answers with one JSON-RPC message.
+func WriteJSON(w http.ResponseWriter, status int, m *jsonrpc.Message) {
+	b, err := jsonrpc.Encode(m)
+	if err != nil {
+		b, _ = jsonrpc.Encode(jsonrpc.NewError(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "could not encode response")))
+	}
+	w.Header().Set("Content-Type", mcp.ContentTypeJSON)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// Error answers an HTTP-level refusal with a JSON-RPC error body, which
+// MCP clients know how to show.
+func Error(w http.ResponseWriter, status, code int, msg string) {
+	WriteJSON(w, status, jsonrpc.NewError(nil, &jsonrpc.Error{Code: code, Message: msg}))
+}
+
+// ReadMessage reads and parses one JSON-RPC message from a POST body with
+// the Streamable POST's rules (Content-Type, max_body_bytes, parse errors),
+// answering the HTTP request itself when it cannot.
+func ReadMessage(w http.ResponseWriter, r *http.Request, maxBody int64) (*jsonrpc.Message, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, _ := strings.Cut(ct, ";")
+		if !strings.EqualFold(strings.TrimSpace(mt), mcp.ContentTypeJSON) {
+			Error(w, http.StatusUnsupportedMediaType, jsonrpc.CodeInvalidRequest, "Content-Type must be application/json")
+			return nil, false
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			Error(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "request body exceeds max_body_bytes")
+			return nil, false
+		}
+		Error(w, http.StatusBadRequest, jsonrpc.CodeParseError, "could not read request body: "+err.Error())
+		return nil, false
+	}
+	msg, perr := ParseMessage(body)
+	if perr != nil {
+		WriteJSON(w, http.StatusBadRequest, perr)
+		return nil, false
+	}
+	return msg, true
+}
+
+// ParseMessage parses one message; on failure it returns the error
+// response to send (with the message's id when it could be read).
+func ParseMessage(b []byte) (*jsonrpc.Message, *jsonrpc.Message) {
+	msg, err := jsonrpc.Parse(b)
+	if err == nil {
+		return msg, nil
+	}
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) {
+		je = jsonrpc.Errorf(jsonrpc.CodeParseError, "%v", err)
+	}
+	var id jsonrpc.ID
+	if msg != nil && msg.ID.Valid() {
+		id = msg.ID
+	}
+	return nil, jsonrpc.NewError(id, je)
+}
+
+// RefuseWhileDraining answers 503 once draining is closed (the gateway is
+// shutting down and no new session may start); it reports whether it
+// answered.
+func RefuseWhileDraining(w http.ResponseWriter, draining <-chan struct{}) bool {
+	select {
+	case <-draining:
+		w.Header().Set("Retry-After", "1")
+		Error(w, http.StatusServiceUnavailable, jsonrpc.CodeInternalError, "mcpgw is shutting down; retry against another replica")
+		return true
+	default:
+		return false
+	}
+}

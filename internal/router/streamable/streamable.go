@@ -1,0 +1,245 @@
+// Package streamable is mcpgw's Streamable HTTP transport on every route:
+// POST, GET and DELETE on the route path, for sessions started by
+// initialize (2025-03-26 to 2025-11-25: Mcp-Session-Id, resumable SSE
+// streams, the standalone GET stream) and for stateless 2026-07-28
+// requests (per-request _meta, Mcp-* header checks, subscriptions/listen,
+// bridged input requests). It carries messages to and from the core and
+// keeps nothing a request does not need.
+package streamable
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/router/core"
+	"github.com/mcpgw/mcpgw/internal/router/edge"
+	"github.com/mcpgw/mcpgw/internal/router/sessions"
+	"github.com/mcpgw/mcpgw/internal/sse"
+)
+
+// Transport serves the Streamable HTTP endpoints of every route.
+type Transport struct {
+	log       *zap.Logger
+	core      *core.Core
+	sessions  *sessions.Store
+	keepAlive time.Duration // interval of SSE comment keep-alives
+}
+
+// New makes the transport over c, storing sessions in st.
+func New(c *core.Core, st *sessions.Store, keepAlive time.Duration) *Transport {
+	return &Transport{log: c.Logger(), core: c, sessions: st, keepAlive: keepAlive}
+}
+
+// Post serves POST on the route path.
+func (t *Transport) Post(w http.ResponseWriter, r *http.Request, rte *core.Route) {
+	if r.Header.Get("Accept") != "" && !edge.Accepts(r, mcp.ContentTypeJSON) && !edge.Accepts(r, mcp.ContentTypeEventStream) {
+		edge.Error(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Accept must include application/json and text/event-stream")
+		return
+	}
+	msg, ok := edge.ReadMessage(w, r, rte.Gen.MaxBody)
+	if !ok {
+		return
+	}
+
+	if r.Header.Get(mcp.HeaderSessionID) == "" && isStateless(r, msg) {
+		t.stateless(w, r, rte, msg)
+		return
+	}
+	if msg.Kind() == jsonrpc.KindRequest && msg.Method == mcp.MethodInitialize {
+		t.initialize(w, r, rte, msg)
+		return
+	}
+	sess, ok := t.session(w, r, rte)
+	if !ok {
+		return
+	}
+	sess.Touch()
+	switch msg.Kind() {
+	case jsonrpc.KindNotification:
+		t.core.Notification(sess.Session, msg)
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindResponse:
+		// The client's answer to a request the gateway relayed from an upstream.
+		if !sess.Answer(msg) {
+			t.log.Debug("dropping a response to no pending server→client request", zap.String("id", msg.ID.String()))
+		}
+		w.WriteHeader(http.StatusAccepted)
+	case jsonrpc.KindRequest:
+		t.request(w, r, sess, msg)
+	}
+}
+
+// session finds the request's session, answering 400/404 itself when it
+// cannot.
+func (t *Transport) session(w http.ResponseWriter, r *http.Request, rte *core.Route) (*sessions.Session, bool) {
+	id := r.Header.Get(mcp.HeaderSessionID)
+	if id == "" {
+		edge.Error(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "missing Mcp-Session-Id header; send initialize first to start a session")
+		return nil, false
+	}
+	sess := t.sessions.Get(id, rte)
+	if sess == nil {
+		// Another replica's session, sealed with our key ring?
+		sess = t.sessions.Rehydrate(id, rte, auth.FromContext(r.Context()))
+	}
+	if sess == nil || !edge.OwnedBy(r, sess.Owner(), sess.Route().Path, t.log) {
+		edge.Error(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; start a new one with initialize")
+		return nil, false
+	}
+	if v := mcp.Revision(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && !v.Initializes() {
+		edge.Error(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, "unsupported MCP-Protocol-Version "+string(v)+"; supported: "+mcp.JoinRevisions(mcp.SupportedVersions))
+		return nil, false
+	}
+	return sess, true
+}
+
+func (t *Transport) initialize(w http.ResponseWriter, r *http.Request, rte *core.Route, msg *jsonrpc.Message) {
+	if edge.RefuseWhileDraining(w, t.core.Draining()) {
+		return
+	}
+	p, version, jerr := core.NegotiateInitialize(msg.Params)
+	if jerr != nil {
+		edge.WriteJSON(w, http.StatusOK, jsonrpc.NewError(msg.ID, jerr))
+		return
+	}
+	sess := t.sessions.Create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
+	t.log.Info("session started", zap.String("route", rte.Path), zap.Stringer("protocol_version", version), zap.ByteString("client", p.ClientInfo))
+	w.Header().Set(mcp.HeaderSessionID, sess.ID())
+	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.InitializeResult(rte, version)))
+}
+
+// challengeScopes answers 403 insufficient_scope when the policy refuses a
+// request only for missing scopes, before any stream starts. It reports
+// whether it answered.
+func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message) bool {
+	rte := sess.Route()
+	required, detail, ok := t.core.ScopeChallenge(r.Context(), rte, msg)
+	if !ok {
+		return false
+	}
+	g := edge.Guard{Auth: rte.Gen.Auth, Route: rte.Path, Resource: rte.Resource, Scopes: rte.Scopes, Log: t.log}
+	g.Refuse(w, r, &auth.Error{Reason: auth.InsufficientScope, Detail: detail, Scopes: required})
+	return true
+}
+
+// request answers one request. Routed requests answer on an SSE stream
+// when the client accepts one, so that what the upstream sends during the
+// call (progress, log messages, sampling/elicitation/roots requests) reaches
+// this caller on this call's own stream; everything else answers JSON.
+func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessions.Session, msg *jsonrpc.Message) {
+	if mcp.Routed(msg.Method) && t.challengeScopes(w, r, sess.Session, msg) {
+		return
+	}
+	if !mcp.Routed(msg.Method) || !edge.Accepts(r, mcp.ContentTypeEventStream) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		stop := context.AfterFunc(sess.Context(), cancel) // DELETE ends in-flight calls too
+		defer stop()
+		sess.Track(msg.ID, cancel)
+		defer sess.Untrack(msg.ID)
+		edge.WriteJSON(w, http.StatusOK, t.core.Handle(ctx, sess.Session, msg, nil))
+		return
+	}
+	// A streamed call belongs to the session, not to the connection: if the
+	// stream breaks, the call goes on and the client resumes with
+	// Last-Event-ID. notifications/cancelled, DELETE or the session's end
+	// stop it.
+	ctx, cancel := context.WithCancel(auth.WithPrincipal(sess.Context(), auth.FromContext(r.Context())))
+	ctx = edge.WithRequestLog(ctx, r.Context())                // request_id on this call's log lines
+	ctx = client.WithTrace(ctx, client.TraceFrom(r.Context())) // trace context passed upstream
+	defer cancel()
+	sess.Track(msg.ID, cancel)
+	defer sess.Untrack(msg.ID)
+	cs := core.NewCallStream(ctx, sess.Session)
+	route := sess.Route().Path
+	t.core.Metrics().CallStream(route, +1)       // metrics
+	defer t.core.Metrics().CallStream(route, -1) // metrics
+	done := make(chan *jsonrpc.Message, 1)
+	go func() { done <- t.core.Handle(ctx, sess.Session, msg, cs) }()
+	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), sess.Version().AtLeast(mcp.Version20251125))
+	for {
+		select {
+		case b := <-cs.Events():
+			rw.write(b)
+		case resp := <-done:
+			for len(cs.Events()) > 0 {
+				rw.write(<-cs.Events())
+			}
+			if b, err := jsonrpc.Encode(resp); err == nil {
+				rw.write(b)
+			}
+			sess.Events.Finish(rw.stream)
+			return
+		}
+	}
+}
+
+// Get serves GET on the route path: the session's standalone stream, or
+// the rest of a lost stream (Last-Event-ID).
+func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route) {
+	if !edge.Accepts(r, mcp.ContentTypeEventStream) {
+		edge.Error(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "GET opens an event stream: Accept must include text/event-stream")
+		return
+	}
+	sess, ok := t.session(w, r, rte)
+	if !ok {
+		return
+	}
+	lastID := r.Header.Get("Last-Event-ID")
+	if lastID != "" && replay(w, r, sess, lastID) {
+		return // the rest of a POST stream; the standalone stream is another matter
+	}
+	if !sess.OpenStream() {
+		edge.Error(w, http.StatusConflict, jsonrpc.CodeInvalidRequest, "this session already has an open GET stream")
+		return
+	}
+	defer sess.CloseStream()
+	rw := newResumableWriter(w, sess.Events, sessions.StandaloneStream, sess.Version().AtLeast(mcp.Version20251125))
+	if stream, seq, ok := sessions.ParseEventID(lastID); ok && stream == sessions.StandaloneStream {
+		missed, _, _, _ := sess.Events.Since(sessions.StandaloneStream, seq)
+		for _, e := range missed {
+			if rw.sw.Write(sse.Event{ID: e.ID(), Name: "message", Data: e.Data}) != nil {
+				return
+			}
+		}
+	}
+	keep := time.NewTicker(t.keepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-sess.Context().Done():
+			return
+		case <-t.core.Draining():
+			return
+		case b := <-sess.Outbox():
+			rw.write(b)
+			if !rw.live {
+				return
+			}
+		case <-keep.C:
+			if rw.sw.Comment("keep-alive") != nil {
+				return
+			}
+		}
+	}
+}
+
+// Delete serves DELETE on the route path: the client ends its session.
+func (t *Transport) Delete(w http.ResponseWriter, r *http.Request, rte *core.Route) {
+	sess, ok := t.session(w, r, rte)
+	if !ok {
+		return
+	}
+	t.sessions.Remove(sess.ID())
+	t.log.Info("session ended by client", zap.String("route", rte.Path))
+	w.WriteHeader(http.StatusNoContent)
+}
