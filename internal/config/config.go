@@ -24,6 +24,11 @@ type Config struct {
 	Separator string `yaml:"separator"`
 	// MaxBodyBytes caps a downstream request body (413 beyond).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ReadHeaderTimeout bounds reading a downstream request's headers, and
+	// ReadBodyTimeout reading its body (limits.go): a client that sends
+	// slowly holds a connection no longer than this.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	ReadBodyTimeout   Duration `yaml:"read_body_timeout"`
 	// Upstreams are the MCP servers the gateway is a client of, by name.
 	Upstreams map[string]*Upstream `yaml:"upstreams"`
 	// Routes are the downstream endpoints ("virtual servers").
@@ -69,8 +74,11 @@ type Upstream struct {
 	StartupListWait Duration `yaml:"startup_list_wait"`
 	// Stateful gives each downstream session its own upstream connection
 	// (its own child process, for stdio), made on the session's first request
-	// and closed when it ends; at most 64 per upstream.
-	Stateful bool `yaml:"stateful"`
+	// and closed when it ends; at most MaxSessions per upstream, and
+	// MaxSessionsPerPrincipal of them for one principal (limits.go).
+	Stateful                bool `yaml:"stateful"`
+	MaxSessions             int  `yaml:"max_sessions"`
+	MaxSessionsPerPrincipal int  `yaml:"max_sessions_per_principal"`
 	// ExactCapabilities makes the upstream see each caller's own client
 	// capabilities (sampling, elicitation): calls from callers that declare
 	// less than the gateway go over a connection declaring exactly theirs.
@@ -219,6 +227,21 @@ type Sessions struct {
 	// IdleTimeout ends a downstream session nobody used for this long.
 	IdleTimeout Duration `yaml:"idle_timeout"`
 	Redis       *Redis   `yaml:"redis"`
+
+	// Bounds (limits.go): how many sessions the gateway keeps, in all and
+	// for one principal; per session, how many requests run at once and
+	// how many Last-Event-ID replay streams are open; a legacy HTTP+SSE
+	// client's queue and how long one write to it may take; and how many
+	// bridged calls wait for their client's input, in all and for one
+	// principal.
+	MaxSessions                int      `yaml:"max_sessions"`
+	MaxSessionsPerPrincipal    int      `yaml:"max_sessions_per_principal"`
+	MaxRequestsPerSession      int      `yaml:"max_requests_per_session"`
+	MaxReplayStreams           int      `yaml:"max_replay_streams"`
+	SSEQueue                   int      `yaml:"sse_queue"`
+	SSEWriteTimeout            Duration `yaml:"sse_write_timeout"`
+	MaxParkedCalls             int      `yaml:"max_parked_calls"`
+	MaxParkedCallsPerPrincipal int      `yaml:"max_parked_calls_per_principal"`
 }
 
 // Redis is optional shared state between replicas.

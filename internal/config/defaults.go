@@ -107,6 +107,7 @@ func applyDefaults(c *Config, d *decoder) {
 		// One endpoint serving every upstream, names prefixed.
 		c.Routes = []*Route{{Path: DefaultRoutePath}}
 	}
+	limitsDefaults(c, d) // limits.go
 	policyDefaults(c, d) // policy.go
 	auditDefaults(c, d)  // audit.go
 	if c.Auth != nil {

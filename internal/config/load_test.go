@@ -165,8 +165,24 @@ upstreams:
 	if c.Policy == nil || c.Policy.Default != "allow" || len(c.Policy.Rules) != 0 {
 		t.Errorf("Policy = %+v, want default allow", c.Policy)
 	}
-	if c.Auth != nil || c.Admin != nil || c.Sessions != nil {
-		t.Errorf("absent sections should stay nil: auth %v admin %v sessions %v", c.Auth, c.Admin, c.Sessions)
+	if c.Auth != nil || c.Admin != nil {
+		t.Errorf("absent sections should stay nil: auth %v admin %v", c.Auth, c.Admin)
+	}
+	// sessions: always carries its bounds (limits.go).
+	wantSessions := config.Sessions{
+		MaxSessions: 10000, MaxSessionsPerPrincipal: 1000, MaxRequestsPerSession: 128, MaxReplayStreams: 16,
+		SSEQueue: 256, SSEWriteTimeout: config.Duration(30 * time.Second), MaxParkedCalls: 256, MaxParkedCallsPerPrincipal: 32,
+	}
+	if c.Sessions == nil || !reflect.DeepEqual(*c.Sessions, wantSessions) {
+		t.Errorf("sessions = %+v, want the default bounds %+v", c.Sessions, wantSessions)
+	}
+	if c.ReadHeaderTimeout.D() != 10*time.Second || c.ReadBodyTimeout.D() != 30*time.Second {
+		t.Errorf("read timeouts: header %v, body %v; want 10s and 30s", c.ReadHeaderTimeout, c.ReadBodyTimeout)
+	}
+	for name, u := range c.Upstreams {
+		if u.MaxSessions != 64 || u.MaxSessionsPerPrincipal != 16 {
+			t.Errorf("%s: stateful bounds %d / %d per principal, want 64 / 16", name, u.MaxSessions, u.MaxSessionsPerPrincipal)
+		}
 	}
 }
 
@@ -187,42 +203,51 @@ func TestEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &config.Config{
-		Listen:         "0.0.0.0:8443",
-		PublicURL:      "https://mcp.example.com",
-		AllowedOrigins: []string{"https://app.example.com", "http://localhost:5173"},
-		Separator:      ".",
-		MaxBodyBytes:   1 << 20,
+		Listen:            "0.0.0.0:8443",
+		PublicURL:         "https://mcp.example.com",
+		AllowedOrigins:    []string{"https://app.example.com", "http://localhost:5173"},
+		Separator:         ".",
+		MaxBodyBytes:      1 << 20,
+		ReadHeaderTimeout: config.Duration(5 * time.Second),
+		ReadBodyTimeout:   config.Duration(time.Minute),
 		Upstreams: map[string]*config.Upstream{
 			"github": {
-				URL:             "https://api.example.com/mcp/",
-				Transport:       "sse",
-				Headers:         map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
-				Timeout:         config.Duration(90 * time.Second),
-				StartupTimeout:  config.Duration(5 * time.Second),
-				StartupListWait: config.Duration(time.Second),
-				Stateful:        false,
-				MaxLineBytes:    config.DefaultMaxLineBytes,
+				URL:                     "https://api.example.com/mcp/",
+				Transport:               "sse",
+				Headers:                 map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
+				Timeout:                 config.Duration(90 * time.Second),
+				StartupTimeout:          config.Duration(5 * time.Second),
+				StartupListWait:         config.Duration(time.Second),
+				Stateful:                false,
+				MaxLineBytes:            config.DefaultMaxLineBytes,
+				MaxSessions:             config.DefaultMaxStatefulSessions,
+				MaxSessionsPerPrincipal: config.DefaultMaxStatefulSessionsPerPrincipal,
 			},
 			"gitlab": {
-				URL:             "https://gitlab.example.com/mcp",
-				Transport:       "streamable",
-				Headers:         map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
-				Timeout:         config.Duration(90 * time.Second),
-				StartupTimeout:  config.Duration(5 * time.Second),
-				StartupListWait: config.Duration(time.Second), // merged from github
-				Stateful:        false,
-				MaxLineBytes:    config.DefaultMaxLineBytes,
+				URL:                     "https://gitlab.example.com/mcp",
+				Transport:               "streamable",
+				Headers:                 map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
+				Timeout:                 config.Duration(90 * time.Second),
+				StartupTimeout:          config.Duration(5 * time.Second),
+				StartupListWait:         config.Duration(time.Second), // merged from github
+				Stateful:                false,
+				MaxLineBytes:            config.DefaultMaxLineBytes,
+				MaxSessions:             config.DefaultMaxStatefulSessions,
+				MaxSessionsPerPrincipal: config.DefaultMaxStatefulSessionsPerPrincipal,
 			},
 			"fs": {
-				Command:         []string{"node", "server-filesystem.js", "/data"},
-				Transport:       "stdio",
-				Env:             map[string]string{"LOG_LEVEL": "info", "EMPTY": ""},
-				Dir:             "/srv",
-				Timeout:         config.Duration(10 * time.Second),
-				StartupTimeout:  config.Duration(2 * time.Minute),
-				StartupListWait: config.Duration(config.DefaultStartupListWait),
-				MaxLineBytes:    1024,
-				Stderr:          &config.Stderr{Level: "debug", Rate: config.Rate{N: 5, Per: time.Second}, Burst: 20, MaxLineBytes: 1000},
+				Command:                 []string{"node", "server-filesystem.js", "/data"},
+				Transport:               "stdio",
+				Env:                     map[string]string{"LOG_LEVEL": "info", "EMPTY": ""},
+				Dir:                     "/srv",
+				Timeout:                 config.Duration(10 * time.Second),
+				StartupTimeout:          config.Duration(2 * time.Minute),
+				StartupListWait:         config.Duration(config.DefaultStartupListWait),
+				MaxLineBytes:            1024,
+				Stateful:                true,
+				MaxSessions:             8,
+				MaxSessionsPerPrincipal: 2,
+				Stderr:                  &config.Stderr{Level: "debug", Rate: config.Rate{N: 5, Per: time.Second}, Burst: 20, MaxLineBytes: 1000},
 			},
 		},
 		Routes: []*config.Route{
@@ -245,6 +270,8 @@ func TestEveryField(t *testing.T) {
 			KeyFile:     "/run/secrets/mcpgw-session-keys",
 			IdleTimeout: config.Duration(30 * time.Minute),
 			Redis:       &config.Redis{Addr: "127.0.0.1:6379"},
+			MaxSessions: 500, MaxSessionsPerPrincipal: 50, MaxRequestsPerSession: 20, MaxReplayStreams: 4,
+			SSEQueue: 100, SSEWriteTimeout: config.Duration(10 * time.Second), MaxParkedCalls: 40, MaxParkedCallsPerPrincipal: 4,
 		},
 		Policy: &config.Policy{
 			Default: "deny",

@@ -76,6 +76,7 @@ func (v *validator) validate() {
 	v.introspection() // introspection.go
 	v.admin()
 	v.sessions()
+	v.limits() // limits.go
 	v.policy()
 	v.audit() // audit.go
 }
@@ -198,6 +199,7 @@ func (v *validator) upstream(name string, u *Upstream) {
 		v.add(joinPath(p, "exact_capabilities"), `has no effect with protocol: "2026", where every request carries its caller's capabilities; remove it, or use protocol: auto`)
 	}
 	v.upstreamOAuth(p, u, hasCmd && !hasURL) // upstream_oauth.go
+	v.statefulLimits(p, u)                   // limits.go
 	for i, r := range u.Roots {
 		rp := fmt.Sprintf("%s.roots[%d]", p, i)
 		if !strings.HasPrefix(r.URI, "file://") {

@@ -157,6 +157,10 @@ type Metrics struct {
 	bridgeParked prometheus.Gauge
 	bridgeRounds *prometheus.CounterVec
 
+	limitRefusals *prometheus.CounterVec
+	limitMu       sync.Mutex
+	limitSeries   map[string]prometheus.Counter
+
 	sources *sourceCollector
 }
 
@@ -220,12 +224,20 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	m.rateLimited = f.counterVec("rate_limited_total", "Downstream requests refused by a rate limit, by route.", "route")
 
 	m.bridgeParked = f.gauge("bridge_parked_calls",
-		"Calls of 2026-07-28 clients to legacy upstreams parked while their client answers input_required (at most 256 per replica).")
+		"Calls of 2026-07-28 clients to legacy upstreams parked while their client answers input_required (at most sessions.max_parked_calls per replica).")
 	m.bridgeRounds = f.counterVec("bridge_rounds_total",
 		"Bridged input_required rounds by outcome: asked (input_required returned), resumed (a retry answered the upstream), refused (a requestState was not accepted), full (no room to park), missing_capability (-32021), forwarded (a retry passed to the replica holding its call).",
 		"outcome")
 	for _, o := range []string{BridgeAsked, BridgeResumed, BridgeRefused, BridgeFull, BridgeMissingCapability, BridgeForwarded} {
 		m.bridgeRounds.WithLabelValues(o)
+	}
+
+	m.limitRefusals = f.counterVec("limit_refusals_total",
+		"Requests refused, and clients disconnected, because a configured bound was full, by bound (its config key, e.g. sessions.max_sessions).",
+		"bound")
+	m.limitSeries = map[string]prometheus.Counter{}
+	for _, b := range Bounds {
+		m.limitSeries[b] = m.limitRefusals.WithLabelValues(b)
 	}
 
 	info := f.gaugeVec("build_info", "Always 1; labels carry mcpgw's version and the Go version it was built with.", "version", "goversion")
@@ -392,6 +404,34 @@ func (m *Metrics) BridgeRound(outcome string) {
 	if m != nil {
 		m.bridgeRounds.WithLabelValues(outcome).Inc()
 	}
+}
+
+// Bounds are the values of mcpgw_limit_refusals_total's bound label that
+// exist from the start (each at 0); a stateful upstream's bounds,
+// upstreams.NAME.max_sessions and .max_sessions_per_principal, appear when
+// first refused. Every value is a config key, so the set is bounded by the
+// config.
+var Bounds = []string{
+	"sessions.max_sessions", "sessions.max_sessions_per_principal",
+	"sessions.max_requests_per_session", "sessions.max_replay_streams",
+	"sessions.sse_write_timeout",
+	"sessions.max_parked_calls", "sessions.max_parked_calls_per_principal",
+	"read_body_timeout",
+}
+
+// LimitRefused counts one refusal by the bound with config key bound.
+func (m *Metrics) LimitRefused(bound string) {
+	if m == nil {
+		return
+	}
+	m.limitMu.Lock()
+	c := m.limitSeries[bound]
+	if c == nil {
+		c = m.limitRefusals.WithLabelValues(bound)
+		m.limitSeries[bound] = c
+	}
+	m.limitMu.Unlock()
+	c.Inc()
 }
 
 // ConfigLoaded records the configuration loaded at start.
