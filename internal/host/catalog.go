@@ -317,12 +317,18 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	}
 	u := v.ups[upstream]
 	if !u.enter() {
+		if gone := callerGone(ctx, upstream); gone != nil {
+			return nil, gone
+		}
 		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q was replaced or removed by a config reload while this request was routed; retry it", upstream)}
 	}
 	defer u.exit()
 	c, cerr := u.ClientFor(callOnly(ctx, method), !opts.PassInputRequired)
 	if cerr != nil {
+		if gerr := connectError(ctx, upstream, cerr); gerr != nil { // errors.go
+			return nil, gerr
+		}
 		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
@@ -339,6 +345,9 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	}
 	u.m.CallDone(method, start, callReason(resp, cerr))
 	if cerr != nil {
+		if gone := callerGone(ctx, upstream); gone != nil {
+			return nil, gone
+		}
 		var te *client.TimeoutError
 		switch {
 		case errors.As(cerr, &te):
