@@ -157,11 +157,16 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.ln = ln
+	headerTimeout := cfg.ReadHeaderTimeout.D()
+	if headerTimeout <= 0 {
+		headerTimeout = config.DefaultReadHeaderTimeout
+	}
 	g.srv = &http.Server{
 		Handler:           rt,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: headerTimeout, // read_header_timeout
 		// No ReadTimeout/WriteTimeout: SSE streams live long. Bodies are
-		// bounded by max_body_bytes and idle keep-alives by IdleTimeout.
+		// bounded by max_body_bytes and read_body_timeout (the router's
+		// edge.BodyDeadline), idle keep-alives by IdleTimeout.
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       zap.NewStdLog(opts.Logger.Named("http")),
@@ -210,6 +215,13 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.router.Drain()
 		if e := g.srv.Shutdown(ctx); e != nil && !errors.Is(e, http.ErrServerClosed) {
 			err = e
+			// The drain ran out: every call still running is answered
+			// with an error naming the shutdown (and cancelled) before
+			// its connection closes.
+			g.router.Cut()
+			cctx, cancel := context.WithTimeout(context.Background(), cutGrace)
+			_ = g.srv.Shutdown(cctx)
+			cancel()
 			_ = g.srv.Close()
 		}
 		g.router.Close()
@@ -223,6 +235,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	})
 	return err
 }
+
+// cutGrace is how long Shutdown waits, once the drain timeout ran out, for
+// the calls it cut to be answered before it closes their connections.
+const cutGrace = 2 * time.Second
 
 // newAuthenticator builds the downstream authenticator (nil when no auth is
 // configured) and warns loudly when a non-loopback listener serves without

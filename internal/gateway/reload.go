@@ -142,6 +142,9 @@ func restartOnly(old, next *config.Config) error {
 	if adminListen(old) != adminListen(next) {
 		keys = append(keys, fmt.Sprintf("admin.listen (%q -> %q)", adminListen(old), adminListen(next)))
 	}
+	if old.ReadHeaderTimeout != next.ReadHeaderTimeout {
+		keys = append(keys, fmt.Sprintf("read_header_timeout (%s -> %s)", old.ReadHeaderTimeout.D(), next.ReadHeaderTimeout.D()))
+	}
 	was, now := sessions(old), sessions(next)
 	if was.KeyFile != now.KeyFile {
 		keys = append(keys, "sessions.key_file")

@@ -104,7 +104,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		opts.KeepAlive = 25 * time.Second
 	}
 	rt := &Router{log: opts.Logger, opts: opts, host: h}
-	rt.sessions = sessions.NewStore(opts.SessionKeys, func(s *sessions.Session) {
+	rt.sessions = sessions.NewStore(opts.SessionKeys, opts.Metrics, func(s *sessions.Session) {
 		rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
 	})
 	rt.core = core.New(h, core.Options{
@@ -156,13 +156,15 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		Audit:        opts.Audit,
 		PrivateLists: opts.Auth != nil || (cfg.Policy != nil && len(cfg.Policy.Rules) > 0),
 		MaxBody:      cfg.MaxBodyBytes,
+		Limits:       core.LimitsOf(cfg),
 	}}
 	if g.MaxBody <= 0 {
 		g.MaxBody = 4 << 20
 	}
 
 	mux := chi.NewRouter()
-	mux.Use(edge.RequestIDs(rt.log)) // X-Request-Id, request_id on log lines
+	mux.Use(edge.RequestIDs(rt.log))                                      // X-Request-Id, request_id on log lines
+	mux.Use(edge.BodyDeadline(g.Limits.ReadBodyTimeout, rt.opts.Metrics)) // read_body_timeout (edge/deadline.go)
 	mux.Use(edge.NewChecks(cfg.Listen, cfg.PublicURL, cfg.AllowedOrigins).Middleware(rt.log))
 	taken := map[string]bool{} // route paths, never shadowed by legacy endpoints
 	for _, rc := range cfg.Routes {
@@ -205,6 +207,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.current
 // Drain prepares a graceful stop: new sessions are refused and GET streams
 // end (clients reconnect elsewhere), while in-flight requests go on.
 func (rt *Router) Drain() { rt.core.Drain() }
+
+// Cut answers every request still running (the drain timeout ran out)
+// with an error naming the shutdown, cancelling it: call it after Drain and
+// before closing the connections.
+func (rt *Router) Cut() { rt.core.Cut() }
 
 // Close ends every session, cancelling what is still in flight, and stops
 // the router's goroutines.

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -40,7 +41,6 @@ import (
 const (
 	bridgeStatePrefix = "mcpgw1."
 	bridgeTTL         = 5 * time.Minute
-	maxParked         = 256
 	// After an input request the gateway waits bridgeGatherIdle for another
 	// (at most bridgeGather in all), so that requests an upstream sends
 	// together — the SDKs send an input_required map's at once — come back
@@ -57,6 +57,7 @@ type bridge struct {
 
 	mu     sync.Mutex
 	parked map[string]*parkedCall
+	owners map[string]int // parked calls per authenticated principal (tag)
 	seq    uint64
 }
 
@@ -66,7 +67,7 @@ type bridge struct {
 // and home names this replica in them; otherwise the key is random and
 // the states are this process's alone.
 func newBridge(m *metrics.Metrics, sessionKeys [][]byte, home string) *bridge {
-	b := &bridge{home: home, m: m, parked: map[string]*parkedCall{}}
+	b := &bridge{home: home, m: m, parked: map[string]*parkedCall{}, owners: map[string]int{}}
 	for _, k := range sessionKeys {
 		mac := hmac.New(sha256.New, k)
 		mac.Write([]byte("mcpgw bridge requestState v1")) // a key of its own, not the AEAD key
@@ -345,10 +346,14 @@ func (c *Core) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, id j
 				}
 			}
 			idle.Stop()
-			if err := c.bridge.park(p); err != nil {
+			if lr := c.bridge.park(p, c.opts.Current().Limits); lr != nil {
 				c.bridge.m.BridgeRound(metrics.BridgeFull)
 				p.cancel()
-				c.finish(w, sw, jsonrpc.NewError(id, err))
+				if sw == nil {
+					lr.Write(w, id) // 503 or 429 with Retry-After
+					return
+				}
+				c.finish(w, sw, jsonrpc.NewError(id, lr.JSONRPC()))
 				return
 			}
 			c.bridge.m.BridgeRound(metrics.BridgeAsked)
@@ -435,19 +440,33 @@ func (b *bridge) state(p *parkedCall) string {
 	return bridgeStatePrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(b.sign(payload))
 }
 
-// park registers p for resumption.
-func (b *bridge) park(p *parkedCall) *jsonrpc.Error {
+// park registers p for resumption, within sessions.max_parked_calls and,
+// for an authenticated caller, sessions.max_parked_calls_per_principal:
+// each parked call holds an upstream request for up to bridgeTTL, so one
+// client must not take them all.
+func (b *bridge) park(p *parkedCall, lim Limits) *limits.Refusal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p.id != "" {
 		return nil // already parked (a further round)
 	}
-	if len(b.parked) >= maxParked {
-		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: too many calls are waiting for client input (%d); retry later", maxParked)
+	var refused *limits.Refusal
+	switch {
+	case len(b.parked) >= lim.MaxParked:
+		refused = &limits.Refusal{Bound: "sessions.max_parked_calls", Max: lim.MaxParked, What: "calls waiting for client input on this gateway replica"}
+	case p.owner != "" && b.owners[p.owner] >= lim.MaxParkedPerPrincipal:
+		refused = &limits.Refusal{Bound: "sessions.max_parked_calls_per_principal", Max: lim.MaxParkedPerPrincipal, What: "calls waiting for this principal's input", PerPrincipal: true}
+	}
+	if refused != nil {
+		b.m.LimitRefused(refused.Bound)
+		return refused
 	}
 	b.seq++
 	p.id = strconv.FormatUint(b.seq, 36) + "-" + rand.Text()
 	b.parked[p.id] = p
+	if p.owner != "" {
+		b.owners[p.owner]++
+	}
 	b.m.BridgeParked(+1)
 	// Forget it when it ends, whatever ends it.
 	context.AfterFunc(p.ctx, func() { b.forget(p) })
@@ -472,6 +491,11 @@ func (b *bridge) forget(p *parkedCall) {
 	if p.id != "" && b.parked[p.id] == p {
 		delete(b.parked, p.id)
 		b.m.BridgeParked(-1)
+		if p.owner != "" {
+			if b.owners[p.owner]--; b.owners[p.owner] <= 0 {
+				delete(b.owners, p.owner)
+			}
+		}
 	}
 	b.mu.Unlock()
 }

@@ -69,6 +69,7 @@ type Core struct {
 	levelsMu sync.Mutex
 	levels   map[string]string // log level last asked of each shared upstream
 
+	cut       cutter // Cut: what the drain left is answered and cancelled (shutdown.go)
 	stop      chan struct{}
 	drain     chan struct{} // closed by Drain: no new sessions, streams end
 	wg        sync.WaitGroup

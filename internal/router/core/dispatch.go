@@ -29,8 +29,15 @@ var lists = map[string]host.ListKind{
 func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *CallStream) (resp *jsonrpc.Message) {
 	rte := c.routeOf(sess)                                                      // one generation's route, view and policy for the whole request
 	defer func() { c.opts.Metrics.Request(rte.Path, msg.Method, resp.Error) }() // metrics
-	ctx = host.WithCallerCapabilities(ctx, sess.caps)                           // exact_capabilities: the upstream sees the caller's own
-	ctx = host.WithSession(ctx, sess.id)                                        // stateful upstreams use this session's own connection
+	ctx, uncut := c.cuttable(ctx)                                               // shutdown.go
+	defer uncut()
+	defer func() {
+		if cut := cutAnswer(ctx, msg.ID); cut != nil && (resp == nil || resp.Error != nil) {
+			resp = cut // a result that made it stays
+		}
+	}()
+	ctx = host.WithCallerCapabilities(ctx, sess.caps) // exact_capabilities: the upstream sees the caller's own
+	ctx = host.WithSession(ctx, sess.id)              // stateful upstreams use this session's own connection
 	view := rte.View
 	switch msg.Method {
 	case mcp.MethodPing:

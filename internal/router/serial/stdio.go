@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 )
@@ -34,7 +35,10 @@ var errSessionEnded = errors.New("mcpgw: the stdio session was ended by the gate
 // write error, the goroutine reading r ends at r's next line or EOF, and
 // touches nothing after that.
 func (t *Transport) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rte *core.Route) error {
-	c := t.newPushConn(rte, "stdio", nil) // stdio has no credentials: the local user
+	c, err := t.newPushConn(rte, "stdio", nil) // stdio has no credentials: the local user
+	if err != nil {
+		return err
+	}
 	t.log.Info("serving MCP on stdio", zap.String("route", rte.Path), zap.Strings("upstreams", rte.View.Upstreams()))
 
 	stopWriter := make(chan struct{})
@@ -177,7 +181,13 @@ func (c *pushConn) line(l stdioLine) {
 		c.reply(perr)
 		return
 	}
-	c.handle(msg)
+	var lr *limits.Refusal
+	if err := c.handle(msg); errors.As(err, &lr) {
+		// sessions.max_requests_per_session: answered from the reading
+		// loop, which waits for room — a client that sends without
+		// reading its answers is held back rather than queued for.
+		c.emitMessage(jsonrpc.NewError(msg.ID, lr.JSONRPC()))
+	}
 }
 
 // reply queues an answer the caller already has.

@@ -3,6 +3,8 @@ package streamable
 import (
 	"net/http"
 
+	"github.com/mcpgw/mcpgw/internal/limits"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
@@ -38,7 +40,7 @@ func (rw *resumableWriter) write(data []byte) {
 // replay serves a GET with Last-Event-ID: the rest of that stream, then, if
 // it is still running, its live events until its response. It reports false
 // when the id names no stream of this session.
-func replay(w http.ResponseWriter, r *http.Request, sess *sessions.Session, lastID string) bool {
+func replay(w http.ResponseWriter, r *http.Request, sess *sessions.Session, lastID string, m *metrics.Metrics) bool {
 	stream, seq, ok := sessions.ParseEventID(lastID)
 	if !ok || stream == sessions.StandaloneStream {
 		return false
@@ -46,6 +48,14 @@ func replay(w http.ResponseWriter, r *http.Request, sess *sessions.Session, last
 	if _, _, known, _ := sess.Events.Since(stream, seq); !known {
 		return false
 	}
+	// Each replay holds a connection and a goroutine until its stream
+	// completes: a session opens at most sessions.max_replay_streams.
+	if max := sess.Route().Gen.Limits.MaxReplayStreams; !sess.OpenReplay(max) {
+		m.LimitRefused("sessions.max_replay_streams")
+		(&limits.Refusal{Bound: "sessions.max_replay_streams", Max: max, What: "Last-Event-ID streams open on this session", PerPrincipal: true, RetryAfter: 1}).Write(w, nil)
+		return true
+	}
+	defer sess.CloseReplay()
 	sw := sse.NewWriter(w)
 	for {
 		events, complete, _, wake := sess.Events.Since(stream, seq)

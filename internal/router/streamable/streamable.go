@@ -9,6 +9,7 @@ package streamable
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
@@ -87,7 +89,11 @@ func (t *Transport) session(w http.ResponseWriter, r *http.Request, rte *core.Ro
 	sess := t.sessions.Get(id, rte)
 	if sess == nil {
 		// Another replica's session, sealed with our key ring?
-		sess = t.sessions.Rehydrate(id, rte, auth.FromContext(r.Context()))
+		var err error
+		if sess, err = t.sessions.Rehydrate(id, rte, auth.FromContext(r.Context())); err != nil {
+			refuse(w, nil, err)
+			return nil, false
+		}
 	}
 	if sess == nil || !edge.OwnedBy(r, sess.Owner(), sess.Route().Path, t.log) {
 		edge.Error(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; start a new one with initialize")
@@ -109,10 +115,26 @@ func (t *Transport) initialize(w http.ResponseWriter, r *http.Request, rte *core
 		edge.WriteJSON(w, http.StatusOK, jsonrpc.NewError(msg.ID, jerr))
 		return
 	}
-	sess := t.sessions.Create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
+	sess, err := t.sessions.Create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
+	if err != nil {
+		t.log.Warn("session refused", zap.String("route", rte.Path), zap.Error(err))
+		refuse(w, msg.ID, err)
+		return
+	}
 	t.log.Info("session started", zap.String("route", rte.Path), zap.Stringer("protocol_version", version), zap.ByteString("client", p.ClientInfo))
 	w.Header().Set(mcp.HeaderSessionID, sess.ID())
 	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.InitializeResult(rte, version)))
+}
+
+// refuse answers a request refused by a bound (a *limits.Refusal: 503 or
+// 429, Retry-After and a JSON-RPC error naming the bound's key).
+func refuse(w http.ResponseWriter, id jsonrpc.ID, err error) {
+	var lr *limits.Refusal
+	if !errors.As(err, &lr) {
+		edge.Error(w, http.StatusInternalServerError, jsonrpc.CodeInternalError, "mcpgw: "+err.Error())
+		return
+	}
+	lr.Write(w, id)
 }
 
 // challengeScopes answers 403 insufficient_scope when the policy refuses a
@@ -193,7 +215,7 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		return
 	}
 	lastID := r.Header.Get("Last-Event-ID")
-	if lastID != "" && replay(w, r, sess, lastID) {
+	if lastID != "" && replay(w, r, sess, lastID, t.core.Metrics()) {
 		return // the rest of a POST stream; the standalone stream is another matter
 	}
 	if !sess.OpenStream() {
