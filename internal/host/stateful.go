@@ -90,10 +90,10 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 	switch {
 	case len(ps.conns) >= max:
 		refused = &limits.Refusal{Bound: "upstreams." + u.name + ".max_sessions", Max: max,
-			What: fmt.Sprintf("sessions holding a connection of stateful upstream %q (end idle sessions, or share it with stateful: false)", u.name)}
+			What: fmt.Sprintf("sessions with a connection of stateful upstream %q", u.name)}
 	case owner != "" && share > 0 && ps.byOwner[owner] >= share:
 		refused = &limits.Refusal{Bound: "upstreams." + u.name + ".max_sessions_per_principal", Max: share, PerPrincipal: true,
-			What: fmt.Sprintf("of this principal's sessions holding a connection of stateful upstream %q (end some of them)", u.name)}
+			What: fmt.Sprintf("of this principal's sessions with a connection of stateful upstream %q", u.name)}
 	}
 	if refused != nil {
 		u.host.opts.Metrics.LimitRefused(refused.Bound)
