@@ -296,7 +296,8 @@ sessions:
 			}
 		})
 	}
-	for i := 1; i <= 400; i++ {
+	const posts = 400
+	for i := 1; i <= posts; i++ {
 		ids <- i
 	}
 	close(ids)
@@ -313,19 +314,22 @@ sessions:
 		gone = st == http.StatusNotFound
 	}
 	client.CloseIdleConnections()
-	after := settle(baseline+40, 10*time.Second)
-	t.Logf("400 POSTs to a client that never reads: HTTP statuses %v; goroutines %d before, peak %d, %d after; RSS %.0f -> %.0f MB",
-		counts, baseline, peak, after, rss0, rss())
-	if peak-baseline > 150 {
-		t.Errorf("goroutines grew by %d while the client did not read (want ≤ 150: max_requests_per_session is 16)", peak-baseline)
+	after := settle(baseline+60, 10*time.Second)
+	t.Logf("%d POSTs to a client that never reads: HTTP statuses %v; goroutines %d before, peak %d, %d after; RSS %.0f -> %.0f MB",
+		posts, counts, baseline, peak, after, rss0, rss())
+	// At most 16 calls at once (max_requests_per_session): two goroutines
+	// each, and up to three per pooled upstream connection; plus the 8
+	// senders' connections.
+	if peak-baseline > 200 {
+		t.Errorf("goroutines grew by %d while the client did not read (want ≤ 200: max_requests_per_session is 16)", peak-baseline)
 	}
-	if counts[http.StatusAccepted] == 400 || !refused {
+	if counts[http.StatusAccepted] == posts || !refused {
 		t.Errorf("every POST was taken (%v): want 429 beyond sessions.max_requests_per_session", counts)
 	}
 	if !gone {
 		t.Error("the client that never reads is still connected after sse_write_timeout: want its session ended (POST 404)")
 	}
-	if after > baseline+40 { // pooled connections to the upstream (8 calls at once) stay
+	if after > baseline+60 { // pooled connections to the upstream (16 calls at once) stay
 		t.Errorf("goroutines: %d before, %d after the client was disconnected", baseline, after)
 	}
 	if n := refusals(t, m, "sessions.sse_write_timeout"); n != 1 {
