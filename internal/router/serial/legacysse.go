@@ -108,8 +108,12 @@ func (l *Transport) stream(w http.ResponseWriter, r *http.Request, rte *core.Rou
 	// waiting for room in c.out and cancels what it had in flight.
 	rc := http.NewResponseController(w)
 	timeout := rte.Gen.Limits.SSEWriteTimeout
-	sw := sse.NewWriter(w)
 	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(timeout)) } // unsupported (tests' recorders): no bound
+	// The deadline stays on the connection, so it is not reused after the
+	// stream, and the response's last bytes get one timeout more.
+	w.Header().Set("Connection", "close")
+	defer deadline()
+	sw := sse.NewWriter(w)
 	timedOut := func(err error, since time.Time) bool {
 		if err == nil || (!errors.Is(err, os.ErrDeadlineExceeded) && time.Since(since) < timeout) {
 			return false
