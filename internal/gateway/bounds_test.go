@@ -858,3 +858,30 @@ func TestBoundsDrainTimeoutAnswersCutCalls(t *testing.T) {
 		t.Errorf("legacy session: %s %+v, want call 4 answered with an error naming the shutdown", m.ID, m.Error)
 	}
 }
+
+// TestBoundsStdioRequestsPerSession (finding 4, stdio): a stdio client
+// that sends more requests than sessions.max_requests_per_session allows at
+// once gets the refusal, with the request's id, for those beyond; the
+// others are answered. Before the fix all three ran (request 3 "done").
+func TestBoundsStdioRequestsPerSession(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	in, out, _ := stdioGateway(t, fmt.Sprintf("upstreams:\n  alpha: {url: %s}\nsessions: {max_requests_per_session: 2}\n", alpha), "")
+	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
+	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	s.next()
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`)
+	answers := map[string]*jsonrpc.Message{}
+	for len(answers) < 3 {
+		if m, _ := s.next(); m.Kind() == jsonrpc.KindResponse {
+			answers[string(m.ID)] = m
+		}
+	}
+	for _, id := range []string{"1", "2"} {
+		if m := answers[id]; m.Error != nil || !strings.Contains(string(m.Result), "done") {
+			t.Errorf("call %s: %s %+v", id, m.Result, m.Error)
+		}
+	}
+	wantError(t, "a 3rd request at once", answers["3"], "sessions.max_requests_per_session", "3")
+}
