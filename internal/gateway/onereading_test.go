@@ -293,6 +293,13 @@ func TestOneReadingStatelessHeader(t *testing.T) {
 		}
 		refusedUnseen(t, u, r.last(t), "4", tt.want, len(before))
 	}
+	// Mcp-Method is compared with the one method there is, too.
+	_, before := u.reached()
+	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+		"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}, "Mcp-Name": {"add"},
+	}}
+	r := c.post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","method":"tools/call","params":{"name":"add",` + meta + `}}`)
+	refusedUnseen(t, u, r.last(t), "4", `duplicate member "method" in the message`, len(before))
 	if ran, _ := u.reached(); !slices.Equal(ran, []string{"tool echo hi"}) {
 		t.Errorf("the upstream ran %q, want only the allowed echo", ran)
 	}
@@ -359,4 +366,42 @@ func TestOneReadingEveryTransport(t *testing.T) {
 			refusedUnseen(t, u, m, tt.id, tt.want, len(before))
 		}
 	})
+}
+
+// An upstream answer that names a member twice is refused too (jsonrpc's
+// Parse reads upstream messages as well): the call fails at once with an
+// error naming the member, instead of being dropped and left to time out.
+func TestOneReadingUpstreamAnswer(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Parse(body)
+		if r.Method != http.MethodPost || err != nil || m.Kind() != jsonrpc.KindRequest {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		var res string
+		switch m.Method {
+		case "initialize":
+			res = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"dup","version":"1"}}`
+		case "tools/list":
+			res = `{"tools":[{"name":"flip","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			// The audit reads the first isError, a client the last.
+			res = `{"content":[{"type":"text","text":"done"}],"isError":false,"isError":true}`
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m.ID)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, res)
+	}))
+	t.Cleanup(ts.Close)
+	_, base := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  dup:\n    url: %s\n    timeout: 3s\n", ts.URL))
+	c := &rawClient{t: t, url: base + "/mcp"}
+	c.initialize("2025-11-25")
+	e := errorOf(t, c.post(call(1, `{"name":"dup__flip","arguments":{}}`)))
+	if e.Code != jsonrpc.CodeInternalError || !strings.Contains(e.Message, `refused the upstream's answer`) || !strings.Contains(e.Message, `duplicate member "isError" in result`) {
+		t.Errorf("error %d %q, want -32603 naming the duplicate isError (not a timeout)", e.Code, e.Message)
+	}
 }
