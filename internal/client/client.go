@@ -650,8 +650,15 @@ func (c *Client) failAll() {
 func (c *Client) deliver(data []byte, related jsonrpc.ID) {
 	m, err := jsonrpc.Parse(data)
 	if err != nil {
-		c.log.Warn("dropping malformed message from upstream", zap.Error(err), zap.Int("bytes", len(data)))
-		return
+		var je *jsonrpc.Error
+		if m == nil || m.Kind() != jsonrpc.KindResponse || !m.ID.Valid() || !errors.As(err, &je) {
+			c.log.Warn("dropping malformed message from upstream", zap.Error(err), zap.Int("bytes", len(data)))
+			return
+		}
+		// An answer that cannot be read one way (a member twice, say):
+		// its call fails now, naming why, rather than at its timeout.
+		c.log.Warn("refusing a malformed answer from upstream", zap.Error(err), zap.String("id", m.ID.String()))
+		m = jsonrpc.NewError(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw refused the upstream's answer: %s", je.Message))
 	}
 	switch m.Kind() {
 	case jsonrpc.KindResponse:
