@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -227,11 +226,14 @@ func (s *Streamable) headers(h http.Header) {
 type headersKey struct{}
 
 // WithHeaders returns a context whose requests to a 2026-07-28 HTTP upstream
-// carry h: the Mcp-Param-* headers a client mirrored from tool arguments,
-// which the gateway passes on unchanged. Nothing else travels this way —
-// the downstream's credentials never reach an upstream.
+// carry h: the Mcp-Param-* headers mirrored from a tool call's arguments.
+// Nothing else travels this way — the downstream's credentials never reach
+// an upstream.
+//
+// A non-nil h replaces what an outer WithHeaders set, even when empty: the
+// host sets exactly the headers a tool's x-mcp-header annotations call for.
 func WithHeaders(ctx context.Context, h http.Header) context.Context {
-	if len(h) == 0 {
+	if h == nil {
 		return ctx
 	}
 	return context.WithValue(ctx, headersKey{}, h)
@@ -258,21 +260,8 @@ func mirrorHeaders(h http.Header, msg []byte) {
 	}
 	params, _ := rawjson.Get(msg, "params")
 	if v, ok := rawjson.GetString(params, field); ok {
-		h.Set(mcp.HeaderName, encodeHeaderValue(v))
+		h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(v))
 	}
-}
-
-// encodeHeaderValue wraps values that are not plain printable ASCII (or that
-// look like the wrapper) in the =?base64?…?= sentinel.
-func encodeHeaderValue(v string) string {
-	plain := !strings.HasPrefix(v, "=?base64?") && strings.TrimSpace(v) == v
-	for i := 0; plain && i < len(v); i++ {
-		plain = v[i] >= 0x20 && v[i] < 0x7f
-	}
-	if plain {
-		return v
-	}
-	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
 }
 
 // Send POSTs one message. A JSON answer is delivered before Send returns; an
