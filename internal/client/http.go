@@ -305,7 +305,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	}
 	if err != nil {
 		cancel()
-		return fmt.Errorf("POST %s: %w", redactURL(s.cfg.URL), err)
+		return fmt.Errorf("POST %s: %w", redactURL(s.cfg.URL), unwrapURLError(err))
 	}
 	if id := resp.Header.Get(mcp.HeaderSessionID); id != "" {
 		s.mu.Lock()
@@ -579,7 +579,7 @@ func (l *LegacySSE) Start(ctx context.Context, deliver DeliverFunc) error {
 	if err != nil {
 		stop()
 		cancel()
-		return fmt.Errorf("GET %s: %w", redactURL(l.cfg.URL), err)
+		return fmt.Errorf("GET %s: %w", redactURL(l.cfg.URL), unwrapURLError(err))
 	}
 	if resp.StatusCode != http.StatusOK || mediaType(resp.Header) != mcp.ContentTypeEventStream {
 		stop()
@@ -660,7 +660,7 @@ func (l *LegacySSE) Send(ctx context.Context, msg []byte) error {
 	setTraceHeaders(ctx, req.Header)
 	resp, err := l.cfg.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", redactURL(l.endpoint), err)
+		return fmt.Errorf("POST %s: %w", redactURL(l.endpoint), unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -694,6 +694,16 @@ func requestID(msg []byte) jsonrpc.ID {
 		return nil
 	}
 	return jsonrpc.ID(id)
+}
+
+// unwrapURLError drops the *url.Error wrapper (method and URL, which the
+// caller names once itself, redacted) around a transport's error.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // redactURL drops the query and userinfo, where credentials tend to hide.
