@@ -53,7 +53,7 @@ func (u *Upstream) dropInvalidHeaderTools(res json.RawMessage) json.RawMessage {
 	kept := make([][]byte, 0, len(items))
 	for _, it := range items {
 		schema, _ := rawjson.Get(it, "inputSchema")
-		if _, err := mcp.HeaderParams(schema); err != nil {
+		if _, err := mcp.ValidHeaderParams(schema); err != nil {
 			name, _ := rawjson.GetString(it, "name")
 			u.log.Warn("leaving out a tool whose x-mcp-header annotation is invalid (clients must not call it)", zap.String("tool", name), zap.Error(err))
 			continue

@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,26 +15,17 @@ import (
 // route on it without reading the body. A tool whose annotations are
 // invalid must be excluded by the client.
 
-// ParamHeaderPrefix starts every mirrored-parameter header's name.
-const ParamHeaderPrefix = "Mcp-Param-"
-
-// HeaderParam is one x-mcp-header annotation: the chain of property names
-// from the schema root, and the header's {Name}.
-type HeaderParam struct {
-	Path   []string
-	Header string
-}
-
 // maxSchemaDepth bounds the properties chains walked for annotations.
 const maxSchemaDepth = 16
 
-// HeaderParams returns a tool inputSchema's x-mcp-header annotations, found
-// through "properties" chains from the root as the spec defines them. It
-// returns an error naming the first invalid one: an empty name, a name that
-// is not an HTTP token (spaces, colons, non-ASCII, control characters), a
-// name used twice (case-insensitively, as header names compare), or an
-// annotation on a parameter whose type is not string, integer or boolean.
-func HeaderParams(schema json.RawMessage) ([]HeaderParam, error) {
+// ValidHeaderParams returns a tool inputSchema's x-mcp-header annotations,
+// found through "properties" chains from the root as the spec defines
+// them, and an error naming the first invalid one: an empty name, a name
+// that is not an HTTP token (spaces, colons, non-ASCII, control
+// characters), a name used twice (case-insensitively, as header names
+// compare), or an annotation on a parameter whose type is not string,
+// integer or boolean. A client must not call a tool with an invalid one.
+func ValidHeaderParams(schema json.RawMessage) ([]HeaderParam, error) {
 	var out []HeaderParam
 	seen := map[string]string{} // lower-cased header → property path
 	var walk func(s json.RawMessage, path []string, depth int) error
@@ -60,7 +50,7 @@ func HeaderParams(schema json.RawMessage) ([]HeaderParam, error) {
 					return fmt.Errorf("property %q: x-mcp-header %q %v", dotted, h, err)
 				}
 				if other, dup := seen[strings.ToLower(h)]; dup {
-					return fmt.Errorf("properties %q and %q both name header %s%s (header names compare case-insensitively)", other, dotted, ParamHeaderPrefix, h)
+					return fmt.Errorf("properties %q and %q both name header %s%s (header names compare case-insensitively)", other, dotted, HeaderParamPrefix, h)
 				}
 				if err := primitiveType(f.Value); err != nil {
 					return fmt.Errorf("property %q (x-mcp-header %q): %v", dotted, h, err)
@@ -136,7 +126,7 @@ func primitiveType(prop json.RawMessage) error {
 // that is present and not null. It fails when the schema's annotations are
 // invalid (the tool must not be called).
 func ParamHeaders(schema, args json.RawMessage) (http.Header, error) {
-	params, err := HeaderParams(schema)
+	params, err := ValidHeaderParams(schema)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +137,7 @@ func ParamHeaders(schema, args json.RawMessage) (http.Header, error) {
 			continue
 		}
 		if s, ok := ParamHeaderValue(v); ok {
-			h[http.CanonicalHeaderKey(ParamHeaderPrefix+p.Header)] = []string{s}
+			h[ParamHeader(p.Header)] = []string{s}
 		}
 	}
 	return h, nil
@@ -185,18 +175,4 @@ func ParamHeaderValue(v json.RawMessage) (string, bool) {
 		return "", false
 	}
 	return string(v), true
-}
-
-// EncodeHeaderValue returns v as a header value: unchanged when it is plain
-// printable ASCII without surrounding whitespace, else wrapped in the
-// =?base64?…?= sentinel (as is a value that itself looks like the wrapper).
-func EncodeHeaderValue(v string) string {
-	plain := !strings.HasPrefix(v, "=?base64?") && strings.TrimSpace(v) == v
-	for i := 0; plain && i < len(v); i++ {
-		plain = v[i] >= 0x20 && v[i] < 0x7f
-	}
-	if plain {
-		return v
-	}
-	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(v)) + "?="
 }

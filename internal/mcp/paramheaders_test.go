@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestHeaderParams(t *testing.T) {
+func TestValidHeaderParams(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		schema string
@@ -32,7 +32,7 @@ func TestHeaderParams(t *testing.T) {
 		{"no type", `{"properties":{"n":{"x-mcp-header":"Nil"}}}`, "error: has no type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps, err := HeaderParams(json.RawMessage(tc.schema))
+			ps, err := ValidHeaderParams(json.RawMessage(tc.schema))
 			got := fmt.Sprint(ps)
 			if ps == nil && err == nil {
 				got = "[]"

@@ -18,6 +18,35 @@ import (
 // headers against it. The gateway reads the body, so it checks — whatever
 // the upstream's transport (a stdio upstream never sees the headers).
 
+// headerParam is one annotated parameter: its property path and header name.
+type headerParam struct {
+	path   []string
+	header string
+}
+
+// headerParams finds the x-mcp-header annotations reachable from the schema
+// root through "properties" chains only, as the spec defines them.
+func headerParams(schema json.RawMessage) []headerParam {
+	var out []headerParam
+	var walk func(s json.RawMessage, path []string, depth int)
+	walk = func(s json.RawMessage, path []string, depth int) {
+		props, ok := rawjson.Get(s, "properties")
+		if !ok || depth > 16 {
+			return
+		}
+		fields, _ := rawjson.Fields(props)
+		for _, f := range fields {
+			p := append(append([]string(nil), path...), f.Key)
+			if h, ok := rawjson.GetString(f.Value, "x-mcp-header"); ok && h != "" {
+				out = append(out, headerParam{path: p, header: h})
+			}
+			walk(f.Value, p, depth+1)
+		}
+	}
+	walk(schema, nil, 0)
+	return out
+}
+
 // checkParamHeaders validates a stateless tools/call's Mcp-Param-* headers
 // against its arguments. It returns nil when they agree (or the tool has no
 // annotations, or is unknown: the upstream answers that).
@@ -27,24 +56,23 @@ func (rt *Router) checkParamHeaders(ctx context.Context, sess *Session, msg *jso
 	if !ok {
 		return nil
 	}
-	// A tool with invalid annotations is refused by the host (mcp.HeaderParams).
-	params, _ := mcp.HeaderParams(schema)
+	params := headerParams(schema)
 	if len(params) == 0 {
 		return nil
 	}
 	args, _ := rawjson.Get(msg.Params, "arguments")
 	for _, hp := range params {
-		value, present := lookupPath(args, hp.Path)
+		value, present := lookupPath(args, hp.path)
 		if present && string(value) == "null" {
 			present = false
 		}
-		key := mcp.ParamHeaderPrefix + hp.Header
+		key := "Mcp-Param-" + hp.header
 		raw, sent := h[http.CanonicalHeaderKey(key)]
 		if !present {
 			continue // the client omits the header; nothing to check
 		}
 		if !sent || len(raw) != 1 {
-			return jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: missing %s header for parameter %q", key, strings.Join(hp.Path, "."))
+			return jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: missing %s header for parameter %q", key, strings.Join(hp.path, "."))
 		}
 		if !headerSafe(raw[0]) {
 			return jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: %s contains characters a header value cannot carry; encode it as =?base64?...?=", key)
