@@ -280,7 +280,7 @@ func retryVersion(e *jsonrpc.Error) bool {
 	var data struct {
 		Supported []string `json:"supported"`
 	}
-	return json.Unmarshal(e.Data, &data) == nil && slices.Contains(data.Supported, mcp.Version20260728)
+	return json.Unmarshal(e.Data, &data) == nil && slices.Contains(data.Supported, string(mcp.Version20260728))
 }
 
 func (c *Client) setVersion(v string) {

@@ -57,10 +57,14 @@ type message struct {
 
 var clientInfo = mcp.Implementation{Name: "mcpgw-conformance-driver", Version: "1.0.0"}
 
+// stateless reports whether revision v is the stateless one (per-request
+// _meta, no initialize): 2026-07-28, the only one so far.
+func stateless(v string) bool { return v == string(mcp.Version20260728) }
+
 // open runs the handshake: initialize + notifications/initialized, or
 // server/discover for 2026-07-28.
 func (d *downstream) open(ctx context.Context) error {
-	if mcp.IsStateless(d.version) {
+	if stateless(d.version) {
 		res, err := d.call(ctx, mcp.MethodServerDiscover, map[string]any{})
 		d.init = res
 		return err
@@ -104,7 +108,7 @@ func (d *downstream) notify(ctx context.Context, method string) error {
 // input_required result is answered and retried (a new id each round),
 // echoing requestState exactly when the gateway sent one.
 func (d *downstream) call(ctx context.Context, method string, params map[string]any) (json.RawMessage, error) {
-	if !mcp.IsStateless(d.version) {
+	if !stateless(d.version) {
 		return d.roundTrip(ctx, method, params)
 	}
 	for round := 0; ; round++ {
@@ -263,10 +267,10 @@ func (d *downstream) post(ctx context.Context, body []byte, method string, param
 	if d.session != "" {
 		req.Header.Set(mcp.HeaderSessionID, d.session)
 	}
-	if d.init != nil || mcp.IsStateless(d.version) {
+	if d.init != nil || stateless(d.version) {
 		req.Header.Set(mcp.HeaderProtocolVersion, d.version)
 	}
-	if mcp.IsStateless(d.version) && method != "" {
+	if stateless(d.version) && method != "" {
 		req.Header.Set(mcp.HeaderMethod, method)
 		if f := mcp.NameHeaderField(method); f != "" {
 			if v, ok := params[f].(string); ok {

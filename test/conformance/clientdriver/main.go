@@ -61,7 +61,7 @@ type scenarioContext struct {
 
 func main() {
 	bin := flag.String("mcpgw", "", "the mcpgw `BINARY` to run (required)")
-	down := flag.String("downstream", mcp.Version20251125, "protocol `VERSION` the driver speaks to the gateway")
+	down := flag.String("downstream", string(mcp.Version20251125), "protocol `VERSION` the driver speaks to the gateway")
 	flag.Parse()
 	logger := log.New(os.Stderr, "clientdriver: ", log.Lmicroseconds)
 	if *bin == "" || flag.NArg() != 1 {
@@ -74,7 +74,7 @@ func main() {
 		upstream: flag.Arg(0),
 	}
 	if sc.version == "" {
-		sc.version = mcp.Version20251125
+		sc.version = string(mcp.Version20251125)
 	}
 	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
 		if err := json.Unmarshal([]byte(raw), &sc.ctx); err != nil {
@@ -99,7 +99,7 @@ type scenario struct {
 func (sc scenario) config() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin:\n  listen: 127.0.0.1:0\nupstreams:\n  %s:\n    url: %q\n    timeout: 20s\n    startup_timeout: 15s\n", upstreamName, sc.upstream)
-	if mcp.IsStateless(sc.version) {
+	if stateless(sc.version) {
 		// The scenario server speaks 2026-07-28 only: say so, as an
 		// operator would, rather than let the gateway probe it with
 		// initialize for its legacy callers.
