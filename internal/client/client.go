@@ -263,6 +263,11 @@ func (c *Client) discover(ctx context.Context) (bool, error) {
 		defer p.endProbe()
 	}
 	resp, err := c.Call(dctx, mcp.MethodServerDiscover, params, CallOptions{})
+	if err == nil && retryVersion(resp.Error) {
+		// The server refused the version but names 2026-07-28 among those
+		// it speaks (SEP-2575: a client retries with a supported one).
+		resp, err = c.Call(dctx, mcp.MethodServerDiscover, params, CallOptions{})
+	}
 	if err == nil && resp.Error != nil {
 		err = fmt.Errorf("answered %d %s", resp.Error.Code, resp.Error.Message)
 	}
@@ -295,6 +300,18 @@ func (c *Client) discover(ctx context.Context) (bool, error) {
 	}
 	c.init = mcp.InitializeResult{ProtocolVersion: mcp.Version20260728, Capabilities: res.Capabilities, ServerInfo: info, Instructions: res.Instructions}
 	return true, nil
+}
+
+// retryVersion reports whether e is an UnsupportedProtocolVersion error
+// whose data.supported lists 2026-07-28.
+func retryVersion(e *jsonrpc.Error) bool {
+	if e == nil || e.Code != mcp.CodeUnsupportedProtocolVersion {
+		return false
+	}
+	var data struct {
+		Supported []string `json:"supported"`
+	}
+	return json.Unmarshal(e.Data, &data) == nil && slices.Contains(data.Supported, string(mcp.Version20260728))
 }
 
 func (c *Client) setVersion(v mcp.Revision) {

@@ -203,6 +203,9 @@ func (v *View) listOne(ctx context.Context, kind ListKind, name string, params j
 		// What clients are shown is what calls are checked against.
 		u.schemas.observe(res)
 	}
+	if kind.Key == Tools.Key && c.Modern() {
+		res = u.dropInvalidHeaderTools(res) // paramheaders.go
+	}
 	if v.prefixed {
 		res, err = v.rewriteItems(kind, name, res)
 		if err != nil {
@@ -325,6 +328,12 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	if cerr != nil {
 		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
+	}
+	if method == mcp.MethodToolsCall && c.Modern() {
+		var jerr *jsonrpc.Error
+		if ctx, jerr = u.paramHeaders(ctx, internal, params); jerr != nil { // paramheaders.go
+			return nil, jerr
+		}
 	}
 	copts := u.callOptions(opts)
 	if caps, ok := ctx.Value(callerCapsKey{}).(json.RawMessage); ok && c.Modern() && !opts.PassInputRequired {
