@@ -52,4 +52,4 @@ refuse "mcpPort is 8081" --set mcpPort=8081
 refuse "config.admin.listen is on loopback" --set config.admin.listen=127.0.0.1:9091 --set adminPort=9091
 refuse "httpRoute.enabled needs httpRoute.parentRefs" --set httpRoute.enabled=true
 
-MCPGW_HELM_RENDERED="$out" go test -count=1 -v -run '^TestHelmRendered$' ./deploy
+MCPGW_HELM_RENDERED="$out" go test -race -count=1 -v -run '^TestHelmRendered$' ./deploy
