@@ -71,29 +71,6 @@ func yamlFiles(t *testing.T, root string, skip func(string) bool) []string {
 	return files
 }
 
-// loadConfigMaps loads the config.yaml of every ConfigMap in docs with the
-// real config loader and returns how many it found.
-func loadConfigMaps(t *testing.T, file string, ds []map[string]any) int {
-	t.Helper()
-	n := 0
-	for _, d := range ds {
-		if d["kind"] != "ConfigMap" {
-			continue
-		}
-		data, _ := d["data"].(map[string]any)
-		for key, v := range data {
-			if !strings.HasSuffix(key, ".yaml") {
-				continue
-			}
-			n++
-			if _, err := config.Parse(file+" ConfigMap "+key, []byte(v.(string)), env); err != nil {
-				t.Errorf("%s: ConfigMap data %s does not load:\n%v", file, key, err)
-			}
-		}
-	}
-	return n
-}
-
 // Every manifest under deploy/kubernetes decodes strictly into its
 // Kubernetes API type, the Kustomization lists every manifest of its
 // directory and nothing else, and each set of objects applied together
