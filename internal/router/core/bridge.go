@@ -113,7 +113,7 @@ type inputNeed struct {
 
 // newParked starts running msg for a stateless session on a goroutine owned
 // by the router; the caller waits on it with drive.
-func (c *Core) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
+func (c *Core) newParked(sess *Session, msg *jsonrpc.Message, v *Verdict) *parkedCall {
 	// The call outlives the HTTP request, but not its principal: policy
 	// and audit below dispatch still see who asked.
 	ctx, cancel := context.WithTimeout(auth.WithPrincipal(context.Background(), auth.FromContext(sess.ctx)), bridgeTTL)
@@ -137,7 +137,7 @@ func (c *Core) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
 	p.cs.park = p
 	if !c.Go(func() {
 		defer cancel()
-		p.done <- c.StatelessResult(msg.Method, c.Handle(ctx, sess, msg, p.cs))
+		p.done <- c.StatelessResult(msg.Method, c.Handle(ctx, sess, msg, v, p.cs))
 	}) {
 		cancel()
 		p.done <- jsonrpc.NewError(msg.ID, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: "mcpgw is shutting down; retry against another replica"})
@@ -206,11 +206,12 @@ func missingCapability(capability, method string) *jsonrpc.Error {
 }
 
 // ServeBridged answers a stateless routed request: a fresh one, or the retry
-// of one that returned input_required (its requestState is ours).
-func (c *Core) ServeBridged(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
+// of one that returned input_required (its requestState is ours). v is the
+// request's access decision.
+func (c *Core) ServeBridged(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message, v *Verdict) {
 	state, _ := rawjson.GetString(msg.Params, "requestState")
 	if !strings.HasPrefix(state, bridgeStatePrefix) {
-		c.drive(w, r, c.newParked(sess, msg), msg.ID)
+		c.drive(w, r, c.newParked(sess, msg, v), msg.ID)
 		return
 	}
 	p, home, err := c.bridge.resume(state, msg, principalTag(sess.owner))

@@ -75,8 +75,11 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 		return
 	}
-	if mcp.Routed(msg.Method) && t.challengeScopes(w, r, sess, msg) {
-		return
+	var v *core.Verdict
+	if mcp.Routed(msg.Method) {
+		if v = t.challengeScopes(w, r, sess, msg); v == nil {
+			return
+		}
 	}
 	if msg.Method == mcp.MethodToolsCall {
 		if jerr := checkParamHeaders(r.Context(), sess, msg, r.Header); jerr != nil {
@@ -95,10 +98,10 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 			}
 		}
 		sess.SetParamHeaders(params)
-		t.core.ServeBridged(w, r, sess, msg)
+		t.core.ServeBridged(w, r, sess, msg, v)
 		return
 	}
-	resp := t.core.StatelessResult(msg.Method, t.core.Handle(r.Context(), sess, msg, nil))
+	resp := t.core.StatelessResult(msg.Method, t.core.Handle(r.Context(), sess, msg, nil, nil))
 	status := http.StatusOK
 	if resp.Error != nil {
 		status = core.StatelessStatus(resp.Error.Code)

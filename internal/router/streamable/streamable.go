@@ -115,18 +115,19 @@ func (t *Transport) initialize(w http.ResponseWriter, r *http.Request, rte *core
 	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.InitializeResult(rte, version)))
 }
 
-// challengeScopes answers 403 insufficient_scope when the policy refuses a
-// request only for missing scopes, before any stream starts. It reports
-// whether it answered.
-func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message) bool {
+// challengeScopes makes the access decision on a routed request and, when
+// the policy refuses it only for missing scopes, answers 403
+// insufficient_scope before any stream starts (then it returns nil).
+func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message) *core.Verdict {
 	rte := sess.Route()
-	required, detail, ok := t.core.ScopeChallenge(r.Context(), rte, msg)
+	v := t.core.Decide(r.Context(), rte, msg)
+	required, detail, ok := t.core.ScopeChallenge(r.Context(), rte, msg, v)
 	if !ok {
-		return false
+		return v
 	}
 	g := edge.Guard{Auth: rte.Gen.Auth, Route: rte.Path, Resource: rte.Resource, Scopes: rte.Scopes, Log: t.log}
 	g.Refuse(w, r, &auth.Error{Reason: auth.InsufficientScope, Detail: detail, Scopes: required})
-	return true
+	return nil
 }
 
 // request answers one request. Routed requests answer on an SSE stream
@@ -134,8 +135,11 @@ func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess
 // call (progress, log messages, sampling/elicitation/roots requests) reaches
 // this caller on this call's own stream; everything else answers JSON.
 func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessions.Session, msg *jsonrpc.Message) {
-	if mcp.Routed(msg.Method) && t.challengeScopes(w, r, sess.Session, msg) {
-		return
+	var v *core.Verdict
+	if mcp.Routed(msg.Method) {
+		if v = t.challengeScopes(w, r, sess.Session, msg); v == nil {
+			return
+		}
 	}
 	if !mcp.Routed(msg.Method) || !edge.Accepts(r, mcp.ContentTypeEventStream) {
 		ctx, cancel := context.WithCancel(r.Context())
@@ -144,7 +148,7 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 		defer stop()
 		sess.Track(msg.ID, cancel)
 		defer sess.Untrack(msg.ID)
-		edge.WriteJSON(w, http.StatusOK, t.core.Handle(ctx, sess.Session, msg, nil))
+		edge.WriteJSON(w, http.StatusOK, t.core.Handle(ctx, sess.Session, msg, v, nil))
 		return
 	}
 	// A streamed call belongs to the session, not to the connection: if the
@@ -162,7 +166,7 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	t.core.Metrics().CallStream(route, +1)       // metrics
 	defer t.core.Metrics().CallStream(route, -1) // metrics
 	done := make(chan *jsonrpc.Message, 1)
-	go func() { done <- t.core.Handle(ctx, sess.Session, msg, cs) }()
+	go func() { done <- t.core.Handle(ctx, sess.Session, msg, v, cs) }()
 	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), sess.Version().AtLeast(mcp.Version20251125))
 	for {
 		select {
