@@ -116,7 +116,7 @@ type inputNeed struct {
 func (c *Core) newParked(sess *Session, msg *jsonrpc.Message, v *Verdict) *parkedCall {
 	// The call outlives the HTTP request, but not its principal: policy
 	// and audit below dispatch still see who asked.
-	ctx, cancel := context.WithTimeout(auth.WithPrincipal(context.Background(), auth.FromContext(sess.ctx)), bridgeTTL)
+	ctx, cancel := context.WithTimeout(auth.WithPrincipal(c.ctx, auth.FromContext(sess.ctx)), bridgeTTL)
 	ctx = client.WithHeaders(ctx, sess.paramHeaders)
 	ctx = client.WithTrace(ctx, client.TraceFrom(sess.ctx)) // sess.ctx is still the request's here
 	field := mcp.NameHeaderField(msg.Method)

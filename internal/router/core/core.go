@@ -10,6 +10,7 @@
 package core
 
 import (
+	"context"
 	"net/http"
 	"sync"
 
@@ -69,6 +70,12 @@ type Core struct {
 	levelsMu sync.Mutex
 	levels   map[string]string // log level last asked of each shared upstream
 
+	// ctx is what the core's own work derives from (bridged calls,
+	// unsubscribe and restore requests to upstreams): Close cancels it, so
+	// that nothing the core started outlives the core.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	stop      chan struct{}
 	drain     chan struct{} // closed by Drain: no new sessions, streams end
 	wg        sync.WaitGroup
@@ -99,6 +106,7 @@ func New(h *host.Host, opts Options) *Core {
 		stop:      make(chan struct{}),
 		drain:     make(chan struct{}),
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.coalesce()
 	return c
@@ -132,6 +140,7 @@ func (c *Core) Close(endSessions func()) {
 		c.closed = true
 		c.goMu.Unlock()
 		close(c.stop)
+		c.cancel()
 		c.bridge.closeAll()
 		endSessions()
 		c.wg.Wait()
