@@ -2,8 +2,10 @@ package core
 
 import (
 	"bytes"
+	"io"
 	"net/http"
-	"strings"
+	"net/http/httputil"
+	"net/url"
 
 	"go.uber.org/zap"
 
@@ -24,20 +26,12 @@ import (
 
 const forwardedHeader = "Mcp-Gateway-Forwarded"
 
-// hopHeaders are not passed on (RFC 9110 §7.6.1, and what net/http sets).
-var hopHeaders = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true,
-	"Upgrade": true, "Host": true, "Content-Length": true,
-	"Accept-Encoding": true, // the answer is streamed back as it is, uncompressed
-}
-
-// forwardClient talks to the other replicas directly: never through an
+// forwardTransport talks to the other replicas directly: never through an
 // HTTP proxy from the environment, which would see the client's credentials.
-func forwardClient() *http.Client {
+func forwardTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil
-	return &http.Client{Transport: t}
+	return t
 }
 
 // forwardRetry passes a retry to the replica at home and streams its answer
@@ -46,47 +40,44 @@ func (c *Core) forwardRetry(w http.ResponseWriter, r *http.Request, home string,
 	if r.Header.Get(forwardedHeader) != "" {
 		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid requestState: its call waits on the replica at %s, and this request was already forwarded once", home)
 	}
-	body, err := jsonrpc.Encode(msg)
-	if err != nil {
-		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: %v", err)
-	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, strings.TrimSuffix(home, "/")+r.URL.Path, bytes.NewReader(body))
+	target, err := url.Parse(home)
 	if err != nil {
 		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: forwarding to %s: %v", home, err)
 	}
-	for k, vs := range r.Header {
-		if !hopHeaders[http.CanonicalHeaderKey(k)] {
-			req.Header[k] = vs
-		}
-	}
-	req.Header.Set(forwardedHeader, "1")
-	resp, err := c.forward.Do(req)
+	body, err := jsonrpc.Encode(msg) // the request's body was read once, here
 	if err != nil {
-		c.log.Warn("could not forward a bridged retry to the replica holding its call", zap.String("replica", home), zap.Error(err))
+		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: %v", err)
+	}
+	in := r.Clone(r.Context())
+	in.Body, in.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	var failed error
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.URL.RawQuery = ""
+			pr.Out.Header.Del("Accept-Encoding") // the answer is streamed back as it is
+			pr.Out.Header.Set(forwardedHeader, "1")
+		},
+		Transport:     c.forward,
+		FlushInterval: -1, // an event stream goes out as it comes
+		ModifyResponse: func(resp *http.Response) error {
+			// Only what describes the body: the holder's own headers
+			// (its request id, say) are not this replica's answer.
+			for k := range resp.Header {
+				if k != "Content-Type" && k != "Cache-Control" {
+					delete(resp.Header, k)
+				}
+			}
+			c.bridge.m.BridgeRound(metrics.BridgeForwarded)
+			return nil
+		},
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { failed = err },
+		ErrorLog:     zap.NewStdLog(c.log),
+	}
+	proxy.ServeHTTP(w, in)
+	if failed != nil {
+		c.log.Warn("could not forward a bridged retry to the replica holding its call", zap.String("replica", home), zap.Error(failed))
 		return jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "mcpgw: the call waits on the replica at %s, which could not be reached; retry later", home)
 	}
-	defer resp.Body.Close()
-	c.bridge.m.BridgeRound(metrics.BridgeForwarded)
-	for _, k := range []string{"Content-Type", "Cache-Control"} {
-		if v := resp.Header.Get(k); v != "" {
-			w.Header().Set(k, v)
-		}
-	}
-	w.WriteHeader(resp.StatusCode)
-	flusher, _ := w.(http.Flusher)
-	buf := make([]byte, 4096)
-	for {
-		n, rerr := resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return nil
-			}
-			if flusher != nil {
-				flusher.Flush() // an event stream goes out as it comes
-			}
-		}
-		if rerr != nil { // io.EOF included: the answer is complete
-			return nil
-		}
-	}
+	return nil
 }
