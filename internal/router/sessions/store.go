@@ -225,6 +225,7 @@ func (st *Store) CloseAll() {
 // NewStreamID names one SSE stream within a session's event ids.
 func NewStreamID() string { return rand.Text() }
 
-// newSessionID returns 128 random bits in base32: unguessable and
-// visible-ASCII as the spec requires.
-func newSessionID() string { return rand.Text() }
+// newSessionID returns 256 random bits in base32 (a session id is a bearer
+// value that lives for hours): unguessable and visible-ASCII as the spec
+// requires.
+func newSessionID() string { return rand.Text() + rand.Text() }
