@@ -11,7 +11,6 @@ package core
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
 	"go.uber.org/zap"
@@ -64,8 +63,7 @@ type Core struct {
 	listenersMu sync.Mutex
 	listeners   map[*Session]bool // open subscriptions/listen streams
 
-	bridge  *bridge           // legacy upstreams' input requests parked for 2026-07-28 clients
-	forward http.RoundTripper // passes bridged retries to the replica holding their call (bridgeforward.go)
+	bridge *bridge // session-revision upstreams' input requests parked for stateless callers
 
 	levelsMu sync.Mutex
 	levels   map[string]string // log level last asked of each shared upstream
@@ -102,7 +100,6 @@ func New(h *host.Host, opts Options) *Core {
 		listeners: map[*Session]bool{},
 		levels:    map[string]string{},
 		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
-		forward:   forwardTransport(),
 		stop:      make(chan struct{}),
 		drain:     make(chan struct{}),
 	}

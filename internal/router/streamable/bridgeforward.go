@@ -1,4 +1,4 @@
-package core
+package streamable
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func forwardTransport() *http.Transport {
 
 // forwardRetry passes a retry to the replica at home and streams its answer
 // back; an error (nothing written yet) when it cannot.
-func (c *Core) forwardRetry(w http.ResponseWriter, r *http.Request, home string, msg *jsonrpc.Message) *jsonrpc.Error {
+func (t *Transport) forwardRetry(w http.ResponseWriter, r *http.Request, home string, msg *jsonrpc.Message) *jsonrpc.Error {
 	if r.Header.Get(forwardedHeader) != "" {
 		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid requestState: its call waits on the replica at %s, and this request was already forwarded once", home)
 	}
@@ -58,7 +58,7 @@ func (c *Core) forwardRetry(w http.ResponseWriter, r *http.Request, home string,
 			pr.Out.Header.Del("Accept-Encoding") // the answer is streamed back as it is
 			pr.Out.Header.Set(forwardedHeader, "1")
 		},
-		Transport:     c.forward,
+		Transport:     t.forward,
 		FlushInterval: -1, // an event stream goes out as it comes
 		ModifyResponse: func(resp *http.Response) error {
 			// Only what describes the body: the holder's own headers
@@ -68,15 +68,15 @@ func (c *Core) forwardRetry(w http.ResponseWriter, r *http.Request, home string,
 					delete(resp.Header, k)
 				}
 			}
-			c.bridge.m.BridgeRound(metrics.BridgeForwarded)
+			t.core.Metrics().BridgeRound(metrics.BridgeForwarded)
 			return nil
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { failed = err },
-		ErrorLog:     zap.NewStdLog(c.log),
+		ErrorLog:     zap.NewStdLog(t.log),
 	}
 	proxy.ServeHTTP(w, in)
 	if failed != nil {
-		c.log.Warn("could not forward a bridged retry to the replica holding its call", zap.String("replica", home), zap.Error(failed))
+		t.log.Warn("could not forward a bridged retry to the replica holding its call", zap.String("replica", home), zap.Error(failed))
 		return jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "mcpgw: the call waits on the replica at %s, which could not be reached; retry later", home)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package core
+package streamable
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/router/core"
 )
 
 // roundTrip is an in-memory http.RoundTripper: the replica holding a call.
@@ -70,9 +71,10 @@ func TestForwardRetry(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Core{log: zap.NewNop(), bridge: newBridge(nil, nil, ""), forward: tc.holder}
+			tr := &Transport{log: zap.NewNop(), core: core.New(nil, core.Options{}), forward: tc.holder}
+			defer tr.core.Close(func() {})
 			w := httptest.NewRecorder()
-			err := c.forwardRetry(w, retry(tc.in), "http://10.0.0.5:8080", msg)
+			err := tr.forwardRetry(w, retry(tc.in), "http://10.0.0.5:8080", msg)
 			if tc.code != 0 {
 				if err == nil || err.Code != tc.code {
 					t.Fatalf("forwardRetry = %v, want code %d", err, tc.code)

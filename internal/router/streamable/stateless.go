@@ -88,17 +88,7 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 		}
 	}
 	if mcp.Routed(msg.Method) {
-		var params http.Header
-		for k, v := range r.Header {
-			if mcp.IsParamHeader(k) {
-				if params == nil {
-					params = http.Header{}
-				}
-				params[k] = v
-			}
-		}
-		sess.SetParamHeaders(params)
-		t.core.ServeBridged(w, r, sess, msg, v)
+		t.bridged(w, r, sess, msg, v)
 		return
 	}
 	resp := t.core.StatelessResult(msg.Method, t.core.Handle(r.Context(), sess, msg, nil, nil))

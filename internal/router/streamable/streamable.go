@@ -29,12 +29,13 @@ type Transport struct {
 	log       *zap.Logger
 	core      *core.Core
 	sessions  *sessions.Store
-	keepAlive time.Duration // interval of SSE comment keep-alives
+	keepAlive time.Duration     // interval of SSE comment keep-alives
+	forward   http.RoundTripper // passes bridged retries to the replica holding their call (bridgeforward.go)
 }
 
 // New makes the transport over c, storing sessions in st.
 func New(c *core.Core, st *sessions.Store, keepAlive time.Duration) *Transport {
-	return &Transport{log: c.Logger(), core: c, sessions: st, keepAlive: keepAlive}
+	return &Transport{log: c.Logger(), core: c, sessions: st, keepAlive: keepAlive, forward: forwardTransport()}
 }
 
 // Post serves POST on the route path.
@@ -161,28 +162,16 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	defer cancel()
 	sess.Track(msg.ID, cancel)
 	defer sess.Untrack(msg.ID)
-	cs := core.NewCallStream(ctx, sess.Session)
 	route := sess.Route().Path
 	t.core.Metrics().CallStream(route, +1)       // metrics
 	defer t.core.Metrics().CallStream(route, -1) // metrics
-	done := make(chan *jsonrpc.Message, 1)
-	go func() { done <- t.core.Handle(ctx, sess.Session, msg, v, cs) }()
+	call := t.core.Start(ctx, sess.Session, msg, v)
 	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), sess.Version().AtLeast(mcp.Version20251125))
-	for {
-		select {
-		case b := <-cs.Events():
-			rw.write(b)
-		case resp := <-done:
-			for len(cs.Events()) > 0 {
-				rw.write(<-cs.Events())
-			}
-			if b, err := jsonrpc.Encode(resp); err == nil {
-				rw.write(b)
-			}
-			sess.Events.Finish(rw.stream)
-			return
-		}
+	resp := call.Next(nil, nil, rw.write).Resp
+	if b, err := jsonrpc.Encode(resp); err == nil {
+		rw.write(b)
 	}
+	sess.Events.Finish(rw.stream)
 }
 
 // Get serves GET on the route path: the session's standalone stream, or
