@@ -9,6 +9,7 @@ package streamable
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -166,7 +167,7 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	t.core.Metrics().CallStream(route, +1)       // metrics
 	defer t.core.Metrics().CallStream(route, -1) // metrics
 	call := t.core.Start(ctx, sess.Session, msg, v)
-	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), sess.Version().AtLeast(mcp.Version20251125))
+	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), msg.ID, sess.Version().AtLeast(mcp.Version20251125))
 	resp := call.Next(nil, nil, rw.write).Resp
 	if b, err := jsonrpc.Encode(resp); err == nil {
 		rw.write(b)
@@ -194,10 +195,19 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		return
 	}
 	defer sess.CloseStream()
-	rw := newResumableWriter(w, sess.Events, sessions.StandaloneStream, sess.Version().AtLeast(mcp.Version20251125))
+	rw := newResumableWriter(w, sess.Events, sessions.StandaloneStream, nil, sess.Version().AtLeast(mcp.Version20251125))
 	if stream, seq, ok := sessions.ParseEventID(lastID); ok && stream == sessions.StandaloneStream {
-		missed, _, _, _ := sess.Events.Since(sessions.StandaloneStream, seq)
-		for _, e := range missed {
+		missed, err := sess.Events.Since(sessions.StandaloneStream, seq)
+		if errors.Is(err, sessions.ErrPurged) {
+			// What was lost were hints (list changes, resource updates):
+			// the client is told to re-read everything instead.
+			for _, m := range listChanged {
+				if b, err := jsonrpc.Encode(jsonrpc.NewNotification(m, nil)); err == nil {
+					rw.write(b)
+				}
+			}
+		}
+		for _, e := range missed.Events {
 			if rw.sw.Write(sse.Event{ID: e.ID(), Name: "message", Data: e.Data}) != nil {
 				return
 			}
@@ -225,6 +235,9 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		}
 	}
 }
+
+// listChanged are the notifications that tell a client to re-read its lists.
+var listChanged = []string{mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged}
 
 // Delete serves DELETE on the route path: the client ends its session.
 func (t *Transport) Delete(w http.ResponseWriter, r *http.Request, rte *core.Route) {
