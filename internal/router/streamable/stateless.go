@@ -147,12 +147,14 @@ func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Se
 	}
 	f := p.Notifications
 	sess.Listen(json.RawMessage(msg.ID), f)
-	// Resource subscriptions share the legacy reference counting.
+	// Resource subscriptions share the sessions' reference counting.
 	var acked []string
 	for _, uri := range f.ResourceSubscriptions {
 		uriParams, _ := json.Marshal(map[string]string{"uri": uri})
 		sub := jsonrpc.NewRequest(msg.ID, mcp.MethodResourcesSubscribe, uriParams)
-		if resp := t.core.Subscribe(r.Context(), sess, sub); resp.Error == nil {
+		// Through Handle, as resources/subscribe: the access policy and the
+		// rate limits apply to what a listen stream watches too.
+		if resp := t.core.Handle(r.Context(), sess, sub, nil, nil); resp.Error == nil {
 			acked = append(acked, uri)
 		} else {
 			t.log.Debug("listen: resource subscription refused", zap.String("uri", uri), zap.String("error", resp.Error.Message))
