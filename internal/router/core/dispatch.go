@@ -83,7 +83,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	defer release()
 	switch msg.Method {
 	case mcp.MethodResourcesSubscribe:
-		return c.Subscribe(ctx, sess, msg)
+		return c.subscribe(ctx, sess, msg)
 	case mcp.MethodResourcesUnsubscribe:
 		return c.unsubscribe(ctx, sess, msg)
 	}

@@ -106,8 +106,8 @@ func newSubscriptions() *subscriptions {
 	return &subscriptions{subs: map[subKey]map[*Session]bool{}}
 }
 
-// Subscribe handles resources/subscribe for sess.
-func (c *Core) Subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
+// subscribe handles resources/subscribe for sess (Handle calls it, after the guard).
+func (c *Core) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
 	key, ok := c.subKey(sess, msg.Params)
 	if !ok {
 		// Let Forward produce the precise "unknown resource" error.
