@@ -114,7 +114,8 @@ type Client struct {
 	ctx        context.Context // cancelled on Close: stops server→client request handlers
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
-	cancelling int // notifications/cancelled on their way (guarded by mu)
+	cancelling int           // notifications/cancelled on their way (guarded by mu)
+	quiet      chan struct{} // closed when cancelling drops to zero, for CloseGracefully (guarded by mu)
 }
 
 // cancelGrace is how long Close lets cancellations already on their way
@@ -437,14 +438,22 @@ func (c *Client) Close() error {
 // upstreams, which would otherwise keep running those calls with nobody to
 // answer. A lost or ejected upstream is closed at once with Close.
 func (c *Client) CloseGracefully() error {
-	for deadline := time.Now().Add(cancelGrace); time.Now().Before(deadline); {
-		c.mu.Lock()
-		n := c.cancelling
-		c.mu.Unlock()
-		if n == 0 {
-			break
+	c.mu.Lock()
+	var quiet chan struct{}
+	if c.cancelling > 0 {
+		if c.quiet == nil {
+			c.quiet = make(chan struct{})
 		}
-		time.Sleep(10 * time.Millisecond)
+		quiet = c.quiet
+	}
+	c.mu.Unlock()
+	if quiet != nil {
+		grace := time.NewTimer(cancelGrace)
+		select {
+		case <-quiet:
+		case <-grace.C:
+		}
+		grace.Stop()
 	}
 	return c.Close()
 }
@@ -574,6 +583,10 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 		defer func() {
 			c.mu.Lock()
 			c.cancelling--
+			if c.cancelling == 0 && c.quiet != nil {
+				close(c.quiet) // CloseGracefully waits for this
+				c.quiet = nil
+			}
 			c.mu.Unlock()
 		}()
 		sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)

@@ -218,7 +218,30 @@ type Sessions struct {
 	AdvertiseURL string `yaml:"advertise_url"`
 	// IdleTimeout ends a downstream session nobody used for this long.
 	IdleTimeout Duration `yaml:"idle_timeout"`
-	Redis       *Redis   `yaml:"redis"`
+	// Replay bounds the logs sessions' streams are replayed from
+	// (Last-Event-ID).
+	Replay *Replay `yaml:"replay"`
+	Redis  *Redis  `yaml:"redis"`
+}
+
+// Replay bounds what is kept for resuming session streams: per session
+// and for the whole process. Trimming drops the oldest events first, and
+// under the process-wide bound the oldest sessions' first; a client that
+// asks for trimmed events is told they are gone.
+type Replay struct {
+	SessionEvents int   `yaml:"session_events"`
+	SessionBytes  int64 `yaml:"session_bytes"`
+	TotalBytes    int64 `yaml:"total_bytes"`
+}
+
+// ReplayLimits returns the replay bounds in force: sessions.replay with
+// the defaults for what it leaves out.
+func (c *Config) ReplayLimits() Replay {
+	r := Replay{SessionEvents: DefaultReplaySessionEvents, SessionBytes: DefaultReplaySessionBytes, TotalBytes: DefaultReplayTotalBytes}
+	if c.Sessions != nil && c.Sessions.Replay != nil {
+		r = *c.Sessions.Replay
+	}
+	return r
 }
 
 // Redis is optional shared state between replicas.

@@ -20,6 +20,11 @@ const (
 	DefaultPolicy          = PolicyAllow
 	DefaultLeeway          = 30 * time.Second
 	DefaultGroupsClaim     = "groups"
+
+	// Replay logs of session streams (sessions.replay).
+	DefaultReplaySessionEvents       = 512
+	DefaultReplaySessionBytes  int64 = 4 << 20   // 4 MiB
+	DefaultReplayTotalBytes    int64 = 256 << 20 // 256 MiB
 )
 
 // DefaultAlgorithms is the token signature allowlist when an issuer lists
@@ -106,6 +111,18 @@ func applyDefaults(c *Config, d *decoder) {
 	if len(c.Routes) == 0 {
 		// One endpoint serving every upstream, names prefixed.
 		c.Routes = []*Route{{Path: DefaultRoutePath}}
+	}
+	if c.Sessions != nil && c.Sessions.Replay != nil {
+		r := c.Sessions.Replay
+		if !d.set["sessions.replay.session_events"] {
+			r.SessionEvents = DefaultReplaySessionEvents
+		}
+		if !d.set["sessions.replay.session_bytes"] {
+			r.SessionBytes = DefaultReplaySessionBytes
+		}
+		if !d.set["sessions.replay.total_bytes"] {
+			r.TotalBytes = DefaultReplayTotalBytes
+		}
 	}
 	policyDefaults(c, d) // policy.go
 	auditDefaults(c, d)  // audit.go

@@ -612,3 +612,25 @@ func TestAdminAndRequired(t *testing.T) {
 		t.Errorf("admin = %+v without an admin section, want nil (off)", c.Admin)
 	}
 }
+
+// sessions.replay: absent or partial, the defaults fill it in.
+func TestReplayLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       config.Replay
+	}{
+		{"absent", "", config.Replay{SessionEvents: 512, SessionBytes: 4 << 20, TotalBytes: 256 << 20}},
+		{"partial", "sessions:\n  replay: {total_bytes: 8388608}\n", config.Replay{SessionEvents: 512, SessionBytes: 4 << 20, TotalBytes: 8 << 20}},
+		{"full", "sessions:\n  replay: {session_events: 8, session_bytes: 100, total_bytes: 1000}\n", config.Replay{SessionEvents: 8, SessionBytes: 100, TotalBytes: 1000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse("test.yaml", []byte("upstreams: {a: {url: https://a.example.com/mcp}}\n"+tc.yaml), goodEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.ReplayLimits(); got != tc.want {
+				t.Errorf("ReplayLimits = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -488,6 +488,19 @@ func (v *validator) sessions() {
 			v.add("sessions.advertise_url", "needs sessions.key_file, the key the replicas share to trust each other's requestStates; add it, or remove advertise_url")
 		}
 	}
+	if r := s.Replay; r != nil {
+		if r.SessionEvents < 1 {
+			v.add("sessions.replay.session_events", fmt.Sprintf("is %d; keep at least 1 event per session (default %d), or remove it", r.SessionEvents, DefaultReplaySessionEvents))
+		}
+		if r.SessionBytes < 1 {
+			v.add("sessions.replay.session_bytes", fmt.Sprintf("is %d; keep at least 1 byte per session (default %d, 4 MiB), or remove it", r.SessionBytes, DefaultReplaySessionBytes))
+		}
+		if r.TotalBytes < 1 {
+			v.add("sessions.replay.total_bytes", fmt.Sprintf("is %d; the process needs a positive bound (default %d, 256 MiB), or remove it", r.TotalBytes, DefaultReplayTotalBytes))
+		} else if r.SessionBytes > r.TotalBytes {
+			v.add("sessions.replay.session_bytes", fmt.Sprintf("is %d, more than total_bytes (%d), the bound for all sessions together; lower it or raise total_bytes", r.SessionBytes, r.TotalBytes))
+		}
+	}
 	if s.Redis != nil {
 		if s.Redis.Addr == "" {
 			v.add("sessions.redis.addr", "is not set; give the Redis address, e.g. 127.0.0.1:6379, or remove redis:")

@@ -142,7 +142,7 @@ func restartOnly(old, next *config.Config) error {
 	if adminListen(old) != adminListen(next) {
 		keys = append(keys, fmt.Sprintf("admin.listen (%q -> %q)", adminListen(old), adminListen(next)))
 	}
-	was, now := sessions(old), sessions(next)
+	was, now := sessionsSection(old), sessionsSection(next)
 	if was.KeyFile != now.KeyFile {
 		keys = append(keys, "sessions.key_file")
 	}
@@ -151,6 +151,9 @@ func restartOnly(old, next *config.Config) error {
 	}
 	if was.IdleTimeout != now.IdleTimeout {
 		keys = append(keys, "sessions.idle_timeout")
+	}
+	if old.ReplayLimits() != next.ReplayLimits() {
+		keys = append(keys, "sessions.replay")
 	}
 	if !reflect.DeepEqual(was.Redis, now.Redis) {
 		keys = append(keys, "sessions.redis")
@@ -168,7 +171,7 @@ func adminListen(c *config.Config) string {
 	return c.Admin.Listen
 }
 
-func sessions(c *config.Config) config.Sessions {
+func sessionsSection(c *config.Config) config.Sessions {
 	if c.Sessions == nil {
 		return config.Sessions{}
 	}

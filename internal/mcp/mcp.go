@@ -67,6 +67,9 @@ const (
 	// CodeUpstreamUnavailable marks a call whose upstream is down or unreachable
 	// (implementation-defined range -32000..-32019).
 	CodeUpstreamUnavailable = -32003
+	// CodeEventsPurged: a Last-Event-ID replay asked for events the replay
+	// log no longer holds; the stream's request is answered with it.
+	CodeEventsPurged = -32005
 	// CodeHeaderMismatch: an Mcp-* header disagrees with the body (2026-07-28).
 	CodeHeaderMismatch = -32020
 	// CodeMissingRequiredClientCapability: the request needs a capability the client did not declare.

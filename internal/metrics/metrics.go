@@ -157,6 +157,10 @@ type Metrics struct {
 	bridgeParked prometheus.Gauge
 	bridgeRounds *prometheus.CounterVec
 
+	replayBytes   prometheus.Gauge
+	replayTrimmed *prometheus.CounterVec
+	replayPurged  prometheus.Counter
+
 	sources *sourceCollector
 }
 
@@ -228,6 +232,17 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		m.bridgeRounds.WithLabelValues(o)
 	}
 
+	m.replayBytes = f.gauge("replay_log_bytes",
+		"Bytes of session stream events kept for Last-Event-ID replay, all sessions together (bounded by sessions.replay.total_bytes).")
+	m.replayTrimmed = f.counterVec("replay_events_trimmed_total",
+		"Session stream events dropped from the replay logs, by the bound that dropped them: session (session_events or session_bytes) or total (total_bytes).",
+		"bound")
+	for _, b := range []string{ReplayBoundSession, ReplayBoundTotal} {
+		m.replayTrimmed.WithLabelValues(b)
+	}
+	m.replayPurged = f.counter("replay_purged_total",
+		"Replays (Last-Event-ID) that asked for events already trimmed; the client was told they are gone.")
+
 	info := f.gaugeVec("build_info", "Always 1; labels carry mcpgw's version and the Go version it was built with.", "version", "goversion")
 	info.WithLabelValues(opts.Version, runtime.Version()).Set(1)
 
@@ -267,6 +282,12 @@ func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.Gauge
 	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 	f.reg.MustRegister(v)
 	return v
+}
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
@@ -391,6 +412,33 @@ func (m *Metrics) BridgeParked(delta int) {
 func (m *Metrics) BridgeRound(outcome string) {
 	if m != nil {
 		m.bridgeRounds.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Bounds that trim the replay logs (ReplayTrimmed).
+const (
+	ReplayBoundSession = "session"
+	ReplayBoundTotal   = "total"
+)
+
+// ReplayBytes sets the bytes held by the replay logs.
+func (m *Metrics) ReplayBytes(n int64) {
+	if m != nil {
+		m.replayBytes.Set(float64(n))
+	}
+}
+
+// ReplayTrimmed counts n events dropped by bound (ReplayBound*).
+func (m *Metrics) ReplayTrimmed(n int, bound string) {
+	if m != nil {
+		m.replayTrimmed.WithLabelValues(bound).Add(float64(n))
+	}
+}
+
+// ReplayPurged counts a replay that asked for trimmed events.
+func (m *Metrics) ReplayPurged() {
+	if m != nil {
+		m.replayPurged.Inc()
 	}
 }
 

@@ -35,9 +35,6 @@ import (
 // its data carries retryAfterSeconds (implementation-defined range).
 const CodeRateLimited = core.CodeRateLimited
 
-// ParseSessionKeys reads a session key ring (sessions.key_file).
-func ParseSessionKeys(data []byte) ([][]byte, error) { return sessions.ParseSessionKeys(data) }
-
 // Options configure a Router.
 type Options struct {
 	Logger *zap.Logger
@@ -64,6 +61,9 @@ type Options struct {
 	// reach this one: bridged retries that reach them are forwarded here.
 	// Only with SessionKeys.
 	AdvertiseURL string
+	// Replay bounds the sessions' replay logs (sessions.replay; the zero
+	// value: config's defaults).
+	Replay sessions.Limits
 	// Pinner checks tool definitions against the pinning lock (nil: off).
 	Pinner *policy.Pinner
 	// Audit records tool calls, prompt gets, resource reads and refusals
@@ -103,8 +103,12 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 	if opts.KeepAlive <= 0 {
 		opts.KeepAlive = 25 * time.Second
 	}
+	if opts.Replay == (sessions.Limits{}) {
+		r := (&config.Config{}).ReplayLimits()
+		opts.Replay = sessions.Limits{SessionEvents: r.SessionEvents, SessionBytes: r.SessionBytes, TotalBytes: r.TotalBytes}
+	}
 	rt := &Router{log: opts.Logger, opts: opts, host: h}
-	rt.sessions = sessions.NewStore(opts.SessionKeys, func(s *sessions.Session) {
+	rt.sessions = sessions.NewStore(opts.SessionKeys, sessions.NewMemoryEvents(opts.Replay, opts.Metrics), func(s *sessions.Session) {
 		rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
 	})
 	rt.core = core.New(h, core.Options{

@@ -24,9 +24,11 @@ var lists = map[string]host.ListKind{
 
 // Handle answers one request of an initialized session. It always returns
 // exactly one response: the upstream's, or a gateway error naming the cause.
-// What the upstream sends during a routed call goes to cs (nil: the caller
-// keeps no stream for it).
-func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *CallStream) (resp *jsonrpc.Message) {
+// v is the access decision the transport already asked for (Decide) on a
+// routed request; nil, or one made for another route generation, and
+// Handle decides itself. What the upstream sends during a routed call goes
+// to cs (nil: the caller keeps no stream for it).
+func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict, cs *CallStream) (resp *jsonrpc.Message) {
 	rte := c.routeOf(sess)                                                      // one generation's route, view and policy for the whole request
 	defer func() { c.opts.Metrics.Request(rte.Path, msg.Method, resp.Error) }() // metrics
 	ctx = host.WithCallerCapabilities(ctx, sess.caps)                           // exact_capabilities: the upstream sees the caller's own
@@ -69,16 +71,19 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		// logging/setLevel (a stateless upstream takes the request's own).
 		c.loosenUpstreams(ctx, view, sess.logLevel)
 	}
-	au := c.auditBegin(ctx, rte, msg)
+	if v == nil || v.rte != rte {
+		v = c.Decide(ctx, rte, msg)
+	}
+	au := c.auditBegin(ctx, rte, msg, v)
 	defer func() { au.end(resp) }()
-	release, _, gerr := c.guard(ctx, rte, msg, au)
+	release, gerr := c.guard(ctx, rte, msg, v, au)
 	if gerr != nil {
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
 	defer release()
 	switch msg.Method {
 	case mcp.MethodResourcesSubscribe:
-		return c.Subscribe(ctx, sess, msg)
+		return c.subscribe(ctx, sess, msg)
 	case mcp.MethodResourcesUnsubscribe:
 		return c.unsubscribe(ctx, sess, msg)
 	}

@@ -52,39 +52,60 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Groups: p.Groups, APIKey: p.APIKey, Claims: p.Claims}
 }
 
-// guard applies the access policy and the rate limits to one routed
-// request before anything reaches an upstream. A name the policy hides is
-// answered exactly like a name that does not exist, so a caller learns
-// nothing about what it may not see (the reason goes to the log). A tool
-// refused only for missing scopes returns them, for an insufficient_scope
-// challenge. When the request may go ahead, release must be called once
-// the upstream has answered.
-func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, au *auditEntry) (release func(), missing []string, jerr *jsonrpc.Error) {
+// Verdict is what the access policy decided about one routed request. It
+// is made once per request (Decide): the transport asks first, to answer a
+// refusal for missing scopes with an HTTP challenge before any stream
+// starts, and Handle applies the same verdict.
+type Verdict struct {
+	rte        *Route // the route (and generation) it was made for
+	principal  policy.Principal
+	kind, name string
+	targeted   bool            // the request names a target (else the routing layer answers it)
+	decided    bool            // a policy made decision
+	decision   policy.Decision // when decided
+}
+
+// Decide makes the access policy's decision on msg for the principal in ctx.
+func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Verdict {
+	v := &Verdict{rte: rte, principal: policyPrincipal(ctx)}
+	v.kind, v.name, v.targeted = target(msg)
+	if v.targeted && rte.Gen.Policy != nil {
+		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(msg))
+		v.decided = true
+	}
+	return v
+}
+
+// guard applies the access policy, the pinning lock and the rate limits
+// to one routed request before anything reaches an upstream. A name the
+// policy hides is answered exactly like a name that does not exist, so a
+// caller learns nothing about what it may not see (the reason goes to the
+// log). When the request may go ahead, release must be called once the
+// upstream has answered.
+func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict, au *auditEntry) (release func(), jerr *jsonrpc.Error) {
 	release = func() {}
-	kind, name, ok := target(msg)
-	if !ok {
-		return release, nil, nil // malformed: the routing layer answers it
+	if !v.targeted {
+		return release, nil // malformed: the routing layer answers it
 	}
 	g := rte.Gen
 	route := rte.Path
-	p := policyPrincipal(ctx)
+	kind, name, p := v.kind, v.name, v.principal
 	if pol := g.Policy; pol != nil {
-		d := pol.DecideCall(p, route, kind, name, callArguments(msg))
+		d := v.decision
 		if !d.Allowed {
 			c.opts.Metrics.PolicyDecision(route, "deny")
 			edge.Logger(ctx, c.log).Info("request denied by policy", zap.String("route", route), zap.String("method", msg.Method),
 				zap.String("name", name), zap.Stringer("principal", p), zap.String("reason", d.Reason))
 			au.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
 			if len(d.MissingScopes) > 0 {
-				return release, append(pol.RequiredScopes(name), rte.Scopes...), jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
-					"forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
+				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
 			}
 			if pol.Decide(p, route, kind, name).Listed() {
 				// Listed, but a condition on these arguments refuses the
 				// call: "unknown" would be a lie about a visible name.
-				return release, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
+				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
 			}
-			return release, nil, hidden(kind, name)
+			return release, hidden(kind, name)
 		}
 		c.opts.Metrics.PolicyDecision(route, "allow")
 		au.allowed(d)
@@ -93,7 +114,7 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, au *
 		if up, def, ok := rte.View.Tool(ctx, name); ok && !c.pinned(g.Pinner, up, name, def) {
 			c.opts.Metrics.PolicyDecision(route, "unpinned")
 			au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock")
-			return release, nil, hidden(kind, name)
+			return release, hidden(kind, name)
 		}
 	}
 	if g.Limiter != nil {
@@ -107,11 +128,11 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, au *
 			c.opts.Metrics.RateLimited(route)
 			au.refuse(audit.RateLimited, audit.RuleRateLimits, "", lr.String())
 			data, _ := json.Marshal(map[string]any{"retryAfterSeconds": lr.RetryAfterSeconds(), "limit": lr.Limit})
-			return release, nil, &jsonrpc.Error{Code: CodeRateLimited, Message: lr.String(), Data: data}
+			return release, &jsonrpc.Error{Code: CodeRateLimited, Message: lr.String(), Data: data}
 		}
 		release = rel
 	}
-	return release, nil, nil
+	return release, nil
 }
 
 // hidden is the answer for a name the policy does not let the caller see.
@@ -125,26 +146,19 @@ func hidden(kind, name string) *jsonrpc.Error {
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown tool %q", name)
 }
 
-// ScopeChallenge reports the scopes to challenge for when the policy
-// refuses a request only for missing scopes, so that the transport can
-// answer 403 insufficient_scope before any stream starts; the refusal is
-// audited. ok is false when the request is not refused that way.
-func (c *Core) ScopeChallenge(ctx context.Context, rte *Route, msg *jsonrpc.Message) (required []string, detail string, ok bool) {
-	g := rte.Gen
-	if g.Policy == nil || g.Auth == nil {
+// ScopeChallenge reports the scopes to challenge for when v refuses a
+// request only for missing scopes (and authentication is on, so that a
+// token with them can be had), so that the transport can answer 403
+// insufficient_scope before any stream starts; the refusal is audited. ok
+// is false when the request is not refused that way.
+func (c *Core) ScopeChallenge(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict) (required []string, detail string, ok bool) {
+	d := v.decision
+	if rte.Gen.Auth == nil || !v.decided || d.Allowed || len(d.MissingScopes) == 0 {
 		return nil, "", false
 	}
-	kind, name, ok := target(msg)
-	if !ok {
-		return nil, "", false
-	}
-	d := g.Policy.DecideCall(policyPrincipal(ctx), rte.Path, kind, name, callArguments(msg))
-	if d.Allowed || len(d.MissingScopes) == 0 {
-		return nil, "", false
-	}
-	required = append(g.Policy.RequiredScopes(name), rte.Scopes...)
-	c.auditChallenge(ctx, rte, msg, d)
-	return required, name + " needs scope " + strings.Join(d.MissingScopes, " "), true
+	required = append(rte.Gen.Policy.RequiredScopes(v.name), rte.Scopes...)
+	c.auditChallenge(ctx, rte, msg, v)
+	return required, v.name + " needs scope " + strings.Join(d.MissingScopes, " "), true
 }
 
 // filterList removes what the policy hides from a merged list result, and

@@ -20,6 +20,13 @@ import (
 // upstream cannot flood every client.
 const listChangeDebounce = 200 * time.Millisecond
 
+// How long the core waits on an upstream for the subscription work it does
+// on its own (Close ends it sooner).
+const (
+	unsubscribeTimeout = 5 * time.Second  // the last subscriber of a resource left
+	restoreTimeout     = 30 * time.Second // an upstream reconnected: subscribe again
+)
+
 type listChange struct{ upstream, method string }
 
 // UpstreamNotification takes a notification an upstream sent outside any
@@ -99,8 +106,8 @@ func newSubscriptions() *subscriptions {
 	return &subscriptions{subs: map[subKey]map[*Session]bool{}}
 }
 
-// Subscribe handles resources/subscribe for sess.
-func (c *Core) Subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
+// subscribe handles resources/subscribe for sess (Handle calls it, after the guard).
+func (c *Core) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
 	key, ok := c.subKey(sess, msg.Params)
 	if !ok {
 		// Let Forward produce the precise "unknown resource" error.
@@ -165,7 +172,7 @@ func (c *Core) dropSubscription(sess *Session, key subKey, tell bool) {
 	if u == nil || (key.session != "" && sess.ctx.Err() != nil) {
 		return // a stateful upstream's connection closes with its session
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, unsubscribeTimeout)
 	defer cancel()
 	if err := upstreamSubscription(host.WithSession(ctx, key.session), u, mcp.MethodResourcesUnsubscribe, key.uri); err != nil {
 		c.log.Debug("upstream unsubscribe failed", zap.String("upstream", key.upstream), zap.Error(err))
@@ -250,7 +257,7 @@ func (c *Core) UpstreamReady(upstream string) {
 		if u == nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(c.ctx, restoreTimeout)
 		defer cancel()
 		restored := 0
 		for _, uri := range uris {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -30,7 +29,6 @@ type Session struct {
 
 	subscriptionID json.RawMessage   // the listen stream's id, tagged on its notifications
 	filter         *mcp.ListenFilter // what the listen stream opted in to
-	paramHeaders   http.Header       // Mcp-Param-* headers of the request, passed upstream
 
 	ctx    context.Context // ended by DELETE, idle reaping or shutdown
 	cancel context.CancelFunc
@@ -124,10 +122,6 @@ func (s *Session) Handshake(version mcp.Revision, caps, info json.RawMessage) {
 	s.version, s.caps, s.info = version, caps, info
 	s.mu.Unlock()
 }
-
-// SetParamHeaders records the request's Mcp-Param-* headers, which a
-// 2026-07-28 HTTP upstream receives too.
-func (s *Session) SetParamHeaders(h http.Header) { s.paramHeaders = h }
 
 // Listen makes the session a subscriptions/listen stream with id, taking
 // what f opts in to.

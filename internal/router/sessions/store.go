@@ -25,7 +25,7 @@ type Session struct {
 	*core.Session
 
 	// Events keeps what was sent on the session's streams for Last-Event-ID.
-	Events *EventLog
+	Events EventLog
 
 	mu         sync.Mutex
 	lastUsed   time.Time
@@ -70,6 +70,7 @@ func (s *Session) StreamOpen() bool {
 type Store struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
+	events   EventStore     // the sessions' replay logs
 	onEnd    func(*Session) // releases what the session held elsewhere (subscriptions)
 
 	// sealer, when sessions.key_file is set, makes session ids AEAD tokens
@@ -80,10 +81,10 @@ type Store struct {
 }
 
 // NewStore makes a store whose ids are sealed with keys (from
-// ParseSessionKeys; none: random ids). onEnd is called once for every
-// session that ends.
-func NewStore(keys [][]byte, onEnd func(*Session)) *Store {
-	st := &Store{sessions: make(map[string]*Session), onEnd: onEnd}
+// ParseSessionKeys; none: random ids) and whose sessions' replay logs are
+// kept in events. onEnd is called once for every session that ends.
+func NewStore(keys [][]byte, events EventStore, onEnd func(*Session)) *Store {
+	st := &Store{sessions: make(map[string]*Session), events: events, onEnd: onEnd}
 	// Keys come from ParseSessionKeys, which checks their sizes.
 	st.sealer, _ = newSealer(keys)
 	return st
@@ -102,7 +103,6 @@ func (st *Store) Create(rt *core.Route, version mcp.Revision, caps, info json.Ra
 func (st *Store) add(id string, rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
 	s := &Session{
 		Session:  core.NewSession(id, rt, version, caps, info, p),
-		Events:   NewEventLog(),
 		lastUsed: time.Now(),
 	}
 	st.mu.Lock()
@@ -111,6 +111,7 @@ func (st *Store) add(id string, rt *core.Route, version mcp.Revision, caps, info
 		s.End()
 		return old
 	}
+	s.Events = st.events.Log(id)
 	st.sessions[id] = s
 	st.mu.Unlock()
 	return s
@@ -178,6 +179,7 @@ func (st *Store) Remove(id string) *Session {
 	st.mu.Unlock()
 	if s != nil {
 		s.End()
+		st.events.Drop(id)
 		if st.onEnd != nil {
 			st.onEnd(s)
 		}
@@ -225,6 +227,7 @@ func (st *Store) CloseAll() {
 // NewStreamID names one SSE stream within a session's event ids.
 func NewStreamID() string { return rand.Text() }
 
-// newSessionID returns 128 random bits in base32: unguessable and
-// visible-ASCII as the spec requires.
-func newSessionID() string { return rand.Text() }
+// newSessionID returns 256 random bits in base32 (a session id is a bearer
+// value that lives for hours): unguessable and visible-ASCII as the spec
+// requires.
+func newSessionID() string { return rand.Text() + rand.Text() }

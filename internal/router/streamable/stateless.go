@@ -75,8 +75,11 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 		return
 	}
-	if mcp.Routed(msg.Method) && t.challengeScopes(w, r, sess, msg) {
-		return
+	var v *core.Verdict
+	if mcp.Routed(msg.Method) {
+		if v = t.challengeScopes(w, r, sess, msg); v == nil {
+			return
+		}
 	}
 	if msg.Method == mcp.MethodToolsCall {
 		if jerr := checkParamHeaders(r.Context(), sess, msg, r.Header); jerr != nil {
@@ -85,20 +88,10 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 		}
 	}
 	if mcp.Routed(msg.Method) {
-		var params http.Header
-		for k, v := range r.Header {
-			if mcp.IsParamHeader(k) {
-				if params == nil {
-					params = http.Header{}
-				}
-				params[k] = v
-			}
-		}
-		sess.SetParamHeaders(params)
-		t.core.ServeBridged(w, r, sess, msg)
+		t.bridged(w, r, sess, msg, v)
 		return
 	}
-	resp := t.core.StatelessResult(msg.Method, t.core.Handle(r.Context(), sess, msg, nil))
+	resp := t.core.StatelessResult(msg.Method, t.core.Handle(r.Context(), sess, msg, nil, nil))
 	status := http.StatusOK
 	if resp.Error != nil {
 		status = core.StatelessStatus(resp.Error.Code)
@@ -154,12 +147,14 @@ func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Se
 	}
 	f := p.Notifications
 	sess.Listen(json.RawMessage(msg.ID), f)
-	// Resource subscriptions share the legacy reference counting.
+	// Resource subscriptions share the sessions' reference counting.
 	var acked []string
 	for _, uri := range f.ResourceSubscriptions {
 		uriParams, _ := json.Marshal(map[string]string{"uri": uri})
 		sub := jsonrpc.NewRequest(msg.ID, mcp.MethodResourcesSubscribe, uriParams)
-		if resp := t.core.Subscribe(r.Context(), sess, sub); resp.Error == nil {
+		// Through Handle, as resources/subscribe: the access policy and the
+		// rate limits apply to what a listen stream watches too.
+		if resp := t.core.Handle(r.Context(), sess, sub, nil, nil); resp.Error == nil {
 			acked = append(acked, uri)
 		} else {
 			t.log.Debug("listen: resource subscription refused", zap.String("uri", uri), zap.String("error", resp.Error.Message))
