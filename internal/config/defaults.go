@@ -17,6 +17,11 @@ const (
 	DefaultPolicy         = PolicyAllow
 	DefaultLeeway         = 30 * time.Second
 	DefaultGroupsClaim    = "groups"
+	// DefaultPageSize lets a catalog of several thousand tools fit one
+	// list page, so that a client that lists once sees all of it.
+	DefaultPageSize = 10000
+	// MaxPageSize bounds page_size: one page is built in memory.
+	MaxPageSize = 100000
 )
 
 // DefaultAlgorithms is the token signature allowlist when an issuer lists
@@ -66,6 +71,9 @@ func applyDefaults(c *Config, d *decoder) {
 	if !d.set["max_body_bytes"] {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if !d.set["page_size"] {
+		c.PageSize = DefaultPageSize
+	}
 	for name, u := range c.Upstreams {
 		if u == nil {
 			continue
@@ -95,6 +103,11 @@ func applyDefaults(c *Config, d *decoder) {
 	if len(c.Routes) == 0 {
 		// One endpoint serving every upstream, names prefixed.
 		c.Routes = []*Route{{Path: DefaultRoutePath}}
+	}
+	for i, r := range c.Routes {
+		if r != nil && !d.set[fmt.Sprintf("routes[%d].page_size", i)] {
+			r.PageSize = c.PageSize
+		}
 	}
 	policyDefaults(c, d) // policy.go
 	auditDefaults(c, d)  // audit.go
