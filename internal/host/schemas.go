@@ -52,14 +52,6 @@ func (t *toolSchemas) observe(page []byte) {
 	}
 }
 
-// InvalidateTools drops the named upstream's cached tool definitions; the
-// gateway calls it on notifications/tools/list_changed.
-func (h *Host) InvalidateTools(upstream string) {
-	if u := h.Upstream(upstream); u != nil {
-		u.schemas.invalidate()
-	}
-}
-
 // toolDef returns the upstream's raw definition of tool name, listing the
 // upstream's tools when the cache is cold.
 func (u *Upstream) toolDef(ctx context.Context, name string) (json.RawMessage, bool) {
