@@ -46,7 +46,7 @@ func (rt *Router) auditBegin(ctx context.Context, rte *route, msg *jsonrpc.Messa
 		Route:     rte.path,
 		Method:    msg.Method,
 	}}
-	if kind, name, ok := target(msg); ok {
+	if kind, name, ok := target(ctx, rte, msg); ok {
 		e.rec.Kind, e.rec.Name = kind, name
 		e.rec.Upstream, _, _ = rte.view.Resolve(kind == policy.KindResource, name)
 	}

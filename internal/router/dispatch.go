@@ -69,6 +69,15 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 	}
 	au := rt.auditBegin(ctx, rte, msg) // audit.go
 	defer func() { au.end(resp) }()
+	// One reading: the target is resolved once, among what the caller may
+	// see, and policy and the upstream both get the name it resolved to.
+	pinned, gerr := view.Pin(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
+	if gerr != nil {
+		return jsonrpc.NewError(msg.ID, gerr)
+	}
+	pm := *msg
+	pm.Params = pinned
+	msg = &pm
 	release, _, gerr := rt.guard(ctx, rte, msg, au)
 	if gerr != nil {
 		return jsonrpc.NewError(msg.ID, gerr)

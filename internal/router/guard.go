@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -32,14 +33,31 @@ func mustCompileAllowAll() *policy.Policy {
 const CodeRateLimited = -32004
 
 // target is what a request is about, in policy terms: a tool, a prompt or
-// a resource, by its downstream name.
-func target(msg *jsonrpc.Message) (kind, name string, ok bool) {
+// a resource, by its canonical name on the route (host.View.Canonical: a
+// bare name's prefixed one, <upstream>+<uri> for a resource).
+func target(ctx context.Context, rte *route, msg *jsonrpc.Message) (kind, name string, ok bool) {
 	t, ok := mcp.TargetOf(msg.Method, msg.Params)
 	if !ok {
 		return "", "", false
 	}
 	name, err := rawjson.GetPath(msg.Params, t.Path)
-	return string(t.Kind), name, err == nil
+	if err != nil {
+		return "", "", false
+	}
+	if c, err := rte.view.Canonical(ctx, t.Kind, name); err == nil {
+		name = c
+	}
+	return string(t.Kind), name, true
+}
+
+// visibleTo is what the policy lets the caller see on rte, for resolving
+// bare names and shared URIs among it (host.View.Pin); nil: everything.
+func visibleTo(ctx context.Context, rte *route) host.Visible {
+	pol, p := rte.gen.policy, policyPrincipal(ctx)
+	if pol == nil {
+		return nil
+	}
+	return func(kind mcp.Kind, name string) bool { return pol.Decide(p, rte.path, string(kind), name).Listed() }
 }
 
 // policyPrincipal is the request's principal in the policy's terms.
@@ -60,7 +78,7 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 // the upstream has answered.
 func (rt *Router) guard(ctx context.Context, rte *route, msg *jsonrpc.Message, au *auditEntry) (release func(), missing []string, jerr *jsonrpc.Error) {
 	release = func() {}
-	kind, name, ok := target(msg)
+	kind, name, ok := target(ctx, rte, msg)
 	if !ok {
 		return release, nil, nil // malformed: the routing layer answers it
 	}
@@ -133,7 +151,7 @@ func (rt *Router) challengeScopes(w http.ResponseWriter, r *http.Request, sess *
 	if g.policy == nil || g.auth == nil {
 		return false
 	}
-	kind, name, ok := target(msg)
+	kind, name, ok := target(r.Context(), rte, msg)
 	if !ok {
 		return false
 	}
@@ -180,18 +198,17 @@ func (rt *Router) filterList(ctx context.Context, rte *route, sess *Session, met
 	p := policyPrincipal(ctx)
 	route := rte.path
 	out, err := policy.FilterListFunc(kind, res, func(kind, name string, item []byte) bool {
+		if c, err := rte.view.Canonical(ctx, mcp.Kind(kind), name); err == nil {
+			name = c // a URI unique on the route is listed as it is
+		}
 		if !pol.Decide(p, route, kind, name).Listed() {
 			return false
 		}
 		if kind != policy.KindTool || g.pinner == nil || method != mcp.MethodToolsList {
 			return true
 		}
-		up, internal, ok := rte.view.Resolve(false, name)
-		if !ok {
-			return false
-		}
-		def, err := rawjson.SetString(item, "name", internal) // pins are of the upstream's own definition
-		return err == nil && rt.pinned(g.pinner, up, name, def)
+		up, def, ok := rte.view.Tool(ctx, name) // pins are of the upstream's own definition
+		return ok && rt.pinned(g.pinner, up, name, def)
 	})
 	if err != nil {
 		// Never fall back to the unfiltered list.

@@ -195,7 +195,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		taken[rc.Path] = true
 	}
 	for _, rc := range cfg.Routes {
-		r := &route{path: rc.Path, view: rt.host.View(rc.Upstreams, rc.Prefixed()), gen: g}
+		r := &route{path: rc.Path, view: rt.host.RouteView(rc), gen: g}
 		if g.auth != nil {
 			r.resource, r.scopes = g.auth.Resource(rc.Path), g.auth.RequiredScopes(rc.Scopes)
 		}
