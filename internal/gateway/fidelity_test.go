@@ -463,8 +463,8 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		}
 		fire()
 		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB, "C": inC}, map[string][]string{
-			"A": {"mem://watched"}, // the prefixed route's form
-			"C": {"mem://watched"}, // the unprefixed route's form
+			"A": {"mem://watched"}, // unique: the upstream's own URI, prefixed route
+			"C": {"mem://watched"}, // and unprefixed
 			// B unsubscribed: nothing.
 		})
 		evs := up.log.all()
