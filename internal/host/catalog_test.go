@@ -461,6 +461,12 @@ func TestBareNames(t *testing.T) {
 					t.Errorf("Canonical(%q) = %q, %v; want %q", tc.target, c, err, canonical)
 				}
 			}
+			if tc.method == mcp.MethodToolsCall && tc.visible == nil {
+				up, def, ok := v.Tool(ctx, tc.target)
+				if name, _ := rawjson.GetString(def, "name"); !ok || up != tc.upstream || name != tc.internal {
+					t.Errorf("Tool(%q) = %s %s %v", tc.target, up, def, ok)
+				}
+			}
 			n := len(ups[tc.upstream].requests())
 			if _, jerr := v.Forward(ctx, tc.method, pinned, client.CallOptions{}); jerr != nil {
 				t.Fatal(jerr)

@@ -108,12 +108,13 @@ func (v *View) ToolSchema(ctx context.Context, external string) (json.RawMessage
 }
 
 // Tool returns a tool's upstream and its definition as that upstream sent it
-// (its own name, no prefix), by the tool's downstream name.
+// (its own name, no prefix), by the tool's downstream name (prefixed or,
+// while unambiguous, bare).
 func (v *View) Tool(ctx context.Context, external string) (upstream string, def json.RawMessage, ok bool) {
-	up, internal, ok := v.Resolve(false, external)
+	r, ok, _ := v.resolve(ctx, mcp.KindTool, external, true, nil) // a bare name too
 	if !ok {
 		return "", nil, false
 	}
-	def, ok = v.ups[up].toolDef(ctx, internal)
-	return up, def, ok
+	def, ok = v.ups[r.upstream].toolDef(ctx, r.internal)
+	return r.upstream, def, ok
 }
