@@ -149,3 +149,50 @@ func TestCatalogThroughTheGateway(t *testing.T) {
 		t.Errorf("the bare name two upstreams share: %v, want an error naming both", err)
 	}
 }
+
+// TestPolicyJudgesTheResolvedName: a bare name is judged as the prefixed
+// name it resolves to, and a candidate the policy hides neither makes a
+// bare name ambiguous nor shows in an answer.
+func TestPolicyJudgesTheResolvedName(t *testing.T) {
+	var ups strings.Builder
+	for _, u := range []struct{ name, kind string }{{"apps1", "app"}, {"apps2", "app"}, {"links", "links"}} {
+		srv := catalogServer(u.name, u.kind, 1, 0)
+		ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(ts.Close)
+		fmt.Fprintf(&ups, "  %s:\n    url: %s\n", u.name, ts.URL)
+	}
+	type call struct{ name, want string } // want "": the call succeeds
+	for _, tc := range []struct {
+		name, policy string
+		calls        []call
+	}{
+		{"deny by prefixed name", `{default: allow, rules: [{deny: ["links__report", "apps2__show"]}]}`, []call{
+			{"report", `unknown tool "report"`}, // its one candidate is hidden: as if it did not exist
+			{"links__report", `unknown tool "links__report"`},
+			{"show", ""}, // apps2__show is hidden: only apps1__show is seen
+			{"apps1__show", ""},
+		}},
+		{"allow by prefixed name", `{default: deny, rules: [{allow: ["apps1__*", "links__*"]}]}`, []call{
+			{"show", ""},   // judged as apps1__show, which is allowed
+			{"report", ""}, // judged as links__report
+			{"apps2__show", `unknown tool "apps2__show"`},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+ups.String()+"policy: "+tc.policy+"\n")
+			cs := connect(t, base+"/mcp", nil, "2025-11-25")
+			for _, c := range tc.calls {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name})
+				switch {
+				case c.want == "" && (err != nil || res.IsError):
+					t.Errorf("%s: %v %+v", c.name, err, res)
+				case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+					t.Errorf("%s: %v, want an error saying %s", c.name, err, c.want)
+				}
+				if err != nil && strings.Contains(err.Error(), "apps2__show") && c.name != "apps2__show" {
+					t.Errorf("%s: the answer names the hidden apps2__show: %v", c.name, err)
+				}
+			}
+		})
+	}
+}
