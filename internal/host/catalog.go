@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -121,15 +122,21 @@ type resolution struct {
 	template           bool // a listed URI template (a completion's ref), named as one
 }
 
+// resolveWait bounds what Resolve waits for an upstream's listing.
+const resolveWait = 5 * time.Second
+
 // Resolve maps a downstream tool/prompt name (or, with uri, a resource URI)
-// to its upstream and the upstream's own name for it, as far as the
-// catalog already knows (it lists nothing: see Canonical and Pin).
+// to its upstream and the upstream's own name for it; false when nothing
+// on the route has it or it is ambiguous. It may list an upstream it has
+// not indexed yet, for at most resolveWait.
 func (v *View) Resolve(uri bool, external string) (upstream, internal string, ok bool) {
 	kind := mcp.KindTool
 	if uri {
 		kind = mcp.KindResource
 	}
-	r, ok, _ := v.resolve(context.Background(), kind, external, false, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), resolveWait)
+	defer cancel()
+	r, ok, _ := v.resolve(ctx, kind, external, true, nil)
 	return r.upstream, r.internal, ok
 }
 

@@ -150,10 +150,20 @@ func TestListKeepsUpstreamMembersAndHints(t *testing.T) {
 	if want := `{"tools":[` + strings.Join(ups["a"].tools, ",") + `],"x-upstream-member":1}`; string(res) != want {
 		t.Errorf("unprefixed page\n got %s\nwant %s", res, want)
 	}
-	out := mergeHints([]byte(`{"tools":[],"ttlMs":60000}`), []json.RawMessage{
-		[]byte(`{"ttlMs":60000,"cacheScope":"public"}`), []byte(`{"ttlMs":5000,"cacheScope":"private"}`), []byte(`{}`)})
-	if string(out) != `{"tools":[],"ttlMs":5000,"cacheScope":"private"}` {
-		t.Errorf("merged hints %s: want the smallest ttlMs and private", out)
+	// Several pages: the first one's members, the hints that hold for all.
+	ups2 := map[string]*fakeUpstream{
+		"a": {tools: items("name", "t", 1), handleList: `,"ttlMs":60000,"cacheScope":"public","_meta":{"first":true}`},
+		"b": {tools: items("name", "t", 1), handleList: `,"ttlMs":5000,"cacheScope":"private","_meta":{"second":true}`},
+		"c": {tools: items("name", "t", 1)},
+	}
+	res, jerr = fakeHost(t, ups2).View(nil, true).List(context.Background(), Tools, nil)
+	if jerr != nil {
+		t.Fatal(jerr)
+	}
+	for _, m := range []string{`"x-upstream-member":1`, `"ttlMs":5000`, `"cacheScope":"private"`, `"_meta":{"first":true}`} {
+		if !strings.Contains(string(res), m) {
+			t.Errorf("merged page %s lacks %s", res, m)
+		}
 	}
 }
 
@@ -512,6 +522,13 @@ func TestNamingAsUpstreamsChange(t *testing.T) {
 	pages, _ := listPages(t, v, Resources)
 	if want := []string{explicitA, "mem://b", "ui://app/x.html?mcpgw=b"}; !slices.Equal(pages[0], want) {
 		t.Errorf("after the collision: %v, want %v", pages[0], want)
+	}
+	// Notifications (resources/updated) name it the same way.
+	if got := v.External(true, "a", "ui://app/x.html"); got != explicitA {
+		t.Errorf("a's update for the shared URI names %q, want %q", got, explicitA)
+	}
+	if up, _, ok := v.Resolve(true, "ui://app/x.html"); ok {
+		t.Errorf("the shared raw URI resolves to %s", up)
 	}
 	if _, jerr := read(t, v, "ui://app/x.html"); jerr == nil || !strings.Contains(jerr.Message, explicitA) {
 		t.Errorf("the now shared raw URI: %v, want an error naming %s", jerr, explicitA)

@@ -22,6 +22,7 @@ import (
 // handlers for the routed methods. It speaks 2025-11-25 with initialize.
 type fakeUpstream struct {
 	pageSize                             int
+	handleList                           string // members added to every list result
 	handle                               func(method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
 	mu                                   sync.Mutex
 	tools, prompts, resources, templates []string
@@ -96,7 +97,7 @@ func (f *fakeUpstream) answer(method string, params json.RawMessage) (json.RawMe
 		if f.pageSize > 0 && from+f.pageSize < to {
 			to = from + f.pageSize
 		}
-		out := `{"` + key + `":[` + strings.Join(items[from:to], ",") + `],"x-upstream-member":1`
+		out := `{"` + key + `":[` + strings.Join(items[from:to], ",") + `],"x-upstream-member":1` + f.handleList
 		if to < len(items) {
 			out += `,"nextCursor":"at-` + strconv.Itoa(to) + `"`
 		}
@@ -184,7 +185,7 @@ func (t *memTransport) Close() error {
 
 // fakeHost starts a host over in-memory upstreams and waits until they
 // are connected.
-func fakeHost(t *testing.T, ups map[string]*fakeUpstream) *Host {
+func fakeHost(t testing.TB, ups map[string]*fakeUpstream) *Host {
 	t.Helper()
 	cfg := &config.Config{Separator: "__", Upstreams: map[string]*config.Upstream{}}
 	for name := range ups {

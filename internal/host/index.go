@@ -210,7 +210,9 @@ func (u *Upstream) walk(ctx context.Context, c *client.Client, kind ListKind) *l
 			u.log.Debug(kind.Method+" answered an error; indexed as empty", zap.Int("code", resp.Error.Code))
 			return newListing(c, kind, u.name, nil)
 		}
-		ids = appendIDs(ids, kind, resp.Result)
+		arr, _ := rawjson.Get(resp.Result, kind.Key)
+		items, _ := rawjson.Elements(arr)
+		ids = appendIDs(ids, kind, items)
 		if cursor, _ = rawjson.GetString(resp.Result, "nextCursor"); cursor == "" {
 			break
 		}
@@ -219,9 +221,7 @@ func (u *Upstream) walk(ctx context.Context, c *client.Client, kind ListKind) *l
 }
 
 // appendIDs appends the identifying strings of a list page's items.
-func appendIDs(ids []string, kind ListKind, page []byte) []string {
-	arr, _ := rawjson.Get(page, kind.Key)
-	items, _ := rawjson.Elements(arr)
+func appendIDs(ids []string, kind ListKind, items [][]byte) []string {
 	for _, it := range items {
 		if id, ok := rawjson.GetString(it, kind.Field); ok {
 			ids = append(ids, id)

@@ -86,11 +86,13 @@ func decodeCursor(kind ListKind, s string) (cursor, error) {
 
 // page is one upstream page of a list.
 type page struct {
-	ok     bool            // the upstream answered (false: down, no such list, failed)
-	res    json.RawMessage // its result object
-	items  [][]byte
-	next   string
-	client *client.Client // the connection it came from
+	ok      bool            // the upstream answered (false: down, no such list, failed)
+	res     json.RawMessage // its result object
+	items   [][]byte
+	next    string
+	client  *client.Client // the connection it came from
+	ttl     int64          // its ttlMs, -1 for none
+	private bool           // its cacheScope is private
 }
 
 // List answers one page of a merged list (see above). An upstream that is
@@ -140,7 +142,7 @@ func (v *View) List(ctx context.Context, kind ListKind, params json.RawMessage) 
 	}
 	var (
 		parts   []part
-		results []json.RawMessage
+		results []page
 		n       int
 		next    string
 		fetched = len(ups)
@@ -159,9 +161,11 @@ fill:
 				break fill
 			}
 			parts = append(parts, part{name, p.items})
-			results = append(results, p.res)
+			results = append(results, p)
 			n += len(p.items)
-			ids = appendIDs(ids, kind, p.res)
+			if kind != Tools {
+				ids = appendIDs(ids, kind, p.items)
+			}
 			if p.next == "" {
 				if u := v.ups[name]; fromStart && kind != Tools && p.client == u.sharedClient() {
 					// Walked whole: what the index holds for this
@@ -194,7 +198,7 @@ fill:
 		}
 		return out, nil
 	}
-	out := results[0]
+	out := results[0].res
 	var err error
 	if v.prefixed || len(parts) > 1 {
 		items := make([][]byte, 0, n)
@@ -256,40 +260,46 @@ func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params
 		return page{}
 	}
 	res := resp.Result
-	var items [][]byte
-	if arr, ok := rawjson.Get(res, kind.Key); ok {
-		if items, err = rawjson.Elements(arr); err != nil {
-			u.log.Warn(kind.Method+" result unreadable; its items are left out", zap.Error(err))
-			return page{}
+	pg := page{ok: true, res: res, client: c, ttl: -1}
+	// One pass over the result's members: the items, the cursor, the hints.
+	err = rawjson.EachField(res, func(f rawjson.Field) bool {
+		switch f.Key {
+		case kind.Key:
+			pg.items, err = rawjson.Elements(f.Value)
+		case "nextCursor":
+			_ = json.Unmarshal(f.Value, &pg.next) // a string, or no cursor
+		case "ttlMs":
+			if t, perr := strconv.ParseInt(string(f.Value), 10, 64); perr == nil && t >= 0 {
+				pg.ttl = t
+			}
+		case "cacheScope":
+			var scope string
+			pg.private = json.Unmarshal(f.Value, &scope) == nil && scope == "private"
 		}
-	}
-	if _, err := rawjson.Fields(res); err != nil {
+		return err == nil
+	})
+	if err != nil {
 		u.log.Warn(kind.Method+" result unreadable; its items are left out", zap.Error(err))
 		return page{}
 	}
 	if kind.Key == Tools.Key && !u.cfg.Stateful {
 		// What clients are shown is what calls are checked against.
-		u.schemas.observe(res)
+		u.schemas.observeItems(pg.items)
 	}
-	next, _ := rawjson.GetString(res, "nextCursor")
-	return page{ok: true, res: res, items: items, next: next, client: c}
+	return pg
 }
 
 // mergeHints gives a page merged from several upstream pages the 2026-07-28
 // cache hints that hold for all of them: the smallest ttlMs any gave, and
 // cacheScope private if any was private. The other members are the first
 // page's.
-func mergeHints(out []byte, results []json.RawMessage) []byte {
+func mergeHints(out []byte, pages []page) []byte {
 	ttl, private := int64(-1), false
-	for _, r := range results {
-		if raw, ok := rawjson.Get(r, "ttlMs"); ok {
-			if t, err := strconv.ParseInt(string(raw), 10, 64); err == nil && t >= 0 && (ttl < 0 || t < ttl) {
-				ttl = t
-			}
+	for _, p := range pages {
+		if p.ttl >= 0 && (ttl < 0 || p.ttl < ttl) {
+			ttl = p.ttl
 		}
-		if s, _ := rawjson.GetString(r, "cacheScope"); s == "private" {
-			private = true
-		}
+		private = private || p.private
 	}
 	if ttl >= 0 {
 		if o, err := rawjson.Set(out, "ttlMs", []byte(strconv.FormatInt(ttl, 10))); err == nil {

@@ -52,13 +52,30 @@ func (v *View) rewriteItem(ctx context.Context, kind ListKind, upstream string, 
 
 // rewriteUIMeta names the UI resource of an MCP Apps tool (or tool result).
 func (v *View) rewriteUIMeta(ctx context.Context, upstream string, obj []byte) []byte {
-	if _, ok := rawjson.Get(obj, "_meta"); !ok {
+	meta, ok := rawjson.Get(obj, "_meta")
+	if !ok || len(meta) == 0 || meta[0] != '{' {
 		return obj
 	}
+	// Most tools' _meta has neither: one pass to tell.
+	has := false
+	_ = rawjson.EachField(meta, func(f rawjson.Field) bool {
+		has = f.Key == "ui" || f.Key == "ui/resourceUri"
+		return !has
+	})
+	if !has {
+		return obj
+	}
+	out := meta
 	for _, path := range uiResourceURIPaths {
-		if o, _, err := v.renamePath(ctx, upstream, obj, path); err == nil {
-			obj = o
+		if o, _, err := v.renamePath(ctx, upstream, out, path[1:]); err == nil {
+			out = o
 		}
+	}
+	if len(out) == len(meta) && string(out) == string(meta) {
+		return obj
+	}
+	if o, err := rawjson.Set(obj, "_meta", out); err == nil {
+		return o
 	}
 	return obj
 }

@@ -28,18 +28,10 @@ func (t *toolSchemas) invalidate() {
 	t.mu.Unlock()
 }
 
-// observe refreshes cached definitions from a tools/list page the gateway
-// just fetched, so that a definition a client is shown and the one its
+// observeItems refreshes cached definitions from the items of a tools/list
+// page the gateway just fetched, so that a definition a client is shown and the one its
 // call is checked against (pinning, x-mcp-header) never differ.
-func (t *toolSchemas) observe(page []byte) {
-	arr, ok := rawjson.Get(page, "tools")
-	if !ok {
-		return
-	}
-	items, err := rawjson.Elements(arr)
-	if err != nil {
-		return
-	}
+func (t *toolSchemas) observeItems(items [][]byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.byName == nil {
