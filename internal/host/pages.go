@@ -262,10 +262,11 @@ func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params
 	res := resp.Result
 	pg := page{ok: true, res: res, client: c, ttl: -1}
 	// One pass over the result's members: the items, the cursor, the hints.
+	var itemsErr error
 	err = rawjson.EachField(res, func(f rawjson.Field) bool {
 		switch f.Key {
 		case kind.Key:
-			pg.items, err = rawjson.Elements(f.Value)
+			pg.items, itemsErr = rawjson.Elements(f.Value)
 		case "nextCursor":
 			_ = json.Unmarshal(f.Value, &pg.next) // a string, or no cursor
 		case "ttlMs":
@@ -276,8 +277,11 @@ func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params
 			var scope string
 			pg.private = json.Unmarshal(f.Value, &scope) == nil && scope == "private"
 		}
-		return err == nil
+		return itemsErr == nil
 	})
+	if err == nil {
+		err = itemsErr
+	}
 	if err != nil {
 		u.log.Warn(kind.Method+" result unreadable; its items are left out", zap.Error(err))
 		return page{}
