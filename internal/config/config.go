@@ -24,6 +24,9 @@ type Config struct {
 	Separator string `yaml:"separator"`
 	// MaxBodyBytes caps a downstream request body (413 beyond).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// PageSize is how many items a merged list page holds at most, for
+	// routes that set none.
+	PageSize int `yaml:"page_size"`
 	// Upstreams are the MCP servers the gateway is a client of, by name.
 	Upstreams map[string]*Upstream `yaml:"upstreams"`
 	// Routes are the downstream endpoints ("virtual servers").
@@ -116,10 +119,19 @@ type Route struct {
 	// auth.required_scopes); a token without them gets 403
 	// insufficient_scope. Needs auth.
 	Scopes []string `yaml:"scopes"`
+	// PageSize is how many items a merged list page holds at most (whole
+	// upstream pages; the top-level page_size when unset).
+	PageSize int `yaml:"page_size"`
+	// BareNames lets a prefixed route resolve a tool or prompt by its
+	// upstream's own name while exactly one upstream has it. Default true.
+	BareNames *bool `yaml:"bare_names"`
 }
 
 // Prefixed reports whether names on this route carry the upstream prefix.
 func (r *Route) Prefixed() bool { return r.Prefix == nil || *r.Prefix }
+
+// BareNamesEnabled reports whether bare names resolve on this route.
+func (r *Route) BareNamesEnabled() bool { return r.BareNames == nil || *r.BareNames }
 
 // Auth configures downstream authentication (see internal/auth). With no
 // issuer and no API key, requests are unauthenticated, which validation

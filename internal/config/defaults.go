@@ -20,6 +20,11 @@ const (
 	DefaultPolicy          = PolicyAllow
 	DefaultLeeway          = 30 * time.Second
 	DefaultGroupsClaim     = "groups"
+	// DefaultPageSize lets a catalog of several thousand tools fit one
+	// list page, so that a client that lists once sees all of it.
+	DefaultPageSize = 10000
+	// MaxPageSize bounds page_size: one page is built in memory.
+	MaxPageSize = 100000
 
 	// Replay logs of session streams (sessions.replay).
 	DefaultReplaySessionEvents       = 512
@@ -74,6 +79,9 @@ func applyDefaults(c *Config, d *decoder) {
 	if !d.set["max_body_bytes"] {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if !d.set["page_size"] {
+		c.PageSize = DefaultPageSize
+	}
 	for name, u := range c.Upstreams {
 		if u == nil {
 			continue
@@ -122,6 +130,11 @@ func applyDefaults(c *Config, d *decoder) {
 		}
 		if !d.set["sessions.replay.total_bytes"] {
 			r.TotalBytes = DefaultReplayTotalBytes
+		}
+	}
+	for i, r := range c.Routes {
+		if r != nil && !d.set[fmt.Sprintf("routes[%d].page_size", i)] {
+			r.PageSize = c.PageSize
 		}
 	}
 	policyDefaults(c, d) // policy.go

@@ -162,6 +162,9 @@ upstreams:
 	if len(c.Routes) != 1 || c.Routes[0].Path != "/mcp" || len(c.Routes[0].Upstreams) != 0 || !c.Routes[0].Prefixed() {
 		t.Errorf("Routes = %+v, want one prefixed /mcp route with all upstreams", c.Routes)
 	}
+	if r := c.Routes[0]; c.PageSize != config.DefaultPageSize || r.PageSize != config.DefaultPageSize || !r.BareNamesEnabled() {
+		t.Errorf("page size %d (route %d), bare names %v; want %d and bare names on", c.PageSize, r.PageSize, r.BareNamesEnabled(), config.DefaultPageSize)
+	}
 	if c.Policy == nil || c.Policy.Default != "allow" || len(c.Policy.Rules) != 0 {
 		t.Errorf("Policy = %+v, want default allow", c.Policy)
 	}
@@ -192,6 +195,7 @@ func TestEveryField(t *testing.T) {
 		AllowedOrigins: []string{"https://app.example.com", "http://localhost:5173"},
 		Separator:      ".",
 		MaxBodyBytes:   1 << 20,
+		PageSize:       5000,
 		Upstreams: map[string]*config.Upstream{
 			"github": {
 				URL:             "https://api.example.com/mcp/",
@@ -226,9 +230,9 @@ func TestEveryField(t *testing.T) {
 			},
 		},
 		Routes: []*config.Route{
-			{Path: "/"},
-			{Path: "/mcp/fs", Upstreams: []string{"fs"}, Prefix: new(false)},
-			{Path: "/mcp/code", Upstreams: []string{"gitlab", "github"}, Prefix: new(true)},
+			{Path: "/", PageSize: 5000},
+			{Path: "/mcp/fs", Upstreams: []string{"fs"}, Prefix: new(false), PageSize: 5000},
+			{Path: "/mcp/code", Upstreams: []string{"gitlab", "github"}, Prefix: new(true), PageSize: 200, BareNames: new(false)},
 		},
 		Auth: &config.Auth{
 			OIDC: &config.OIDC{

@@ -69,6 +69,7 @@ func (v *validator) validate() {
 	if c.MaxBodyBytes <= 0 {
 		v.add("max_body_bytes", fmt.Sprintf("must be more than 0 bytes; remove it for the default (%d, 4 MiB) or set e.g. 8388608", DefaultMaxBodyBytes))
 	}
+	v.pageSize("page_size", c.PageSize)
 	v.origins()
 	v.upstreams()
 	v.routes()
@@ -241,12 +242,26 @@ func (v *validator) routes() {
 			}
 			listed[name] = true
 		}
+		if v.dec.set[p+".page_size"] {
+			v.pageSize(p+".page_size", r.PageSize) // else the top level's, judged there
+		}
+		if r.BareNames != nil && !r.Prefixed() {
+			v.add(p+".bare_names", "applies only to prefixed routes: with prefix: false every name is the upstream's own already; remove bare_names")
+		}
 		if !r.Prefixed() {
 			if names := c.RouteUpstreams(r); len(names) != 1 {
 				v.add(p+".prefix", fmt.Sprintf("prefix: false needs exactly one upstream, but this route exposes %d (%s), whose tool, prompt and resource names could collide without the prefix; list a single upstream under upstreams: or remove prefix: false",
 					len(names), strings.Join(names, ", ")))
 			}
 		}
+	}
+}
+
+// pageSize checks a page_size: a merged list page is built in memory, so
+// it is bounded, and a page must hold something.
+func (v *validator) pageSize(p string, n int) {
+	if n < 1 || n > MaxPageSize {
+		v.add(p, fmt.Sprintf("%d is not a page size: a list page holds between 1 and %d items; remove it for the default (%d) or set e.g. 1000", n, MaxPageSize, DefaultPageSize))
 	}
 }
 

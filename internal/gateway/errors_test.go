@@ -75,7 +75,7 @@ upstreams:
 	})
 	t.Run("unknown resource", func(t *testing.T) {
 		r := c.post(`{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///etc/passwd"}}`)
-		if e := errorOf(t, r); e.Code != mcp.CodeResourceNotFound || !strings.Contains(e.Message, "<upstream>+<uri>") {
+		if e := errorOf(t, r); e.Code != mcp.CodeResourceNotFound || !strings.Contains(e.Message, `"file:///etc/passwd?mcpgw=<upstream>"`) {
 			t.Errorf("%+v", e)
 		}
 	})

@@ -437,7 +437,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		b := fidConnect(t, base+"/mcp", watcher(inB))
 		c := fidConnect(t, base+"/mcp/solo", watcher(inC)) // unprefixed route
 		for who, s := range map[string]*mcp.ClientSession{"A": a, "B": b} {
-			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
+			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 				t.Fatalf("%s subscribe: %v", who, err)
 			}
 		}
@@ -447,7 +447,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if !fidWaitEvent(up, "subscribe mem://watched", 2*time.Second) {
 			t.Fatalf("the upstream saw no subscribe: %q", up.log.all())
 		}
-		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "up+mem://watched"}); err != nil {
+		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("B unsubscribe: %v", err)
 		}
 
@@ -463,8 +463,8 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		}
 		fire()
 		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB, "C": inC}, map[string][]string{
-			"A": {"up+mem://watched"}, // the prefixed route's form
-			"C": {"mem://watched"},    // the unprefixed route's form
+			"A": {"mem://watched"}, // unique: the upstream's own URI, prefixed route
+			"C": {"mem://watched"}, // and unprefixed
 			// B unsubscribed: nothing.
 		})
 		evs := up.log.all()
@@ -723,16 +723,16 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 		for who, s := range map[string]*mcp.ClientSession{"A": a, "B": b} {
 			// The upstream has no resources/subscribe: the gateway's client
 			// names the URI in its subscriptions/listen stream instead.
-			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
+			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 				t.Fatalf("%s subscribe: %v", who, err)
 			}
 		}
-		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "up+mem://watched"}); err != nil {
+		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("B unsubscribe: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond) // a subscriptions/listen stream may take a moment to be acknowledged
 		fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB}, map[string][]string{"A": {"up+mem://watched"}})
+		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB}, map[string][]string{"A": {"mem://watched"}})
 	})
 }
 
@@ -803,7 +803,7 @@ func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
 			a := fidConnect(t, base+"/mcp", &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 				inbox.add(req.Params.URI)
 			}})
-			if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
+			if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 				t.Fatal(err)
 			}
 			pid := gw.Host().Upstream("up").PID()
@@ -822,7 +822,7 @@ func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
 				t.Fatalf("child pid %d afterwards (was %d): the upstream was not replaced", p, pid)
 			}
 			fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-			fidSettle(t, map[string]*fidInbox{"A": inbox}, map[string][]string{"A": {"up+mem://watched"}})
+			fidSettle(t, map[string]*fidInbox{"A": inbox}, map[string][]string{"A": {"mem://watched"}})
 		})
 	}
 }

@@ -322,8 +322,11 @@ func (w *wiring) connect(h *host.Host, rt *router.Router) {
 func (w *wiring) hostOptions(opts host.Options) host.Options {
 	opts.OnNotification = func(upstream, method string, params json.RawMessage) {
 		w.ready.Wait()
-		if method == mcp.NotificationToolsListChanged {
-			w.h.InvalidateTools(upstream)
+		w.h.CatalogChanged(upstream, method) // what the catalog indexed of that list is listed again
+		if method == mcp.NotificationResourcesChanged {
+			// Tools name their UI resources: one that another upstream now
+			// shares (or no longer does) is shown in another form.
+			w.rt.ListChanged(upstream, mcp.NotificationToolsListChanged)
 		}
 		w.rt.UpstreamNotification(upstream, method, params)
 	}

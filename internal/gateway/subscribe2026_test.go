@@ -49,16 +49,16 @@ func TestSubscribeThroughModernUpstream(t *testing.T) {
 	b := fidConnect(t, base+"/mcp", watcher(inB))
 	inboxes := map[string]*fidInbox{"A": inA, "B": inB}
 
-	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
+	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 		t.Fatalf("A subscribe: %v", err)
 	}
 	if !slices.Contains(rec.all(), "subscribe mem://watched") {
 		t.Errorf("the upstream saw %q, want a subscription to mem://watched", rec.all())
 	}
 	fidExpect(ctx, t, "B", b, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-	fidSettle(t, inboxes, map[string][]string{"A": {"up+mem://watched"}})
+	fidSettle(t, inboxes, map[string][]string{"A": {"mem://watched"}})
 
-	if err := a.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "up+mem://watched"}); err != nil {
+	if err := a.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 		t.Fatalf("A unsubscribe: %v", err)
 	}
 	// The last subscriber gone, the upstream stops watching too.
@@ -70,7 +70,7 @@ func TestSubscribeThroughModernUpstream(t *testing.T) {
 		}
 	}
 	fidExpect(ctx, t, "B", b, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-	fidSettle(t, inboxes, map[string][]string{"A": {"up+mem://watched"}})
+	fidSettle(t, inboxes, map[string][]string{"A": {"mem://watched"}})
 }
 
 // TestListenSubscriptionsObeyPolicy: the resources a subscriptions/listen

@@ -75,6 +75,9 @@ type Options struct {
 	BreakerCooldown  time.Duration
 	// Metrics records upstream state, restarts and calls (nil: none).
 	Metrics *metrics.Metrics
+	// Transport, when set, makes every connection to an upstream in place
+	// of its url or command (tests: an in-memory upstream).
+	Transport func(upstream string) (client.Transport, error)
 }
 
 // Host owns one upstream client per configured upstream.
@@ -320,6 +323,7 @@ type Upstream struct {
 	alt   *client.Client
 
 	schemas toolSchemas
+	lists   listCache // prompts, resources and templates it lists (index.go)
 
 	perSession perSession // stateful: true — one connection per downstream session
 	views      capViews   // exact_capabilities: true — one connection per client capability set
@@ -707,6 +711,9 @@ func (u *Upstream) callOptions(opts client.CallOptions) client.CallOptions {
 }
 
 func (u *Upstream) transport() (client.Transport, error) {
+	if mk := u.host.opts.Transport; mk != nil {
+		return mk(u.name)
+	}
 	switch {
 	case len(u.cfg.Command) > 0:
 		return client.NewStdio(client.StdioConfig{

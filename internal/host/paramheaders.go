@@ -39,18 +39,10 @@ func (u *Upstream) paramHeaders(ctx context.Context, name string, params json.Ra
 }
 
 // dropInvalidHeaderTools removes from a stateless upstream's tools/list
-// result the tools whose x-mcp-header annotations are invalid, each named
-// in the log. Every other byte of the result stays as the upstream sent it.
-func (u *Upstream) dropInvalidHeaderTools(res json.RawMessage) json.RawMessage {
-	arr, ok := rawjson.Get(res, "tools")
-	if !ok {
-		return res
-	}
-	items, err := rawjson.Elements(arr)
-	if err != nil {
-		return res
-	}
-	kept := make([][]byte, 0, len(items))
+// items the tools whose x-mcp-header annotations are invalid, each named in
+// the log. Every other item stays as the upstream sent it.
+func (u *Upstream) dropInvalidHeaderTools(items [][]byte) [][]byte {
+	kept := items[:0:0]
 	for _, it := range items {
 		schema, _ := rawjson.Get(it, "inputSchema")
 		if _, err := mcp.ValidHeaderParams(schema); err != nil {
@@ -61,11 +53,7 @@ func (u *Upstream) dropInvalidHeaderTools(res json.RawMessage) json.RawMessage {
 		kept = append(kept, it)
 	}
 	if len(kept) == len(items) {
-		return res
+		return items
 	}
-	out, err := rawjson.Set(res, "tools", rawjson.AppendArray(nil, kept))
-	if err != nil {
-		return res
-	}
-	return out
+	return kept
 }

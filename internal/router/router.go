@@ -173,7 +173,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		taken[rc.Path] = true
 	}
 	for _, rc := range cfg.Routes {
-		r := &core.Route{Path: rc.Path, View: rt.host.View(rc.Upstreams, rc.Prefixed()), Gen: g.Generation}
+		r := &core.Route{Path: rc.Path, View: rt.host.RouteView(rc), Gen: g.Generation}
 		if g.Auth != nil {
 			r.Resource, r.Scopes = g.Auth.Resource(rc.Path), g.Auth.RequiredScopes(rc.Scopes)
 		}

@@ -76,6 +76,14 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	}
 	au := c.auditBegin(ctx, rte, msg, v)
 	defer func() { au.end(resp) }()
+	if v.pinErr != nil {
+		return jsonrpc.NewError(msg.ID, v.pinErr)
+	}
+	// One reading: from here on the request names its target as it was
+	// resolved for the policy (Decide), and the upstream gets that name.
+	pm := *msg
+	pm.Params = v.params
+	msg = &pm
 	release, gerr := c.guard(ctx, rte, msg, v, au)
 	if gerr != nil {
 		return jsonrpc.NewError(msg.ID, gerr)

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -33,14 +34,31 @@ func mustCompileAllowAll() *policy.Policy {
 const CodeRateLimited = -32004
 
 // target is what a request is about, in policy terms: a tool, a prompt or
-// a resource, by its downstream name.
-func target(msg *jsonrpc.Message) (kind, name string, ok bool) {
+// a resource, by its canonical name on the route (host.View.Canonical: a
+// bare name's prefixed one, <upstream>+<uri> for a resource).
+func target(ctx context.Context, rte *Route, msg *jsonrpc.Message) (kind, name string, ok bool) {
 	t, ok := mcp.TargetOf(msg.Method, msg.Params)
 	if !ok {
 		return "", "", false
 	}
 	name, err := rawjson.GetPath(msg.Params, t.Path)
-	return string(t.Kind), name, err == nil
+	if err != nil {
+		return "", "", false
+	}
+	if c, err := rte.View.Canonical(ctx, t.Kind, name); err == nil {
+		name = c
+	}
+	return string(t.Kind), name, true
+}
+
+// visibleTo is what the policy lets the caller see on rte, for resolving
+// bare names and shared URIs among it (host.View.Pin); nil: everything.
+func visibleTo(ctx context.Context, rte *Route) host.Visible {
+	pol, p := rte.Gen.Policy, policyPrincipal(ctx)
+	if pol == nil {
+		return nil
+	}
+	return func(kind mcp.Kind, name string) bool { return pol.Decide(p, rte.Path, string(kind), name).Listed() }
 }
 
 // policyPrincipal is the request's principal in the policy's terms.
@@ -57,8 +75,14 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 // refusal for missing scopes with an HTTP challenge before any stream
 // starts, and Handle applies the same verdict.
 type Verdict struct {
-	rte        *Route // the route (and generation) it was made for
-	principal  policy.Principal
+	rte       *Route // the route (and generation) it was made for
+	principal policy.Principal
+	// params are the request's params with its target pinned (host.View.Pin):
+	// resolved once, among what the caller may see, so that what the policy
+	// judged is what the upstream is asked for. pinErr is why it resolves to
+	// nothing (unknown, hidden, or a bare name several upstreams have).
+	params     json.RawMessage
+	pinErr     *jsonrpc.Error
 	kind, name string
 	targeted   bool            // the request names a target (else the routing layer answers it)
 	decided    bool            // a policy made decision
@@ -67,10 +91,18 @@ type Verdict struct {
 
 // Decide makes the access policy's decision on msg for the principal in ctx.
 func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Verdict {
-	v := &Verdict{rte: rte, principal: policyPrincipal(ctx)}
-	v.kind, v.name, v.targeted = target(msg)
+	v := &Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
+	pinned, jerr := rte.View.Pin(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
+	if jerr != nil {
+		v.pinErr = jerr
+		return v
+	}
+	v.params = pinned
+	pm := *msg
+	pm.Params = pinned
+	v.kind, v.name, v.targeted = target(ctx, rte, &pm)
 	if v.targeted && rte.Gen.Policy != nil {
-		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(msg))
+		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(&pm))
 		v.decided = true
 	}
 	return v
@@ -183,18 +215,17 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 	p := policyPrincipal(ctx)
 	route := rte.Path
 	out, err := policy.FilterListFunc(kind, res, func(kind, name string, item []byte) bool {
+		if c, err := rte.View.Canonical(ctx, mcp.Kind(kind), name); err == nil {
+			name = c // a URI unique on the route is listed as it is
+		}
 		if !pol.Decide(p, route, kind, name).Listed() {
 			return false
 		}
 		if kind != policy.KindTool || g.Pinner == nil || method != mcp.MethodToolsList {
 			return true
 		}
-		up, internal, ok := rte.View.Resolve(false, name)
-		if !ok {
-			return false
-		}
-		def, err := rawjson.SetString(item, "name", internal) // pins are of the upstream's own definition
-		return err == nil && c.pinned(g.Pinner, up, name, def)
+		up, def, ok := rte.View.Tool(ctx, name) // pins are of the upstream's own definition
+		return ok && c.pinned(g.Pinner, up, name, def)
 	})
 	if err != nil {
 		// Never fall back to the unfiltered list.
