@@ -116,7 +116,7 @@ function diffNames(got, want) {
 function describeListing(what, got, truth) {
   const want = expectedToolNames(truth);
   const { missing, extra } = diffNames(got, want);
-  const lines = [`${what} showed ${got.length - extra.length} of the route's ${want.length} tools (${got.join(', ')})`];
+  const lines = [`${what} showed ${got.length - extra.length} of the route's ${want.length} tools${got.length <= 10 ? ` (${got.join(', ')})` : ''}`];
   for (const [u, t] of Object.entries(truth)) {
     const lack = t.tools.filter((x) => missing.includes(prefixed(u, x.name)));
     if (lack.length) lines.push(`  ${u}: ${lack.length} of ${t.tools.length} missing (${lack.map((x) => x.name).join(', ')})`);
