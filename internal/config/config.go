@@ -211,7 +211,10 @@ type Sessions struct {
 	AdvertiseURL string `yaml:"advertise_url"`
 	// IdleTimeout ends a downstream session nobody used for this long.
 	IdleTimeout Duration `yaml:"idle_timeout"`
-	Redis       *Redis   `yaml:"redis"`
+	// MaxTasks bounds the 2025-11-25 tasks a replica remembers for
+	// tasks/list and status notifications (0: the default, 10000).
+	MaxTasks int    `yaml:"max_tasks"`
+	Redis    *Redis `yaml:"redis"`
 }
 
 // Redis is optional shared state between replicas.

@@ -152,6 +152,9 @@ func restartOnly(old, next *config.Config) error {
 	if was.IdleTimeout != now.IdleTimeout {
 		keys = append(keys, "sessions.idle_timeout")
 	}
+	if was.MaxTasks != now.MaxTasks {
+		keys = append(keys, "sessions.max_tasks")
+	}
 	if !reflect.DeepEqual(was.Redis, now.Redis) {
 		keys = append(keys, "sessions.redis")
 	}

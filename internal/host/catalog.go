@@ -302,6 +302,9 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not routed by mcpgw", method)
 	}
+	if t.Kind == mcp.KindTask {
+		return v.forwardTask(ctx, method, params, opts) // tasks.go
+	}
 	external, err := rawjson.GetPath(params, t.Path)
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, t.Field())
@@ -332,6 +335,11 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		// as its own initialize would have (roots as the gateway answers them).
 		copts.Capabilities = json.RawMessage(u.viewCapabilities(caps))
 	}
+	tc, terr := v.beginTaskCall(ctx, method, upstream, params, &copts) // tasks.go: the task a tools/call may create
+	if terr != nil {
+		return nil, terr
+	}
+	defer tc.end()
 	start := u.m.CallStarted()
 	resp, cerr := c.Call(ctx, method, params, copts)
 	if cerr == nil && c.Modern() && !opts.PassInputRequired {
@@ -339,15 +347,9 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	}
 	u.m.CallDone(method, start, callReason(resp, cerr))
 	if cerr != nil {
-		var te *client.TimeoutError
-		switch {
-		case errors.As(cerr, &te):
-			return nil, jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: %v", upstream, te)
-		case errors.Is(cerr, context.Canceled):
-			return nil, jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: request cancelled", upstream)
-		}
-		return nil, jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "upstream %q: %v", upstream, cerr)
+		return nil, callError(upstream, cerr)
 	}
+	tc.result(resp)
 	if method == mcp.MethodResourcesRead && v.prefixed && resp.Error == nil {
 		if res, err := v.rewriteContents(upstream, resp.Result); err == nil {
 			resp.Result = res

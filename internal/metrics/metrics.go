@@ -40,6 +40,7 @@ var Methods = []string{
 	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
 	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
 	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
+	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
 	"other",
 }
 
@@ -155,6 +156,9 @@ type Metrics struct {
 	bridgeParked prometheus.Gauge
 	bridgeRounds *prometheus.CounterVec
 
+	tasksTracked prometheus.Gauge
+	tasksRefused *prometheus.CounterVec
+
 	sources *sourceCollector
 }
 
@@ -220,6 +224,15 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		m.bridgeRounds.WithLabelValues(o)
 	}
 
+	m.tasksTracked = f.gauge("tasks_tracked",
+		"2025-11-25 tasks this replica remembers for tasks/list and notifications/tasks/status (at most sessions.max_tasks).")
+	m.tasksRefused = f.counterVec("tasks_refused_total",
+		"Task requests refused by the gateway, by reason: full (a task-augmented tools/call while sessions.max_tasks tasks are held), not_found (a task id that is not the caller's: unknown, altered, another principal's or another route's).",
+		"reason")
+	for _, r := range []string{"full", "not_found"} {
+		m.tasksRefused.WithLabelValues(r)
+	}
+
 	info := f.gaugeVec("build_info", "Always 1; labels carry mcpgw's version and the Go version it was built with.", "version", "goversion")
 	info.WithLabelValues(opts.Version, runtime.Version()).Set(1)
 
@@ -282,7 +295,7 @@ func (l *lazy[T]) get(resolve func() T) T {
 
 // routeSeries are one route's pre-resolved series.
 type routeSeries struct {
-	requests    [len(outcomeNames) * 16]lazy[prometheus.Counter] // [method*numOutcomes+outcome]
+	requests    [len(outcomeNames) * maxMethods]lazy[prometheus.Counter] // [method*numOutcomes+outcome]
 	callStreams atomic.Int64
 }
 
@@ -294,9 +307,12 @@ func (m *Metrics) route(path string) *routeSeries {
 	return rs.(*routeSeries)
 }
 
+// maxMethods sizes the per-method series tables (Methods must fit).
+const maxMethods = 24
+
 func init() {
-	if len(Methods) > 16 {
-		panic("metrics: routeSeries.requests is too small for Methods")
+	if len(Methods) > maxMethods {
+		panic("metrics: routeSeries.requests is too small for Methods; raise maxMethods")
 	}
 }
 
@@ -386,6 +402,28 @@ func (m *Metrics) BridgeRound(outcome string) {
 	}
 }
 
+// TasksTracked sets how many 2025-11-25 tasks the gateway remembers.
+func (m *Metrics) TasksTracked(n int) {
+	if m != nil {
+		m.tasksTracked.Set(float64(n))
+	}
+}
+
+// TaskRefused counts a task-augmented call refused because the task index
+// is full.
+func (m *Metrics) TaskRefused() {
+	if m != nil {
+		m.tasksRefused.WithLabelValues("full").Inc()
+	}
+}
+
+// TaskNotFound counts a task request whose id is not the caller's.
+func (m *Metrics) TaskNotFound() {
+	if m != nil {
+		m.tasksRefused.WithLabelValues("not_found").Inc()
+	}
+}
+
 // ConfigLoaded records the configuration loaded at start.
 func (m *Metrics) ConfigLoaded() {
 	if m == nil {
@@ -451,7 +489,7 @@ type Upstream struct {
 	breakerOpens      prometheus.Counter
 	breakerOpen       prometheus.Gauge
 	inflight          prometheus.Gauge
-	durations         [16]lazy[prometheus.Observer]
+	durations         [maxMethods]lazy[prometheus.Observer]
 	errors            [numReasons]lazy[prometheus.Counter]
 }
 

@@ -29,6 +29,8 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 	defer func() { rt.opts.Metrics.Request(rte.path, msg.Method, resp.Error) }() // metrics
 	ctx = host.WithCallerCapabilities(ctx, sess.caps)                            // exact_capabilities: the upstream sees the caller's own
 	ctx = host.WithSession(ctx, sess.id)                                         // stateful upstreams use this session's own connection
+	// The tasks it creates and uses are its own (host/tasks.go).
+	ctx = host.WithTaskOwner(ctx, host.TaskOwner{Route: rte.path, Principal: sess.owner, Session: sess.id})
 	view := rte.view
 	switch msg.Method {
 	case mcp.MethodPing:
@@ -58,6 +60,13 @@ func (rt *Router) dispatch(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 			return jsonrpc.NewError(msg.ID, err)
 		}
 		return legacyResult(sess, jsonrpc.NewResult(msg.ID, res))
+	}
+	if msg.Method == mcp.MethodTasksList && !sess.stateless { // 2025-11-25 only: the caller's tasks, merged
+		res, err := view.ListTasks(ctx, msg.Params)
+		if err != nil {
+			return jsonrpc.NewError(msg.ID, err)
+		}
+		return jsonrpc.NewResult(msg.ID, res)
 	}
 	if !mcp.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))

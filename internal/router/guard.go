@@ -61,8 +61,11 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 func (rt *Router) guard(ctx context.Context, rte *route, msg *jsonrpc.Message, au *auditEntry) (release func(), missing []string, jerr *jsonrpc.Error) {
 	release = func() {}
 	kind, name, ok := target(msg)
-	if !ok {
-		return release, nil, nil // malformed: the routing layer answers it
+	if !ok || kind == string(mcp.KindTask) {
+		// Malformed: the routing layer answers it. A task: only the
+		// principal it was handed to may use it (the host checks), and the
+		// tools/call that created it was judged here.
+		return release, nil, nil
 	}
 	g := rte.gen
 	route := rte.path
@@ -134,7 +137,7 @@ func (rt *Router) challengeScopes(w http.ResponseWriter, r *http.Request, sess *
 		return false
 	}
 	kind, name, ok := target(msg)
-	if !ok {
+	if !ok || kind == string(mcp.KindTask) {
 		return false
 	}
 	d := g.policy.DecideCall(policyPrincipal(r.Context()), rte.path, kind, name, callArguments(msg))

@@ -30,6 +30,8 @@ func (rt *Router) UpstreamNotification(upstream, method string, params json.RawM
 		rt.ListChanged(upstream, method)
 	case mcp.NotificationResourceUpdated:
 		rt.resourceUpdated(upstream, params)
+	case mcp.NotificationTasksStatus:
+		rt.taskStatus(upstream, "", params)
 	default:
 		// Log messages outside a call belong to no session we can name:
 		// sending them to everyone would cross sessions.
@@ -294,6 +296,10 @@ func (rt *Router) resourceUpdated(upstream string, params json.RawMessage) {
 // SessionNotification takes what a stateful upstream's per-session
 // connection sent outside any call: it concerns that session only.
 func (rt *Router) SessionNotification(session, upstream, method string, params json.RawMessage) {
+	if method == mcp.NotificationTasksStatus {
+		rt.taskStatus(upstream, session, params)
+		return
+	}
 	s := rt.sessions.lookup(session)
 	if s == nil {
 		return
@@ -325,5 +331,19 @@ func (rt *Router) SessionNotification(session, upstream, method string, params j
 	}
 	if b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params)); err == nil {
 		s.send(b)
+	}
+}
+
+// taskStatus delivers an upstream's notifications/tasks/status (sent outside
+// any call) to the session that created the task, and to no other.
+func (rt *Router) taskStatus(upstream, session string, params json.RawMessage) {
+	sid, p, ok := rt.host.TaskNotification(upstream, session, params)
+	if !ok {
+		return
+	}
+	if s := rt.sessions.lookup(sid); s != nil {
+		if b, err := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationTasksStatus, p)); err == nil {
+			s.send(b)
+		}
 	}
 }

@@ -179,7 +179,7 @@ func negotiateInitialize(params json.RawMessage) (mcp.InitializeParams, string, 
 func (rt *Router) initializeResult(rte *route, version string) json.RawMessage {
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    capabilities(),
+		Capabilities:    rte.view.WithTaskCapabilities(capabilities(), false), // tasks: what the upstreams offer
 		ServerInfo:      mustJSON(rt.opts.ServerInfo),
 		Instructions:    rte.view.Instructions(),
 	})

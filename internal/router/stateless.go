@@ -273,7 +273,7 @@ func (rt *Router) discover(rte *route) json.RawMessage {
 		TTLMs:             listTTL.Milliseconds(),
 		CacheScope:        "public",
 		SupportedVersions: mcp.AllVersions,
-		Capabilities:      capabilities(),
+		Capabilities:      rte.view.WithTaskCapabilities(capabilities(), true), // the tasks extension when an upstream has it
 		ServerInfo:        rt.opts.ServerInfo,
 		Instructions:      rte.view.Instructions(),
 		Meta:              map[string]any{mcp.MetaServerInfo: rt.opts.ServerInfo},
