@@ -539,6 +539,12 @@ func (v *View) forwardTask(ctx context.Context, method string, params json.RawMe
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
 	copts := u.callOptions(opts)
+	if method != mcp.MethodTasksResult {
+		// Only tasks/result carries a task's requests; the others answer at
+		// once, and must not make a shared stdio upstream's requests look
+		// ambiguous while they are in flight (client.Client's owner rule).
+		copts.Request, copts.Notify = nil, nil
+	}
 	tc := &taskCall{t: t, upstream: c.Upstream, owner: owner, form: c.Form, stateful: u.cfg.Stateful}
 	tc.translate(&copts)
 	start := u.m.CallStarted()
