@@ -585,3 +585,34 @@ sessions: {max_tasks: 1}
 		t.Errorf("the upstream created %d tasks; the refused call must not reach it", up.seq)
 	}
 }
+
+// TestTasksListMergedAcrossUpstreams: on a prefixed route with two task
+// upstreams, tasks/list merges both (each paged by its upstream), and each
+// task id reaches the upstream that made it.
+func TestTasksListMergedAcrossUpstreams(t *testing.T) {
+	upA, urlA := newTaskUpstream(t)
+	upB, urlB := newTaskUpstream(t)
+	_, base := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  a: {url: %s}
+  b: {url: %s}
+routes:
+  - path: /mcp
+`, urlA, urlB))
+	c, _ := taskClient(t, base, "")
+	var want []string
+	for _, up := range []string{"a", "a", "a", "b", "b"} {
+		res := resultOf(t, c.call("tools/call", map[string]any{"name": up + "__research", "arguments": map[string]any{"hold": true}, "task": map[string]any{}}))
+		want = append(want, res["task"].(map[string]any)["taskId"].(string))
+	}
+	if got := listed(t, c); !slices.Equal(got, want) {
+		t.Errorf("tasks/list = %v; want a's three then b's two: %v", got, want)
+	}
+	if m := resultOf(t, c.call("tasks/cancel", map[string]any{"taskId": want[4]})); m["status"] != "cancelled" {
+		t.Errorf("cancel of b's task: %v", m)
+	}
+	if a, b := upA.sawTaskIDs(), upB.sawTaskIDs(); len(a) != 0 || !slices.Equal(b, []string{"up-2"}) {
+		t.Errorf("task requests reached a %v, b %v; want only b's up-2", a, b)
+	}
+}
