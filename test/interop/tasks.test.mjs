@@ -35,10 +35,12 @@ async function open(t) {
   });
   await client.connect(new StreamableHTTPClientTransport(new URL(GATEWAY_URL)));
   t.after(() => client.close().catch(() => {}));
-  // The SDK learns which tools run as tasks from tools/list.
+  // The SDK learns which tools run as tasks from tools/list, and keeps
+  // what the last page it read says: stop at the page that has the tool.
   let cursor;
   do {
     const page = await client.listTools(cursor ? { cursor } : {});
+    if (page.tools.some((tool) => tool.name === TOOL)) break;
     cursor = page.nextCursor;
   } while (cursor);
   return { client, asked };
