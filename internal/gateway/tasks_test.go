@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -616,3 +618,50 @@ routes:
 		t.Errorf("task requests reached a %v, b %v; want only b's up-2", a, b)
 	}
 }
+
+// TestTaskIDsServeAcrossReplicas: with a shared sessions.key_file, a task
+// id one replica handed out is served by another (it is a sealed token,
+// not a lookup), still only to its principal; without the shared ring it
+// is an unknown task there.
+func TestTaskIDsServeAcrossReplicas(t *testing.T) {
+	_, url := newTaskUpstream(t)
+	keys := filepath.Join(t.TempDir(), "session-keys")
+	if err := os.WriteFile(keys, []byte("q5x2Wb7y0U5o2cI4JXh8nGc1rL6vP9sT3aE0dK4mN2w=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(sessions string) string {
+		return fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  lab: {url: %s}
+routes:
+  - {path: /mcp, upstreams: [lab], prefix: false}
+auth:
+  api_keys:
+    - {name: a, key: alice-secret-0123456789, principal: alice}
+    - {name: b, key: bob-secret-0123456789, principal: bob}
+policy: {default: allow}
+%s`, url, sessions)
+	}
+	shared := fmt.Sprintf("sessions: {key_file: %q}\n", keys)
+	_, replicaA := startGateway(t, cfg(shared))
+	_, replicaB := startGateway(t, cfg(shared))
+	_, loner := startGateway(t, cfg(""))
+
+	onA, _ := taskClient(t, replicaA, "alice-secret-0123456789")
+	id := createTask(t, onA, map[string]any{})
+	onB, _ := taskClient(t, replicaB, "alice-secret-0123456789")
+	if got := resultOf(t, onB.call("tasks/get", map[string]any{"taskId": id})); got["taskId"] != id {
+		t.Errorf("replica B's tasks/get of A's task: %v", got)
+	}
+	for name, c := range map[string]*rawClient{
+		"bob on replica B":                    first(taskClient(t, replicaB, "bob-secret-0123456789")),
+		"alice on a replica without the ring": first(taskClient(t, loner, "alice-secret-0123456789")),
+	} {
+		if m := c.call("tasks/get", map[string]any{"taskId": id}); m.Error == nil || !strings.Contains(m.Error.Message, "task not found") {
+			t.Errorf("%s: %+v; want the unknown-task error", name, m)
+		}
+	}
+}
+
+func first[A, B any](a A, _ B) A { return a }

@@ -385,16 +385,16 @@ func (tc *taskCall) result(resp *jsonrpc.Message) {
 	if tc == nil || resp == nil || resp.Error != nil {
 		return
 	}
-	if rt, _ := rawjson.GetString(resp.Result, "resultType"); tc.form == formExtension && rt == "task" {
-		// 2026-07-28: the task's fields are the result's own.
+	if tc.form == formExtension {
+		// 2026-07-28: a CreateTaskResult's task fields are its own.
+		if rt, _ := rawjson.GetString(resp.Result, "resultType"); rt != "task" {
+			return
+		}
 		if id, ok := rawjson.GetString(resp.Result, "taskId"); ok {
 			if res, err := rawjson.SetString(resp.Result, "taskId", tc.token(id)); err == nil {
 				resp.Result = res
 			}
 		}
-		return
-	}
-	if tc.form != formUtility {
 		return
 	}
 	task, ok := rawjson.Get(resp.Result, "task")
