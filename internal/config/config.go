@@ -233,7 +233,10 @@ type Sessions struct {
 	// Replay bounds the logs sessions' streams are replayed from
 	// (Last-Event-ID).
 	Replay *Replay `yaml:"replay"`
-	Redis  *Redis  `yaml:"redis"`
+	// MaxTasks bounds the 2025-11-25 tasks a replica remembers for
+	// tasks/list and status notifications (0: the default, 10000).
+	MaxTasks int    `yaml:"max_tasks"`
+	Redis    *Redis `yaml:"redis"`
 }
 
 // Replay bounds what is kept for resuming session streams: per session

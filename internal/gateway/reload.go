@@ -155,6 +155,9 @@ func restartOnly(old, next *config.Config) error {
 	if old.ReplayLimits() != next.ReplayLimits() {
 		keys = append(keys, "sessions.replay")
 	}
+	if was.MaxTasks != now.MaxTasks {
+		keys = append(keys, "sessions.max_tasks")
+	}
 	if !reflect.DeepEqual(was.Redis, now.Redis) {
 		keys = append(keys, "sessions.redis")
 	}

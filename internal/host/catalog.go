@@ -146,6 +146,9 @@ func (v *View) Resolve(uri bool, external string) (upstream, internal string, ok
 // the name itself. It fails, naming the candidates, for an ambiguous bare
 // name or URI, and for a name nothing on the route has.
 func (v *View) Canonical(ctx context.Context, kind mcp.Kind, name string) (string, error) {
+	if kind == mcp.KindTask {
+		return name, nil // a sealed token, opened by forwardTask (tasks.go)
+	}
 	r, ok, jerr := v.resolve(ctx, kind, name, true, nil)
 	if jerr != nil {
 		return name, jerr
@@ -165,7 +168,7 @@ func (v *View) Canonical(ctx context.Context, kind mcp.Kind, name string) (strin
 // that nothing is left for a later step to resolve differently.
 func (v *View) Pin(ctx context.Context, method string, params json.RawMessage, visible Visible) (json.RawMessage, *jsonrpc.Error) {
 	t, ok := mcp.TargetOf(method, params)
-	if !ok || !v.prefixed {
+	if !ok || !v.prefixed || t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
 		return params, nil
 	}
 	s, err := rawjson.GetPath(params, t.Path)
@@ -435,6 +438,9 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not routed by mcpgw", method)
 	}
+	if t.Kind == mcp.KindTask {
+		return v.forwardTask(ctx, method, params, opts) // tasks.go
+	}
 	external, err := rawjson.GetPath(params, t.Path)
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, t.Field())
@@ -475,6 +481,11 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		// as its own initialize would have (roots as the gateway answers them).
 		copts.Capabilities = json.RawMessage(u.viewCapabilities(caps))
 	}
+	tc, terr := v.beginTaskCall(ctx, method, upstream, params, &copts) // tasks.go: the task a tools/call may create
+	if terr != nil {
+		return nil, terr
+	}
+	defer tc.end()
 	start := u.m.CallStarted()
 	resp, cerr := c.Call(ctx, method, params, copts)
 	if cerr == nil && c.Modern() && !opts.PassInputRequired {
@@ -482,15 +493,9 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	}
 	u.m.CallDone(method, start, callReason(resp, cerr))
 	if cerr != nil {
-		var te *client.TimeoutError
-		switch {
-		case errors.As(cerr, &te):
-			return nil, jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: %v", upstream, te)
-		case errors.Is(cerr, context.Canceled):
-			return nil, jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: request cancelled", upstream)
-		}
-		return nil, jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "upstream %q: %v", upstream, cerr)
+		return nil, callError(upstream, cerr)
 	}
+	tc.result(resp) // tasks.go: a created task's id, sealed for the caller
 	if !v.prefixed {
 		return resp, nil
 	}

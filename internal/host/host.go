@@ -78,6 +78,13 @@ type Options struct {
 	// Transport, when set, makes every connection to an upstream in place
 	// of its url or command (tests: an in-memory upstream).
 	Transport func(upstream string) (client.Transport, error)
+	// TaskKeys (the session key ring, sessions.key_file) seal the task ids
+	// handed to clients, so that every replica with the ring opens them
+	// (nil: a random key of this process). MaxTasks bounds the 2025-11-25
+	// tasks remembered for tasks/list (sessions.max_tasks; default
+	// DefaultMaxTasks). See tasks.go.
+	TaskKeys [][]byte
+	MaxTasks int
 }
 
 // Host owns one upstream client per configured upstream.
@@ -93,6 +100,8 @@ type Host struct {
 	started  bool
 	closed   bool
 	retiring map[*Upstream]bool // replaced or removed, finishing their calls
+
+	tasks *tasks // task ids handed out, and the 2025-11-25 tasks index (tasks.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -142,7 +151,8 @@ func New(cfg *config.Config, opts Options) *Host {
 		opts.BreakerCooldown = 5 * time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Host{log: opts.Logger, opts: opts, ctx: ctx, cancel: cancel, retiring: map[*Upstream]bool{}}
+	h := &Host{log: opts.Logger, opts: opts, ctx: ctx, cancel: cancel, retiring: map[*Upstream]bool{},
+		tasks: newTasks(opts.TaskKeys, opts.MaxTasks, opts.Metrics)}
 	set := &upstreamSet{byName: map[string]*Upstream{}, sep: separator(cfg)}
 	for name, ucfg := range cfg.Upstreams {
 		set.byName[name] = h.newUpstream(name, ucfg, set.sep)

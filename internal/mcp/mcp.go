@@ -27,35 +27,55 @@ const (
 
 // Method names the gateway itself interprets.
 const (
-	MethodInitialize             = "initialize"
-	MethodPing                   = "ping"
-	MethodToolsList              = "tools/list"
-	MethodToolsCall              = "tools/call"
-	MethodPromptsList            = "prompts/list"
-	MethodPromptsGet             = "prompts/get"
-	MethodResourcesList          = "resources/list"
-	MethodResourcesTemplatesList = "resources/templates/list"
-	MethodResourcesRead          = "resources/read"
-	MethodResourcesSubscribe     = "resources/subscribe"
-	MethodResourcesUnsubscribe   = "resources/unsubscribe"
-	MethodCompletionComplete     = "completion/complete"
-	MethodLoggingSetLevel        = "logging/setLevel"
-	NotificationInitialized      = "notifications/initialized"
-	NotificationCancelled        = "notifications/cancelled"
-	NotificationProgress         = "notifications/progress"
-	NotificationMessage          = "notifications/message"
-	NotificationToolsListChanged = "notifications/tools/list_changed"
-	NotificationPromptsChanged   = "notifications/prompts/list_changed"
-	NotificationResourcesChanged = "notifications/resources/list_changed"
-	NotificationResourceUpdated  = "notifications/resources/updated"
-	MethodRootsList              = "roots/list"
-	MethodSamplingCreateMessage  = "sampling/createMessage"
-	MethodElicitationCreate      = "elicitation/create"
-	NotificationRootsListChanged = "notifications/roots/list_changed"
-	HeaderSessionID              = "Mcp-Session-Id"
-	HeaderProtocolVersion        = "Mcp-Protocol-Version"
-	ContentTypeJSON              = "application/json"
-	ContentTypeEventStream       = "text/event-stream"
+	MethodInitialize              = "initialize"
+	MethodPing                    = "ping"
+	MethodToolsList               = "tools/list"
+	MethodToolsCall               = "tools/call"
+	MethodPromptsList             = "prompts/list"
+	MethodPromptsGet              = "prompts/get"
+	MethodResourcesList           = "resources/list"
+	MethodResourcesTemplatesList  = "resources/templates/list"
+	MethodResourcesRead           = "resources/read"
+	MethodResourcesSubscribe      = "resources/subscribe"
+	MethodResourcesUnsubscribe    = "resources/unsubscribe"
+	MethodCompletionComplete      = "completion/complete"
+	MethodLoggingSetLevel         = "logging/setLevel"
+	NotificationInitialized       = "notifications/initialized"
+	NotificationCancelled         = "notifications/cancelled"
+	NotificationProgress          = "notifications/progress"
+	NotificationMessage           = "notifications/message"
+	NotificationToolsListChanged  = "notifications/tools/list_changed"
+	NotificationPromptsChanged    = "notifications/prompts/list_changed"
+	NotificationResourcesChanged  = "notifications/resources/list_changed"
+	NotificationResourceUpdated   = "notifications/resources/updated"
+	MethodRootsList               = "roots/list"
+	MethodSamplingCreateMessage   = "sampling/createMessage"
+	MethodElicitationCreate       = "elicitation/create"
+	NotificationRootsListChanged  = "notifications/roots/list_changed"
+	MethodTasksGet                = "tasks/get"
+	MethodTasksResult             = "tasks/result" // 2025-11-25 only
+	MethodTasksList               = "tasks/list"   // 2025-11-25 only
+	MethodTasksCancel             = "tasks/cancel"
+	MethodTasksUpdate             = "tasks/update" // the 2026-07-28 extension only
+	NotificationTasksStatus       = "notifications/tasks/status"
+	HeaderSessionID               = "Mcp-Session-Id"
+	HeaderProtocolVersion         = "Mcp-Protocol-Version"
+	ContentTypeJSON               = "application/json"
+	ContentTypeEventStream        = "text/event-stream"
+)
+
+// The tasks utility: 2025-11-25 has it in core (the tasks capability,
+// params.task on tools/call, tasks/get, tasks/result, tasks/list,
+// tasks/cancel); 2026-07-28 moves it to an extension (declared under
+// capabilities.extensions, server-directed creation with resultType "task",
+// tasks/get inlining the result, tasks/update, tasks/cancel).
+const (
+	// ExtensionTasks names the 2026-07-28 tasks extension.
+	ExtensionTasks = "io.modelcontextprotocol/tasks"
+	// MetaRelatedTask is the _meta key that ties a message to its task.
+	MetaRelatedTask = "io.modelcontextprotocol/related-task"
+	// MetaModelImmediateResponse is a CreateTaskResult's text for the model.
+	MetaModelImmediateResponse = "io.modelcontextprotocol/model-immediate-response"
 )
 
 // MCP-specific error codes (JSON-RPC server-error range).

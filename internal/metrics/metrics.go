@@ -40,6 +40,7 @@ var Methods = []string{
 	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
 	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
 	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
+	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
 	"other",
 }
 
@@ -160,6 +161,8 @@ type Metrics struct {
 	replayBytes   prometheus.Gauge
 	replayTrimmed *prometheus.CounterVec
 	replayPurged  prometheus.Counter
+	tasksTracked prometheus.Gauge
+	tasksRefused *prometheus.CounterVec
 
 	sources *sourceCollector
 }
@@ -242,6 +245,14 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	}
 	m.replayPurged = f.counter("replay_purged_total",
 		"Replays (Last-Event-ID) that asked for events already trimmed; the client was told they are gone.")
+	m.tasksTracked = f.gauge("tasks_tracked",
+		"2025-11-25 tasks this replica remembers for tasks/list and notifications/tasks/status (at most sessions.max_tasks).")
+	m.tasksRefused = f.counterVec("tasks_refused_total",
+		"Task requests refused by the gateway, by reason: full (a task-augmented tools/call while sessions.max_tasks tasks are held), not_found (a task id that is not the caller's: unknown, altered, another principal's or another route's).",
+		"reason")
+	for _, r := range []string{"full", "not_found"} {
+		m.tasksRefused.WithLabelValues(r)
+	}
 
 	info := f.gaugeVec("build_info", "Always 1; labels carry mcpgw's version and the Go version it was built with.", "version", "goversion")
 	info.WithLabelValues(opts.Version, runtime.Version()).Set(1)
@@ -311,7 +322,7 @@ func (l *lazy[T]) get(resolve func() T) T {
 
 // routeSeries are one route's pre-resolved series.
 type routeSeries struct {
-	requests    [len(outcomeNames) * 16]lazy[prometheus.Counter] // [method*numOutcomes+outcome]
+	requests    [len(outcomeNames) * maxMethods]lazy[prometheus.Counter] // [method*numOutcomes+outcome]
 	callStreams atomic.Int64
 }
 
@@ -323,9 +334,12 @@ func (m *Metrics) route(path string) *routeSeries {
 	return rs.(*routeSeries)
 }
 
+// maxMethods sizes the per-method series tables (Methods must fit).
+const maxMethods = 24
+
 func init() {
-	if len(Methods) > 16 {
-		panic("metrics: routeSeries.requests is too small for Methods")
+	if len(Methods) > maxMethods {
+		panic("metrics: routeSeries.requests is too small for Methods; raise maxMethods")
 	}
 }
 
@@ -442,6 +456,28 @@ func (m *Metrics) ReplayPurged() {
 	}
 }
 
+// TasksTracked sets how many 2025-11-25 tasks the gateway remembers.
+func (m *Metrics) TasksTracked(n int) {
+	if m != nil {
+		m.tasksTracked.Set(float64(n))
+	}
+}
+
+// TaskRefused counts a task-augmented call refused because the task index
+// is full.
+func (m *Metrics) TaskRefused() {
+	if m != nil {
+		m.tasksRefused.WithLabelValues("full").Inc()
+	}
+}
+
+// TaskNotFound counts a task request whose id is not the caller's.
+func (m *Metrics) TaskNotFound() {
+	if m != nil {
+		m.tasksRefused.WithLabelValues("not_found").Inc()
+	}
+}
+
 // ConfigLoaded records the configuration loaded at start.
 func (m *Metrics) ConfigLoaded() {
 	if m == nil {
@@ -521,7 +557,7 @@ type Upstream struct {
 	breakerOpens      prometheus.Counter
 	breakerOpen       prometheus.Gauge
 	inflight          prometheus.Gauge
-	durations         [16]lazy[prometheus.Observer]
+	durations         [maxMethods]lazy[prometheus.Observer]
 	errors            [numReasons]lazy[prometheus.Counter]
 	stderr            [numStderrOutcomes]prometheus.Counter
 	stderrProbe       prometheus.Counter

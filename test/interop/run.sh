@@ -16,6 +16,10 @@
 # does behind one prefixed route of five npm servers, two of them MCP Apps
 # examples (route /mcp/hosts): one tools/list, the Inspector CLI's tools/list,
 # ui:// app documents, resource_link reads, bare tool names (hosts.test.mjs).
+# The v1 client's
+# experimental tasks API drives server-everything's simulate-research-query
+# through the gateway to a completed result, its elicitation coming on the
+# tasks/result stream (tasks.test.mjs).
 #
 #   test/interop/run.sh            # from anywhere; needs go, node >= 20, npm, curl
 #
@@ -205,7 +209,7 @@ done
 # file's concurrent everything__* calls would make fidelity.test.mjs and
 # stateless.test.mjs flaky.
 # (--test-concurrency needs Node >= 20.10; older nodes run files in parallel.)
-tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/modern-upstream.test.mjs test/interop/hosts.test.mjs test/interop/auth.test.mjs)
+tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/modern-upstream.test.mjs test/interop/hosts.test.mjs test/interop/auth.test.mjs test/interop/tasks.test.mjs)
 node_flags=(--test)
 if node --test-concurrency=1 -e '' >/dev/null 2>&1; then node_flags+=(--test-concurrency=1); fi
 modern_url="http://127.0.0.1:$port/mcp/modern"

@@ -33,6 +33,8 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	defer func() { c.opts.Metrics.Request(rte.Path, msg.Method, resp.Error) }() // metrics
 	ctx = host.WithCallerCapabilities(ctx, sess.caps)                           // exact_capabilities: the upstream sees the caller's own
 	ctx = host.WithSession(ctx, sess.id)                                        // stateful upstreams use this session's own connection
+	// The tasks it creates and uses are its own (host/tasks.go).
+	ctx = host.WithTaskOwner(ctx, host.TaskOwner{Route: rte.Path, Principal: sess.owner, Session: sess.id})
 	view := rte.View
 	switch msg.Method {
 	case mcp.MethodPing:
@@ -62,6 +64,13 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 			return jsonrpc.NewError(msg.ID, err)
 		}
 		return sessionResult(sess, jsonrpc.NewResult(msg.ID, res))
+	}
+	if msg.Method == mcp.MethodTasksList && !sess.Stateless() { // 2025-11-25 only: the caller's tasks, merged
+		res, err := view.ListTasks(ctx, msg.Params)
+		if err != nil {
+			return jsonrpc.NewError(msg.ID, err)
+		}
+		return jsonrpc.NewResult(msg.ID, res)
 	}
 	if !mcp.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))

@@ -101,6 +101,12 @@ func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Ve
 	pm := *msg
 	pm.Params = pinned
 	v.kind, v.name, v.targeted = target(ctx, rte, &pm)
+	if v.kind == string(mcp.KindTask) {
+		// A task: only the principal it was handed to may use it (the host
+		// opens its sealed id), and the tools/call that created it was
+		// judged here. Nothing for the policy to decide.
+		v.targeted = false
+	}
 	if v.targeted && rte.Gen.Policy != nil {
 		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(&pm))
 		v.decided = true

@@ -37,6 +37,8 @@ func (c *Core) UpstreamNotification(upstream, method string, params json.RawMess
 		c.ListChanged(upstream, method)
 	case mcp.NotificationResourceUpdated:
 		c.resourceUpdated(upstream, params)
+	case mcp.NotificationTasksStatus:
+		c.taskStatus(upstream, "", params)
 	default:
 		// Log messages outside a call belong to no session we can name:
 		// sending them to everyone would cross sessions.
@@ -301,6 +303,10 @@ func (c *Core) resourceUpdated(upstream string, params json.RawMessage) {
 // SessionNotification takes what a stateful upstream's per-session
 // connection sent outside any call: it concerns that session only.
 func (c *Core) SessionNotification(session, upstream, method string, params json.RawMessage) {
+	if method == mcp.NotificationTasksStatus {
+		c.taskStatus(upstream, session, params)
+		return
+	}
 	s := c.opts.Sessions.Lookup(session)
 	if s == nil {
 		return
@@ -332,5 +338,19 @@ func (c *Core) SessionNotification(session, upstream, method string, params json
 	}
 	if b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params)); err == nil {
 		s.Send(b)
+	}
+}
+
+// taskStatus delivers an upstream's notifications/tasks/status (sent outside
+// any call) to the session that created the task, and to no other.
+func (c *Core) taskStatus(upstream, session string, params json.RawMessage) {
+	sid, p, ok := c.host.TaskNotification(upstream, session, params)
+	if !ok {
+		return
+	}
+	if s := c.opts.Sessions.Lookup(sid); s != nil {
+		if b, err := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationTasksStatus, p)); err == nil {
+			s.Send(b)
+		}
 	}
 }

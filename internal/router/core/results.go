@@ -53,7 +53,7 @@ func NegotiateInitialize(params json.RawMessage) (mcp.InitializeParams, mcp.Revi
 func (c *Core) InitializeResult(rte *Route, version mcp.Revision) json.RawMessage {
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    capabilities(),
+		Capabilities:    rte.View.WithTaskCapabilities(capabilities(), false), // tasks: what the upstreams offer
 		ServerInfo:      mustJSON(c.opts.ServerInfo),
 		Instructions:    rte.View.Instructions(),
 	})
@@ -76,7 +76,7 @@ func (c *Core) Discover(rte *Route) json.RawMessage {
 		TTLMs:             listTTL.Milliseconds(),
 		CacheScope:        "public",
 		SupportedVersions: mcp.AllVersions,
-		Capabilities:      capabilities(),
+		Capabilities:      rte.View.WithTaskCapabilities(capabilities(), true), // the tasks extension when an upstream has it
 		ServerInfo:        c.opts.ServerInfo,
 		Instructions:      rte.View.Instructions(),
 		Meta:              map[string]any{mcp.MetaServerInfo: c.opts.ServerInfo},
