@@ -161,8 +161,8 @@ type Metrics struct {
 	replayBytes   prometheus.Gauge
 	replayTrimmed *prometheus.CounterVec
 	replayPurged  prometheus.Counter
-	tasksTracked prometheus.Gauge
-	tasksRefused *prometheus.CounterVec
+	tasksTracked  prometheus.Gauge
+	tasksRefused  *prometheus.CounterVec
 
 	sources *sourceCollector
 }
