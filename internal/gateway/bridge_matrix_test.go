@@ -128,6 +128,7 @@ func matrixServer(modern bool) *mcp.Server {
 }
 
 func TestRevisionMatrix(t *testing.T) {
+	t.Parallel()
 	for _, col := range []struct {
 		name           string
 		clientVersion  string
@@ -291,6 +292,7 @@ func TestRevisionMatrix(t *testing.T) {
 // 2026-07-28 request gets the spec's error from the gateway, and the
 // upstream never sees a call for it (counted at the upstream's handler).
 func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	var calls atomic.Int64
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
@@ -403,6 +405,7 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 // TestUnknownResourceNamedAsTheClientNamedIt: an upstream's resource-not-
 // found error names its own URI in data.uri; the caller used the gateway's.
 func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
@@ -425,6 +428,7 @@ func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
 // /metrics, so an operator sees a bridge filling up or clients retrying
 // with states that are refused.
 func TestBridgeMetrics(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
@@ -480,6 +484,7 @@ func TestBridgeMetrics(t *testing.T) {
 // legacy upstream's log messages on its request's own stream, at or above
 // the level its request's _meta asks for, and none when it asks for none.
 func TestStatelessLogLevelOverLegacyUpstream(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)

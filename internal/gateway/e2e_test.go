@@ -51,6 +51,7 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 func TestMergedCatalogEveryRevision(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	// "" is the SDK's default: it tries 2026-07-28's server/discover first
 	// and must fall back to initialize against this gateway.
@@ -111,6 +112,7 @@ func TestMergedCatalogEveryRevision(t *testing.T) {
 }
 
 func TestPaginationPageByPage(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	cs := connect(t, base+"/mcp", nil, "2025-11-25")
 	ctx := context.Background()
@@ -152,6 +154,7 @@ func TestPaginationPageByPage(t *testing.T) {
 }
 
 func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	cs := connect(t, base+"/mcp", nil, "2025-11-25")
 	ctx := context.Background()
@@ -217,6 +220,7 @@ func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
 }
 
 func TestUnprefixedRoute(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	cs := connect(t, base+"/mcp/beta", nil, "2025-06-18")
 	ctx := context.Background()
@@ -250,6 +254,7 @@ func TestUnprefixedRoute(t *testing.T) {
 }
 
 func TestProgressReachesOnlyItsCaller(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
