@@ -108,8 +108,12 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		opts.Replay = sessions.Limits{SessionEvents: r.SessionEvents, SessionBytes: r.SessionBytes, TotalBytes: r.TotalBytes}
 	}
 	rt := &Router{log: opts.Logger, opts: opts, host: h}
-	rt.sessions = sessions.NewStore(opts.SessionKeys, sessions.NewMemoryEvents(opts.Replay, opts.Metrics), func(s *sessions.Session) {
-		rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
+	rt.sessions = sessions.NewStore(sessions.StoreOptions{
+		Keys:   opts.SessionKeys,
+		Events: sessions.NewMemoryEvents(opts.Replay, opts.Metrics),
+		OnEnd: func(s *sessions.Session) {
+			rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
+		},
 	})
 	rt.core = core.New(h, core.Options{
 		Logger:       opts.Logger,
