@@ -116,11 +116,6 @@ func (s *Session) End() { s.cancel() }
 // updates) to whatever stream the session's transport keeps open.
 func (s *Session) Outbox() <-chan []byte { return s.outbox }
 
-// Claims are what a sealed session id must carry to recreate the session.
-func (s *Session) Claims() (version mcp.Revision, caps, info json.RawMessage) {
-	return s.version, s.caps, s.info
-}
-
 // Handshake records what initialize negotiated, for a session created
 // before it (a serial connection). The caller orders it before every
 // request that reads them.
