@@ -54,7 +54,7 @@ type Options struct {
 	Policy  *policy.Policy
 	Limiter *policy.Limiter
 	// SessionKeys, when set (sessions.key_file, from ParseSessionKeys),
-	// make legacy session ids AEAD tokens any replica with the same keys
+	// make session ids AEAD tokens any replica with the same keys
 	// can serve.
 	SessionKeys [][]byte
 	// AdvertiseURL (sessions.advertise_url) is where the other replicas
@@ -172,7 +172,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 	mux := chi.NewRouter()
 	mux.Use(edge.RequestIDs(rt.log)) // X-Request-Id, request_id on log lines
 	mux.Use(edge.NewChecks(cfg.Listen, cfg.PublicURL, cfg.AllowedOrigins).Middleware(rt.log))
-	taken := map[string]bool{} // route paths, never shadowed by legacy endpoints
+	taken := map[string]bool{} // route paths, never shadowed by HTTP+SSE endpoints
 	for _, rc := range cfg.Routes {
 		taken[rc.Path] = true
 	}

@@ -51,7 +51,7 @@ func (c *Core) listenersFor(method string, ups map[string]bool) []*Session {
 }
 
 // Tag adds the session's subscription id to a notification's params, for
-// delivery on a subscriptions/listen stream; legacy sessions are unchanged.
+// delivery on a subscriptions/listen stream; other sessions' are unchanged.
 func (s *Session) Tag(params json.RawMessage) json.RawMessage {
 	if s.subscriptionID == nil {
 		return params

@@ -17,7 +17,7 @@ import (
 )
 
 // isStateless reports whether a POST without a session id is a 2026-07-28
-// (stateless) request rather than a legacy one: it says so in its version
+// (stateless) request rather than a session revision's first one: it says so in its version
 // header or its _meta, or it is server/discover.
 func isStateless(r *http.Request, msg *jsonrpc.Message) bool {
 	if v := mcp.Revision(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && !v.Initializes() {
