@@ -128,6 +128,7 @@ func matrixServer(modern bool) *mcp.Server {
 }
 
 func TestRevisionMatrix(t *testing.T) {
+	t.Parallel()
 	for _, col := range []struct {
 		name           string
 		clientVersion  string
@@ -291,6 +292,7 @@ func TestRevisionMatrix(t *testing.T) {
 // 2026-07-28 request gets the spec's error from the gateway, and the
 // upstream never sees a call for it (counted at the upstream's handler).
 func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	var calls atomic.Int64
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
@@ -404,6 +406,7 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 // found error names its own URI in data.uri; the caller used the gateway's
 // (here the explicit form: two upstreams have resources).
 func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
+	t.Parallel()
 	var urls []string
 	for range 2 {
 		srv := matrixServer(false)
@@ -431,6 +434,7 @@ func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
 // /metrics, so an operator sees a bridge filling up or clients retrying
 // with states that are refused.
 func TestBridgeMetrics(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
@@ -486,6 +490,7 @@ func TestBridgeMetrics(t *testing.T) {
 // legacy upstream's log messages on its request's own stream, at or above
 // the level its request's _meta asks for, and none when it asks for none.
 func TestStatelessLogLevelOverLegacyUpstream(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)

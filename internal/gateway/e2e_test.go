@@ -53,6 +53,7 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 func TestMergedCatalogEveryRevision(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	// "" is the SDK's default: it tries 2026-07-28's server/discover first
 	// and must fall back to initialize against this gateway.
@@ -117,6 +118,7 @@ func TestMergedCatalogEveryRevision(t *testing.T) {
 // small one the cursors go on across upstreams (each upstream pages 2 at
 // a time: alpha 10 tools, beta 7).
 func TestPaginationPageByPage(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -162,6 +164,7 @@ func TestPaginationPageByPage(t *testing.T) {
 }
 
 func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	cs := connect(t, base+"/mcp", nil, "2025-11-25")
 	ctx := context.Background()
@@ -233,6 +236,7 @@ func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
 }
 
 func TestUnprefixedRoute(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	cs := connect(t, base+"/mcp/beta", nil, "2025-06-18")
 	ctx := context.Background()
@@ -266,6 +270,7 @@ func TestUnprefixedRoute(t *testing.T) {
 }
 
 func TestProgressReachesOnlyItsCaller(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

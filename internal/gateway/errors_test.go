@@ -14,6 +14,7 @@ import (
 // TestBadInputs checks that every kind of bad input gets one clear answer
 // and that nothing else is affected.
 func TestBadInputs(t *testing.T) {
+	// Not parallel: a 300 ms upstream timeout is part of what it checks, even on a loaded machine.
 	alpha := httpUpstream(t, "alpha", 0)
 	slow := httpUpstream(t, "slowpoke", 0)
 	_, base := startGateway(t, fmt.Sprintf(`

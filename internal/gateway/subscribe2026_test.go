@@ -21,6 +21,7 @@ import (
 // a resourceSubscriptions entry of the gateway's subscriptions/listen
 // stream, and its updates reach the subscribed session only.
 func TestSubscribeThroughModernUpstream(t *testing.T) {
+	t.Parallel()
 	rec := newFidMemLog()
 	srv := fidelityServer("up", rec, nil, true)
 	// The SDK speaks 2026-07-28 over HTTP only when stateless.
@@ -78,6 +79,7 @@ func TestSubscribeThroughModernUpstream(t *testing.T) {
 // policy: one the caller may not see is left out of the acknowledgement and
 // never subscribed upstream.
 func TestListenSubscriptionsObeyPolicy(t *testing.T) {
+	t.Parallel()
 	up := fidHTTPUpstream(t, "up", 0)
 	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry+`policy:
   default: allow

@@ -54,7 +54,7 @@ type Options struct {
 	Policy  *policy.Policy
 	Limiter *policy.Limiter
 	// SessionKeys, when set (sessions.key_file, from ParseSessionKeys),
-	// make legacy session ids AEAD tokens any replica with the same keys
+	// make session ids AEAD tokens any replica with the same keys
 	// can serve.
 	SessionKeys [][]byte
 	// AdvertiseURL (sessions.advertise_url) is where the other replicas
@@ -108,8 +108,12 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		opts.Replay = sessions.Limits{SessionEvents: r.SessionEvents, SessionBytes: r.SessionBytes, TotalBytes: r.TotalBytes}
 	}
 	rt := &Router{log: opts.Logger, opts: opts, host: h}
-	rt.sessions = sessions.NewStore(opts.SessionKeys, sessions.NewMemoryEvents(opts.Replay, opts.Metrics), func(s *sessions.Session) {
-		rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
+	rt.sessions = sessions.NewStore(sessions.StoreOptions{
+		Keys:   opts.SessionKeys,
+		Events: sessions.NewMemoryEvents(opts.Replay, opts.Metrics),
+		OnEnd: func(s *sessions.Session) {
+			rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
+		},
 	})
 	rt.core = core.New(h, core.Options{
 		Logger:       opts.Logger,
@@ -168,7 +172,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 	mux := chi.NewRouter()
 	mux.Use(edge.RequestIDs(rt.log)) // X-Request-Id, request_id on log lines
 	mux.Use(edge.NewChecks(cfg.Listen, cfg.PublicURL, cfg.AllowedOrigins).Middleware(rt.log))
-	taken := map[string]bool{} // route paths, never shadowed by legacy endpoints
+	taken := map[string]bool{} // route paths, never shadowed by HTTP+SSE endpoints
 	for _, rc := range cfg.Routes {
 		taken[rc.Path] = true
 	}

@@ -22,13 +22,16 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
-// Bridging a legacy upstream to a 2026-07-28 client. A legacy upstream asks
-// for sampling, elicitation or roots with a server→client request in the
-// middle of a call; a 2026-07-28 client can only be asked through an
-// input_required result and answers by retrying the request. So the gateway
-// parks the upstream call — still waiting for its answer — returns
-// input_required with a requestState naming the parked call, and when the
-// retry brings inputResponses it answers the upstream and resumes waiting.
+// Bridging a session-revision upstream to a stateless (2026-07-28) caller.
+// Such an upstream asks for sampling, elicitation or roots with a
+// server→client request in the middle of a call; a 2026-07-28 client can
+// only be asked through an input_required result and answers by retrying
+// the request. So the gateway parks the upstream call — still waiting for
+// its answer — returns input_required with a requestState naming the
+// parked call, and when the retry brings inputResponses it answers the
+// upstream and resumes waiting. (The other direction, a stateless
+// upstream's input_required answered on a session caller's stream, is
+// host.View's, which holds the upstream connection the retries need.)
 //
 // Parked calls live in this replica's memory: a retry must reach the same
 // replica (the requestState says so when it does not). They are bounded in

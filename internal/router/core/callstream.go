@@ -149,7 +149,7 @@ func (s *Session) wantsLog(params json.RawMessage) bool {
 	min := s.logLevel
 	s.mu.Unlock()
 	if min == "" {
-		// Legacy: everything until setLevel. 2026-07-28: nothing unless the
+		// A session: everything until setLevel. 2026-07-28: nothing unless the
 		// request asked for a level in its _meta.
 		return !s.Stateless()
 	}

@@ -61,7 +61,7 @@ type Core struct {
 	pinWarned sync.Map // pinning verdicts already logged
 
 	listenersMu sync.Mutex
-	listeners   map[*Session]bool // open subscriptions/listen streams
+	listeners   map[*Session]*mcp.ListenFilter // open subscriptions/listen streams
 
 	bridge *bridge // session-revision upstreams' input requests parked for stateless callers
 
@@ -97,7 +97,7 @@ func New(h *host.Host, opts Options) *Core {
 		host:      h,
 		subs:      newSubscriptions(),
 		changes:   make(chan listChange, 64),
-		listeners: map[*Session]bool{},
+		listeners: map[*Session]*mcp.ListenFilter{},
 		levels:    map[string]string{},
 		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
 		stop:      make(chan struct{}),

@@ -76,7 +76,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 	}
 	if sess.Stateless() && slices.Contains(logLevels, sess.logLevel) {
-		// A 2026-07-28 request's _meta level, like a legacy session's
+		// A 2026-07-28 request's _meta level, like a session's
 		// logging/setLevel (a stateless upstream takes the request's own).
 		c.loosenUpstreams(ctx, view, sess.logLevel)
 	}

@@ -182,7 +182,7 @@ func (c *Core) dropSubscription(sess *Session, key subKey, tell bool) {
 }
 
 // upstreamSubscription sends resources/subscribe or unsubscribe for uri
-// (the upstream's own) on the connection subscriptions use: the legacy one
+// (the upstream's own) on the connection subscriptions use: the session-revision one
 // of a dual-stack upstream, the session's own of a stateful one.
 func upstreamSubscription(ctx context.Context, u *host.Upstream, method, uri string) error {
 	c, err := u.ClientFor(ctx, true)

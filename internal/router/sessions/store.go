@@ -23,6 +23,7 @@ import (
 // stream holds it open, and the replay log of its streams.
 type Session struct {
 	*core.Session
+	now func() time.Time // the store's clock
 
 	// Events keeps what was sent on the session's streams for Last-Event-ID.
 	Events EventLog
@@ -35,7 +36,7 @@ type Session struct {
 // Touch records that the session was used now.
 func (s *Session) Touch() {
 	s.mu.Lock()
-	s.lastUsed = time.Now()
+	s.lastUsed = s.now()
 	s.mu.Unlock()
 }
 
@@ -55,7 +56,7 @@ func (s *Session) OpenStream() bool {
 func (s *Session) CloseStream() {
 	s.mu.Lock()
 	s.streamOpen = false
-	s.lastUsed = time.Now()
+	s.lastUsed = s.now()
 	s.mu.Unlock()
 }
 
@@ -78,15 +79,30 @@ type Store struct {
 	// remembers the tokens ended here until they would expire anyway.
 	sealer *sealer
 	ended  map[string]time.Time
+
+	now func() time.Time
 }
 
-// NewStore makes a store whose ids are sealed with keys (from
-// ParseSessionKeys; none: random ids) and whose sessions' replay logs are
-// kept in events. onEnd is called once for every session that ends.
-func NewStore(keys [][]byte, events EventStore, onEnd func(*Session)) *Store {
-	st := &Store{sessions: make(map[string]*Session), events: events, onEnd: onEnd}
+// StoreOptions configure a Store.
+type StoreOptions struct {
+	// Keys seal session ids (from ParseSessionKeys; none: random ids).
+	Keys [][]byte
+	// Events keeps the sessions' replay logs.
+	Events EventStore
+	// OnEnd is called once for every session that ends (nil: nothing).
+	OnEnd func(*Session)
+	// Now is the clock of idle times and token ages (nil: time.Now).
+	Now func() time.Time
+}
+
+// NewStore makes a store.
+func NewStore(o StoreOptions) *Store {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	st := &Store{sessions: make(map[string]*Session), events: o.Events, onEnd: o.OnEnd, now: o.Now}
 	// Keys come from ParseSessionKeys, which checks their sizes.
-	st.sealer, _ = newSealer(keys)
+	st.sealer, _ = newSealer(o.Keys)
 	return st
 }
 
@@ -94,7 +110,7 @@ func NewStore(keys [][]byte, events EventStore, onEnd func(*Session)) *Store {
 func (st *Store) Create(rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
 	id := newSessionID()
 	if st.sealer != nil {
-		id = st.sealer.seal(sessionClaims{Route: rt.Path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: time.Now().Unix()})
+		id = st.sealer.seal(sessionClaims{Route: rt.Path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: st.now().Unix()})
 	}
 	return st.add(id, rt, version, caps, info, p)
 }
@@ -103,7 +119,8 @@ func (st *Store) Create(rt *core.Route, version mcp.Revision, caps, info json.Ra
 func (st *Store) add(id string, rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
 	s := &Session{
 		Session:  core.NewSession(id, rt, version, caps, info, p),
-		lastUsed: time.Now(),
+		now:      st.now,
+		lastUsed: st.now(),
 	}
 	st.mu.Lock()
 	if old := st.sessions[id]; old != nil { // rehydrated concurrently
@@ -137,7 +154,7 @@ func (st *Store) Rehydrate(id string, rt *core.Route, p *auth.Principal) *Sessio
 	if st.sealer == nil {
 		return nil
 	}
-	now := time.Now()
+	now := st.now()
 	st.mu.Lock()
 	_, gone := st.ended[id]
 	st.mu.Unlock()
@@ -168,7 +185,7 @@ func (st *Store) Remove(id string) *Session {
 		if st.ended == nil {
 			st.ended = map[string]time.Time{}
 		}
-		now := time.Now()
+		now := st.now()
 		st.ended[id] = now
 		for k, at := range st.ended {
 			if now.Sub(at) > sessionTokenMaxAge {
@@ -189,7 +206,7 @@ func (st *Store) Remove(id string) *Session {
 
 // Reap ends sessions idle for longer than idle.
 func (st *Store) Reap(idle time.Duration) int {
-	cutoff := time.Now().Add(-idle)
+	cutoff := st.now().Add(-idle)
 	var stale []string
 	st.mu.Lock()
 	for id, s := range st.sessions {

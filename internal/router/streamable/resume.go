@@ -10,7 +10,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
-// resumableWriter writes a legacy session's stream, logging each event
+// resumableWriter writes a stored session's stream, logging each event
 // first so that it survives the connection.
 type resumableWriter struct {
 	log    sessions.EventLog

@@ -47,7 +47,7 @@ func TestReplay(t *testing.T) {
 		{name: "not this session's", limits: sessions.Limits{SessionEvents: 10, SessionBytes: 1 << 20, TotalBytes: 1 << 20}, unknown: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := sessions.NewStore(nil, sessions.NewMemoryEvents(tc.limits, nil), nil)
+			st := sessions.NewStore(sessions.StoreOptions{Events: sessions.NewMemoryEvents(tc.limits, nil)})
 			sess := st.Create(&core.Route{Path: "/mcp"}, mcp.Version20251125, nil, nil, nil)
 			defer st.Remove(sess.ID())
 			rw := newResumableWriter(httptest.NewRecorder(), sess.Events, "s1", jsonrpc.IntID(9), true)

@@ -17,7 +17,7 @@ import (
 )
 
 // isStateless reports whether a POST without a session id is a 2026-07-28
-// (stateless) request rather than a legacy one: it says so in its version
+// (stateless) request rather than a session revision's first one: it says so in its version
 // header or its _meta, or it is server/discover.
 func isStateless(r *http.Request, msg *jsonrpc.Message) bool {
 	if v := mcp.Revision(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && !v.Initializes() {
@@ -146,7 +146,7 @@ func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Se
 		return
 	}
 	f := p.Notifications
-	sess.Listen(json.RawMessage(msg.ID), f)
+	sess.Listen(json.RawMessage(msg.ID))
 	// Resource subscriptions share the sessions' reference counting.
 	var acked []string
 	for _, uri := range f.ResourceSubscriptions {
@@ -163,7 +163,7 @@ func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Se
 	defer t.core.EndSubscriptions(sess)
 	ack := *f
 	ack.ResourceSubscriptions = acked
-	t.core.AddListener(sess)
+	t.core.AddListener(sess, f)
 	defer t.core.RemoveListener(sess)
 
 	sw := sse.NewWriter(w)
