@@ -40,11 +40,15 @@ const (
 // bytes depend on the separator only, never on the catalog.
 func metaTools(view *host.View) [][]byte {
 	search, call := view.MetaToolName(metaSearch), view.MetaToolName(metaCall)
+	// Names and separator are of config-validated characters; quoted as
+	// JSON all the same, so that the definitions are valid whatever they hold.
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	inText := func(s string) string { b, _ := json.Marshal(s); return string(b[1 : len(b)-1]) }
 	return [][]byte{
-		fmt.Appendf(nil, `{"name":%q,"title":"Search tools","description":"Find the tools of this server for a task: describe what you want to do in a few words. Returns the best matches, best first, each with its name, description and inputSchema. Then call one with %s (or directly by its name).","inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"What you want to do, e.g. \"create a github issue\""},"upstream":{"type":"string","description":"Only tools of this upstream (the part of a tool name before %q)"},"limit":{"type":"integer","minimum":1,"maximum":%d,"description":"Most tools to return (default %d)"}},"required":["query"],"additionalProperties":false},"annotations":{"readOnlyHint":true,"openWorldHint":false}}`,
-			search, call, metaSep(view), maxSearchLimit, defaultSearchLimit),
-		fmt.Appendf(nil, `{"name":%q,"title":"Call a tool","description":"Call a tool that %s found, by its exact name, with arguments that match its inputSchema. Returns that tool's own result.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name, as %s returned it"},"arguments":{"type":"object","description":"The tool's arguments"}},"required":["name"],"additionalProperties":false}}`,
-			call, search, search),
+		fmt.Appendf(nil, `{"name":%s,"title":"Search tools","description":"Find the tools of this server for a task: describe what you want to do in a few words. Returns the best matches, best first, each with its name, description and inputSchema. Then call one with %s (or directly by its name).","inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"What you want to do, e.g. \"create a github issue\""},"upstream":{"type":"string","description":"Only tools of this upstream (the part of a tool name before %s)"},"limit":{"type":"integer","minimum":1,"maximum":%d,"description":"Most tools to return (default %d)"}},"required":["query"],"additionalProperties":false},"annotations":{"readOnlyHint":true,"openWorldHint":false}}`,
+			q(search), inText(call), inText(metaSep(view)), maxSearchLimit, defaultSearchLimit),
+		fmt.Appendf(nil, `{"name":%s,"title":"Call a tool","description":"Call a tool that %s found, by its exact name, with arguments that match its inputSchema. Returns that tool's own result.","inputSchema":{"type":"object","properties":{"name":{"type":"string","description":"The tool's name, as %s returned it"},"arguments":{"type":"object","description":"The tool's arguments"}},"required":["name"],"additionalProperties":false}}`,
+			q(call), inText(search), inText(search)),
 	}
 }
 
