@@ -488,13 +488,17 @@ func TestToolSearchListChanged(t *testing.T) {
 		t.Fatalf("found before it exists: %v", got)
 	}
 	addFixtureTool(f.servers["notion"], "notion", fixtureTool{"teleport_widget", "Teleport a quantum widget elsewhere.", []string{"widget: Which"}}, f.calls["notion"])
-	waitFor(t, func() bool { return slices.Contains(search(t, cs, map[string]any{"query": q}).names(), "notion__teleport_widget") }, "the added tool in search results")
+	waitFor(t, func() bool {
+		return slices.Contains(search(t, cs, map[string]any{"query": q}).names(), "notion__teleport_widget")
+	}, "the added tool in search results")
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "mcpgw__call_tool", Arguments: map[string]any{"name": "notion__teleport_widget"}})
 	if err != nil || res.IsError {
 		t.Errorf("call the added tool: %v %+v", err, res)
 	}
 	f.servers["notion"].RemoveTools("teleport_widget")
-	waitFor(t, func() bool { return !slices.Contains(search(t, cs, map[string]any{"query": q}).names(), "notion__teleport_widget") }, "the removed tool gone from search results")
+	waitFor(t, func() bool {
+		return !slices.Contains(search(t, cs, map[string]any{"query": q}).names(), "notion__teleport_widget")
+	}, "the removed tool gone from search results")
 }
 
 func principal(rec map[string]any) any {
