@@ -125,6 +125,53 @@ type Route struct {
 	// BareNames lets a prefixed route resolve a tool or prompt by its
 	// upstream's own name while exactly one upstream has it. Default true.
 	BareNames *bool `yaml:"bare_names"`
+	// Tools is how the route's tools are discovered: listed whole, or
+	// behind the gateway's search_tools and call_tool (docs/protocol.md,
+	// "Tool search").
+	Tools *RouteTools `yaml:"tools"`
+}
+
+// Discovery modes of a route's tools (routes[].tools.mode).
+const (
+	ToolsAll    = "all"    // tools/list shows every tool (the default)
+	ToolsSearch = "search" // tools/list shows the meta-tools and the always tools
+	ToolsAuto   = "auto"   // search above threshold visible tools, else all
+)
+
+// DefaultToolsThreshold is the auto mode's threshold when none is set.
+const DefaultToolsThreshold = 50
+
+// MetaUpstream is the upstream name the gateway's own tools are named
+// under on a search route (mcpgw__search_tools): no upstream on such a
+// route may be called this.
+const MetaUpstream = "mcpgw"
+
+// RouteTools configures how a route's tools are discovered.
+type RouteTools struct {
+	// Mode is all, search or auto.
+	Mode string `yaml:"mode"`
+	// Threshold: in auto mode, more visible tools than this switch the
+	// route's tools/list to search.
+	Threshold int `yaml:"threshold"`
+	// Always are tools (as the route names them) listed in search mode
+	// too, next to the meta-tools.
+	Always []string `yaml:"always"`
+}
+
+// ToolsMode returns the route's discovery mode (all when unset).
+func (r *Route) ToolsMode() string {
+	if r.Tools == nil || r.Tools.Mode == "" {
+		return ToolsAll
+	}
+	return r.Tools.Mode
+}
+
+// ToolsThreshold returns the auto mode's threshold.
+func (r *Route) ToolsThreshold() int {
+	if r.Tools == nil || r.Tools.Threshold <= 0 {
+		return DefaultToolsThreshold
+	}
+	return r.Tools.Threshold
 }
 
 // Prefixed reports whether names on this route carry the upstream prefix.

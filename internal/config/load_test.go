@@ -232,7 +232,8 @@ func TestEveryField(t *testing.T) {
 		Routes: []*config.Route{
 			{Path: "/", PageSize: 5000},
 			{Path: "/mcp/fs", Upstreams: []string{"fs"}, Prefix: new(false), PageSize: 5000},
-			{Path: "/mcp/code", Upstreams: []string{"gitlab", "github"}, Prefix: new(true), PageSize: 200, BareNames: new(false)},
+			{Path: "/mcp/code", Upstreams: []string{"gitlab", "github"}, Prefix: new(true), PageSize: 200, BareNames: new(false),
+				Tools: &config.RouteTools{Mode: config.ToolsAuto, Threshold: 40, Always: []string{"github.get_me"}}},
 		},
 		Auth: &config.Auth{
 			OIDC: &config.OIDC{

@@ -70,6 +70,10 @@ type View struct {
 	prefixed bool
 	pageSize int  // items per downstream list page
 	bare     bool // bare (unprefixed) names resolve when unambiguous
+	// routes[].tools: the discovery mode (toolindex.go)
+	toolsMode      string
+	toolsThreshold int
+	toolsAlways    []string
 }
 
 // View returns the catalog over the named upstreams (all when names is
@@ -81,7 +85,12 @@ func (h *Host) View(names []string, prefixed bool) *View {
 
 // RouteView returns the catalog route r exposes.
 func (h *Host) RouteView(r *config.Route) *View {
-	return h.view(r.Upstreams, r.Prefixed(), r.PageSize, r.BareNamesEnabled())
+	v := h.view(r.Upstreams, r.Prefixed(), r.PageSize, r.BareNamesEnabled())
+	v.toolsMode, v.toolsThreshold = r.ToolsMode(), r.ToolsThreshold()
+	if r.Tools != nil {
+		v.toolsAlways = slices.Clone(r.Tools.Always)
+	}
+	return v
 }
 
 func (h *Host) view(names []string, prefixed bool, pageSize int, bare bool) *View {
@@ -92,7 +101,7 @@ func (h *Host) view(names []string, prefixed bool, pageSize int, bare bool) *Vie
 	if pageSize <= 0 {
 		pageSize = config.DefaultPageSize
 	}
-	v := &View{h: h, ups: map[string]*Upstream{}, sep: set.sep, prefixed: prefixed, pageSize: pageSize, bare: bare}
+	v := &View{h: h, ups: map[string]*Upstream{}, sep: set.sep, prefixed: prefixed, pageSize: pageSize, bare: bare, toolsMode: config.ToolsAll}
 	for _, n := range names {
 		if u := set.byName[n]; u != nil && v.ups[n] == nil {
 			v.ups[n] = u

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -19,12 +20,17 @@ type toolSchemas struct {
 	mu       sync.Mutex
 	byName   map[string]json.RawMessage
 	complete bool
+	// version counts the changes to byName, so that what is derived from
+	// it (the search segment, toolindex.go) knows when to rebuild.
+	version uint64
+	search  *toolSegment // the search index of version search.version
 }
 
 // invalidate forgets the cached schemas.
 func (t *toolSchemas) invalidate() {
 	t.mu.Lock()
 	t.byName, t.complete = nil, false
+	t.version++
 	t.mu.Unlock()
 }
 
@@ -39,6 +45,9 @@ func (t *toolSchemas) observeItems(items [][]byte) {
 	}
 	for _, it := range items {
 		if n, ok := rawjson.GetString(it, "name"); ok {
+			if old, had := t.byName[n]; !had || !bytes.Equal(old, it) {
+				t.version++
+			}
 			t.byName[n] = it
 		}
 	}
@@ -84,6 +93,7 @@ func (u *Upstream) toolDef(ctx context.Context, name string) (json.RawMessage, b
 	}
 	t.mu.Lock()
 	t.byName, t.complete = byName, true
+	t.version++
 	t.mu.Unlock()
 	s, ok := byName[name]
 	return s, ok

@@ -37,6 +37,8 @@ var rules = map[string]rule{
 	"ToolRateLimit.burst":          {minimum: atLeast(1)},
 	"UpstreamLimit.burst":          {minimum: atLeast(1)},
 	"UpstreamLimit.max_concurrent": {minimum: atLeast(0)},
+	"RouteTools.mode":              {enum: []string{config.ToolsAll, config.ToolsSearch, config.ToolsAuto}},
+	"RouteTools.threshold":         {minimum: atLeast(1)},
 	"Audit.output":                 {enum: []string{config.AuditStdout, config.AuditStderr}, orPattern: `^/`},
 }
 

@@ -279,6 +279,7 @@ var agreement = []struct {
 	{"min ToolRateLimit.burst", url1 + "policy: {default: allow, rate_limits: {tools: [{tool: \"a__*\", rate: 1/s, burst: 0}]}}", false},
 	{"min UpstreamLimit.burst", url1 + "policy: {default: allow, rate_limits: {upstreams: {a: {rate: 1/s, burst: 0}}}}", false},
 	{"min UpstreamLimit.max_concurrent", url1 + "policy: {default: allow, rate_limits: {upstreams: {a: {max_concurrent: -1}}}}", false},
+	{"min RouteTools.threshold", url1 + "routes: [{path: /mcp, tools: {mode: auto, threshold: 0}}]", false},
 	{"at the minimum", "upstreams: {a: {command: [srv], max_line_bytes: 1024}}\npolicy: {default: allow, rate_limits: {upstreams: {a: {max_concurrent: 0, rate: 1/s, burst: 1}}}}", true},
 	{"key pattern Config.upstreams", "upstreams: {\"a b\": {url: \"https://api.example.com/mcp\"}}", false},
 }
@@ -321,7 +322,8 @@ var enumConfigs = map[string]func(v string) string{
 	"Pinning.mode": func(v string) string {
 		return url1 + "policy: {default: allow, pinning: {mode: " + v + ", lock_file: /etc/mcpgw/tools.lock.json}}"
 	},
-	"Audit.output": func(v string) string { return url1 + "audit: {output: " + v + "}" },
+	"Audit.output":    func(v string) string { return url1 + "audit: {output: " + v + "}" },
+	"RouteTools.mode": func(v string) string { return url1 + "routes: [{path: /mcp, tools: {mode: " + v + "}}]" },
 }
 
 // Every value the schema lists for a key is one the loader accepts, and a

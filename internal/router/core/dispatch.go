@@ -55,6 +55,13 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		c.loosenUpstreams(ctx, view, p.Level)
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 	}
+	if msg.Method == mcp.MethodToolsList && c.searchMode(ctx, rte) { // toolsearch.go
+		res, err := c.searchList(ctx, rte, sess)
+		if err != nil {
+			return jsonrpc.NewError(msg.ID, err)
+		}
+		return sessionResult(sess, jsonrpc.NewResult(msg.ID, res))
+	}
 	if kind, ok := lists[msg.Method]; ok {
 		res, err := view.List(ctx, kind, msg.Params)
 		if err == nil {
@@ -79,6 +86,16 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		// A 2026-07-28 request's _meta level, like a session's
 		// logging/setLevel (a stateless upstream takes the request's own).
 		c.loosenUpstreams(ctx, view, sess.logLevel)
+	}
+	switch metaName(rte, msg) { // the gateway's own tools on a search route (toolsearch.go)
+	case metaSearch:
+		return sessionResult(sess, c.searchTools(ctx, rte, msg))
+	case metaCall:
+		inner, jerr := unwrapCall(rte, msg) // from here on, the direct call it names
+		if jerr != nil {
+			return jsonrpc.NewError(msg.ID, jerr)
+		}
+		msg = inner
 	}
 	if v == nil || v.rte != rte {
 		v = c.Decide(ctx, rte, msg)

@@ -92,6 +92,18 @@ type Verdict struct {
 // Decide makes the access policy's decision on msg for the principal in ctx.
 func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Verdict {
 	v := &Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
+	switch metaName(rte, msg) { // toolsearch.go
+	case metaSearch:
+		return v // the gateway answers it, showing only what the caller may see
+	case metaCall:
+		inner, jerr := unwrapCall(rte, msg) // judged as the direct call it names
+		if jerr != nil {
+			v.pinErr = jerr
+			return v
+		}
+		msg = inner
+		v.params = msg.Params
+	}
 	pinned, jerr := rte.View.Pin(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
@@ -203,13 +215,9 @@ func (c *Core) ScopeChallenge(ctx context.Context, rte *Route, msg *jsonrpc.Mess
 // marks the result private for 2026-07-28 clients when lists depend on who
 // asks (a shared cache must not serve one principal's list to another).
 func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method string, res json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	g := rte.Gen
-	pol := g.Policy
-	if pol == nil && g.Pinner == nil {
+	keep := c.listFilter(ctx, rte, method)
+	if keep == nil {
 		return res, nil
-	}
-	if pol == nil {
-		pol = allowAll
 	}
 	kind := policy.KindTool
 	switch method {
@@ -218,9 +226,34 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 	case mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList:
 		kind = policy.KindResource
 	}
+	out, err := policy.FilterListFunc(kind, res, keep)
+	if err != nil {
+		// Never fall back to the unfiltered list.
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: could not apply the access policy to %s: %v", method, err)
+	}
+	if sess.Stateless() && rte.Gen.PrivateLists {
+		if p, err := rawjson.SetString(out, "cacheScope", "private"); err == nil {
+			out = p
+		}
+	}
+	return out, nil
+}
+
+// listFilter is what a list of method on rte keeps for the caller in ctx
+// (policy, and pinning for tools), by item; nil when it keeps everything.
+// Tool search filters its results with the same function (toolsearch.go).
+func (c *Core) listFilter(ctx context.Context, rte *Route, method string) func(kind, name string, item []byte) bool {
+	g := rte.Gen
+	pol := g.Policy
+	if pol == nil && g.Pinner == nil {
+		return nil
+	}
+	if pol == nil {
+		pol = allowAll
+	}
 	p := policyPrincipal(ctx)
 	route := rte.Path
-	out, err := policy.FilterListFunc(kind, res, func(kind, name string, item []byte) bool {
+	return func(kind, name string, item []byte) bool {
 		if c, err := rte.View.Canonical(ctx, mcp.Kind(kind), name); err == nil {
 			name = c // a URI unique on the route is listed as it is
 		}
@@ -232,17 +265,7 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 		}
 		up, def, ok := rte.View.Tool(ctx, name) // pins are of the upstream's own definition
 		return ok && c.pinned(g.Pinner, up, name, def)
-	})
-	if err != nil {
-		// Never fall back to the unfiltered list.
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: could not apply the access policy to %s: %v", method, err)
 	}
-	if sess.Stateless() && g.PrivateLists {
-		if p, err := rawjson.SetString(out, "cacheScope", "private"); err == nil {
-			out = p
-		}
-	}
-	return out, nil
 }
 
 // pinned checks a tool's definition against the pinning lock: in enforce
