@@ -114,7 +114,8 @@ type Client struct {
 	ctx        context.Context // cancelled on Close: stops server→client request handlers
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
-	cancelling int // notifications/cancelled on their way (guarded by mu)
+	cancelling int           // notifications/cancelled on their way (guarded by mu)
+	quiet      chan struct{} // closed when cancelling drops to zero, for CloseGracefully (guarded by mu)
 }
 
 // cancelGrace is how long Close lets cancellations already on their way
@@ -263,6 +264,11 @@ func (c *Client) discover(ctx context.Context) (bool, error) {
 		defer p.endProbe()
 	}
 	resp, err := c.Call(dctx, mcp.MethodServerDiscover, params, CallOptions{})
+	if err == nil && retryVersion(resp.Error) {
+		// The server refused the version but names 2026-07-28 among those
+		// it speaks (SEP-2575: a client retries with a supported one).
+		resp, err = c.Call(dctx, mcp.MethodServerDiscover, params, CallOptions{})
+	}
 	if err == nil && resp.Error != nil {
 		err = fmt.Errorf("answered %d %s", resp.Error.Code, resp.Error.Message)
 	}
@@ -295,6 +301,18 @@ func (c *Client) discover(ctx context.Context) (bool, error) {
 	}
 	c.init = mcp.InitializeResult{ProtocolVersion: mcp.Version20260728, Capabilities: res.Capabilities, ServerInfo: info, Instructions: res.Instructions}
 	return true, nil
+}
+
+// retryVersion reports whether e is an UnsupportedProtocolVersion error
+// whose data.supported lists 2026-07-28.
+func retryVersion(e *jsonrpc.Error) bool {
+	if e == nil || e.Code != mcp.CodeUnsupportedProtocolVersion {
+		return false
+	}
+	var data struct {
+		Supported []string `json:"supported"`
+	}
+	return json.Unmarshal(e.Data, &data) == nil && slices.Contains(data.Supported, string(mcp.Version20260728))
 }
 
 func (c *Client) setVersion(v mcp.Revision) {
@@ -420,14 +438,22 @@ func (c *Client) Close() error {
 // upstreams, which would otherwise keep running those calls with nobody to
 // answer. A lost or ejected upstream is closed at once with Close.
 func (c *Client) CloseGracefully() error {
-	for deadline := time.Now().Add(cancelGrace); time.Now().Before(deadline); {
-		c.mu.Lock()
-		n := c.cancelling
-		c.mu.Unlock()
-		if n == 0 {
-			break
+	c.mu.Lock()
+	var quiet chan struct{}
+	if c.cancelling > 0 {
+		if c.quiet == nil {
+			c.quiet = make(chan struct{})
 		}
-		time.Sleep(10 * time.Millisecond)
+		quiet = c.quiet
+	}
+	c.mu.Unlock()
+	if quiet != nil {
+		grace := time.NewTimer(cancelGrace)
+		select {
+		case <-quiet:
+		case <-grace.C:
+		}
+		grace.Stop()
 	}
 	return c.Close()
 }
@@ -557,6 +583,10 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 		defer func() {
 			c.mu.Lock()
 			c.cancelling--
+			if c.cancelling == 0 && c.quiet != nil {
+				close(c.quiet) // CloseGracefully waits for this
+				c.quiet = nil
+			}
 			c.mu.Unlock()
 		}()
 		sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
@@ -650,8 +680,15 @@ func (c *Client) failAll() {
 func (c *Client) deliver(data []byte, related jsonrpc.ID) {
 	m, err := jsonrpc.Parse(data)
 	if err != nil {
-		c.log.Warn("dropping malformed message from upstream", zap.Error(err), zap.Int("bytes", len(data)))
-		return
+		var je *jsonrpc.Error
+		if m == nil || m.Kind() != jsonrpc.KindResponse || !m.ID.Valid() || !errors.As(err, &je) {
+			c.log.Warn("dropping malformed message from upstream", zap.Error(err), zap.Int("bytes", len(data)))
+			return
+		}
+		// An answer that cannot be read one way (a member twice, say):
+		// its call fails now, naming why, rather than at its timeout.
+		c.log.Warn("refusing a malformed answer from upstream", zap.Error(err), zap.String("id", m.ID.String()))
+		m = jsonrpc.NewError(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw refused the upstream's answer: %s", je.Message))
 	}
 	switch m.Kind() {
 	case jsonrpc.KindResponse:

@@ -162,6 +162,9 @@ upstreams:
 	if len(c.Routes) != 1 || c.Routes[0].Path != "/mcp" || len(c.Routes[0].Upstreams) != 0 || !c.Routes[0].Prefixed() {
 		t.Errorf("Routes = %+v, want one prefixed /mcp route with all upstreams", c.Routes)
 	}
+	if r := c.Routes[0]; c.PageSize != config.DefaultPageSize || r.PageSize != config.DefaultPageSize || !r.BareNamesEnabled() {
+		t.Errorf("page size %d (route %d), bare names %v; want %d and bare names on", c.PageSize, r.PageSize, r.BareNamesEnabled(), config.DefaultPageSize)
+	}
 	if c.Policy == nil || c.Policy.Default != "allow" || len(c.Policy.Rules) != 0 {
 		t.Errorf("Policy = %+v, want default allow", c.Policy)
 	}
@@ -210,6 +213,7 @@ func TestEveryField(t *testing.T) {
 		MaxBodyBytes:      1 << 20,
 		ReadHeaderTimeout: config.Duration(5 * time.Second),
 		ReadBodyTimeout:   config.Duration(time.Minute),
+		PageSize:          5000,
 		Upstreams: map[string]*config.Upstream{
 			"github": {
 				URL:                     "https://api.example.com/mcp/",
@@ -251,9 +255,10 @@ func TestEveryField(t *testing.T) {
 			},
 		},
 		Routes: []*config.Route{
-			{Path: "/"},
-			{Path: "/mcp/fs", Upstreams: []string{"fs"}, Prefix: new(false)},
-			{Path: "/mcp/code", Upstreams: []string{"gitlab", "github"}, Prefix: new(true)},
+			{Path: "/", PageSize: 5000},
+			{Path: "/mcp/fs", Upstreams: []string{"fs"}, Prefix: new(false), PageSize: 5000},
+			{Path: "/mcp/code", Upstreams: []string{"gitlab", "github"}, Prefix: new(true), PageSize: 200, BareNames: new(false),
+				Tools: &config.RouteTools{Mode: config.ToolsAuto, Threshold: 40, Always: []string{"github.get_me"}}},
 		},
 		Auth: &config.Auth{
 			OIDC: &config.OIDC{
@@ -637,5 +642,27 @@ func TestAdminAndRequired(t *testing.T) {
 	c = mustParse(t, "upstreams: {fs: {command: [node]}}", nil)
 	if c.Admin != nil {
 		t.Errorf("admin = %+v without an admin section, want nil (off)", c.Admin)
+	}
+}
+
+// sessions.replay: absent or partial, the defaults fill it in.
+func TestReplayLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       config.Replay
+	}{
+		{"absent", "", config.Replay{SessionEvents: 512, SessionBytes: 4 << 20, TotalBytes: 256 << 20}},
+		{"partial", "sessions:\n  replay: {total_bytes: 8388608}\n", config.Replay{SessionEvents: 512, SessionBytes: 4 << 20, TotalBytes: 8 << 20}},
+		{"full", "sessions:\n  replay: {session_events: 8, session_bytes: 100, total_bytes: 1000}\n", config.Replay{SessionEvents: 8, SessionBytes: 100, TotalBytes: 1000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse("test.yaml", []byte("upstreams: {a: {url: https://a.example.com/mcp}}\n"+tc.yaml), goodEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.ReplayLimits(); got != tc.want {
+				t.Errorf("ReplayLimits = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

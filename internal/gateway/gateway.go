@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/router"
+	"github.com/mcpgw/mcpgw/internal/router/sessions"
 )
 
 // Options configure a Gateway.
@@ -118,6 +119,8 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Logger:     opts.Logger.Named("host"),
 		Metrics:    g.metrics,
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+		TaskKeys:   sessionKeys, // task ids every replica with the ring opens (host/tasks.go)
+		MaxTasks:   sessionsSection(cfg).MaxTasks,
 	}))
 	idle := time.Duration(0)
 	if cfg.Sessions != nil {
@@ -125,10 +128,11 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	rt := router.New(cfg, g.host, router.Options{
 		SessionKeys:  sessionKeys,
-		AdvertiseURL: sessions(cfg).AdvertiseURL,
+		AdvertiseURL: sessionsSection(cfg).AdvertiseURL,
 		Logger:       opts.Logger.Named("router"),
 		ServerInfo:   mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		IdleTimeout:  idle,
+		Replay:       replayLimits(cfg),
 		Metrics:      g.metrics,
 		Auth:         authn,
 		Policy:       pol.policy,
@@ -289,6 +293,12 @@ func buildPolicy(cfg *config.Config) (policySet, error) {
 	return policySet{policy: pol, limiter: policy.NewLimiter(cfg.Policy.RateLimits), pinner: pinner}, nil
 }
 
+// replayLimits are the bounds of the sessions' replay logs (sessions.replay).
+func replayLimits(cfg *config.Config) sessions.Limits {
+	r := cfg.ReplayLimits()
+	return sessions.Limits{SessionEvents: r.SessionEvents, SessionBytes: r.SessionBytes, TotalBytes: r.TotalBytes}
+}
+
 // loadSessionKeys reads sessions.key_file, the AEAD key ring that lets any
 // replica serve a legacy session (nil when not configured).
 func loadSessionKeys(cfg *config.Config) ([][]byte, error) {
@@ -299,7 +309,7 @@ func loadSessionKeys(cfg *config.Config) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sessions.key_file: %w; create it with one key per line, e.g. `openssl rand -base64 32 > %s`", err, cfg.Sessions.KeyFile)
 	}
-	keys, err := router.ParseSessionKeys(data)
+	keys, err := sessions.ParseSessionKeys(data)
 	if err != nil {
 		return nil, fmt.Errorf("sessions.key_file %s: %w", cfg.Sessions.KeyFile, err)
 	}
@@ -330,8 +340,11 @@ func (w *wiring) connect(h *host.Host, rt *router.Router) {
 func (w *wiring) hostOptions(opts host.Options) host.Options {
 	opts.OnNotification = func(upstream, method string, params json.RawMessage) {
 		w.ready.Wait()
-		if method == mcp.NotificationToolsListChanged {
-			w.h.InvalidateTools(upstream)
+		w.h.CatalogChanged(upstream, method) // what the catalog indexed of that list is listed again
+		if method == mcp.NotificationResourcesChanged {
+			// Tools name their UI resources: one that another upstream now
+			// shares (or no longer does) is shown in another form.
+			w.rt.ListChanged(upstream, mcp.NotificationToolsListChanged)
 		}
 		w.rt.UpstreamNotification(upstream, method, params)
 	}

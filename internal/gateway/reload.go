@@ -145,7 +145,7 @@ func restartOnly(old, next *config.Config) error {
 	if old.ReadHeaderTimeout != next.ReadHeaderTimeout {
 		keys = append(keys, fmt.Sprintf("read_header_timeout (%s -> %s)", old.ReadHeaderTimeout.D(), next.ReadHeaderTimeout.D()))
 	}
-	was, now := sessions(old), sessions(next)
+	was, now := sessionsSection(old), sessionsSection(next)
 	if was.KeyFile != now.KeyFile {
 		keys = append(keys, "sessions.key_file")
 	}
@@ -154,6 +154,12 @@ func restartOnly(old, next *config.Config) error {
 	}
 	if was.IdleTimeout != now.IdleTimeout {
 		keys = append(keys, "sessions.idle_timeout")
+	}
+	if old.ReplayLimits() != next.ReplayLimits() {
+		keys = append(keys, "sessions.replay")
+	}
+	if was.MaxTasks != now.MaxTasks {
+		keys = append(keys, "sessions.max_tasks")
 	}
 	if !reflect.DeepEqual(was.Redis, now.Redis) {
 		keys = append(keys, "sessions.redis")
@@ -171,7 +177,7 @@ func adminListen(c *config.Config) string {
 	return c.Admin.Listen
 }
 
-func sessions(c *config.Config) config.Sessions {
+func sessionsSection(c *config.Config) config.Sessions {
 	if c.Sessions == nil {
 		return config.Sessions{}
 	}

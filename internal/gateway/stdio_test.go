@@ -82,6 +82,7 @@ routes:
 // gateway.ServeStdio: lists, calls, progress, sampling, concurrency, and a
 // clean return when the client closes stdin.
 func TestStdioSDKClient(t *testing.T) {
+	t.Parallel()
 	in, out, done := stdioGateway(t, stdioYAML(t), "")
 	var mu sync.Mutex
 	var progress []string
@@ -241,6 +242,7 @@ func (s *stdioRaw) next() (*jsonrpc.Message, []byte) {
 }
 
 func TestStdioWire(t *testing.T) {
+	t.Parallel()
 	yaml := fmt.Sprintf("max_body_bytes: 4096\nupstreams:\n  pp:\n    url: %s\n", prettyUpstream(t))
 	in, out, done := stdioGateway(t, yaml, "")
 	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
@@ -304,6 +306,7 @@ func TestStdioWire(t *testing.T) {
 // returns; a server→client request the client can no longer answer fails
 // at once instead of holding its call.
 func TestStdioEOFAnswersInFlight(t *testing.T) {
+	t.Parallel()
 	in, out, done := stdioGateway(t, stdioYAML(t), "")
 	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
 	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"raw","version":"0"}}}`)
@@ -341,6 +344,7 @@ func TestStdioEOFAnswersInFlight(t *testing.T) {
 }
 
 func TestStdioRouteFlag(t *testing.T) {
+	t.Parallel()
 	in, out, _ := stdioGateway(t, stdioYAML(t), "/mcp/alpha")
 	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
 	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
@@ -364,6 +368,7 @@ func TestStdioRouteFlag(t *testing.T) {
 // SDK's CommandTransport, as an MCP host launches stdio servers. Closing
 // the session closes the child's stdin, and the child must exit on its own.
 func TestStdioCommand(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the mcpgw binary")
 	}

@@ -18,6 +18,9 @@ var parseSeeds = []string{
 	`{"jsonrpc":"2.0","id":{},"method":"m"}`,
 	`{"JSONRPC":"2.0","ID":1,"Method":"m","method":"n"}`,
 	`{"jsonrpc":"2.0","id":1,"id":2,"result":null,"params":"x"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"add"}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call"}`,
+	`{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[{"b":1,"b\u0000":2,"b":3}]}}`,
 	" \n{\"jsonrpc\":\"2.0\",\"method\":\"m\\u0000\\ud800\"}\t",
 	"{\"jsonrpc\":\"2.0\",\"method\":\"\xff\"}",
 	`"2.0"`,
@@ -54,6 +57,21 @@ func FuzzParse(f *testing.F) {
 		}
 		if k := m.Kind(); k != KindRequest && k != KindNotification && k != KindResponse {
 			t.Fatalf("Kind = %v", k)
+		}
+		// One reading: a decoder that keeps the last duplicate and matches
+		// names case-insensitively (encoding/json into a struct) reads the
+		// same envelope.
+		var std struct {
+			ID     json.RawMessage
+			Method string
+			Params json.RawMessage
+			Result json.RawMessage
+		}
+		if err := json.Unmarshal(data, &std); err != nil {
+			t.Fatalf("encoding/json cannot read what Parse accepted: %v", err)
+		}
+		if std.Method != m.Method || !bytes.Equal(std.ID, m.ID) || !bytes.Equal(std.Params, m.Params) || !bytes.Equal(std.Result, m.Result) {
+			t.Fatalf("Parse read method %q id %s params %s result %s; encoding/json %q %s %s %s", m.Method, m.ID, m.Params, m.Result, std.Method, std.ID, std.Params, std.Result)
 		}
 		b, err := Encode(m)
 		if err != nil {

@@ -9,6 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // Standard JSON-RPC 2.0 error codes.
@@ -201,9 +205,50 @@ func appendString(b []byte, s string) []byte {
 // MCP in 2025-06-18 and mcpgw does not accept them.
 var ErrBatch = errors.New("JSON-RPC batches are not supported; send one message per request")
 
+// MaxDepth bounds the nesting of arrays and objects in a message, the
+// envelope included (encoding/json alone would follow 10,000 levels).
+const MaxDepth = rawjson.DefaultMaxDepth
+
+// A Parser reads messages for a reader that interprets some members of
+// params (and knows what they are: this package does not). Parse refuses,
+// in the one pass that also validates the JSON, any message that names a
+// member twice in any object, at any depth — decoders that keep the first
+// and the last would read two different messages — and a case variant of
+// an envelope member, of an error object's members, or of a member the
+// reader interprets in params, which a case-insensitive decoder (Go's
+// encoding/json) would take for the member itself.
+type Parser struct {
+	members *rawjson.Members
+}
+
+// envelope is what this layer interprets itself, with params' members.
+func envelope(params *rawjson.Members) *rawjson.Members {
+	return rawjson.NewMembers(map[string]*rawjson.Members{
+		"jsonrpc": nil,
+		"id":      nil,
+		"method":  nil,
+		"params":  params,
+		"result":  nil,
+		"error":   rawjson.NewMembers(map[string]*rawjson.Members{"code": nil, "message": nil, "data": nil}),
+	})
+}
+
+// NewParser returns a Parser for a reader that interprets params (nil:
+// nothing inside params).
+func NewParser(params *rawjson.Members) *Parser { return &Parser{members: envelope(params)} }
+
+// plain interprets nothing inside params.
+var plain = NewParser(nil)
+
+// Parse decodes one JSON-RPC message and checks its shape, as a Parser
+// that interprets nothing inside params does.
+func Parse(data []byte) (*Message, error) { return plain.Parse(data) }
+
 // Parse decodes one JSON-RPC message and checks its shape. Its errors are
-// *Error values with the code a peer should be answered with.
-func Parse(data []byte) (*Message, error) {
+// *Error values with the code a peer should be answered with; with an
+// error, the message returned (when not nil) is only good for its ID,
+// which is set when it could be read unambiguously.
+func (p *Parser) Parse(data []byte) (*Message, error) {
 	// Only JSON's own whitespace: bytes.TrimSpace would also accept \v, \f
 	// and Unicode spaces around a body that is not valid JSON.
 	data = bytes.Trim(data, " \t\r\n")
@@ -222,13 +267,50 @@ func Parse(data []byte) (*Message, error) {
 		}
 		return nil, Errorf(CodeInvalidRequest, "invalid request: a JSON-RPC message must be a JSON object")
 	}
+	// The message keeps spans of one copy of the text (the caller may
+	// reuse its buffer); ids are copied apart, as they outlive it.
+	data = bytes.Clone(data)
 	var m Message
-	if err := json.Unmarshal(data, &m); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) || !json.Valid(data) {
-			return nil, Errorf(CodeParseError, "parse error: %v", err)
+	var fieldErr *Error
+	var version, errObj []byte
+	err := rawjson.Check(data, rawjson.CheckOptions{MaxDepth: MaxDepth, Members: p.members, Root: func(name, value []byte) {
+		switch string(name) {
+		case "jsonrpc":
+			version = value
+		case "id":
+			m.ID = ID(bytes.Clone(value))
+		case "method":
+			if string(value) == "null" {
+				return // as encoding/json reads it: absent
+			}
+			s, ok := decodeString(value)
+			if !ok && fieldErr == nil {
+				fieldErr = Errorf(CodeInvalidRequest, `invalid request: "method" must be a string`)
+			}
+			m.Method = s
+		case "params":
+			m.Params = json.RawMessage(value)
+		case "result":
+			m.Result = json.RawMessage(value)
+		case "error":
+			errObj = value
 		}
-		return nil, Errorf(CodeInvalidRequest, "invalid request: %v", err)
+	}})
+	if err != nil {
+		return checkFailed(data, err)
+	}
+	if fieldErr != nil {
+		return &m, fieldErr
+	}
+	if errObj != nil && string(errObj) != "null" {
+		var e Error
+		if err := json.Unmarshal(errObj, &e); err != nil {
+			return &m, Errorf(CodeInvalidRequest, "invalid request: error: %v", err)
+		}
+		m.Error = &e
+	}
+	if version != nil && string(version) != "null" {
+		m.JSONRPC, _ = decodeString(version)
 	}
 	if m.JSONRPC != "2.0" {
 		return &m, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
@@ -258,4 +340,83 @@ func Parse(data []byte) (*Message, error) {
 		return &m, Errorf(CodeInvalidRequest, "invalid response: exactly one of result and error must be set")
 	}
 	return &m, nil
+}
+
+// checkFailed turns a refusal of rawjson.Check into the answer: -32700
+// for text that is not JSON, -32600 naming the member and the fix for
+// JSON that cannot be read one way only. The message returned carries
+// what answering needs: the id when the message names exactly one,
+// spelled exactly (so that the sender can match the answer to its
+// request), and a Method when it names one (so that a request is not
+// taken for a response).
+func checkFailed(data []byte, err error) (*Message, error) {
+	var ce *rawjson.CheckError
+	if !errors.As(err, &ce) {
+		return nil, Errorf(CodeInternalError, "parse: %v", err)
+	}
+	if ce.Reason == rawjson.Syntax || !json.Valid(data) {
+		// Check stops at the first refusal; only a syntax error anywhere
+		// makes the text not JSON.
+		msg := ce.Detail + " at offset " + strconv.Itoa(ce.Offset)
+		if ce.Reason != rawjson.Syntax {
+			msg = "body is not valid JSON"
+		}
+		return nil, Errorf(CodeParseError, "parse error: %s", msg)
+	}
+	m := answerable(data)
+	in := ce.Where()
+	if in == "" {
+		in = "the message"
+	}
+	switch ce.Reason {
+	case rawjson.Duplicate:
+		return m, Errorf(CodeInvalidRequest, "invalid request: duplicate member %s in %s; send each member once", rawjson.QuoteName(ce.Name), in)
+	case rawjson.CaseVariant:
+		return m, Errorf(CodeInvalidRequest, "invalid request: member %s in %s is a case variant of %s, which decoders that ignore case read as %s; spell it %s exactly",
+			rawjson.QuoteName(ce.Name), in, rawjson.QuoteName(ce.Want), rawjson.QuoteName(ce.Want), rawjson.QuoteName(ce.Want))
+	default:
+		return m, Errorf(CodeInvalidRequest, "invalid request: JSON nested deeper than %d levels (in %s); send a flatter message", ce.MaxDepth, in)
+	}
+}
+
+// answerable reads the id and method of valid JSON text data that Check
+// refused: the id when the top level names exactly one member "id" and no
+// case variant of it; the method, when any member spells "method" in any
+// case, as that member's string (or "?" when it is not one).
+func answerable(data []byte) *Message {
+	var m Message
+	var id []byte
+	ids := 0
+	_ = rawjson.EachField(data, func(f rawjson.Field) bool {
+		switch {
+		case strings.EqualFold(f.Key, "id"):
+			ids++
+			if f.Key == "id" {
+				id = f.Value
+			}
+		case strings.EqualFold(f.Key, "method") && m.Method == "":
+			if s, ok := decodeString(f.Value); ok && s != "" {
+				m.Method = s
+			} else {
+				m.Method = "?"
+			}
+		}
+		return true
+	})
+	if ids == 1 && id != nil {
+		m.ID = ID(bytes.Clone(id))
+	}
+	return &m
+}
+
+// decodeString decodes a JSON string value as encoding/json does.
+func decodeString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	return string(rawjson.AppendUnquoted(nil, inner)), true
 }

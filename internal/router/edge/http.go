@@ -76,7 +76,7 @@ func ReadMessage(w http.ResponseWriter, r *http.Request, maxBody int64) (*jsonrp
 // ParseMessage parses one message; on failure it returns the error
 // response to send (with the message's id when it could be read).
 func ParseMessage(b []byte) (*jsonrpc.Message, *jsonrpc.Message) {
-	msg, err := jsonrpc.Parse(b)
+	msg, err := mcp.Parse(b) // one reading: a member twice, or a case variant of one mcpgw reads, is refused (mcp/members.go)
 	if err == nil {
 		return msg, nil
 	}

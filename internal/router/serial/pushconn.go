@@ -185,24 +185,9 @@ func (c *pushConn) initializeLocked(msg *jsonrpc.Message) *jsonrpc.Message {
 // connection ahead of the call's response.
 func (c *pushConn) call(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Message {
 	if !mcp.Routed(msg.Method) {
-		return c.t.core.Handle(ctx, c.sess.Session, msg, nil)
+		return c.t.core.Handle(ctx, c.sess.Session, msg, nil, nil)
 	}
-	cs := core.NewCallStream(ctx, c.sess.Session)
-	done := make(chan *jsonrpc.Message, 1)
-	// Owned by this goroutine, which always waits for it below; Handle
-	// returns once ctx ends at the latest.
-	go func() { done <- c.t.core.Handle(ctx, c.sess.Session, msg, cs) }()
-	for {
-		select {
-		case b := <-cs.Events():
-			c.event(b)
-		case resp := <-done:
-			for len(cs.Events()) > 0 {
-				c.event(<-cs.Events())
-			}
-			return resp
-		}
-	}
+	return c.t.core.Start(ctx, c.sess.Session, msg, nil).Next(nil, nil, c.event).Resp
 }
 
 // event sends one per-call message. Once the client can answer nothing

@@ -18,7 +18,7 @@ func sealedStore(t testing.TB) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewStore(keys, nil, nil)
+	return NewStore(StoreOptions{Keys: keys, Events: NewMemoryEvents(Limits{SessionEvents: 8, SessionBytes: 1 << 10, TotalBytes: 1 << 20}, nil)})
 }
 
 // An ended sealed id is refused here until it would expire, but the ids

@@ -25,9 +25,10 @@ import (
 // stream holds it open, and the replay log of its streams.
 type Session struct {
 	*core.Session
+	now func() time.Time // the store's clock
 
 	// Events keeps what was sent on the session's streams for Last-Event-ID.
-	Events *EventLog
+	Events EventLog
 
 	// serial: a connection of a serial transport (legacy HTTP+SSE, stdio)
 	// is this session; the Streamable HTTP endpoints never serve it.
@@ -42,7 +43,7 @@ type Session struct {
 // Touch records that the session was used now.
 func (s *Session) Touch() {
 	s.mu.Lock()
-	s.lastUsed = time.Now()
+	s.lastUsed = s.now()
 	s.mu.Unlock()
 }
 
@@ -62,7 +63,7 @@ func (s *Session) OpenStream() bool {
 func (s *Session) CloseStream() {
 	s.mu.Lock()
 	s.streamOpen = false
-	s.lastUsed = time.Now()
+	s.lastUsed = s.now()
 	s.mu.Unlock()
 }
 
@@ -99,6 +100,7 @@ type Store struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	byOwner  map[string]int // live sessions per authenticated principal
+	events   EventStore     // the sessions' replay logs
 	onEnd    func(*Session) // releases what the session held elsewhere (subscriptions)
 	m        *metrics.Metrics
 
@@ -108,19 +110,37 @@ type Store struct {
 	// (ended.go).
 	sealer *sealer
 	ended  endedSet
+
+	now func() time.Time
 }
 
 // endedPerSession bounds the ended ids remembered: this many per
 // sessions.max_sessions (100,000 by default, ~8 MB).
 const endedPerSession = 10
 
-// NewStore makes a store whose ids are sealed with keys (from
-// ParseSessionKeys; none: random ids), counting refusals in m. onEnd is
-// called once for every session that ends.
-func NewStore(keys [][]byte, m *metrics.Metrics, onEnd func(*Session)) *Store {
-	st := &Store{sessions: make(map[string]*Session), byOwner: map[string]int{}, onEnd: onEnd, m: m}
+// StoreOptions configure a Store.
+type StoreOptions struct {
+	// Keys seal session ids (from ParseSessionKeys; none: random ids).
+	Keys [][]byte
+	// Events keeps the sessions' replay logs.
+	Events EventStore
+	// Metrics counts the refusals of the session bounds (nil: none).
+	Metrics *metrics.Metrics
+	// OnEnd is called once for every session that ends (nil: nothing).
+	OnEnd func(*Session)
+	// Now is the clock of idle times, token ages and ended ids (nil:
+	// time.Now).
+	Now func() time.Time
+}
+
+// NewStore makes a store.
+func NewStore(o StoreOptions) *Store {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	st := &Store{sessions: make(map[string]*Session), byOwner: map[string]int{}, events: o.Events, onEnd: o.OnEnd, m: o.Metrics, now: o.Now}
 	// Keys come from ParseSessionKeys, which checks their sizes.
-	st.sealer, _ = newSealer(keys)
+	st.sealer, _ = newSealer(o.Keys)
 	return st
 }
 
@@ -129,7 +149,7 @@ func NewStore(keys [][]byte, m *metrics.Metrics, onEnd func(*Session)) *Store {
 func (st *Store) Create(rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) (*Session, error) {
 	id := newSessionID()
 	if st.sealer != nil {
-		id = st.sealer.seal(sessionClaims{Route: rt.Path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: time.Now().Unix()})
+		id = st.sealer.seal(sessionClaims{Route: rt.Path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: st.now().Unix()})
 	}
 	return st.add(id, rt, version, caps, info, p, false)
 }
@@ -167,10 +187,11 @@ func (st *Store) add(id string, rt *core.Route, version mcp.Revision, caps, info
 	}
 	s := &Session{
 		Session:  core.NewSession(id, rt, version, caps, info, p),
-		Events:   NewEventLog(),
-		lastUsed: time.Now(),
+		now:      st.now,
+		lastUsed: st.now(),
 		serial:   serial,
 	}
+	s.Events = st.events.Log(id)
 	st.sessions[id] = s
 	if owner != "" {
 		st.byOwner[owner]++
@@ -200,7 +221,7 @@ func (st *Store) Rehydrate(id string, rt *core.Route, p *auth.Principal) (*Sessi
 	if st.sealer == nil {
 		return nil, nil
 	}
-	now := time.Now()
+	now := st.now()
 	st.mu.Lock()
 	gone := st.ended.has(id)
 	st.mu.Unlock()
@@ -234,12 +255,13 @@ func (st *Store) Remove(id string) *Session {
 		}
 		if st.sealer != nil && !s.serial {
 			// A token stays valid elsewhere until it expires; here it is over.
-			st.ended.add(id, time.Now(), sessionTokenMaxAge, endedPerSession*s.Route().Gen.Limits.MaxSessions)
+			st.ended.add(id, st.now(), sessionTokenMaxAge, endedPerSession*s.Route().Gen.Limits.MaxSessions)
 		}
 	}
 	st.mu.Unlock()
 	if s != nil {
 		s.End()
+		st.events.Drop(id)
 		if st.onEnd != nil {
 			st.onEnd(s)
 		}
@@ -249,7 +271,7 @@ func (st *Store) Remove(id string) *Session {
 
 // Reap ends sessions idle for longer than idle.
 func (st *Store) Reap(idle time.Duration) int {
-	cutoff := time.Now().Add(-idle)
+	cutoff := st.now().Add(-idle)
 	var stale []string
 	st.mu.Lock()
 	for id, s := range st.sessions {
@@ -287,6 +309,7 @@ func (st *Store) CloseAll() {
 // NewStreamID names one SSE stream within a session's event ids.
 func NewStreamID() string { return rand.Text() }
 
-// newSessionID returns 128 random bits in base32: unguessable and
-// visible-ASCII as the spec requires.
-func newSessionID() string { return rand.Text() }
+// newSessionID returns 256 random bits in base32 (a session id is a bearer
+// value that lives for hours): unguessable and visible-ASCII as the spec
+// requires.
+func newSessionID() string { return rand.Text() + rand.Text() }

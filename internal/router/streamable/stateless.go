@@ -17,7 +17,7 @@ import (
 )
 
 // isStateless reports whether a POST without a session id is a 2026-07-28
-// (stateless) request rather than a legacy one: it says so in its version
+// (stateless) request rather than a session revision's first one: it says so in its version
 // header or its _meta, or it is server/discover.
 func isStateless(r *http.Request, msg *jsonrpc.Message) bool {
 	if v := mcp.Revision(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && !v.Initializes() {
@@ -75,8 +75,11 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 		return
 	}
-	if mcp.Routed(msg.Method) && t.challengeScopes(w, r, sess, msg) {
-		return
+	var v *core.Verdict
+	if mcp.Routed(msg.Method) {
+		if v = t.challengeScopes(w, r, sess, msg); v == nil {
+			return
+		}
 	}
 	if msg.Method == mcp.MethodToolsCall {
 		if jerr := checkParamHeaders(r.Context(), sess, msg, r.Header); jerr != nil {
@@ -85,20 +88,10 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 		}
 	}
 	if mcp.Routed(msg.Method) {
-		var params http.Header
-		for k, v := range r.Header {
-			if mcp.IsParamHeader(k) {
-				if params == nil {
-					params = http.Header{}
-				}
-				params[k] = v
-			}
-		}
-		sess.SetParamHeaders(params)
-		t.core.ServeBridged(w, r, sess, msg)
+		t.bridged(w, r, sess, msg, v)
 		return
 	}
-	resp := t.core.StatelessResult(msg.Method, t.core.Handle(r.Context(), sess, msg, nil))
+	resp := t.core.StatelessResult(msg.Method, t.core.Handle(r.Context(), sess, msg, nil, nil))
 	status := http.StatusOK
 	if resp.Error != nil {
 		status = core.StatelessStatus(resp.Error.Code)
@@ -153,13 +146,15 @@ func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Se
 		return
 	}
 	f := p.Notifications
-	sess.Listen(json.RawMessage(msg.ID), f)
-	// Resource subscriptions share the legacy reference counting.
+	sess.Listen(json.RawMessage(msg.ID))
+	// Resource subscriptions share the sessions' reference counting.
 	var acked []string
 	for _, uri := range f.ResourceSubscriptions {
 		uriParams, _ := json.Marshal(map[string]string{"uri": uri})
 		sub := jsonrpc.NewRequest(msg.ID, mcp.MethodResourcesSubscribe, uriParams)
-		if resp := t.core.Subscribe(r.Context(), sess, sub); resp.Error == nil {
+		// Through Handle, as resources/subscribe: the access policy and the
+		// rate limits apply to what a listen stream watches too.
+		if resp := t.core.Handle(r.Context(), sess, sub, nil, nil); resp.Error == nil {
 			acked = append(acked, uri)
 		} else {
 			t.log.Debug("listen: resource subscription refused", zap.String("uri", uri), zap.String("error", resp.Error.Message))
@@ -168,7 +163,7 @@ func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Se
 	defer t.core.EndSubscriptions(sess)
 	ack := *f
 	ack.ResourceSubscriptions = acked
-	t.core.AddListener(sess)
+	t.core.AddListener(sess, f)
 	defer t.core.RemoveListener(sess)
 
 	sw := sse.NewWriter(w)
