@@ -51,6 +51,10 @@ type pushConn struct {
 	// EOF): server→client requests can no longer be answered, so they fail
 	// at once instead of holding their call until it times out.
 	noInput atomic.Bool
+
+	// modern serves 2026-07-28 requests beside the session (stdio only;
+	// nil elsewhere: stdio2026.go).
+	modern *modern
 }
 
 func (t *Transport) newPushConn(rte *core.Route, transport string, p *auth.Principal) *pushConn {
@@ -114,6 +118,10 @@ func (c *pushConn) request(msg *jsonrpc.Message) bool {
 	defer c.mu.Unlock()
 	if c.closed {
 		return false
+	}
+	if c.modern != nil && msg.Method != mcp.MethodInitialize && core.IsStatelessRequest(msg) {
+		c.statelessLocked(msg) // stdio2026.go
+		return true
 	}
 	var reply *jsonrpc.Message
 	switch {

@@ -35,6 +35,7 @@ var errSessionEnded = errors.New("mcpgw: the stdio session was ended by the gate
 // touches nothing after that.
 func (t *Transport) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rte *core.Route) error {
 	c := t.newPushConn(rte, "stdio", nil) // stdio has no credentials: the local user
+	c.modern = newModern()                // 2026-07-28 requests beside the session (stdio2026.go)
 	t.log.Info("serving MCP on stdio", zap.String("route", rte.Path), zap.Strings("upstreams", rte.View.Upstreams()))
 
 	stopWriter := make(chan struct{})
@@ -62,6 +63,7 @@ func (t *Transport) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rt
 				// be answered, but every request read gets its response.
 				c.noInput.Store(true)
 				c.refuseOutgoing()
+				c.modern.inputEnded() // listen streams answer and end
 				if !c.finishInFlight(ctx) {
 					_ = stopWriting()
 					return ctx.Err()
