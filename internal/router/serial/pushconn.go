@@ -4,7 +4,8 @@
 // legacysse.go) and stdio (stdio.go). One connection is one stored
 // session; the connection (pushconn.go) takes client messages as they
 // come, runs requests concurrently through the core and answers each
-// exactly once.
+// exactly once. Over stdio, 2026-07-28 requests are served statelessly
+// beside the session (stdio2026.go).
 package serial
 
 import (

@@ -27,6 +27,7 @@ var errSessionEnded = errors.New("mcpgw: the stdio session was ended by the gate
 // concurrently. Blank lines are skipped; a line that is not a JSON-RPC
 // message is answered with an error (-32700 when it is not JSON); a line
 // longer than max_body_bytes is discarded and answered with an error.
+// 2026-07-28 requests need no initialize (stdio2026.go).
 //
 // ServeStdio returns nil when r reaches EOF and every request read has been
 // answered; ctx.Err() when ctx ends, after cancelling what is in flight; or
