@@ -478,6 +478,9 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
+	if jerr := capabilityGap(upstream, method, c.InitializeResult().Capabilities); jerr != nil {
+		return nil, jerr // capabilities.go: the gap named, not the upstream's bare -32601
+	}
 	if method == mcp.MethodToolsCall && c.Modern() {
 		var jerr *jsonrpc.Error
 		if ctx, jerr = u.paramHeaders(ctx, internal, params); jerr != nil { // paramheaders.go

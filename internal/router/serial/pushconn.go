@@ -4,7 +4,8 @@
 // legacysse.go) and stdio (stdio.go). One connection is one stored
 // session; the connection (pushconn.go) takes client messages as they
 // come, runs requests concurrently through the core and answers each
-// exactly once.
+// exactly once. Over stdio, 2026-07-28 requests are served statelessly
+// beside the session (stdio2026.go).
 package serial
 
 import (
@@ -51,6 +52,10 @@ type pushConn struct {
 	// EOF): server→client requests can no longer be answered, so they fail
 	// at once instead of holding their call until it times out.
 	noInput atomic.Bool
+
+	// modern serves 2026-07-28 requests beside the session (stdio only;
+	// nil elsewhere: stdio2026.go).
+	modern *modern
 }
 
 func (t *Transport) newPushConn(rte *core.Route, transport string, p *auth.Principal) *pushConn {
@@ -114,6 +119,10 @@ func (c *pushConn) request(msg *jsonrpc.Message) bool {
 	defer c.mu.Unlock()
 	if c.closed {
 		return false
+	}
+	if c.modern != nil && msg.Method != mcp.MethodInitialize && core.IsStatelessRequest(msg) {
+		c.statelessLocked(msg) // stdio2026.go
+		return true
 	}
 	var reply *jsonrpc.Message
 	switch {
