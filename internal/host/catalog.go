@@ -363,10 +363,17 @@ func (v *View) resolveURI(ctx context.Context, s string, fetch bool, visible Vis
 	if len(owners) > 0 {
 		return v.pick(mcp.KindResource, s, owners, visible)
 	}
-	// 6. The one upstream on the route that has resources at all.
+	// 6. The one upstream on the route that has resources at all. One that
+	// is down or still starting counts by what it last declared (or as
+	// having resources, when it never got ready): the URI may be its, and
+	// guessing the one that happens to be up would send it elsewhere.
 	var only []resolution
 	for _, name := range v.names {
-		if v.ups[name].offers(Resources.Capability) {
+		u := v.ups[name]
+		u.mu.Lock()
+		caps := u.caps
+		u.mu.Unlock()
+		if o := offer(caps); u.offers(Resources.Capability) || o.resources || o.subscribe {
 			only = append(only, resolution{upstream: name, internal: s})
 		}
 	}
@@ -483,6 +490,9 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		}
 		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
+	}
+	if jerr := capabilityGap(upstream, method, c.InitializeResult().Capabilities); jerr != nil {
+		return nil, jerr // capabilities.go: the gap named, not the upstream's bare -32601
 	}
 	if method == mcp.MethodToolsCall && c.Modern() {
 		var jerr *jsonrpc.Error

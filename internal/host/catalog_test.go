@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
@@ -575,5 +576,44 @@ func TestRouteView(t *testing.T) {
 	}
 	if _, err := v.Canonical(context.Background(), mcp.KindTool, "t00"); err == nil || !errors.As(err, new(*jsonrpc.Error)) {
 		t.Errorf("bare name with bare_names off: %v", err)
+	}
+}
+
+// TestUnlistedURINotGuessedWhileAnotherUpstreamIsDown: the "only upstream
+// with resources" rule counts an upstream that never got ready (it may
+// have resources), so an unlisted URI is not sent to whichever one happens
+// to be up: the read is refused, naming the candidates, and the upstream
+// that is up is not asked.
+func TestUnlistedURINotGuessedWhileAnotherUpstreamIsDown(t *testing.T) {
+	fs := &fakeUpstream{resources: []string{`{"uri":"file:///fs.txt"}`}}
+	fs.handle = readHandler("fs")
+	cfg := &config.Config{Separator: "__", Upstreams: map[string]*config.Upstream{
+		"fs":    {Protocol: "legacy", Timeout: config.Duration(10 * time.Second)},
+		"notes": {Protocol: "legacy", Timeout: config.Duration(10 * time.Second)},
+	}}
+	h := New(cfg, Options{Transport: func(name string) (client.Transport, error) {
+		if name == "fs" {
+			return &memTransport{up: fs, done: make(chan struct{})}, nil
+		}
+		return nil, fmt.Errorf("notes is not up yet")
+	}})
+	h.Start()
+	t.Cleanup(h.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := h.Upstream("fs").Client(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := h.View(nil, true)
+	resp, jerr := read(t, v, "file:///notes.txt")
+	if jerr == nil && resp.Error == nil {
+		t.Fatalf("unlisted URI while notes is down was read from fs: %s", resp.Result)
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, r := range fs.got {
+		if r.method == mcp.MethodResourcesRead {
+			t.Errorf("fs was asked %s %s", r.method, r.params)
+		}
 	}
 }

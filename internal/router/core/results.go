@@ -20,12 +20,6 @@ const (
 	listTTL = 30 * time.Second
 )
 
-// capabilities are what every route offers: the gateway can answer each of
-// these whichever upstreams are up, and lists change as upstreams come and go.
-func capabilities() json.RawMessage {
-	return json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}}`)
-}
-
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -53,7 +47,7 @@ func NegotiateInitialize(params json.RawMessage) (mcp.InitializeParams, mcp.Revi
 func (c *Core) InitializeResult(rte *Route, version mcp.Revision) json.RawMessage {
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    rte.View.WithTaskCapabilities(capabilities(), false), // tasks: what the upstreams offer
+		Capabilities:    rte.View.WithTaskCapabilities(rte.View.Capabilities(), false), // what the upstreams offer (host/capabilities.go), tasks too
 		ServerInfo:      mustJSON(c.opts.ServerInfo),
 		Instructions:    rte.View.Instructions(),
 	})
@@ -76,7 +70,7 @@ func (c *Core) Discover(rte *Route) json.RawMessage {
 		TTLMs:             listTTL.Milliseconds(),
 		CacheScope:        "public",
 		SupportedVersions: mcp.AllVersions,
-		Capabilities:      rte.View.WithTaskCapabilities(capabilities(), true), // the tasks extension when an upstream has it
+		Capabilities:      rte.View.WithTaskCapabilities(rte.View.Capabilities(), true), // the tasks extension when an upstream has it
 		ServerInfo:        c.opts.ServerInfo,
 		Instructions:      rte.View.Instructions(),
 		Meta:              map[string]any{mcp.MetaServerInfo: c.opts.ServerInfo},

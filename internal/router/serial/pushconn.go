@@ -4,7 +4,8 @@
 // legacysse.go) and stdio (stdio.go). One connection is one stored
 // session; the connection (pushconn.go) takes client messages as they
 // come, runs requests concurrently through the core and answers each
-// exactly once.
+// exactly once. Over stdio, 2026-07-28 requests are served statelessly
+// beside the session (stdio2026.go).
 package serial
 
 import (
@@ -55,6 +56,10 @@ type pushConn struct {
 	// EOF): server→client requests can no longer be answered, so they fail
 	// at once instead of holding their call until it times out.
 	noInput atomic.Bool
+
+	// modern serves 2026-07-28 requests beside the session (stdio only;
+	// nil elsewhere: stdio2026.go).
+	modern *modern
 }
 
 // newPushConn starts the connection's session, or refuses with a
@@ -134,6 +139,10 @@ func (c *pushConn) request(msg *jsonrpc.Message) error {
 	if max := c.sess.Route().Gen.Limits.MaxRequestsPerSession; c.pending >= max {
 		c.t.core.Metrics().LimitRefused("sessions.max_requests_per_session")
 		return &limits.Refusal{Bound: "sessions.max_requests_per_session", Max: max, What: "requests in flight on this session", PerPrincipal: true, RetryAfter: 1}
+	}
+	if c.modern != nil && msg.Method != mcp.MethodInitialize && core.IsStatelessRequest(msg) {
+		c.statelessLocked(msg) // stdio2026.go
+		return nil
 	}
 	var reply *jsonrpc.Message
 	switch {

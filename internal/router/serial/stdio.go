@@ -28,6 +28,7 @@ var errSessionEnded = errors.New("mcpgw: the stdio session was ended by the gate
 // concurrently. Blank lines are skipped; a line that is not a JSON-RPC
 // message is answered with an error (-32700 when it is not JSON); a line
 // longer than max_body_bytes is discarded and answered with an error.
+// 2026-07-28 requests need no initialize (stdio2026.go).
 //
 // ServeStdio returns nil when r reaches EOF and every request read has been
 // answered; ctx.Err() when ctx ends, after cancelling what is in flight; or
@@ -39,6 +40,7 @@ func (t *Transport) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rt
 	if err != nil {
 		return err
 	}
+	c.modern = newModern() // 2026-07-28 requests beside the session (stdio2026.go)
 	t.log.Info("serving MCP on stdio", zap.String("route", rte.Path), zap.Strings("upstreams", rte.View.Upstreams()))
 
 	stopWriter := make(chan struct{})
@@ -66,6 +68,7 @@ func (t *Transport) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rt
 				// be answered, but every request read gets its response.
 				c.noInput.Store(true)
 				c.refuseOutgoing()
+				c.modern.inputEnded() // listen streams answer and end
 				if !c.finishInFlight(ctx) {
 					_ = stopWriting()
 					return ctx.Err()
