@@ -528,9 +528,17 @@ func (b *bench) bigRSS(ctx context.Context, ep endpoint, l load) (before, peak, 
 			}
 		}
 	})
+	if b.o.profileDir != "" && ep.name == "mcpgw" {
+		wg.Go(func() {
+			fetch(ep.middle.statsURL+"/debug/pprof/profile?seconds=3", filepath.Join(b.o.profileDir, "mcpgw-cpu-big.pprof"))
+		})
+	}
 	r := b.c.run(ctx, ep.url, l)
 	close(done)
 	wg.Wait()
+	if b.o.profileDir != "" && ep.name == "mcpgw" {
+		fetch(ep.middle.statsURL+"/debug/pprof/allocs", filepath.Join(b.o.profileDir, "mcpgw-allocs-big.pprof"))
+	}
 	select {
 	case <-time.After(3 * time.Second):
 	case <-ctx.Done():
