@@ -184,14 +184,21 @@ type Writer struct {
 // NewWriter sets the event-stream headers and returns a Writer. The caller
 // must not have written the header yet.
 func NewWriter(w http.ResponseWriter) *Writer {
+	sw := NewWriterHeld(w)
+	_ = sw.flush() // a gone client shows at the first write
+	return sw
+}
+
+// NewWriterHeld is NewWriter without the flush of the headers: they go out
+// with the first event, in one write, so it is for a stream whose first
+// event is written at once (a session stream's priming event).
+func NewWriterHeld(w http.ResponseWriter) *Writer {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	sw := &Writer{w: w, rc: http.NewResponseController(w)}
-	_ = sw.flush() // a gone client shows at the first write
-	return sw
+	return &Writer{w: w, rc: http.NewResponseController(w)}
 }
 
 // errBadField is returned by Write for an id or event name that cannot be
@@ -203,6 +210,18 @@ var errBadField = errors.New("sse: event id or name holds a line break or NUL")
 // gets its own "data:" field, so a reader gets them back as LF. The id and the
 // event name must not hold line breaks.
 func (s *Writer) Write(ev Event) error {
+	if err := s.write(ev); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// WriteLast sends the stream's last event without flushing it: the
+// handler's return sends it with the end of the response, in one write
+// instead of two. Nothing may be written after it.
+func (s *Writer) WriteLast(ev Event) error { return s.write(ev) }
+
+func (s *Writer) write(ev Event) error {
 	if strings.ContainsAny(ev.ID, "\r\n\x00") || strings.ContainsAny(ev.Name, "\r\n") {
 		return errBadField
 	}
@@ -218,10 +237,8 @@ func (s *Writer) Write(ev Event) error {
 	}
 	writeLines(&b, "data: ", ev.Data)
 	b.WriteByte('\n')
-	if _, err := io.WriteString(s.w, b.String()); err != nil {
-		return err
-	}
-	return s.flush()
+	_, err := io.WriteString(s.w, b.String())
+	return err
 }
 
 // Comment sends a comment, used as a keep-alive. A text with line breaks
