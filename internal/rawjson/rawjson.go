@@ -114,6 +114,9 @@ func unquote(raw []byte) (string, bool) {
 	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
 		inner := raw[1 : len(raw)-1]
 		if bytes.IndexByte(inner, '\\') < 0 && bytes.IndexByte(inner, '"') < 0 && utf8.Valid(inner) && !hasControl(inner) {
+			if k, ok := protocolKeys[string(inner)]; ok {
+				return k, true // no allocation for the keys every message has
+			}
 			return string(inner), true
 		}
 	}
@@ -123,6 +126,27 @@ func unquote(raw []byte) (string, bool) {
 	}
 	return s, true
 }
+
+// protocolKeys are the member names of JSON-RPC and MCP messages that the
+// gateway reads on every call, so that unquote hands out these strings
+// instead of allocating a copy of each key of each object it walks. It is
+// never written after initialization.
+var protocolKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"jsonrpc", "id", "method", "params", "result", "error", "code", "message", "data",
+		"name", "arguments", "_meta", "progressToken", "cursor", "nextCursor", "uri",
+		"content", "type", "text", "isError", "structuredContent", "resultType",
+		"tools", "prompts", "resources", "resourceTemplates", "description", "title",
+		"inputSchema", "outputSchema", "annotations", "properties", "required",
+		"protocolVersion", "capabilities", "clientInfo", "serverInfo",
+		"io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities",
+		"io.modelcontextprotocol/logLevel", "io.modelcontextprotocol/related-task",
+	} {
+		m[k] = k
+	}
+	return m
+}()
 
 func hasControl(b []byte) bool {
 	for _, c := range b {
