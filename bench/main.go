@@ -213,6 +213,7 @@ type bench struct {
 	dir      string
 	out, log io.Writer
 	c        *caller
+	upstream *child // the echo upstream, whose accepted connections are counted
 	children []*child
 }
 
@@ -229,7 +230,7 @@ func (b *bench) stopAll() {
 	for _, c := range b.children {
 		c.stop()
 	}
-	b.children = nil
+	b.children, b.upstream = nil, nil
 }
 
 func (b *bench) header() {

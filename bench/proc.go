@@ -99,6 +99,7 @@ type procSample struct {
 	mallocs uint64
 	alloc   uint64 // bytes allocated, cumulative
 	heap    uint64
+	conns   int64 // connections its MCP listener accepted
 }
 
 // sample reads the child's CPU time, RSS and allocation count; gc collects
@@ -137,7 +138,7 @@ func (c *child) sample(gc bool) (procSample, error) {
 	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil {
 		return procSample{}, fmt.Errorf("%s /stats: %w", c.name, err)
 	}
-	s.mallocs, s.alloc, s.heap = ms.Mallocs, ms.TotalAlloc, ms.HeapAlloc
+	s.mallocs, s.alloc, s.heap, s.conns = ms.Mallocs, ms.TotalAlloc, ms.HeapAlloc, ms.Conns
 	return s, nil
 }
 

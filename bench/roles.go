@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -63,9 +64,10 @@ func runRole(args []string) (bool, int) {
 }
 
 // serveStats serves what the parent measures that /proc does not show:
-// the Go runtime's allocation counters (/stats, ?gc=1 collects first) and
-// pprof profiles (/debug/pprof/), on a listener of its own.
-func serveStats() (string, error) {
+// the Go runtime's allocation counters and the MCP listener's accepted
+// connections (/stats, ?gc=1 collects first) and pprof profiles
+// (/debug/pprof/), on a listener of its own.
+func serveStats(conns *atomic.Int64) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -77,7 +79,7 @@ func serveStats() (string, error) {
 		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		_ = json.NewEncoder(w).Encode(memStats{Mallocs: ms.Mallocs, HeapAlloc: ms.HeapAlloc, TotalAlloc: ms.TotalAlloc, Goroutines: runtime.NumGoroutine()})
+		_ = json.NewEncoder(w).Encode(memStats{Mallocs: ms.Mallocs, HeapAlloc: ms.HeapAlloc, TotalAlloc: ms.TotalAlloc, Goroutines: runtime.NumGoroutine(), Conns: conns.Load()})
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -91,6 +93,17 @@ type memStats struct {
 	HeapAlloc  uint64 `json:"heap_alloc"`
 	TotalAlloc uint64 `json:"total_alloc"`
 	Goroutines int    `json:"goroutines"`
+	Conns      int64  `json:"conns"` // TCP connections the MCP listener accepted
+}
+
+// countingServer serves h on ln, counting the connections it accepts.
+func countingServer(ln net.Listener, h http.Handler, conns *atomic.Int64) {
+	srv := &http.Server{Handler: h, ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}}
+	go func() { _ = srv.Serve(ln) }() // ends with the process
 }
 
 // ready tells the parent where the role listens; the parent reads this one
@@ -132,11 +145,12 @@ func upstreamRole(args []string) error {
 	if err != nil {
 		return err
 	}
-	stats, err := serveStats()
+	var conns atomic.Int64
+	stats, err := serveStats(&conns)
 	if err != nil {
 		return err
 	}
-	go func() { _ = http.Serve(ln, mux) }()
+	countingServer(ln, mux, &conns)
 	ready("http://"+ln.Addr().String(), stats)
 	waitSignal()
 	return nil
@@ -243,11 +257,12 @@ func forwarderRole(args []string) error {
 	if err != nil {
 		return err
 	}
-	stats, err := serveStats()
+	var conns atomic.Int64
+	stats, err := serveStats(&conns)
 	if err != nil {
 		return err
 	}
-	go func() { _ = http.Serve(ln, h) }()
+	countingServer(ln, h, &conns)
 	ready("http://"+ln.Addr().String(), stats)
 	waitSignal()
 	return nil
@@ -281,7 +296,8 @@ func gatewayRole(args []string) error {
 	if err != nil {
 		return fmt.Errorf("upstreams did not start: %w", err)
 	}
-	stats, err := serveStats()
+	var none atomic.Int64 // the gateway's own listener is not counted
+	stats, err := serveStats(&none)
 	if err != nil {
 		return err
 	}

@@ -23,11 +23,19 @@ type stats struct {
 	mallocs uint64
 	alloc   uint64
 	rss     int64
+	conns   int64 // new connections at the upstream (its listener's count)
 	errs    int
 	errMsg  string
 }
 
 func (s *stats) add(r result, before, after procSample) {
+	s.addMiddle(r, before, after)
+}
+
+// addUpstream counts the connections the upstream accepted during a run.
+func (s *stats) addUpstream(before, after procSample) { s.conns += after.conns - before.conns }
+
+func (s *stats) addMiddle(r result, before, after procSample) {
 	s.lat = append(s.lat, r.lat...)
 	s.calls += len(r.lat)
 	s.wall += r.wall
@@ -68,6 +76,10 @@ func (b *bench) runOnce(ctx context.Context, ep endpoint, l load, st *stats, pro
 	if err != nil {
 		return err
 	}
+	upBefore, err := b.upstream.sample(false)
+	if err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	if profile != "" && ep.middle != nil {
 		secs := max(int(l.dur.Seconds()), 1)
@@ -79,7 +91,12 @@ func (b *bench) runOnce(ctx context.Context, ep endpoint, l load, st *stats, pro
 	if err != nil {
 		return err
 	}
-	st.add(r, before, after)
+	upAfter, err := b.upstream.sample(false)
+	if err != nil {
+		return err
+	}
+	st.addMiddle(r, before, after)
+	st.addUpstream(upBefore, upAfter)
 	return ctx.Err()
 }
 
@@ -106,6 +123,7 @@ func (b *bench) startEcho() (up, fwd, gw *child, err error) {
 	if up, err = b.start("upstream", roleUpstream, "-big", fmt.Sprint(b.o.bigBytes)); err != nil {
 		return
 	}
+	b.upstream = up
 	if fwd, err = b.start("forwarder", roleForwarder, "-upstream", up.mcpURL); err != nil {
 		return
 	}
@@ -168,8 +186,8 @@ func (b *bench) calls(ctx context.Context) error {
 	}
 	maxSess := slices.Max(b.o.sessions)
 	fmt.Fprintf(b.out, "\n## tools/call (small echo), %d × %s per row, alternating\n\n", b.o.reps, b.o.dur)
-	fmt.Fprintln(b.out, "| upstream | mode | c | sessions | target | calls/s | p50 | p90 | p99 | added p50 | CPU/call | allocs/call | RSS | errors |")
-	fmt.Fprintln(b.out, "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(b.out, "| upstream | mode | c | sessions | target | calls/s | p50 | p90 | p99 | added p50 | CPU/call | allocs/call | RSS | new upstream conns | errors |")
+	fmt.Fprintln(b.out, "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, upstream := range b.o.upstreams {
 		for _, mode := range b.o.modes {
 			eps := b.echoEndpoints(upstream, mode, "echo", up, fwd, gw)
@@ -262,8 +280,12 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 		if st.errs > 0 {
 			errs += " (" + strings.ReplaceAll(st.errMsg, "|", "/") + ")"
 		}
-		fmt.Fprintf(b.out, "| %s | %s | %d | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			upstream, mode, c, sess, ep.name, tput, fmtDur(p50), fmtDur(pct(lat, 90)), fmtDur(pct(lat, 99)), added, cpu, allocs, rss, errs)
+		conns := "—"
+		if upstream == "http" {
+			conns = fmt.Sprint(st.conns)
+		}
+		fmt.Fprintf(b.out, "| %s | %s | %d | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			upstream, mode, c, sess, ep.name, tput, fmtDur(p50), fmtDur(pct(lat, 90)), fmtDur(pct(lat, 99)), added, cpu, allocs, rss, conns, errs)
 	}
 	return nil
 }
