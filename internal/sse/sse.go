@@ -94,8 +94,13 @@ func (r *Reader) Next() (Event, error) {
 			case "data":
 				if hasData {
 					data = append(data, '\n')
+					data = append(data, value...)
+				} else {
+					// The event takes the line's buffer rather than a
+					// copy of it (a 1 MiB result is one line); the next
+					// line gets a buffer of its own.
+					data, r.line = value, nil
 				}
-				data = append(data, value...)
 				hasData = true
 			case "event":
 				ev.Name = string(value)
@@ -147,7 +152,7 @@ func (r *Reader) readLine(max int) ([]byte, int, error) {
 			}
 		}
 		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
-			r.line = append(r.line, buf[:i]...)
+			r.line = appendGrow(r.line, buf[:i])
 			r.skipLF = buf[i] == '\r'
 			_, _ = r.br.Discard(i + 1)
 			return r.line, n + i + 1, nil
@@ -155,10 +160,22 @@ func (r *Reader) readLine(max int) ([]byte, int, error) {
 		if n+len(buf) > max {
 			return nil, n + len(buf), ErrEventTooLarge
 		}
-		r.line = append(r.line, buf...)
+		r.line = appendGrow(r.line, buf)
 		_, _ = r.br.Discard(len(buf))
 		n += len(buf)
 	}
+}
+
+// appendGrow is append that at least doubles the capacity when it must
+// grow: a long line arrives in 4 KiB pieces, and append's growth of large
+// slices (1.25x) would copy a 1 MiB line about six times over.
+func appendGrow(dst, src []byte) []byte {
+	if len(dst)+len(src) > cap(dst) {
+		grown := make([]byte, len(dst), max(2*cap(dst), len(dst)+len(src), 256))
+		copy(grown, dst)
+		dst = grown
+	}
+	return append(dst, src...)
 }
 
 // parseRetry accepts only ASCII digits, as the standard requires.

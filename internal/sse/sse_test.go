@@ -413,3 +413,17 @@ func TestWriterFlushes(t *testing.T) {
 		t.Fatalf("body %q, want %q", got, want)
 	}
 }
+
+// BenchmarkReaderBigEvent reads one 1 MiB event, as an upstream's 1 MiB
+// tool result arrives: the line is gathered across buffer refills.
+func BenchmarkReaderBigEvent(b *testing.B) {
+	in := []byte("id: 1\nevent: message\ndata: {\"x\":\"" + strings.Repeat("x", 1<<20) + "\"}\n\n")
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ev, err := NewReader(bytes.NewReader(in), 4<<20).Next()
+		if err != nil || len(ev.Data) != 1<<20+8 {
+			b.Fatal(len(ev.Data), err)
+		}
+	}
+}
