@@ -412,11 +412,18 @@ func (b *bench) list(ctx context.Context) error {
 		if err := pass(&cold); err != nil {
 			return err
 		}
+		var wg sync.WaitGroup
+		if b.o.profileDir != "" && rep == 0 {
+			wg.Go(func() {
+				fetch(gw.statsURL+"/debug/pprof/profile?seconds=2", filepath.Join(b.o.profileDir, "mcpgw-cpu-list-warm.pprof"))
+			})
+		}
 		for range warmRuns {
 			if err := pass(&warm); err != nil {
 				return err
 			}
 		}
+		wg.Wait()
 		gw.stop()
 	}
 	for _, r := range []struct {
