@@ -34,7 +34,8 @@ type Kind string
 //	echo          answers                                answers
 //	slow          progress every Delay/Events, answers   the same, on the call's SSE stream
 //	              after Delay; cancelled: no answer
-//	hang          never answers, ignores cancellation    SSE headers, then nothing until the client goes
+//	hang          never answers, ignores cancellation    SSE headers, then nothing until the client
+//	                                                     closes the connection (cancellation ignored)
 //	crash         exits with status 3 after Delay        after Delay forgets every session and aborts
 //	                                                     every call in flight, this one's connection
 //	                                                     closed without an answer

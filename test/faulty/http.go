@@ -73,6 +73,19 @@ func (h *HTTPHandler) Sessions() int {
 	return len(h.sessions)
 }
 
+// InFlight is the number of tool calls being served.
+func (h *HTTPHandler) InFlight() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, sess := range h.sessions {
+		sess.mu.Lock()
+		n += len(sess.inflight)
+		sess.mu.Unlock()
+	}
+	return n
+}
+
 // Crash makes the handler behave as a restarted server: every session is
 // forgotten (HTTP 404 from now on) and every call in flight is aborted,
 // its connection closed without an answer.
@@ -257,12 +270,15 @@ func (sess *httpSession) cancel(params json.RawMessage) {
 // call serves one fault over HTTP.
 func (h *HTTPHandler) call(w http.ResponseWriter, r *http.Request, sess *httpSession, msg *jsonrpc.Message, f Fault) {
 	epoch := h.currentEpoch()
-	// The call ends with its connection, its session, a crash, or a
-	// notifications/cancelled naming it.
-	ctx, cancel := context.WithCancel(r.Context())
+	// The call lives as long as its connection, its session and the
+	// server (a crash ends it); ctx also ends with a notifications/cancelled
+	// naming it, which hang ignores.
+	life, end := context.WithCancel(r.Context())
+	defer end()
+	defer context.AfterFunc(epoch, end)()
+	defer context.AfterFunc(sess.ctx, end)()
+	ctx, cancel := context.WithCancel(life)
 	defer cancel()
-	defer context.AfterFunc(epoch, cancel)()
-	defer context.AfterFunc(sess.ctx, cancel)()
 	sess.mu.Lock()
 	sess.inflight[string(msg.ID)] = cancel
 	sess.mu.Unlock()
@@ -291,7 +307,7 @@ func (h *HTTPHandler) call(w http.ResponseWriter, r *http.Request, sess *httpSes
 		}
 	case Hang:
 		cs.open()
-		<-ctx.Done()
+		<-life.Done()
 	case Crash:
 		if sleep(ctx, f.Delay) {
 			h.Crash()

@@ -295,8 +295,9 @@ func TestHTTPDropAndResume(t *testing.T) {
 	}
 }
 
-// A hung call answers nothing; notifications/cancelled ends its stream,
-// and list_changed reaches the session's GET stream.
+// A hung call answers nothing and outlives notifications/cancelled: only
+// the client closing the connection ends it. A slow call's cancellation ends
+// its stream without an answer. list_changed reaches the GET stream.
 func TestHTTPHangCancelAndListChanged(t *testing.T) {
 	p := startHTTP(t, Options{})
 	sess := p.initialize()
@@ -307,33 +308,65 @@ func TestHTTPHangCancelAndListChanged(t *testing.T) {
 		t.Fatalf("GET stream: %v %v", get, err)
 	}
 	defer get.Body.Close()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	var hangEvents []sse.Event
-	go func() {
-		defer wg.Done()
-		resp, err := p.do(context.Background(), http.MethodPost, sess, callBody(1, Fault{Kind: Hang, Token: "h"}, ""))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer resp.Body.Close()
-		hangEvents, _ = events(t, resp.Body)
-	}()
-	for p.srv.Served(Hang) == 0 {
+
+	hangCtx, hangUp := context.WithCancel(context.Background())
+	defer hangUp()
+	type result struct {
+		evs []sse.Event
+		err error
+	}
+	hung, slow := make(chan result, 1), make(chan result, 1)
+	for _, c := range []struct {
+		ctx  context.Context
+		body string
+		out  chan result
+	}{
+		{hangCtx, callBody(1, Fault{Kind: Hang, Token: "h"}, ""), hung},
+		{context.Background(), callBody(2, Fault{Kind: Slow, Token: "s", Delay: time.Minute}, ""), slow},
+	} {
+		go func() {
+			resp, err := p.do(c.ctx, http.MethodPost, sess, c.body)
+			if err != nil {
+				c.out <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			evs, err := events(t, resp.Body)
+			c.out <- result{evs, err}
+		}()
+	}
+	for p.srv.Served(Hang) == 0 || p.srv.Served(Slow) == 0 || p.h.InFlight() < 2 {
 		time.Sleep(time.Millisecond)
 	}
-	resp, err := p.do(context.Background(), http.MethodPost, sess, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
-	if err != nil || resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("cancel: %v %v", resp, err)
+	for _, id := range []string{"1", "2"} {
+		resp, err := p.do(context.Background(), http.MethodPost, sess, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+id+`}}`)
+		if err != nil || resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("cancel: %v %v", resp, err)
+		}
+		resp.Body.Close()
 	}
-	resp.Body.Close()
-	wg.Wait()
-	if answerIn(hangEvents) != nil {
-		t.Errorf("the hung call was answered: %+v", hangEvents)
+	select {
+	case r := <-slow:
+		if r.err != nil || answerIn(r.evs) != nil {
+			t.Errorf("cancelled slow call: %+v %v; want its stream ended without an answer", r.evs, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled slow call's stream stayed open")
+	}
+	select {
+	case r := <-hung:
+		t.Fatalf("the hung call ended on notifications/cancelled: %+v %v", r.evs, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	hangUp()
+	<-hung
+	for deadline := time.Now().Add(5 * time.Second); p.h.InFlight() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hung call's handler outlived its connection")
+		}
 	}
 
-	resp, err = p.do(context.Background(), http.MethodPost, sess, callBody(2, Fault{Kind: ListChanged, Token: "lc"}, ""))
+	resp, err := p.do(context.Background(), http.MethodPost, sess, callBody(3, Fault{Kind: ListChanged, Token: "lc"}, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
