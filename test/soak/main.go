@@ -51,6 +51,7 @@ type options struct {
 	maxRSSGrowthMiB               int64
 	gatewayLog                    string
 	faults                        map[faulty.Kind]bool
+	verbose                       bool
 }
 
 func kindList() string {
@@ -92,6 +93,7 @@ func main() {
 	flag.IntVar(&o.maxGoroutineGrowth, "max-goroutine-growth", 40, "the gateway's goroutines may grow this much from baseline to end")
 	flag.Int64Var(&o.maxRSSGrowthMiB, "max-rss-growth-mib", 96, "the gateway's RSS may grow this many MiB from baseline to end")
 	flag.StringVar(&o.gatewayLog, "gateway-log", "", "write the gateway's log to this `FILE`")
+	flag.BoolVar(&o.verbose, "v", false, "also print a sample error message for each call and error code")
 	faults := flag.String("faults", "all", "comma-separated fault `KINDS` to inject (of "+kindList()+"), or all")
 	flag.Parse()
 	if *seed == 0 {
@@ -460,7 +462,7 @@ func report(out io.Writer, o options, st *stats, start, base, end, peak measure,
 	if len(off) > 0 {
 		fmt.Fprintf(out, "faults       not injected: %s\n", strings.Join(off, ", "))
 	}
-	st.print(out)
+	st.print(out, o.verbose)
 	fmt.Fprintf(out, "reloads      %d applied, %d broken configs refused, %d problems\n", rl.count, rl.broken, len(rl.failed))
 	fmt.Fprintf(out, "gateway      goroutines: start %d, baseline %d, peak %d, end %d (bound: end <= baseline + %d)\n", start.goroutines, base.goroutines, peak.goroutines, end.goroutines, b.goroutines)
 	fmt.Fprintf(out, "             RSS: start %s, baseline %s, peak %s, end %s (bound: end <= baseline + %s)\n", mib(start.rss), mib(base.rss), mib(peak.rss), mib(end.rss), mib(b.rssBytes))

@@ -33,6 +33,7 @@ type stats struct {
 	byRevision map[string]*counts
 	byLabel    map[string]*counts
 	errCodes   map[int]int
+	errSamples map[string]string // "<label> <code>" -> the first message
 
 	sessionsOpened, sessionsLost int
 	openFailures                 map[string]int
@@ -47,7 +48,7 @@ type counts struct {
 
 func newStats() *stats {
 	return &stats{refused: map[string]int{}, notifications: map[string]int{}, byRevision: map[string]*counts{},
-		byLabel: map[string]*counts{}, errCodes: map[int]int{}, openFailures: map[string]int{}}
+		byLabel: map[string]*counts{}, errCodes: map[int]int{}, errSamples: map[string]string{}, openFailures: map[string]int{}}
 }
 
 const maxProblems = 25
@@ -169,6 +170,9 @@ func (st *stats) record(rev string, c *call, rep *reply) {
 			lc.codes = map[int]int{}
 		}
 		lc.codes[e.Code]++
+		if k := fmt.Sprintf("%s %d", c.label, e.Code); st.errSamples[k] == "" {
+			st.errSamples[k] = e.Message
+		}
 		if c.wellBehaved && !rep.cancelled {
 			st.wellBehavedErrors++
 			st.problem("well-behaved call failed (%s %s): %d %s", rev, c.label, e.Code, e.Message)
@@ -274,7 +278,7 @@ func fmtMap[K int | string](m map[K]int) string {
 }
 
 // print writes the request half of the summary.
-func (st *stats) print(w io.Writer) {
+func (st *stats) print(w io.Writer, verbose bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	fmt.Fprintf(w, "requests     sent %d, accepted %d, answered %d, unanswered %d\n", st.sent, st.accepted, st.answered, st.unanswered)
@@ -299,6 +303,12 @@ func (st *stats) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "error codes  %s\n", fmtMap(st.errCodes))
 	fmt.Fprintf(w, "notes        %s\n", fmtMap(st.notifications))
+	if verbose {
+		fmt.Fprintf(w, "error samples (the first message of each call and code)\n")
+		for _, k := range slices.Sorted(maps.Keys(st.errSamples)) {
+			fmt.Fprintf(w, "             %s: %.160s\n", k, st.errSamples[k])
+		}
+	}
 	if len(st.problems) > 0 {
 		fmt.Fprintf(w, "problems (first %d):\n", len(st.problems))
 		for _, p := range st.problems {
