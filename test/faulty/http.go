@@ -224,6 +224,10 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.Header.Get(mcp.HeaderSessionID)
+	if id == "" && h.s.opts.Modern && (modern(msg) || msg.Method == mcp.MethodServerDiscover) {
+		h.stateless(w, r, msg)
+		return
+	}
 	if id == "" {
 		httpError(w, http.StatusBadRequest, "missing Mcp-Session-Id; initialize first")
 		return
@@ -248,7 +252,70 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.s.count(f.Kind)
-		h.call(w, r, sess, msg, f)
+		h.call(w, r, sess, msg, f, false)
+	}
+}
+
+// stateless serves a 2026-07-28 request: no session; results say
+// resultType; list changes come on subscriptions/listen.
+func (h *HTTPHandler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+	if msg.Kind() != jsonrpc.KindRequest {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if msg.Method == mcp.MethodSubscriptionsListen {
+		h.listen(w, r, msg)
+		return
+	}
+	f, ok := isFault(msg)
+	if !ok {
+		writeJSON(w, http.StatusOK, complete(h.s.answer(msg), true))
+		return
+	}
+	h.s.count(f.Kind)
+	// A session of this request alone: nothing outlives it.
+	ctx, end := context.WithCancel(context.Background())
+	defer end()
+	sess := &httpSession{ctx: ctx, end: end, inflight: map[string]context.CancelFunc{}, cut: map[string][]sse.Event{}}
+	h.call(w, r, sess, msg, f, true)
+}
+
+// listen serves subscriptions/listen: an acknowledgement, then each tool
+// list change, tagged with the request's id, until the client goes.
+func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+	epoch := h.currentEpoch()
+	tools, ack := listenParams(msg)
+	changes := make(chan struct{}, 1)
+	if tools {
+		stop := h.s.listen(func([]byte) {
+			select {
+			case changes <- struct{}{}:
+			default: // one pending change says it all
+			}
+		})
+		defer stop()
+	}
+	sw := sse.NewWriter(w)
+	if sw.Write(sse.Event{Data: tagged(mcp.NotificationSubscriptionsAcked, msg.ID, map[string]any{"notifications": ack})}) != nil {
+		return
+	}
+	keep := time.NewTicker(keepAlivePeriod)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-epoch.Done():
+			panic(http.ErrAbortHandler)
+		case <-changes:
+			if sw.Write(sse.Event{Data: tagged(mcp.NotificationToolsListChanged, msg.ID, nil)}) != nil {
+				return
+			}
+		case <-keep.C:
+			if sw.Comment("keep-alive") != nil {
+				return
+			}
+		}
 	}
 }
 
@@ -267,8 +334,15 @@ func (sess *httpSession) cancel(params json.RawMessage) {
 	}
 }
 
-// call serves one fault over HTTP.
-func (h *HTTPHandler) call(w http.ResponseWriter, r *http.Request, sess *httpSession, msg *jsonrpc.Message, f Fault) {
+// call serves one fault over HTTP; mod marks a 2026-07-28 request, which
+// has no session to expire and no stream to resume.
+func (h *HTTPHandler) call(w http.ResponseWriter, r *http.Request, sess *httpSession, msg *jsonrpc.Message, f Fault, mod bool) {
+	if mod {
+		f.NoResume = true
+		if f.Kind == Expire {
+			f.Kind = Echo
+		}
+	}
 	epoch := h.currentEpoch()
 	// The call lives as long as its connection, its session and the
 	// server (a crash ends it); ctx also ends with a notifications/cancelled
@@ -296,7 +370,9 @@ func (h *HTTPHandler) call(w http.ResponseWriter, r *http.Request, sess *httpSes
 	}()
 
 	cs := newCallStream(w, r, h.streams.Add(1))
-	answer := func(extra ...string) { cs.finish(jsonrpc.NewResult(msg.ID, result(f.Token, 0, extra...))) }
+	answer := func(extra ...string) {
+		cs.finish(complete(jsonrpc.NewResult(msg.ID, result(f.Token, 0, extra...)), mod))
+	}
 	token := progressToken(msg.Params)
 	switch f.Kind {
 	case Echo, Grandchild:
@@ -329,7 +405,7 @@ func (h *HTTPHandler) call(w http.ResponseWriter, r *http.Request, sess *httpSes
 		}
 		answer()
 	case Huge:
-		cs.finish(jsonrpc.NewResult(msg.ID, result(f.Token, f.Bytes)))
+		cs.finish(complete(jsonrpc.NewResult(msg.ID, result(f.Token, f.Bytes)), mod))
 	case Stderr:
 		flood(h.s.opts.Stderr, f.Bytes)
 		answer()
@@ -345,7 +421,7 @@ func (h *HTTPHandler) call(w http.ResponseWriter, r *http.Request, sess *httpSes
 		if !sleep(ctx, f.Delay) || f.NoResume {
 			return
 		}
-		b, _ := jsonrpc.Encode(jsonrpc.NewResult(msg.ID, result(f.Token, 0)))
+		b, _ := jsonrpc.Encode(complete(jsonrpc.NewResult(msg.ID, result(f.Token, 0)), mod))
 		sess.keepCut(cs.stream, []sse.Event{{ID: cs.nextID(), Data: b}})
 	case ListChanged:
 		h.s.changeTools()

@@ -1,6 +1,7 @@
 package faulty
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +43,10 @@ type Options struct {
 	Grandchild func() (int, error)
 	// Now is the clock for session expiry (default time.Now).
 	Now func() time.Time
+	// Modern also speaks 2026-07-28: server/discover, requests that carry
+	// their revision in _meta (answered with resultType; over HTTP without
+	// a session), and subscriptions/listen for list changes.
+	Modern bool
 }
 
 // Server is one fault-injecting MCP server. Its tool list and counters are
@@ -150,9 +155,19 @@ func (s *Server) answer(msg *jsonrpc.Message) *jsonrpc.Message {
 		}
 		res, _ := json.Marshal(map[string]any{
 			"protocolVersion": v,
-			"capabilities":    map[string]any{"tools": map[string]bool{"listChanged": true}, "resources": map[string]any{}, "logging": map[string]any{}},
+			"capabilities":    capabilities,
 			"serverInfo":      map[string]string{"name": s.opts.Name, "version": "0"},
 			"instructions":    "A fault-injecting test server: each tool is a fault, see the package faulty.",
+		})
+		return jsonrpc.NewResult(msg.ID, res)
+	case mcp.MethodServerDiscover:
+		if !s.opts.Modern {
+			break
+		}
+		res, _ := json.Marshal(map[string]any{
+			"supportedVersions": append([]string{mcp.Version20260728}, s.opts.Versions...),
+			"capabilities":      capabilities,
+			"serverInfo":        map[string]string{"name": s.opts.Name, "version": "0"},
 		})
 		return jsonrpc.NewResult(msg.ID, res)
 	case mcp.MethodPing, mcp.MethodLoggingSetLevel:
@@ -183,6 +198,65 @@ func (s *Server) answer(msg *jsonrpc.Message) *jsonrpc.Message {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown tool %q (the faults are %v; gen_N tools come and go with list_changed)", name, Kinds))
 	}
 	return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
+}
+
+// capabilities are what the server offers, on every revision.
+var capabilities = json.RawMessage(`{"tools":{"listChanged":true},"resources":{},"logging":{}}`)
+
+// modern reports whether msg is a 2026-07-28 request: its _meta names the
+// revision.
+func modern(msg *jsonrpc.Message) bool {
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(msg.Params, &p) != nil {
+		return false
+	}
+	var v string
+	return json.Unmarshal(p.Meta[mcp.MetaProtocolVersion], &v) == nil && v == mcp.Version20260728
+}
+
+// complete marks a result of a 2026-07-28 request as complete (the
+// revision's resultType); other answers are unchanged.
+func complete(m *jsonrpc.Message, modern bool) *jsonrpc.Message {
+	if !modern || m.Error != nil || len(m.Result) < 2 || m.Result[0] != '{' || bytes.Contains(m.Result, []byte(`"resultType"`)) {
+		return m
+	}
+	res := []byte(`{"resultType":"complete"`)
+	if rest := bytes.TrimSpace(m.Result[1:]); len(rest) > 0 && rest[0] != '}' {
+		res = append(res, ',')
+	}
+	m.Result = append(res, m.Result[1:]...)
+	return m
+}
+
+// listenParams reads subscriptions/listen's params: whether tool list
+// changes are wanted, and the notifications object to acknowledge.
+func listenParams(msg *jsonrpc.Message) (tools bool, ack json.RawMessage) {
+	var p struct {
+		Notifications json.RawMessage `json:"notifications"`
+	}
+	_ = json.Unmarshal(msg.Params, &p)
+	var n struct {
+		Tools bool `json:"toolsListChanged"`
+	}
+	_ = json.Unmarshal(p.Notifications, &n)
+	if len(p.Notifications) == 0 {
+		p.Notifications = json.RawMessage(`{}`)
+	}
+	return n.Tools, p.Notifications
+}
+
+// tagged is a notification on a subscriptions/listen stream: its _meta
+// names the stream (the listen request's id).
+func tagged(method string, id jsonrpc.ID, params map[string]any) []byte {
+	if params == nil {
+		params = map[string]any{}
+	}
+	params["_meta"] = map[string]json.RawMessage{mcp.MetaSubscriptionID: json.RawMessage(id)}
+	p, _ := json.Marshal(params)
+	b, _ := jsonrpc.Encode(jsonrpc.NewNotification(method, p))
+	return b
 }
 
 // isFault reports whether msg is a tools/call of one of the fault kinds.

@@ -33,7 +33,13 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 		cancel()
 		wg.Wait()
 	}()
-	stop := s.listen(func(b []byte) { c.write(b) })
+	// Connection-wide list changes are for legacy connections; a 2026-07-28
+	// one hears of them on its subscriptions/listen stream.
+	stop := s.listen(func(b []byte) {
+		if !s.opts.Modern || c.initialized.Load() {
+			c.write(b)
+		}
+	})
 	defer stop()
 
 	lines := make(chan []byte)
@@ -125,8 +131,9 @@ type stdioConn struct {
 	s   *Server
 	out io.Writer
 
-	writeMu sync.Mutex
-	dead    atomic.Bool // crashed: nothing more is written
+	writeMu     sync.Mutex
+	dead        atomic.Bool // crashed: nothing more is written
+	initialized atomic.Bool // an initialize came: a legacy connection
 
 	mu       sync.Mutex
 	inflight map[string]context.CancelFunc
@@ -186,13 +193,21 @@ func (c *stdioConn) cancel(params json.RawMessage) {
 // serve answers one request; ctx is the request's (cancelled by
 // notifications/cancelled), life the connection's (hang waits for it).
 func (c *stdioConn) serve(ctx, life context.Context, msg *jsonrpc.Message) {
+	mod := modern(msg)
+	if msg.Method == mcp.MethodInitialize {
+		c.initialized.Store(true)
+	}
+	if msg.Method == mcp.MethodSubscriptionsListen && c.s.opts.Modern {
+		c.listen(ctx, msg)
+		return
+	}
 	f, ok := isFault(msg)
 	if !ok {
-		c.send(c.s.answer(msg))
+		c.send(complete(c.s.answer(msg), mod))
 		return
 	}
 	c.s.count(f.Kind)
-	answer := func(extra ...string) { c.send(jsonrpc.NewResult(msg.ID, result(f.Token, 0, extra...))) }
+	answer := func(extra ...string) { c.send(complete(jsonrpc.NewResult(msg.ID, result(f.Token, 0, extra...)), mod)) }
 	token := progressToken(msg.Params)
 	switch f.Kind {
 	case Echo:
@@ -214,7 +229,7 @@ func (c *stdioConn) serve(ctx, life context.Context, msg *jsonrpc.Message) {
 		}
 		answer()
 	case Huge:
-		c.send(jsonrpc.NewResult(msg.ID, result(f.Token, f.Bytes)))
+		c.send(complete(jsonrpc.NewResult(msg.ID, result(f.Token, f.Bytes)), mod))
 	case Stderr:
 		flood(c.s.opts.Stderr, f.Bytes)
 		answer()
@@ -237,6 +252,18 @@ func (c *stdioConn) serve(ctx, life context.Context, msg *jsonrpc.Message) {
 		}
 		answer("pid " + strconv.Itoa(pid))
 	}
+}
+
+// listen serves subscriptions/listen: an acknowledgement, then each tool
+// list change, all tagged with the request's id, until it is cancelled.
+func (c *stdioConn) listen(ctx context.Context, msg *jsonrpc.Message) {
+	tools, ack := listenParams(msg)
+	c.write(tagged(mcp.NotificationSubscriptionsAcked, msg.ID, map[string]any{"notifications": ack}))
+	if tools {
+		stop := c.s.listen(func([]byte) { c.write(tagged(mcp.NotificationToolsListChanged, msg.ID, nil)) })
+		defer stop()
+	}
+	<-ctx.Done()
 }
 
 // sleep waits d, reporting false if ctx ended first.

@@ -59,7 +59,9 @@ func repoRoot() (string, error) {
 // what they change so that each kind of change happens under load: an
 // upstream added and removed (extra), a stdio upstream replaced (its env
 // changes), an HTTP upstream replaced (its timeout changes). demo never
-// changes: its calls must all succeed.
+// changes: its calls must all succeed. f2026 and fhttp also speak
+// 2026-07-28, so the gateway talks to them statelessly for 2026 callers
+// and over a second, initialized connection for older ones.
 type configGen struct {
 	mcpgw, faulty string
 	httpURL       string
@@ -82,6 +84,7 @@ func (c configGen) yaml() string {
 	b.WriteString("upstreams:\n")
 	fmt.Fprintf(&b, "  demo:\n    command: [%s, demo-server]\n    timeout: 20s\n", q(c.mcpgw))
 	fmt.Fprintf(&b, "  fstdio:\n    command: [%s, --name, fstdio]\n    env: {FAULTY_GEN: %q}\n    timeout: 3s\n    max_line_bytes: 1048576\n", q(c.faulty), strconv.Itoa(c.gen%3))
+	fmt.Fprintf(&b, "  f2026:\n    command: [%s, --name, f2026, --modern]\n    timeout: 3s\n    max_line_bytes: 1048576\n", q(c.faulty))
 	fmt.Fprintf(&b, "  fstate:\n    command: [%s, --name, fstate]\n    stateful: true\n    timeout: 3s\n    max_line_bytes: 1048576\n", q(c.faulty))
 	fmt.Fprintf(&b, "  fhttp:\n    url: %s\n    timeout: %ds\n", c.httpURL, c.httpTimeout)
 	if c.gen%4 < 2 {
@@ -379,6 +382,22 @@ func parseStat(stat []byte) (ppid int, state string) {
 	}
 	ppid, _ = strconv.Atoi(f[1])
 	return ppid, f[0]
+}
+
+// orphans lists the grandchildren among ps whose parent is not among ps:
+// their faulty parent died and its process group was not stopped.
+func orphans(ps []proc) []proc {
+	alive := map[int]bool{}
+	for _, p := range ps {
+		alive[p.pid] = true
+	}
+	var out []proc
+	for _, p := range ps {
+		if p.grandchild && !alive[p.ppid] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // zombies lists the gateway's children that exited and were not reaped.

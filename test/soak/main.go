@@ -10,7 +10,8 @@
 // generated config on 127.0.0.1 random ports: the built-in demo upstream
 // (well-behaved: its calls must all succeed), a shared and a stateful
 // faulty stdio upstream, a faulty Streamable HTTP upstream served from this
-// process, and an upstream that reloads add and remove. Sessions of every
+// process, a faulty stdio upstream speaking 2026-07-28, and an upstream
+// that reloads add and remove. Sessions of every
 // revision — 2025-11-25, 2025-06-18 and 2025-03-26 Streamable HTTP,
 // 2024-11-05 HTTP+SSE, 2026-07-28 stateless requests — call tools, prompts,
 // resources and lists, some cancelled, some with their stream cut and
@@ -149,7 +150,7 @@ func run(o options, out io.Writer) (bool, error) {
 	// The faulty HTTP upstream lives in this process, so that idle
 	// connections can be closed before measuring (the gateway's goroutines
 	// on them would otherwise count as growth).
-	fsrv := faulty.NewServer(faulty.Options{Name: upHTTP})
+	fsrv := faulty.NewServer(faulty.Options{Name: upHTTP, Modern: true})
 	mux := http.NewServeMux()
 	fhttp := fsrv.HTTP()
 	mux.Handle("/mcp", fhttp)
@@ -200,7 +201,7 @@ func run(o options, out io.Writer) (bool, error) {
 
 	tr := &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
 	hc := &http.Client{Transport: tr}
-	if err := waitReady(hc, gw, []string{upDemo, upStdio, upHTTP, upExtra}); err != nil {
+	if err := waitReady(hc, gw, []string{upDemo, upStdio, upHTTP, up2026, upExtra}); err != nil {
 		return false, err
 	}
 	st := newStats()
@@ -259,6 +260,11 @@ func run(o options, out io.Writer) (bool, error) {
 		if n > base.groups[g] {
 			extra = append(extra, fmt.Sprintf("%d processes %q at the end, %d at the baseline", n, g, base.groups[g]))
 		}
+	}
+	// A grandchild outlives its parent only if the gateway did not stop
+	// the parent's process group when the parent died.
+	for _, o := range orphans(marked(marker, gw.pid)) {
+		extra = append(extra, fmt.Sprintf("an orphaned grandchild: pid %d (parent %d) %s", o.pid, o.ppid, o.argv))
 	}
 	if z := zombies(gw.pid); len(z) > 0 {
 		extra = append(extra, fmt.Sprintf("%d zombie children of the gateway", len(z)))

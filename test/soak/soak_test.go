@@ -262,6 +262,14 @@ func TestLegacyClientCatchesCrossing(t *testing.T) {
 	l.close()
 }
 
+func TestOrphans(t *testing.T) {
+	ps := []proc{{pid: 10, ppid: 1}, {pid: 11, ppid: 10, grandchild: true}, {pid: 12, ppid: 1, grandchild: true}, {pid: 13, ppid: 99}}
+	got := orphans(ps)
+	if len(got) != 1 || got[0].pid != 12 {
+		t.Errorf("orphans = %+v, want only pid 12 (a grandchild whose parent is gone)", got)
+	}
+}
+
 func TestParseFaults(t *testing.T) {
 	all, err := parseFaults("all")
 	if err != nil || len(all) != len(faulty.Kinds) || !all[faulty.Hang] {

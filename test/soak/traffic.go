@@ -20,7 +20,8 @@ const (
 	upDemo   = "demo"   // mcpgw demo-server: well-behaved, never reloaded
 	upStdio  = "fstdio" // faulty, shared stdio child, replaced by reloads
 	upState  = "fstate" // faulty, stateful: one child per session
-	upHTTP   = "fhttp"  // faulty, Streamable HTTP, in the soak's process
+	upHTTP   = "fhttp"  // faulty, Streamable HTTP (and 2026-07-28), in the soak's process
+	up2026   = "f2026"  // faulty, shared stdio child speaking 2026-07-28 too
 	upExtra  = "extra"  // faulty stdio, added and removed by reloads
 	sep      = "__"
 	perCallT = 45 * time.Second // a client's patience; every upstream timeout is far shorter
@@ -48,6 +49,7 @@ func (r *rateLimit) allow(key string, every time.Duration) bool {
 var faultEvery = map[string]map[faulty.Kind]time.Duration{
 	upStdio: {faulty.Crash: 25 * time.Second, faulty.Grandchild: 8 * time.Second, faulty.ListChanged: 2 * time.Second},
 	upExtra: {faulty.Crash: 25 * time.Second, faulty.Grandchild: 8 * time.Second, faulty.ListChanged: 2 * time.Second},
+	up2026:  {faulty.Crash: 25 * time.Second, faulty.Grandchild: 8 * time.Second, faulty.ListChanged: 2 * time.Second},
 	upState: {faulty.Crash: 2 * time.Second, faulty.Grandchild: 2 * time.Second, faulty.ListChanged: 2 * time.Second},
 	upHTTP:  {faulty.Crash: 20 * time.Second, faulty.ListChanged: 2 * time.Second},
 }
@@ -78,7 +80,7 @@ var faultKinds = weighted[faulty.Kind]{
 	{3, faulty.Stderr}, {3, faulty.Reset}, {4, faulty.Expire}, {10, faulty.Drop}, {2, faulty.ListChanged}, {1, faulty.Grandchild},
 }
 
-var faultyUpstreams = weighted[string]{{35, upStdio}, {35, upHTTP}, {20, upState}, {10, upExtra}}
+var faultyUpstreams = weighted[string]{{30, upStdio}, {30, upHTTP}, {15, upState}, {15, up2026}, {10, upExtra}}
 
 // sessionKinds: the revision a slot's session speaks (2024-11-05 is the
 // legacy HTTP+SSE transport, 2026-07-28 stateless requests).

@@ -6,8 +6,11 @@
 //
 // Usage:
 //
-//	faulty [--name NAME]                          serve MCP on stdin/stdout
+//	faulty [--name NAME] [--modern]               serve MCP on stdin/stdout
 //	faulty --http 127.0.0.1:0 [--session-ttl 1m]  serve Streamable HTTP at http://ADDR/mcp
+//
+// --modern also speaks 2026-07-28 (server/discover, stateless requests,
+// subscriptions/listen) beside the initialize handshake.
 //
 // With --http it prints "faulty: serving http://ADDR/mcp" on stdout once
 // listening. On stdio, a crash call makes it exit with status 3.
@@ -33,11 +36,12 @@ func main() {
 	name := flag.String("name", "faulty", "serverInfo.name")
 	addr := flag.String("http", "", "serve Streamable HTTP at http://`ADDR`/mcp instead of stdio (port 0 picks a free port)")
 	ttl := flag.Duration("session-ttl", 0, "HTTP: forget sessions idle this long (0: never)")
+	modern := flag.Bool("modern", false, "also speak 2026-07-28 (server/discover, stateless requests, subscriptions/listen)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv := faulty.NewServer(faulty.Options{Name: *name, Stderr: os.Stderr, SessionTTL: *ttl})
+	srv := faulty.NewServer(faulty.Options{Name: *name, Stderr: os.Stderr, SessionTTL: *ttl, Modern: *modern})
 	if *addr == "" {
 		err := srv.ServeStdio(ctx, os.Stdin, os.Stdout)
 		switch {
