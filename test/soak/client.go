@@ -411,7 +411,9 @@ func (s *streamable) do(ctx context.Context, c *call) *reply {
 	id := s.cl.nextID()
 	body := encodeRequest(id, c.method, c.paramsJSON(false))
 	cancel := func() {
-		_ = s.notify(context.Background(), mcp.NotificationCancelled, map[string]any{"requestId": id, "reason": "soak: cancelled"})
+		ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		_ = s.notify(ctx, mcp.NotificationCancelled, map[string]any{"requestId": id, "reason": "soak: cancelled"})
 	}
 	resume := func(ctx context.Context, lastID string) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.cl.base+s.route, nil)
@@ -694,7 +696,9 @@ func (l *legacy) do(ctx context.Context, c *call) *reply {
 			l.mu.Lock()
 			p.rep.cancelled = true
 			l.mu.Unlock()
-			_ = l.post(context.Background(), encodeNotification(mcp.NotificationCancelled, map[string]any{"requestId": id, "reason": "soak: cancelled"}))
+			nctx, nstop := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = l.post(nctx, encodeNotification(mcp.NotificationCancelled, map[string]any{"requestId": id, "reason": "soak: cancelled"}))
+			nstop()
 		case <-l.done:
 			l.mu.Lock()
 			p.rep.lost = true

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,7 +119,7 @@ func startGateway(mcpgw, configPath, marker string, logFile io.Writer) (*gateway
 	g := &gateway{marker: marker, config: configPath, exited: make(chan struct{}), reloads: make(chan string, 16),
 		levels: map[string]int{}, msgs: map[string]int{}, logFile: logFile}
 	cmd := exec.Command(mcpgw, "run", "-c", configPath, "--log-format", "json", "--drain-timeout", "5s")
-	cmd.Env = append(os.Environ(), markerEnv+"="+marker)
+	cmd.Env = append(os.Environ(), markerEnv+"="+marker, "GOTRACEBACK=all")
 	cmd.Stdout = io.Discard
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -187,14 +188,23 @@ func (g *gateway) readLogs(r io.Reader, urls chan<- [2]string) {
 			}
 		}
 		g.mu.Unlock()
+		// Never block here: a reader that stops reading would stall the
+		// gateway on its own stderr.
+		var u [2]string
 		switch {
 		case m.Msg == "serving MCP" && strings.HasSuffix(m.URL, "/mcp"):
-			urls <- [2]string{"mcp", strings.TrimSuffix(m.URL, "/mcp")}
+			u = [2]string{"mcp", strings.TrimSuffix(m.URL, "/mcp")}
 		case m.Msg == "serving admin endpoints":
-			urls <- [2]string{"admin", m.URL}
+			u = [2]string{"admin", m.URL}
 		case m.Msg == "config reloaded" || strings.HasPrefix(m.Msg, "config reload failed"):
 			select {
 			case g.reloads <- m.Msg:
+			default:
+			}
+		}
+		if u[0] != "" {
+			select {
+			case urls <- u:
 			default:
 			}
 		}
@@ -448,4 +458,54 @@ func (g *gateway) alive() bool {
 	default:
 		return true
 	}
+}
+
+// goroutineSummary groups the goroutines of a Go stack dump (as SIGQUIT
+// prints it) by where they were created and the first frame outside the
+// runtime, most numerous first.
+func goroutineSummary(dump []byte, n int) string {
+	counts := map[string]int{}
+	for _, block := range strings.Split(string(dump), "\n\n") {
+		lines := strings.Split(strings.TrimSpace(block), "\n")
+		if len(lines) == 0 || !strings.HasPrefix(lines[0], "goroutine ") {
+			continue
+		}
+		top, creator := "", ""
+		for _, l := range lines[1:] {
+			if strings.HasPrefix(l, "\t") || strings.HasPrefix(l, "goroutine ") {
+				continue
+			}
+			if c, ok := strings.CutPrefix(l, "created by "); ok {
+				creator = strings.Fields(c)[0]
+				continue
+			}
+			fn := l
+			if i := strings.LastIndexByte(fn, '('); i > 0 {
+				fn = fn[:i]
+			}
+			if top == "" && !strings.HasPrefix(fn, "runtime.") && !strings.HasPrefix(fn, "internal/") && !strings.HasPrefix(fn, "sync.") {
+				top = fn
+			}
+		}
+		counts[creator+" | "+top]++
+	}
+	type kv struct {
+		k string
+		v int
+	}
+	var all []kv
+	for k, v := range counts {
+		all = append(all, kv{k, v})
+	}
+	slices.SortFunc(all, func(a, b kv) int {
+		if a.v != b.v {
+			return b.v - a.v
+		}
+		return strings.Compare(a.k, b.k)
+	})
+	var b strings.Builder
+	for i := 0; i < len(all) && i < n; i++ {
+		fmt.Fprintf(&b, "  %5d  %s\n", all[i].v, all[i].k)
+	}
+	return b.String()
 }

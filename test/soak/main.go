@@ -53,6 +53,7 @@ type options struct {
 	gatewayLog                    string
 	faults                        map[faulty.Kind]bool
 	verbose                       bool
+	dumpGoroutines                bool
 }
 
 func kindList() string {
@@ -94,6 +95,7 @@ func main() {
 	flag.IntVar(&o.maxGoroutineGrowth, "max-goroutine-growth", 40, "the gateway's goroutines may grow this much from baseline to end")
 	flag.Int64Var(&o.maxRSSGrowthMiB, "max-rss-growth-mib", 96, "the gateway's RSS may grow this many MiB from baseline to end")
 	flag.StringVar(&o.gatewayLog, "gateway-log", "", "write the gateway's log to this `FILE`")
+	flag.BoolVar(&o.dumpGoroutines, "goroutine-dump", false, "at the end, stop the gateway with SIGQUIT and summarise its goroutine dump (needs -gateway-log; skips the shutdown checks)")
 	flag.BoolVar(&o.verbose, "v", false, "also print a sample error message for each call and error code")
 	faults := flag.String("faults", "all", "comma-separated fault `KINDS` to inject (of "+kindList()+"), or all")
 	flag.Parse()
@@ -101,6 +103,10 @@ func main() {
 		*seed = time.Now().UnixNano() % 1e9
 	}
 	o.seed = uint64(*seed)
+	if o.dumpGoroutines && o.gatewayLog == "" {
+		fmt.Fprintln(os.Stderr, "soak: -goroutine-dump needs -gateway-log FILE (the dump is written there)")
+		os.Exit(2)
+	}
 	var err error
 	if o.faults, err = parseFaults(*faults); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
@@ -270,6 +276,18 @@ func run(o options, out io.Writer) (bool, error) {
 		extra = append(extra, fmt.Sprintf("%d zombie children of the gateway", len(z)))
 	}
 
+	if o.dumpGoroutines {
+		logf("dumping the gateway's goroutines (SIGQUIT) into %s; no shutdown checks", o.gatewayLog)
+		_ = gw.cmd.Process.Signal(syscall.SIGQUIT)
+		<-gw.exited
+		if f, ok := logFile.(*os.File); ok {
+			_ = f.Sync()
+			if b, err := os.ReadFile(o.gatewayLog); err == nil {
+				fmt.Fprintf(out, "goroutines by creator and top frame:\n%s", goroutineSummary(b, 25))
+			}
+		}
+		return report(out, o, st, start, base, end, peak, rl, nil, extra, gw), nil
+	}
 	logf("stopping the gateway (SIGTERM)")
 	exitErr := gw.shutdown(30 * time.Second)
 	if exitErr != nil {

@@ -283,3 +283,14 @@ func TestParseFaults(t *testing.T) {
 		t.Errorf("unknown fault: %v", err)
 	}
 }
+
+func TestGoroutineSummary(t *testing.T) {
+	dump := "goroutine 1 [running]:\nmain.main()\n\t/x/main.go:1 +0x1\n\n" +
+		"goroutine 7 [select]:\nnet/http.(*persistConn).readLoop(0xc0)\n\t/go/net/http/transport.go:1 +0x1\ncreated by net/http.(*Transport).dialConn in goroutine 5\n\t/go/x.go:2\n\n" +
+		"goroutine 8 [select]:\nruntime.gopark(0x1)\n\t/go/r.go:1\nnet/http.(*persistConn).readLoop(0xc1)\n\t/go/net/http/transport.go:1 +0x1\ncreated by net/http.(*Transport).dialConn in goroutine 6\n\t/go/x.go:2\n"
+	got := goroutineSummary([]byte(dump), 5)
+	want := "      2  net/http.(*Transport).dialConn | net/http.(*persistConn).readLoop\n      1   | main.main\n"
+	if got != want {
+		t.Errorf("summary:\n%s\nwant:\n%s", got, want)
+	}
+}

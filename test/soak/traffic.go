@@ -298,7 +298,7 @@ func (g *gen) faultCall(up string, kind faulty.Kind, cancelAfter time.Duration) 
 	if every, ok := faultEvery[up][kind]; ok && !g.limit.allow(up+"/"+string(kind), every) || !g.faults[kind] {
 		kind = faulty.Echo
 	}
-	if up == upHTTP && kind == faulty.Crash && g.calm() {
+	if up == upHTTP && (kind == faulty.Crash || kind == faulty.Expire) && g.calm() {
 		kind = faulty.Echo
 	}
 	f := faulty.Fault{Kind: kind, Token: g.token(string(kind))}
@@ -362,9 +362,10 @@ type pool struct {
 	seed   uint64
 	limit  *rateLimit
 	faults map[faulty.Kind]bool // the kinds to inject
-	// calmAfter: from then on nothing restarts fhttp (no crash fault, no
-	// replacing reload), since a restart closes every connection the
-	// gateway holds to it and so would hide streams it leaks there.
+	// calmAfter: from then on nothing restarts fhttp or ends its session
+	// (no crash or expire fault, no replacing reload), since that ends
+	// every call the upstream serves and so would hide streams the gateway
+	// leaks there.
 	calmAfter atomic.Pointer[time.Time]
 }
 
