@@ -47,8 +47,10 @@ type Kind string
 //	              then answers
 //	reset         as crash                               after Delay, resets the connection (RST),
 //	                                                     the request read, no answer
-//	expire        as crash                               forgets the session: this request and every
-//	                                                     later one on it get HTTP 404
+//	expire        as crash                               forgets the session, ending its calls in flight:
+//	                                                     this request and every later one on it get
+//	                                                     HTTP 404; the same token on a new session
+//	                                                     (the client's retry) is answered
 //	drop          Events notifications, then answers     a priming event and Events notifications,
 //	                                                     then the stream is closed; the answer waits
 //	                                                     for a GET with Last-Event-ID (unless NoResume)
@@ -57,6 +59,9 @@ type Kind string
 //	              notifications/tools/list_changed
 //	grandchild    starts a grandchild process that       answers (no process)
 //	              sleeps until killed, then answers
+//
+// A 2026-07-28 request over HTTP (Options.Modern) has no session: expire
+// answers as echo does and drop's stream cannot be resumed.
 const (
 	Echo        Kind = "echo"
 	Slow        Kind = "slow"

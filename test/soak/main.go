@@ -491,7 +491,11 @@ func report(out io.Writer, o options, st *stats, start, base, end, peak measure,
 	fmt.Fprintf(out, "gateway      goroutines: start %d, baseline %d, peak %d, end %d (bound: end <= baseline + %d)\n", start.goroutines, base.goroutines, peak.goroutines, end.goroutines, b.goroutines)
 	fmt.Fprintf(out, "             RSS: start %s, baseline %s, peak %s, end %s (bound: end <= baseline + %s)\n", mib(start.rss), mib(base.rss), mib(peak.rss), mib(end.rss), mib(b.rssBytes))
 	fmt.Fprintf(out, "upstream     fhttp calls open at idle: baseline %d, end %d (bound: 0 at the end)\n", base.upstreamOpen, end.upstreamOpen)
-	fmt.Fprintf(out, "children     start %d, baseline %d, peak %d, end %d (bound: end <= baseline for each command); left after shutdown: %d\n", start.children, base.children, peak.children, end.children, len(left))
+	leftText := fmt.Sprint(len(left))
+	if o.dumpGoroutines {
+		leftText = "not checked (-goroutine-dump)"
+	}
+	fmt.Fprintf(out, "children     start %d, baseline %d, peak %d, end %d (bound: end <= baseline for each command); left after shutdown: %s\n", start.children, base.children, peak.children, end.children, leftText)
 	fmt.Fprintf(out, "             at the end: %s\n", fmtMap(end.groups))
 	levels, top := gw.logSummary()
 	fmt.Fprintf(out, "gateway log  %s\n", fmtMap(levels))
