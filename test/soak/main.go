@@ -64,21 +64,27 @@ func kindList() string {
 	return strings.Join(names, ", ")
 }
 
-// parseFaults reads -faults.
+// parseFaults reads -faults: "all", a list of kinds, or "all,-hang" (every
+// kind but those named with a minus). echo is always on.
 func parseFaults(s string) (map[faulty.Kind]bool, error) {
 	out := map[faulty.Kind]bool{}
 	for _, k := range faulty.Kinds {
-		out[k] = s == "all"
-	}
-	if s == "all" {
-		return out, nil
+		out[k] = false
 	}
 	for _, name := range strings.Split(s, ",") {
-		k := faulty.Kind(strings.TrimSpace(name))
-		if _, ok := out[k]; !ok {
-			return nil, fmt.Errorf("-faults: unknown fault %q; the faults are %s", k, kindList())
+		name = strings.TrimSpace(name)
+		if name == "all" {
+			for _, k := range faulty.Kinds {
+				out[k] = true
+			}
+			continue
 		}
-		out[k] = true
+		on := !strings.HasPrefix(name, "-")
+		k := faulty.Kind(strings.TrimPrefix(name, "-"))
+		if _, ok := out[k]; !ok {
+			return nil, fmt.Errorf("-faults: unknown fault %q; the faults are %s (all, or all,-KIND to leave one out)", k, kindList())
+		}
+		out[k] = on
 	}
 	out[faulty.Echo] = true
 	return out, nil
@@ -97,7 +103,7 @@ func main() {
 	flag.StringVar(&o.gatewayLog, "gateway-log", "", "write the gateway's log to this `FILE`")
 	flag.BoolVar(&o.dumpGoroutines, "goroutine-dump", false, "at the end, stop the gateway with SIGQUIT and summarise its goroutine dump (needs -gateway-log; skips the shutdown checks)")
 	flag.BoolVar(&o.verbose, "v", false, "also print a sample error message for each call and error code")
-	faults := flag.String("faults", "all", "comma-separated fault `KINDS` to inject (of "+kindList()+"), or all")
+	faults := flag.String("faults", "all", "fault `KINDS` to inject, comma-separated (of "+kindList()+"), all, or all,-KIND")
 	flag.Parse()
 	if *seed == 0 {
 		*seed = time.Now().UnixNano() % 1e9

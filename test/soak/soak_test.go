@@ -279,6 +279,10 @@ func TestParseFaults(t *testing.T) {
 	if err != nil || !some[faulty.Hang] || !some[faulty.Crash] || !some[faulty.Echo] || some[faulty.Drop] {
 		t.Errorf("hang, crash: %v %v", some, err)
 	}
+	most, err := parseFaults("all,-hang")
+	if err != nil || most[faulty.Hang] || !most[faulty.Crash] || !most[faulty.Echo] {
+		t.Errorf("all,-hang: %v %v", most, err)
+	}
 	if _, err := parseFaults("hang,explode"); err == nil || !strings.Contains(err.Error(), `"explode"`) {
 		t.Errorf("unknown fault: %v", err)
 	}
