@@ -30,9 +30,11 @@ const markerEnv = "MCPGW_SOAK_RUN"
 // faultyGrandchildEnv marks the grandchild fault's processes.
 const faultyGrandchildEnv = faulty.GrandchildEnv
 
-// build compiles the gateway and the faulty server into dir.
+// build compiles the gateway and the faulty server into dir. The gateway's
+// binary is not called mcpgw: a `pkill mcpgw` or `killall mcpgw` meant for
+// other gateways on a shared machine must not end the soak's.
 func build(ctx context.Context, repo, dir string) (mcpgw, faulty string, err error) {
-	mcpgw, faulty = filepath.Join(dir, "mcpgw"), filepath.Join(dir, "faulty")
+	mcpgw, faulty = filepath.Join(dir, "gw-under-soak"), filepath.Join(dir, "faulty")
 	for _, b := range [][2]string{{mcpgw, "./cmd/mcpgw"}, {faulty, "./test/faulty/cmd/faulty"}} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", b[0], b[1])
 		cmd.Dir = repo

@@ -145,7 +145,7 @@ func run(o options, out io.Writer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	dir, err := os.MkdirTemp("", "mcpgw-soak-")
+	dir, err := os.MkdirTemp("", "soak-run-")
 	if err != nil {
 		return false, err
 	}
@@ -183,7 +183,7 @@ func run(o options, out io.Writer) (bool, error) {
 	}()
 
 	cg := configGen{mcpgw: mcpgwBin, faulty: faultyBin, httpURL: "http://" + ln.Addr().String() + "/mcp", httpTimeout: 3}
-	cfgPath := filepath.Join(dir, "mcpgw.yaml")
+	cfgPath := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cg.yaml()), 0o600); err != nil {
 		return false, err
 	}
