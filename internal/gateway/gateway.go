@@ -120,7 +120,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Logger:     opts.Logger.Named("host"),
 		Metrics:    g.metrics,
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		TaskKeys:   sessionKeys, // task ids every replica with the ring opens (host/tasks.go)
+		TaskKeys:   sessionKeys, // task ids every replica with the ring opens (catalog/tasks.go)
 		MaxTasks:   sessionsSection(cfg).MaxTasks,
 	}))
 	idle := time.Duration(0)

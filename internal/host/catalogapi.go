@@ -103,30 +103,9 @@ func (u *Upstream) Capabilities() json.RawMessage {
 	return u.caps
 }
 
-// Enter counts a call routed to the upstream; it fails once a retiring
-// upstream stops taking calls. Every successful Enter is paired with Exit.
-func (u *Upstream) Enter() bool { return u.enter() }
-
-// Exit ends a call counted by Enter.
-func (u *Upstream) Exit() { u.exit() }
-
-// CallOptions adapts a downstream call's options to this upstream: unless
-// forward_roots is set, roots/list is answered from config even during a
-// call.
-func (u *Upstream) CallOptions(opts client.CallOptions) client.CallOptions {
-	return u.callOptions(opts)
-}
-
-// ViewCapabilities is what a connection serving a caller with capabilities
-// caller declares (capviews.go).
-func (u *Upstream) ViewCapabilities(caller json.RawMessage) string { return u.viewCapabilities(caller) }
-
-// ListClient is the connection a list is asked on (stateful.go).
-func (u *Upstream) ListClient(ctx context.Context) (*client.Client, error) { return u.listClient(ctx) }
-
-// CallOnly keeps the caller's capabilities (WithCallerCapabilities) in ctx
-// only for the methods a capability view serves (capviews.go).
-func CallOnly(ctx context.Context, method string) context.Context { return callOnly(ctx, method) }
+// Also for the catalog, each defined next to the code it belongs to:
+// Upstream.ClientFor and CallOptions (host.go), Enter and Exit (reload.go),
+// ViewCapabilities and CallOnly (capviews.go), ListClient (stateful.go).
 
 // CallerCapabilities are the capabilities WithCallerCapabilities recorded
 // in ctx (and CallOnly kept).

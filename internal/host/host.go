@@ -292,7 +292,8 @@ type Upstream struct {
 	done    chan struct{}
 	started bool
 
-	// inflight counts calls routed to this upstream (View.Forward);
+	// inflight counts calls routed to this upstream (Enter/Exit, by the
+	// catalog's View.Forward);
 	// retired is set when a reload replaced or removed it, stopping once
 	// it takes no new calls (reload.go).
 	inflight atomic.Int64
@@ -705,9 +706,9 @@ func (u *Upstream) rootsResult() json.RawMessage {
 	return b
 }
 
-// callOptions adapts a downstream call's options to this upstream: unless
+// CallOptions adapts a downstream call's options to this upstream: unless
 // forward_roots is set, roots/list is answered from config even during a call.
-func (u *Upstream) callOptions(opts client.CallOptions) client.CallOptions {
+func (u *Upstream) CallOptions(opts client.CallOptions) client.CallOptions {
 	if opts.Request == nil || u.cfg.ForwardRoots {
 		return opts
 	}

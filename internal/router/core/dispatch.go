@@ -41,7 +41,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	}()
 	ctx = host.WithCallerCapabilities(ctx, sess.caps) // exact_capabilities: the upstream sees the caller's own
 	ctx = host.WithSession(ctx, sess.id)              // stateful upstreams use this session's own connection
-	// The tasks it creates and uses are its own (host/tasks.go).
+	// The tasks it creates and uses are its own (catalog/tasks.go).
 	ctx = catalog.WithTaskOwner(ctx, catalog.TaskOwner{Route: rte.Path, Principal: sess.owner, Session: sess.id})
 	view := rte.View
 	switch msg.Method {
