@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -97,7 +98,7 @@ func newFixture(t *testing.T, stateless bool) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{gen: &Generation{ByPath: map[string]*Route{}, MaxBody: 1 << 20, Limits: LimitsOf(&config.Config{})}}
-	f.rte = &Route{Path: "/mcp", View: h.View(nil, true), Gen: f.gen}
+	f.rte = &Route{Path: "/mcp", View: catalog.NewView(h, nil, true), Gen: f.gen}
 	f.gen.Routes, f.gen.ByPath["/mcp"] = []*Route{f.rte}, f.rte
 	f.core = New(h, Options{Logger: zaptest.NewLogger(t), Current: func() *Generation { return f.gen }, Sessions: noStored{}})
 	t.Cleanup(func() { f.core.Close(func() {}) })
