@@ -201,6 +201,12 @@ type Streamable struct {
 	mu        sync.Mutex
 	sessionID string
 	version   mcp.Revision
+	// streams ends the answer streams of legacy requests, which outlive
+	// their callers (resumable): once a request is cancelled
+	// (notifications/cancelled) nothing will read its answer, and a hung
+	// upstream would otherwise hold its connection and reader for ever.
+	// One entry per request in flight, removed when its stream ends.
+	streams map[string]context.CancelFunc
 }
 
 // NewStreamable returns an unstarted Streamable HTTP transport.
@@ -282,6 +288,11 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	// downstream call that caused them.
 	related := requestID(msg)
 	deliver := func(b []byte) { s.deliver(b, related) }
+	if ended := cancelledRequest(msg); ended != "" {
+		// After the cancellation is sent (or could not be): the upstream
+		// has been told, and the call is over at the gateway.
+		defer s.endStream(ended)
+	}
 	rctx, cancel, stop := s.requestContext(ctx)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.cfg.URL, bytes.NewReader(msg))
 	if err != nil {
@@ -353,8 +364,14 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	}
 	switch mediaType(resp.Header) {
 	case mcp.ContentTypeEventStream:
+		if related != nil && !s.stateless() {
+			s.trackStream(related, cancel)
+		}
 		started := s.goTracked(func() {
 			defer cancel()
+			if related != nil {
+				defer s.untrackStream(related)
+			}
 			answered := false
 			var drain *time.Timer
 			track := func(b []byte) {
@@ -383,6 +400,13 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 			if related != nil && !answered && lastID != "" && !s.stateless() {
 				s.resume(rctx, lastID, retry, track, &answered)
 			}
+			if related != nil && !answered && rctx.Err() == nil {
+				// The stream ended without the answer and cannot be picked
+				// up again: no answer can come any more (a response goes
+				// only on its request's stream), so the call ends now,
+				// not at its timeout.
+				deliver(streamLost(related))
+			}
 		})
 		if !started {
 			resp.Body.Close()
@@ -405,6 +429,56 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		}
 		return nil
 	}
+}
+
+// trackStream records how to end request id's answer stream.
+func (s *Streamable) trackStream(id jsonrpc.ID, cancel context.CancelFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams == nil {
+		s.streams = map[string]context.CancelFunc{}
+	}
+	s.streams[string(id)] = cancel
+}
+
+func (s *Streamable) untrackStream(id jsonrpc.ID) {
+	s.mu.Lock()
+	delete(s.streams, string(id))
+	s.mu.Unlock()
+}
+
+// endStream ends the answer stream of a cancelled request, if it is open.
+func (s *Streamable) endStream(id string) {
+	s.mu.Lock()
+	cancel := s.streams[id]
+	delete(s.streams, id)
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// cancelledRequest returns the raw requestId of a notifications/cancelled
+// message ("" for any other message).
+func cancelledRequest(msg []byte) string {
+	if m, _ := rawjson.GetString(msg, "method"); m != mcp.NotificationCancelled {
+		return ""
+	}
+	params, _ := rawjson.Get(msg, "params")
+	id, ok := rawjson.Get(params, "requestId")
+	if !ok {
+		return ""
+	}
+	return string(id)
+}
+
+// streamLost is the answer to request id when the upstream closed its
+// response stream before answering and the stream cannot be resumed. The
+// request may have run upstream, so it is not sent again.
+func streamLost(id jsonrpc.ID) []byte {
+	b, _ := jsonrpc.Encode(jsonrpc.NewError(id, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable,
+		Message: "the upstream closed the request's response stream before answering, and the stream cannot be resumed; the request may or may not have run there"}))
+	return b
 }
 
 // resume picks up a request's response stream that the upstream closed

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
 // pollingUpstream is a 2025-11-25 server that answers tools/call the
@@ -109,8 +110,10 @@ func TestResumeHonoursRetry(t *testing.T) {
 			up.mu.Lock()
 			defer up.mu.Unlock()
 			if !tc.resumed {
-				if err == nil || up.resumes != 0 {
-					t.Fatalf("call = %v, %v with %d resumes; want a timeout and no GET", resp, err, up.resumes)
+				// Not resumed, so it can never be answered: the call ends
+				// at once as unavailable (before: at its timeout), never GET.
+				if err != nil || resp.Error == nil || resp.Error.Code != mcp.CodeUpstreamUnavailable || up.resumes != 0 {
+					t.Fatalf("call = %v, %v with %d resumes; want the lost stream's -32003 and no GET", resp, err, up.resumes)
 				}
 				return
 			}

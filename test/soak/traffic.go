@@ -224,10 +224,9 @@ func (g *gen) demoGreet(prefix string) *call {
 }
 
 func (g *gen) demoReadme(route string) *call {
+	// Unique on every route, so shown (and read) as the upstream wrote it
+	// on the prefixed route too (docs/protocol.md#naming).
 	uri := "demo://readme"
-	if route == "/mcp" {
-		uri = upDemo + "+" + uri
-	}
 	return &call{label: "demo.readme", method: mcp.MethodResourcesRead, name: uri, wellBehaved: true,
 		params: map[string]any{"uri": uri},
 		check: func(res json.RawMessage) error {

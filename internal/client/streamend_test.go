@@ -1,0 +1,114 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+)
+
+// legacyUpstream is a 2025-11-25 Streamable HTTP server whose tools/call
+// is served by call (with the request's id); everything else is a
+// well-behaved handshake.
+func legacyUpstream(t *testing.T, call func(w http.ResponseWriter, r *http.Request, id json.RawMessage)) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(body, &m)
+		switch m.Method {
+		case mcp.MethodServerDiscover:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
+		case mcp.MethodInitialize:
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Mcp-Session-Id", "s1")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`, m.ID)
+		case mcp.MethodToolsCall:
+			call(w, r, m.ID)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestCancelledLegacyStreamIsClosed: a legacy request's answer stream
+// outlives its caller (it is resumable), but once the call timed out and
+// notifications/cancelled went out, nothing will read it: the stream is
+// closed, so a hung upstream does not hold a connection and a reader per
+// call for ever (the soak found 23 such calls after 10 minutes).
+func TestCancelledLegacyStreamIsClosed(t *testing.T) {
+	var open atomic.Int64
+	ts := legacyUpstream(t, func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+		open.Add(1)
+		defer open.Add(-1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // hangs until the gateway lets go
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Connect(ctx, client.NewStreamable(client.HTTPConfig{URL: ts.URL}), client.Options{Name: "t", Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const calls = 5
+	for range calls {
+		_, err := c.Call(ctx, mcp.MethodToolsCall, json.RawMessage(`{"name":"hang"}`), client.CallOptions{})
+		var te *client.TimeoutError
+		if !errors.As(err, &te) {
+			t.Fatalf("call of a hung tool: %v, want a timeout", err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for open.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := open.Load(); n != 0 {
+		t.Fatalf("%d of %d timed-out calls still hold their answer stream at the upstream", n, calls)
+	}
+}
+
+// TestUnresumableStreamEndsTheCall: an upstream that closes a request's
+// answer stream without answering and without an event id to resume from
+// can never answer it (a response goes only on its request's stream): the
+// call fails at once, naming why, not at its timeout.
+func TestUnresumableStreamEndsTheCall(t *testing.T) {
+	ts := legacyUpstream(t, func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.Connect(ctx, client.NewStreamable(client.HTTPConfig{URL: ts.URL}), client.Options{Name: "t", Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	resp, err := c.Call(ctx, mcp.MethodToolsCall, json.RawMessage(`{"name":"drop"}`), client.CallOptions{})
+	if err != nil {
+		t.Fatalf("call: %v, want the lost stream answered as an error response", err)
+	}
+	if resp.Error == nil || resp.Error.Code != mcp.CodeUpstreamUnavailable {
+		t.Fatalf("answer %+v, want error %d", resp, mcp.CodeUpstreamUnavailable)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the call took %v: it waited for its timeout", d)
+	}
+}
