@@ -107,8 +107,9 @@ func applyDefaults(c *Config, d *decoder) {
 		// One endpoint serving every upstream, names prefixed.
 		c.Routes = []*Route{{Path: DefaultRoutePath}}
 	}
-	policyDefaults(c, d) // policy.go
-	auditDefaults(c, d)  // audit.go
+	policyDefaults(c, d)  // policy.go
+	auditDefaults(c, d)   // audit.go
+	tracingDefaults(c, d) // tracing.go
 	if c.Auth != nil {
 		issuerDefaults("auth.oidc", c.Auth.OIDC, d)
 		for i, o := range c.Auth.Issuers {

@@ -77,7 +77,8 @@ func (v *validator) validate() {
 	v.admin()
 	v.sessions()
 	v.policy()
-	v.audit() // audit.go
+	v.audit()   // audit.go
+	v.tracing() // tracing.go
 }
 
 func (v *validator) separator() {
