@@ -89,7 +89,7 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 		restricted.Upstreams = picked // start only these
 		cfg = &restricted
 	}
-	log, err := newLogger("console", *logLevel, stderr)
+	log, err := newLogger("auto", *logLevel, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpgw pin:", err)
 		return exitUsage
