@@ -155,6 +155,12 @@ func restartOnly(old, next *config.Config) error {
 	if !reflect.DeepEqual(was.Redis, now.Redis) {
 		keys = append(keys, "sessions.redis")
 	}
+	if !reflect.DeepEqual(old.Tracing, next.Tracing) {
+		keys = append(keys, "tracing") // the exporter is built at start
+	}
+	if old.Admin.MaxNames() != next.Admin.MaxNames() {
+		keys = append(keys, "admin.max_metric_names")
+	}
 	if len(keys) == 0 {
 		return nil
 	}

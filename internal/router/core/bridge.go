@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -22,6 +24,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
 // Bridging a legacy upstream to a 2026-07-28 client. A legacy upstream asks
@@ -100,8 +103,9 @@ type parkedCall struct {
 	mu      sync.Mutex
 	pending map[string]*inputNeed // asked of the client, not yet answered
 	seq     int
-	round   int  // input_required results returned so far
-	driven  bool // an HTTP request is waiting on this call now
+	round   int        // input_required results returned so far
+	driven  bool       // an HTTP request is waiting on this call now
+	span    trace.Span // the request's server span (nil: tracing off; telemetry.go)
 }
 
 type inputNeed struct {
@@ -226,6 +230,7 @@ func (c *Core) ServeBridged(w http.ResponseWriter, r *http.Request, sess *Sessio
 		return
 	}
 	c.bridge.m.BridgeRound(metrics.BridgeResumed)
+	p.event(telemetry.EventBridgeResumed)
 	// Answer what the client answered; what it left out is asked again.
 	responses, _ := rawjson.Get(msg.Params, "inputResponses")
 	p.mu.Lock()
@@ -242,6 +247,7 @@ func (c *Core) ServeBridged(w http.ResponseWriter, r *http.Request, sess *Sessio
 	p.mu.Unlock()
 	if still {
 		c.bridge.m.BridgeRound(metrics.BridgeAsked)
+		p.event(telemetry.EventBridgeInputRequired)
 		c.inputRequired(w, p, msg.ID)
 		return
 	}
@@ -352,6 +358,7 @@ func (c *Core) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, id j
 				return
 			}
 			c.bridge.m.BridgeRound(metrics.BridgeAsked)
+			p.event(telemetry.EventBridgeInputRequired)
 			if sw != nil {
 				b, _ := jsonrpc.Encode(jsonrpc.NewResult(id, c.inputRequiredResult(p)))
 				_ = sw.Write(sse.Event{Data: b})

@@ -27,10 +27,11 @@ var lists = map[string]host.ListKind{
 // What the upstream sends during a routed call goes to cs (nil: the caller
 // keeps no stream for it).
 func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *CallStream) (resp *jsonrpc.Message) {
-	rte := c.routeOf(sess)                                                      // one generation's route, view and policy for the whole request
-	defer func() { c.opts.Metrics.Request(rte.Path, msg.Method, resp.Error) }() // metrics
-	ctx = host.WithCallerCapabilities(ctx, sess.caps)                           // exact_capabilities: the upstream sees the caller's own
-	ctx = host.WithSession(ctx, sess.id)                                        // stateful upstreams use this session's own connection
+	rte := c.routeOf(sess)                         // one generation's route, view and policy for the whole request
+	ctx, obs := c.observe(ctx, sess, rte, msg, cs) // metrics and the server span (telemetry.go)
+	defer func() { c.report(rte, msg, resp, &obs) }()
+	ctx = host.WithCallerCapabilities(ctx, sess.caps) // exact_capabilities: the upstream sees the caller's own
+	ctx = host.WithSession(ctx, sess.id)              // stateful upstreams use this session's own connection
 	view := rte.View
 	switch msg.Method {
 	case mcp.MethodPing:
@@ -73,6 +74,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	defer func() { au.end(resp) }()
 	release, _, gerr := c.guard(ctx, rte, msg, au)
 	if gerr != nil {
+		obs.refuse(gerr) // denied or rate_limited, not an error
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
 	defer release()

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
@@ -110,7 +111,7 @@ func (t *Transport) initialize(w http.ResponseWriter, r *http.Request, rte *core
 		return
 	}
 	sess := t.sessions.Create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
-	t.log.Info("session started", zap.String("route", rte.Path), zap.Stringer("protocol_version", version), zap.ByteString("client", p.ClientInfo))
+	t.log.Info("session started", zap.String("route", rte.Path), zap.Stringer("protocol_version", version), core.ClientField(p.ClientInfo))
 	w.Header().Set(mcp.HeaderSessionID, sess.ID())
 	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.InitializeResult(rte, version)))
 }
@@ -124,8 +125,9 @@ func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess
 	if !ok {
 		return false
 	}
-	g := edge.Guard{Auth: rte.Gen.Auth, Route: rte.Path, Resource: rte.Resource, Scopes: rte.Scopes, Log: t.log}
+	g := edge.Guard{Auth: rte.Gen.Auth, Route: rte.Path, Resource: rte.Resource, Scopes: rte.Scopes, Log: t.log, Metrics: t.core.Metrics()}
 	g.Refuse(w, r, &auth.Error{Reason: auth.InsufficientScope, Detail: detail, Scopes: required})
+	t.core.Metrics().RequestOutcome(rte.Path, msg.Method, metrics.OutcomeDenied) // refused by the policy before dispatch
 	return true
 }
 
