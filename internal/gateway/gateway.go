@@ -77,6 +77,8 @@ type Gateway struct {
 	audit *audit.Logger // nil when audit: is off; closed by Shutdown
 
 	tracing *telemetry.Provider // nil when tracing is off (or injected); flushed by Shutdown
+	started time.Time
+	reloads reloadHistory // the status page's reload history (status.go)
 
 	// Reload (reload.go): one at a time, never during Shutdown.
 	reloadMu  sync.Mutex
@@ -97,7 +99,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	g := &Gateway{log: opts.Logger, red: red, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics}
+	g := &Gateway{log: opts.Logger, red: red, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics, started: time.Now()}
 	g.cfg.Store(cfg)
 	if g.metrics == nil && (opts.AdminListener != nil || cfg.Admin != nil) {
 		g.metrics = metrics.New(prometheus.NewRegistry(), metrics.Options{Version: opts.Version, MaxNames: cfg.Admin.MaxNames()})
@@ -156,6 +158,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.router = rt
 	g.metrics.SetRouteSource(rt.RouteStats)
 	g.metrics.ConfigLoaded()
+	g.reloads.add(ReloadEvent{Time: g.started, Initial: true, OK: true})
 
 	ln := opts.Listener
 	if ln == nil {
