@@ -311,3 +311,57 @@ func TestTracingRootSpan(t *testing.T) {
 		t.Errorf("upstream saw %+v, want the gateway's trace %s", seen, server.SpanContext().TraceID())
 	}
 }
+
+// Bridged rounds are events: a legacy upstream's sampling request during a
+// 2026-07-28 client's call is mcpgw.upstream_request on the client span,
+// and the input_required round trip is mcpgw.bridge.input_required then
+// mcpgw.bridge.resumed on the server span, which covers the whole call.
+func TestTracingBridgedRounds(t *testing.T) {
+	up := fidHTTPUpstream(t, "up", 0)
+	sr, base := startTracedGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	a := connect2026(t, base+"/mcp", fidSampler("A", &fidInbox{}))
+	fidExpect(ctx, t, "A", a, "up__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
+
+	var server, client sdktrace.ReadOnlySpan
+	deadline := time.Now().Add(5 * time.Second)
+	for (server == nil || client == nil) && time.Now().Before(deadline) {
+		for _, s := range sr.Ended() {
+			switch s.Name() {
+			case "tools/call up__sample":
+				server = s
+			case "tools/call sample":
+				client = s
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if server == nil || client == nil {
+		t.Fatalf("server span %v, client span %v", server, client)
+	}
+	events := func(s sdktrace.ReadOnlySpan) []string {
+		var out []string
+		for _, e := range s.Events() {
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	if got := events(server); strings.Join(got, ",") != "mcpgw.bridge.input_required,mcpgw.bridge.resumed" {
+		t.Errorf("server span events %v", got)
+	}
+	if got := events(client); len(got) != 1 || got[0] != telemetry.EventUpstreamRequest || attrsOfEvent(client.Events()[0])["mcp.method.name"] != "sampling/createMessage" {
+		t.Errorf("client span events %v", got)
+	}
+	if client.Parent().SpanID() != server.SpanContext().SpanID() {
+		t.Error("the client span is not the server span's child")
+	}
+}
+
+func attrsOfEvent(e sdktrace.Event) map[string]string {
+	out := map[string]string{}
+	for _, kv := range e.Attributes {
+		out[string(kv.Key)] = kv.Value.Emit()
+	}
+	return out
+}
