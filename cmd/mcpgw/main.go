@@ -211,7 +211,7 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: use auto, json or console", format)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl), zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)), nil
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl), zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)), nil
 }
 
 // isTerminal reports whether w is a terminal (a character device: a tty;
