@@ -2,19 +2,15 @@ package deploy_test
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"text/template"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,64 +73,70 @@ func yamlFiles(t *testing.T, root string, skip func(string) bool) []string {
 	return files
 }
 
-// loadConfigMaps loads the config.yaml of every ConfigMap in docs with the
-// real config loader and returns how many it found.
-func loadConfigMaps(t *testing.T, file string, ds []map[string]any) int {
-	t.Helper()
-	n := 0
-	for _, d := range ds {
-		if d["kind"] != "ConfigMap" {
-			continue
-		}
-		data, _ := d["data"].(map[string]any)
-		for key, v := range data {
-			if !strings.HasSuffix(key, ".yaml") {
-				continue
-			}
-			n++
-			if _, err := config.Parse(file+" ConfigMap "+key, []byte(v.(string)), env); err != nil {
-				t.Errorf("%s: ConfigMap data %s does not load:\n%v", file, key, err)
-			}
-		}
-	}
-	return n
-}
-
-// Every manifest parses and names its kind; every ConfigMap's mcpgw config
-// loads with the real loader.
+// Every manifest under deploy/kubernetes decodes strictly into its
+// Kubernetes API type, the Kustomization lists every manifest of its
+// directory and nothing else, and each set of objects applied together
+// fits (see bundle.check): the config in each ConfigMap loads with the
+// real loader and the container's environment. Other YAML under deploy/
+// parses.
 func TestManifests(t *testing.T) {
+	dec := strictDecoder(t)
 	files := yamlFiles(t, ".", func(p string) bool { return p == filepath.Join("helm", "mcpgw", "templates") })
 	if len(files) < 8 {
 		t.Fatalf("found only %d YAML files under deploy/", len(files))
 	}
-	configMaps := 0
-	kinds := map[string]bool{}
+	bundles := map[string]*bundle{}
+	var kusts []kustomization
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ds := docs(t, data)
-		if len(ds) == 0 {
+		if len(docs(t, data)) == 0 {
 			t.Errorf("%s: no YAML document", f)
 		}
-		if strings.HasPrefix(f, "kubernetes") {
-			for _, d := range ds {
-				if d["apiVersion"] == nil || d["kind"] == nil {
-					t.Errorf("%s: a document without apiVersion or kind", f)
-				}
-				kinds[fmt.Sprint(d["kind"])] = true
-			}
+		if !strings.HasPrefix(f, "kubernetes") {
+			continue
 		}
-		configMaps += loadConfigMaps(t, f, ds)
+		objs, ks := decodeManifests(t, dec, f, data)
+		kusts = append(kusts, ks...)
+		dir := filepath.Dir(f)
+		if bundles[dir] == nil {
+			bundles[dir] = &bundle{t: t}
+		}
+		bundles[dir].objs = append(bundles[dir].objs, objs...)
 	}
-	for _, k := range []string{"Deployment", "Service", "ConfigMap", "Secret", "PodDisruptionBudget", "Kustomization"} {
-		if !kinds[k] {
-			t.Errorf("no %s under deploy/kubernetes", k)
+	if len(kusts) != 1 {
+		t.Fatalf("want one Kustomization under deploy/kubernetes, found %d", len(kusts))
+	}
+	var listed, present []string
+	listed = append(listed, kusts[0].Resources...)
+	for _, f := range files {
+		if filepath.Dir(f) == "kubernetes" && filepath.Base(f) != "kustomization.yaml" {
+			present = append(present, filepath.Base(f))
 		}
 	}
-	if configMaps < 2 {
-		t.Errorf("loaded %d ConfigMap configs, want the shared-service and sidecar ones", configMaps)
+	slices.Sort(listed)
+	slices.Sort(present)
+	if !slices.Equal(listed, present) {
+		t.Errorf("kustomization.yaml lists %v, the directory has %v", listed, present)
+	}
+	want := map[string][]string{
+		"kubernetes":         {"ConfigMap", "Deployment", "PodDisruptionBudget", "Secret", "Service"},
+		"kubernetes/sidecar": {"ConfigMap", "Deployment"},
+	}
+	for dir, kinds := range want {
+		b := bundles[filepath.FromSlash(dir)]
+		if b == nil {
+			t.Errorf("no manifests in deploy/%s", dir)
+			continue
+		}
+		if got := b.kinds(); !slices.Equal(got, kinds) {
+			t.Errorf("deploy/%s has kinds %v, want %v", dir, got, kinds)
+		}
+		if n := len(b.check()); n != 1 {
+			t.Errorf("deploy/%s: loaded %d mcpgw configs, want 1", dir, n)
+		}
 	}
 }
 
@@ -170,136 +172,6 @@ func TestDocsConfigsLoad(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("no config found under docs/")
-	}
-}
-
-// renderChart renders the Helm chart with Go templates and the few Helm
-// functions it uses (helm itself is not installable here); values are
-// values.yaml merged with overrides.
-func renderChart(t *testing.T, overrides map[string]any) map[string][]map[string]any {
-	t.Helper()
-	dir := filepath.Join("helm", "mcpgw")
-	var values, chart map[string]any
-	for file, into := range map[string]*map[string]any{"values.yaml": &values, "Chart.yaml": &chart} {
-		data, err := os.ReadFile(filepath.Join(dir, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := yaml.Unmarshal(data, into); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-	}
-	for k, v := range overrides {
-		values[k] = v
-	}
-	var tpl *template.Template
-	toYaml := func(v any) (string, error) {
-		var b bytes.Buffer
-		enc := yaml.NewEncoder(&b)
-		enc.SetIndent(2)
-		if err := enc.Encode(v); err != nil {
-			return "", err
-		}
-		return strings.TrimSuffix(b.String(), "\n"), nil
-	}
-	indent := func(n int, s string) string {
-		pad := strings.Repeat(" ", n)
-		return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
-	}
-	funcs := template.FuncMap{
-		"include": func(name string, data any) (string, error) {
-			var b strings.Builder
-			err := tpl.ExecuteTemplate(&b, name, data)
-			return b.String(), err
-		},
-		"toYaml":  toYaml,
-		"indent":  indent,
-		"nindent": func(n int, s string) string { return "\n" + indent(n, s) },
-		"quote":   func(v any) string { return fmt.Sprintf("%q", fmt.Sprint(v)) },
-		"default": func(d, v any) any {
-			if v == nil || reflect.ValueOf(v).IsZero() {
-				return d
-			}
-			return v
-		},
-		"sha256sum": func(s string) string {
-			h := sha256.Sum256([]byte(s))
-			return hex.EncodeToString(h[:])
-		},
-		"trunc": func(n int, s string) string {
-			if len(s) > n {
-				return s[:n]
-			}
-			return s
-		},
-		"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
-	}
-	tpl = template.New("chart").Funcs(funcs).Option("missingkey=error")
-	files, _ := filepath.Glob(filepath.Join(dir, "templates", "*"))
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tpl.New(filepath.Base(f)).Parse(string(data)); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-	}
-	top := map[string]any{
-		"Values":  values,
-		"Chart":   map[string]any{"Name": chart["name"], "Version": chart["version"], "AppVersion": chart["appVersion"]},
-		"Release": map[string]any{"Name": "test", "Namespace": "default", "Service": "Helm"},
-	}
-	out := map[string][]map[string]any{}
-	for _, f := range files {
-		name := filepath.Base(f)
-		if strings.HasPrefix(name, "_") || !strings.HasSuffix(name, ".yaml") {
-			continue
-		}
-		var b bytes.Buffer
-		if err := tpl.ExecuteTemplate(&b, name, top); err != nil {
-			t.Fatalf("render %s: %v", name, err)
-		}
-		out[name] = docs(t, b.Bytes())
-	}
-	return out
-}
-
-func TestHelmChartRenders(t *testing.T) {
-	rendered := renderChart(t, nil)
-	kinds := []string{}
-	configMaps := 0
-	for name, ds := range rendered {
-		for _, d := range ds {
-			kinds = append(kinds, fmt.Sprint(d["kind"]))
-			if d["apiVersion"] == nil {
-				t.Errorf("%s: no apiVersion", name)
-			}
-		}
-		configMaps += loadConfigMaps(t, "helm "+name, ds)
-	}
-	slices.Sort(kinds)
-	if want := []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Secret", "Service"}; !slices.Equal(kinds, want) {
-		t.Errorf("rendered kinds %v, want %v", kinds, want)
-	}
-	if configMaps != 1 {
-		t.Errorf("ConfigMap configs loaded: %d", configMaps)
-	}
-	dep := rendered["deployment.yaml"][0]
-	b, _ := json.Marshal(dep)
-	for _, want := range []string{`"--shutdown-delay=5s"`, `"--drain-timeout=30s"`, `"path":"/readyz"`, `"path":"/healthz"`, `"image":"ghcr.io/mcpgw/mcpgw:0.1.0"`} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("deployment lacks %s", want)
-		}
-	}
-
-	// With an existing Secret the chart makes none.
-	rendered = renderChart(t, map[string]any{"existingSecret": "mine"})
-	if len(rendered["secret.yaml"]) != 0 {
-		t.Error("a Secret was rendered although existingSecret is set")
-	}
-	if b, _ := json.Marshal(rendered["deployment.yaml"]); !strings.Contains(string(b), `"secretName":"mine"`) {
-		t.Error("the deployment does not mount existingSecret")
 	}
 }
 

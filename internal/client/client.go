@@ -116,7 +116,8 @@ type Client struct {
 	ctx        context.Context // cancelled on Close: stops server→client request handlers
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
-	cancelling int // notifications/cancelled on their way (guarded by mu)
+	cancelling int           // notifications/cancelled on their way (guarded by mu)
+	quiet      chan struct{} // closed when cancelling drops to zero, for CloseGracefully (guarded by mu)
 }
 
 // cancelGrace is how long Close lets cancellations already on their way
@@ -266,6 +267,11 @@ func (c *Client) discover(ctx context.Context) (bool, error) {
 		defer p.endProbe()
 	}
 	resp, err := c.Call(dctx, mcp.MethodServerDiscover, params, CallOptions{})
+	if err == nil && retryVersion(resp.Error) {
+		// The server refused the version but names 2026-07-28 among those
+		// it speaks (SEP-2575: a client retries with a supported one).
+		resp, err = c.Call(dctx, mcp.MethodServerDiscover, params, CallOptions{})
+	}
 	if err == nil && resp.Error != nil {
 		err = fmt.Errorf("answered %d %s", resp.Error.Code, resp.Error.Message)
 	}
@@ -298,6 +304,18 @@ func (c *Client) discover(ctx context.Context) (bool, error) {
 	}
 	c.init = mcp.InitializeResult{ProtocolVersion: mcp.Version20260728, Capabilities: res.Capabilities, ServerInfo: info, Instructions: res.Instructions}
 	return true, nil
+}
+
+// retryVersion reports whether e is an UnsupportedProtocolVersion error
+// whose data.supported lists 2026-07-28.
+func retryVersion(e *jsonrpc.Error) bool {
+	if e == nil || e.Code != mcp.CodeUnsupportedProtocolVersion {
+		return false
+	}
+	var data struct {
+		Supported []string `json:"supported"`
+	}
+	return json.Unmarshal(e.Data, &data) == nil && slices.Contains(data.Supported, string(mcp.Version20260728))
 }
 
 func (c *Client) setVersion(v mcp.Revision) {
@@ -423,14 +441,22 @@ func (c *Client) Close() error {
 // upstreams, which would otherwise keep running those calls with nobody to
 // answer. A lost or ejected upstream is closed at once with Close.
 func (c *Client) CloseGracefully() error {
-	for deadline := time.Now().Add(cancelGrace); time.Now().Before(deadline); {
-		c.mu.Lock()
-		n := c.cancelling
-		c.mu.Unlock()
-		if n == 0 {
-			break
+	c.mu.Lock()
+	var quiet chan struct{}
+	if c.cancelling > 0 {
+		if c.quiet == nil {
+			c.quiet = make(chan struct{})
 		}
-		time.Sleep(10 * time.Millisecond)
+		quiet = c.quiet
+	}
+	c.mu.Unlock()
+	if quiet != nil {
+		grace := time.NewTimer(cancelGrace)
+		select {
+		case <-quiet:
+		case <-grace.C:
+		}
+		grace.Stop()
 	}
 	return c.Close()
 }
@@ -568,6 +594,10 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 		defer func() {
 			c.mu.Lock()
 			c.cancelling--
+			if c.cancelling == 0 && c.quiet != nil {
+				close(c.quiet) // CloseGracefully waits for this
+				c.quiet = nil
+			}
 			c.mu.Unlock()
 		}()
 		sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)

@@ -151,13 +151,18 @@ func mediaType(h http.Header) string {
 	return mt
 }
 
-// readEvents delivers every SSE "message" event's data until the stream ends.
-func readEvents(body io.Reader, max int, deliver func([]byte), log *zap.Logger) (lastID string, err error) {
+// readEvents delivers every SSE "message" event's data until the stream
+// ends. It returns the last event id and the last reconnection time the
+// server asked for ("retry:", 0 when none).
+func readEvents(body io.Reader, max int, deliver func([]byte), log *zap.Logger) (lastID string, retry time.Duration, err error) {
 	rd := sse.NewReader(body, max)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			return rd.LastEventID(), err
+			return rd.LastEventID(), retry, err
+		}
+		if ev.Retry > 0 {
+			retry = time.Duration(ev.Retry) * time.Millisecond
 		}
 		if len(bytes.TrimSpace(ev.Data)) == 0 {
 			continue // priming events and retry hints carry no message
@@ -220,11 +225,14 @@ func (s *Streamable) headers(h http.Header) {
 type headersKey struct{}
 
 // WithHeaders returns a context whose requests to a 2026-07-28 HTTP upstream
-// carry h: the Mcp-Param-* headers a client mirrored from tool arguments,
-// which the gateway passes on unchanged. Nothing else travels this way —
-// the downstream's credentials never reach an upstream.
+// carry h: the Mcp-Param-* headers mirrored from a tool call's arguments.
+// Nothing else travels this way — the downstream's credentials never reach
+// an upstream.
+//
+// A non-nil h replaces what an outer WithHeaders set, even when empty: the
+// host sets exactly the headers a tool's x-mcp-header annotations call for.
 func WithHeaders(ctx context.Context, h http.Header) context.Context {
-	if len(h) == 0 {
+	if h == nil {
 		return ctx
 	}
 	return context.WithValue(ctx, headersKey{}, h)
@@ -289,7 +297,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	}
 	if err != nil {
 		cancel()
-		return fmt.Errorf("POST %s: %w", redactURL(s.cfg.URL), err)
+		return fmt.Errorf("POST %s: %w", redactURL(s.cfg.URL), unwrapURLError(err))
 	}
 	if id := resp.Header.Get(mcp.HeaderSessionID); id != "" {
 		s.mu.Lock()
@@ -339,13 +347,13 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 				}
 				deliver(b)
 			}
-			lastID, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, track, s.log)
+			lastID, retry, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, track, s.log)
 			resp.Body.Close()
 			if !errors.Is(err, io.EOF) && rctx.Err() == nil { // readEvents ends with io.EOF or a real error
 				s.log.Warn("upstream response stream broke", zap.Error(err))
 			}
 			if related != nil && !answered && lastID != "" && !s.stateless() {
-				s.resume(rctx, lastID, track, &answered)
+				s.resume(rctx, lastID, retry, track, &answered)
 			}
 		})
 		if !started {
@@ -373,13 +381,26 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 
 // resume picks up a request's response stream that the upstream closed
 // before answering (2025-11-25 polling, or a broken connection): GET with
-// Last-Event-ID until the answer arrives, a few times at most.
-func (s *Streamable) resume(ctx context.Context, lastID string, deliver func([]byte), answered *bool) {
-	for attempt := 0; attempt < 5 && !*answered; attempt++ {
+// Last-Event-ID until the answer arrives, a few times at most. Each attempt
+// waits the reconnection time the server last asked for ("retry:", which a
+// client must honour: SEP-1699), or a growing backoff when it named none;
+// a server asking for more than maxRetryWait is not resumed at all rather
+// than early.
+func (s *Streamable) resume(ctx context.Context, lastID string, retry time.Duration, deliver func([]byte), answered *bool) {
+	for attempt := 0; attempt < maxResumeAttempts && !*answered; attempt++ {
+		wait := time.Duration(attempt*250+250) * time.Millisecond
+		if retry > 0 {
+			wait = retry
+		}
+		if wait > maxRetryWait {
+			s.log.Warn("upstream asks for a reconnection delay longer than mcpgw waits; not resuming the response stream",
+				zap.Duration("retry", retry), zap.Duration("max", maxRetryWait))
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Duration(attempt*250+250) * time.Millisecond):
+		case <-time.After(wait):
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.URL, nil)
 		if err != nil {
@@ -397,13 +418,24 @@ func (s *Streamable) resume(ctx context.Context, lastID string, deliver func([]b
 			s.log.Debug("upstream refused to resume a response stream", zap.Int("status", resp.StatusCode))
 			return
 		}
-		id, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, deliver, s.log)
+		id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, deliver, s.log)
 		resp.Body.Close()
 		if id != "" {
 			lastID = id
 		}
+		if r > 0 {
+			retry = r
+		}
 	}
 }
+
+// maxResumeAttempts bounds the GETs that resume one response stream, and
+// maxRetryWait the reconnection delay mcpgw honours ("retry:"); a longer
+// one would hold the call past any sensible timeout.
+const (
+	maxResumeAttempts = 5
+	maxRetryWait      = time.Minute
+)
 
 // isResponseTo reports whether msg is the response to request id.
 func isResponseTo(msg []byte, id jsonrpc.ID) bool {
@@ -438,6 +470,7 @@ func (s *Streamable) hasSession() bool {
 func (s *Streamable) listen() {
 	backoff := 500 * time.Millisecond
 	lastID := ""
+	var retry time.Duration // the server's "retry:", the least wait before reconnecting
 	for s.ctx.Err() == nil {
 		req, err := http.NewRequestWithContext(s.ctx, http.MethodGet, s.cfg.URL, nil)
 		if err != nil {
@@ -456,9 +489,12 @@ func (s *Streamable) listen() {
 				return
 			case resp.StatusCode == http.StatusOK && mediaType(resp.Header) == mcp.ContentTypeEventStream:
 				backoff = 500 * time.Millisecond
-				id, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, func(b []byte) { s.deliver(b, nil) }, s.log)
+				id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, func(b []byte) { s.deliver(b, nil) }, s.log)
 				if id != "" {
 					lastID = id
+				}
+				if r > 0 {
+					retry = min(r, maxRetryWait)
 				}
 				resp.Body.Close()
 			case resp.StatusCode == http.StatusNotFound:
@@ -476,7 +512,7 @@ func (s *Streamable) listen() {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(max(backoff, retry)):
 		}
 		backoff = min(backoff*2, 30*time.Second)
 	}
@@ -535,7 +571,7 @@ func (l *LegacySSE) Start(ctx context.Context, deliver DeliverFunc) error {
 	if err != nil {
 		stop()
 		cancel()
-		return fmt.Errorf("GET %s: %w", redactURL(l.cfg.URL), err)
+		return fmt.Errorf("GET %s: %w", redactURL(l.cfg.URL), unwrapURLError(err))
 	}
 	if resp.StatusCode != http.StatusOK || mediaType(resp.Header) != mcp.ContentTypeEventStream {
 		stop()
@@ -616,7 +652,7 @@ func (l *LegacySSE) Send(ctx context.Context, msg []byte) error {
 	setTraceHeaders(ctx, req.Header)
 	resp, err := l.cfg.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", redactURL(l.endpoint), err)
+		return fmt.Errorf("POST %s: %w", redactURL(l.endpoint), unwrapURLError(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -650,6 +686,16 @@ func requestID(msg []byte) jsonrpc.ID {
 		return nil
 	}
 	return jsonrpc.ID(id)
+}
+
+// unwrapURLError drops the *url.Error wrapper (method and URL, which the
+// caller names once itself, redacted) around a transport's error.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // redactURL drops the query and userinfo, where credentials tend to hide.

@@ -24,6 +24,14 @@ type Config struct {
 	Separator string `yaml:"separator"`
 	// MaxBodyBytes caps a downstream request body (413 beyond).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ReadHeaderTimeout bounds reading a downstream request's headers, and
+	// ReadBodyTimeout reading its body (limits.go): a client that sends
+	// slowly holds a connection no longer than this.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout"`
+	ReadBodyTimeout   Duration `yaml:"read_body_timeout"`
+	// PageSize is how many items a merged list page holds at most, for
+	// routes that set none.
+	PageSize int `yaml:"page_size"`
 	// Upstreams are the MCP servers the gateway is a client of, by name.
 	Upstreams map[string]*Upstream `yaml:"upstreams"`
 	// Routes are the downstream endpoints ("virtual servers").
@@ -72,8 +80,11 @@ type Upstream struct {
 	StartupListWait Duration `yaml:"startup_list_wait"`
 	// Stateful gives each downstream session its own upstream connection
 	// (its own child process, for stdio), made on the session's first request
-	// and closed when it ends; at most 64 per upstream.
-	Stateful bool `yaml:"stateful"`
+	// and closed when it ends; at most MaxSessions per upstream, and
+	// MaxSessionsPerPrincipal of them for one principal (limits.go).
+	Stateful                bool `yaml:"stateful"`
+	MaxSessions             int  `yaml:"max_sessions"`
+	MaxSessionsPerPrincipal int  `yaml:"max_sessions_per_principal"`
 	// ExactCapabilities makes the upstream see each caller's own client
 	// capabilities (sampling, elicitation): calls from callers that declare
 	// less than the gateway go over a connection declaring exactly theirs.
@@ -119,10 +130,66 @@ type Route struct {
 	// auth.required_scopes); a token without them gets 403
 	// insufficient_scope. Needs auth.
 	Scopes []string `yaml:"scopes"`
+	// PageSize is how many items a merged list page holds at most (whole
+	// upstream pages; the top-level page_size when unset).
+	PageSize int `yaml:"page_size"`
+	// BareNames lets a prefixed route resolve a tool or prompt by its
+	// upstream's own name while exactly one upstream has it. Default true.
+	BareNames *bool `yaml:"bare_names"`
+	// Tools is how the route's tools are discovered: listed whole, or
+	// behind the gateway's search_tools and call_tool (docs/protocol.md,
+	// "Tool search").
+	Tools *RouteTools `yaml:"tools"`
+}
+
+// Discovery modes of a route's tools (routes[].tools.mode).
+const (
+	ToolsAll    = "all"    // tools/list shows every tool (the default)
+	ToolsSearch = "search" // tools/list shows the meta-tools and the always tools
+	ToolsAuto   = "auto"   // search above threshold visible tools, else all
+)
+
+// DefaultToolsThreshold is the auto mode's threshold when none is set.
+const DefaultToolsThreshold = 50
+
+// MetaUpstream is the upstream name the gateway's own tools are named
+// under on a search route (mcpgw__search_tools): no upstream on such a
+// route may be called this.
+const MetaUpstream = "mcpgw"
+
+// RouteTools configures how a route's tools are discovered.
+type RouteTools struct {
+	// Mode is all, search or auto.
+	Mode string `yaml:"mode"`
+	// Threshold: in auto mode, more visible tools than this switch the
+	// route's tools/list to search.
+	Threshold int `yaml:"threshold"`
+	// Always are tools (as the route names them) listed in search mode
+	// too, next to the meta-tools.
+	Always []string `yaml:"always"`
+}
+
+// ToolsMode returns the route's discovery mode (all when unset).
+func (r *Route) ToolsMode() string {
+	if r.Tools == nil || r.Tools.Mode == "" {
+		return ToolsAll
+	}
+	return r.Tools.Mode
+}
+
+// ToolsThreshold returns the auto mode's threshold.
+func (r *Route) ToolsThreshold() int {
+	if r.Tools == nil || r.Tools.Threshold <= 0 {
+		return DefaultToolsThreshold
+	}
+	return r.Tools.Threshold
 }
 
 // Prefixed reports whether names on this route carry the upstream prefix.
 func (r *Route) Prefixed() bool { return r.Prefix == nil || *r.Prefix }
+
+// BareNamesEnabled reports whether bare names resolve on this route.
+func (r *Route) BareNamesEnabled() bool { return r.BareNames == nil || *r.BareNames }
 
 // Auth configures downstream authentication (see internal/auth). With no
 // issuer and no API key, requests are unauthenticated, which validation
@@ -227,7 +294,48 @@ type Sessions struct {
 	AdvertiseURL string `yaml:"advertise_url"`
 	// IdleTimeout ends a downstream session nobody used for this long.
 	IdleTimeout Duration `yaml:"idle_timeout"`
-	Redis       *Redis   `yaml:"redis"`
+	// Replay bounds the logs sessions' streams are replayed from
+	// (Last-Event-ID).
+	Replay *Replay `yaml:"replay"`
+	// MaxTasks bounds the 2025-11-25 tasks a replica remembers for
+	// tasks/list and status notifications (0: the default, 10000).
+	MaxTasks int    `yaml:"max_tasks"`
+	Redis    *Redis `yaml:"redis"`
+
+	// Bounds (limits.go): how many sessions the gateway keeps, in all and
+	// for one principal; per session, how many requests run at once and
+	// how many Last-Event-ID replay streams are open; a legacy HTTP+SSE
+	// client's queue and how long one write to it may take; and how many
+	// bridged calls wait for their client's input, in all and for one
+	// principal.
+	MaxSessions                int      `yaml:"max_sessions"`
+	MaxSessionsPerPrincipal    int      `yaml:"max_sessions_per_principal"`
+	MaxRequestsPerSession      int      `yaml:"max_requests_per_session"`
+	MaxReplayStreams           int      `yaml:"max_replay_streams"`
+	SSEQueue                   int      `yaml:"sse_queue"`
+	SSEWriteTimeout            Duration `yaml:"sse_write_timeout"`
+	MaxParkedCalls             int      `yaml:"max_parked_calls"`
+	MaxParkedCallsPerPrincipal int      `yaml:"max_parked_calls_per_principal"`
+}
+
+// Replay bounds what is kept for resuming session streams: per session
+// and for the whole process. Trimming drops the oldest events first, and
+// under the process-wide bound the oldest sessions' first; a client that
+// asks for trimmed events is told they are gone.
+type Replay struct {
+	SessionEvents int   `yaml:"session_events"`
+	SessionBytes  int64 `yaml:"session_bytes"`
+	TotalBytes    int64 `yaml:"total_bytes"`
+}
+
+// ReplayLimits returns the replay bounds in force: sessions.replay with
+// the defaults for what it leaves out.
+func (c *Config) ReplayLimits() Replay {
+	r := Replay{SessionEvents: DefaultReplaySessionEvents, SessionBytes: DefaultReplaySessionBytes, TotalBytes: DefaultReplayTotalBytes}
+	if c.Sessions != nil && c.Sessions.Replay != nil {
+		r = *c.Sessions.Replay
+	}
+	return r
 }
 
 // Redis is optional shared state between replicas.

@@ -20,6 +20,16 @@ const (
 	DefaultPolicy          = PolicyAllow
 	DefaultLeeway          = 30 * time.Second
 	DefaultGroupsClaim     = "groups"
+	// DefaultPageSize lets a catalog of several thousand tools fit one
+	// list page, so that a client that lists once sees all of it.
+	DefaultPageSize = 10000
+	// MaxPageSize bounds page_size: one page is built in memory.
+	MaxPageSize = 100000
+
+	// Replay logs of session streams (sessions.replay).
+	DefaultReplaySessionEvents       = 512
+	DefaultReplaySessionBytes  int64 = 4 << 20   // 4 MiB
+	DefaultReplayTotalBytes    int64 = 256 << 20 // 256 MiB
 )
 
 // DefaultAlgorithms is the token signature allowlist when an issuer lists
@@ -69,6 +79,9 @@ func applyDefaults(c *Config, d *decoder) {
 	if !d.set["max_body_bytes"] {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if !d.set["page_size"] {
+		c.PageSize = DefaultPageSize
+	}
 	for name, u := range c.Upstreams {
 		if u == nil {
 			continue
@@ -106,6 +119,24 @@ func applyDefaults(c *Config, d *decoder) {
 	if len(c.Routes) == 0 {
 		// One endpoint serving every upstream, names prefixed.
 		c.Routes = []*Route{{Path: DefaultRoutePath}}
+	}
+	limitsDefaults(c, d) // limits.go
+	if c.Sessions != nil && c.Sessions.Replay != nil {
+		r := c.Sessions.Replay
+		if !d.set["sessions.replay.session_events"] {
+			r.SessionEvents = DefaultReplaySessionEvents
+		}
+		if !d.set["sessions.replay.session_bytes"] {
+			r.SessionBytes = DefaultReplaySessionBytes
+		}
+		if !d.set["sessions.replay.total_bytes"] {
+			r.TotalBytes = DefaultReplayTotalBytes
+		}
+	}
+	for i, r := range c.Routes {
+		if r != nil && !d.set[fmt.Sprintf("routes[%d].page_size", i)] {
+			r.PageSize = c.PageSize
+		}
 	}
 	policyDefaults(c, d)  // policy.go
 	auditDefaults(c, d)   // audit.go

@@ -162,11 +162,30 @@ upstreams:
 	if len(c.Routes) != 1 || c.Routes[0].Path != "/mcp" || len(c.Routes[0].Upstreams) != 0 || !c.Routes[0].Prefixed() {
 		t.Errorf("Routes = %+v, want one prefixed /mcp route with all upstreams", c.Routes)
 	}
+	if r := c.Routes[0]; c.PageSize != config.DefaultPageSize || r.PageSize != config.DefaultPageSize || !r.BareNamesEnabled() {
+		t.Errorf("page size %d (route %d), bare names %v; want %d and bare names on", c.PageSize, r.PageSize, r.BareNamesEnabled(), config.DefaultPageSize)
+	}
 	if c.Policy == nil || c.Policy.Default != "allow" || len(c.Policy.Rules) != 0 {
 		t.Errorf("Policy = %+v, want default allow", c.Policy)
 	}
-	if c.Auth != nil || c.Admin != nil || c.Sessions != nil {
-		t.Errorf("absent sections should stay nil: auth %v admin %v sessions %v", c.Auth, c.Admin, c.Sessions)
+	if c.Auth != nil || c.Admin != nil {
+		t.Errorf("absent sections should stay nil: auth %v admin %v", c.Auth, c.Admin)
+	}
+	// sessions: always carries its bounds (limits.go).
+	wantSessions := config.Sessions{
+		MaxSessions: 10000, MaxSessionsPerPrincipal: 1000, MaxRequestsPerSession: 128, MaxReplayStreams: 16,
+		SSEQueue: 256, SSEWriteTimeout: config.Duration(30 * time.Second), MaxParkedCalls: 256, MaxParkedCallsPerPrincipal: 32,
+	}
+	if c.Sessions == nil || !reflect.DeepEqual(*c.Sessions, wantSessions) {
+		t.Errorf("sessions = %+v, want the default bounds %+v", c.Sessions, wantSessions)
+	}
+	if c.ReadHeaderTimeout.D() != 10*time.Second || c.ReadBodyTimeout.D() != 30*time.Second {
+		t.Errorf("read timeouts: header %v, body %v; want 10s and 30s", c.ReadHeaderTimeout, c.ReadBodyTimeout)
+	}
+	for name, u := range c.Upstreams {
+		if u.MaxSessions != 64 || u.MaxSessionsPerPrincipal != 16 {
+			t.Errorf("%s: stateful bounds %d / %d per principal, want 64 / 16", name, u.MaxSessions, u.MaxSessionsPerPrincipal)
+		}
 	}
 }
 
@@ -187,48 +206,59 @@ func TestEveryField(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &config.Config{
-		Listen:         "0.0.0.0:8443",
-		PublicURL:      "https://mcp.example.com",
-		AllowedOrigins: []string{"https://app.example.com", "http://localhost:5173"},
-		Separator:      ".",
-		MaxBodyBytes:   1 << 20,
+		Listen:            "0.0.0.0:8443",
+		PublicURL:         "https://mcp.example.com",
+		AllowedOrigins:    []string{"https://app.example.com", "http://localhost:5173"},
+		Separator:         ".",
+		MaxBodyBytes:      1 << 20,
+		ReadHeaderTimeout: config.Duration(5 * time.Second),
+		ReadBodyTimeout:   config.Duration(time.Minute),
+		PageSize:          5000,
 		Upstreams: map[string]*config.Upstream{
 			"github": {
-				URL:             "https://api.example.com/mcp/",
-				Transport:       "sse",
-				Headers:         map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
-				Timeout:         config.Duration(90 * time.Second),
-				StartupTimeout:  config.Duration(5 * time.Second),
-				StartupListWait: config.Duration(time.Second),
-				Stateful:        false,
-				MaxLineBytes:    config.DefaultMaxLineBytes,
+				URL:                     "https://api.example.com/mcp/",
+				Transport:               "sse",
+				Headers:                 map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
+				Timeout:                 config.Duration(90 * time.Second),
+				StartupTimeout:          config.Duration(5 * time.Second),
+				StartupListWait:         config.Duration(time.Second),
+				Stateful:                false,
+				MaxLineBytes:            config.DefaultMaxLineBytes,
+				MaxSessions:             config.DefaultMaxStatefulSessions,
+				MaxSessionsPerPrincipal: config.DefaultMaxStatefulSessionsPerPrincipal,
 			},
 			"gitlab": {
-				URL:             "https://gitlab.example.com/mcp",
-				Transport:       "streamable",
-				Headers:         map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
-				Timeout:         config.Duration(90 * time.Second),
-				StartupTimeout:  config.Duration(5 * time.Second),
-				StartupListWait: config.Duration(time.Second), // merged from github
-				Stateful:        false,
-				MaxLineBytes:    config.DefaultMaxLineBytes,
+				URL:                     "https://gitlab.example.com/mcp",
+				Transport:               "streamable",
+				Headers:                 map[string]string{"Authorization": "Bearer t0k3n", "X-Price": "$5"},
+				Timeout:                 config.Duration(90 * time.Second),
+				StartupTimeout:          config.Duration(5 * time.Second),
+				StartupListWait:         config.Duration(time.Second), // merged from github
+				Stateful:                false,
+				MaxLineBytes:            config.DefaultMaxLineBytes,
+				MaxSessions:             config.DefaultMaxStatefulSessions,
+				MaxSessionsPerPrincipal: config.DefaultMaxStatefulSessionsPerPrincipal,
 			},
 			"fs": {
-				Command:         []string{"node", "server-filesystem.js", "/data"},
-				Transport:       "stdio",
-				Env:             map[string]string{"LOG_LEVEL": "info", "EMPTY": ""},
-				Dir:             "/srv",
-				Timeout:         config.Duration(10 * time.Second),
-				StartupTimeout:  config.Duration(2 * time.Minute),
-				StartupListWait: config.Duration(config.DefaultStartupListWait),
-				MaxLineBytes:    1024,
-				Stderr:          &config.Stderr{Level: "debug", Rate: config.Rate{N: 5, Per: time.Second}, Burst: 20, MaxLineBytes: 1000},
+				Command:                 []string{"node", "server-filesystem.js", "/data"},
+				Transport:               "stdio",
+				Env:                     map[string]string{"LOG_LEVEL": "info", "EMPTY": ""},
+				Dir:                     "/srv",
+				Timeout:                 config.Duration(10 * time.Second),
+				StartupTimeout:          config.Duration(2 * time.Minute),
+				StartupListWait:         config.Duration(config.DefaultStartupListWait),
+				MaxLineBytes:            1024,
+				Stateful:                true,
+				MaxSessions:             8,
+				MaxSessionsPerPrincipal: 2,
+				Stderr:                  &config.Stderr{Level: "debug", Rate: config.Rate{N: 5, Per: time.Second}, Burst: 20, MaxLineBytes: 1000},
 			},
 		},
 		Routes: []*config.Route{
-			{Path: "/"},
-			{Path: "/mcp/fs", Upstreams: []string{"fs"}, Prefix: new(false)},
-			{Path: "/mcp/code", Upstreams: []string{"gitlab", "github"}, Prefix: new(true)},
+			{Path: "/", PageSize: 5000},
+			{Path: "/mcp/fs", Upstreams: []string{"fs"}, Prefix: new(false), PageSize: 5000},
+			{Path: "/mcp/code", Upstreams: []string{"gitlab", "github"}, Prefix: new(true), PageSize: 200, BareNames: new(false),
+				Tools: &config.RouteTools{Mode: config.ToolsAuto, Threshold: 40, Always: []string{"github.get_me"}}},
 		},
 		Auth: &config.Auth{
 			OIDC: &config.OIDC{
@@ -249,6 +279,8 @@ func TestEveryField(t *testing.T) {
 			KeyFile:     "/run/secrets/mcpgw-session-keys",
 			IdleTimeout: config.Duration(30 * time.Minute),
 			Redis:       &config.Redis{Addr: "127.0.0.1:6379"},
+			MaxSessions: 500, MaxSessionsPerPrincipal: 50, MaxRequestsPerSession: 20, MaxReplayStreams: 4,
+			SSEQueue: 100, SSEWriteTimeout: config.Duration(10 * time.Second), MaxParkedCalls: 40, MaxParkedCallsPerPrincipal: 4,
 		},
 		Policy: &config.Policy{
 			Default: "deny",
@@ -614,5 +646,27 @@ func TestAdminAndRequired(t *testing.T) {
 	c = mustParse(t, "upstreams: {fs: {command: [node]}}", nil)
 	if c.Admin != nil {
 		t.Errorf("admin = %+v without an admin section, want nil (off)", c.Admin)
+	}
+}
+
+// sessions.replay: absent or partial, the defaults fill it in.
+func TestReplayLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       config.Replay
+	}{
+		{"absent", "", config.Replay{SessionEvents: 512, SessionBytes: 4 << 20, TotalBytes: 256 << 20}},
+		{"partial", "sessions:\n  replay: {total_bytes: 8388608}\n", config.Replay{SessionEvents: 512, SessionBytes: 4 << 20, TotalBytes: 8 << 20}},
+		{"full", "sessions:\n  replay: {session_events: 8, session_bytes: 100, total_bytes: 1000}\n", config.Replay{SessionEvents: 8, SessionBytes: 100, TotalBytes: 1000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse("test.yaml", []byte("upstreams: {a: {url: https://a.example.com/mcp}}\n"+tc.yaml), goodEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.ReplayLimits(); got != tc.want {
+				t.Errorf("ReplayLimits = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

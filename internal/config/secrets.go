@@ -142,7 +142,14 @@ func (o *UpstreamOAuth) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if o == nil {
 		return nil
 	}
-	enc.AddString("token_url", o.TokenURL)
+	switch {
+	case o.TokenURL != "":
+		enc.AddString("token_url", o.TokenURL)
+	case o.Issuer != "":
+		enc.AddString("issuer", o.Issuer)
+	default:
+		enc.AddBool("discover", o.Discover)
+	}
 	enc.AddString("client_id", o.ClientID)
 	enc.AddString("client_secret", redactString(o.ClientSecret))
 	if o.ClientSecretFile != "" {

@@ -11,10 +11,26 @@ import (
 // 4.4) and send it as "Authorization: Bearer" on every request to that
 // upstream. The token is cached and refreshed before it expires. It is the
 // gateway's credential, never the downstream caller's.
+//
+// Where the token comes from is one of: TokenURL (a token endpoint, used
+// from the first request), Issuer (an authorization server whose RFC 8414
+// metadata names the endpoint), or Discover (the authorization server the
+// upstream's RFC 9728 protected-resource metadata names). With Issuer or
+// Discover the gateway follows the MCP authorization flow: a request goes
+// without a token until the upstream answers 401, whose WWW-Authenticate
+// challenge (and protected-resource metadata) give the resource and the
+// scopes to ask for.
 type UpstreamOAuth struct {
 	// TokenURL is the authorization server's token endpoint (https, or http
 	// on a loopback host).
 	TokenURL string `yaml:"token_url"`
+	// Issuer is the authorization server's issuer identifier (https, or http
+	// on a loopback host); its metadata must name exactly this issuer.
+	Issuer string `yaml:"issuer"`
+	// Discover takes the authorization server from the upstream's
+	// protected-resource metadata. The client secret then goes to whichever
+	// server the upstream names: prefer Issuer, which pins it.
+	Discover bool `yaml:"discover"`
 	// ClientID identifies the gateway to the authorization server.
 	ClientID string `yaml:"client_id"`
 	// ClientSecret (use ${ENV_VAR}) or ClientSecretFile (a file holding the
@@ -25,7 +41,9 @@ type UpstreamOAuth struct {
 	// Scopes requested (the scope parameter); empty requests none.
 	Scopes []string `yaml:"scopes"`
 	// Resource is the RFC 8707 resource parameter: the upstream the token is
-	// for. Default: the upstream's url.
+	// for. Default: with TokenURL the upstream's url; with Issuer or
+	// Discover the resource the upstream's protected-resource metadata
+	// publishes (else its url).
 	Resource string `yaml:"resource"`
 	// AuthMethod is how the client authenticates to the token endpoint:
 	// client_secret_basic (HTTP Basic) or client_secret_post (form
@@ -39,12 +57,18 @@ const (
 	AuthMethodPost  = "client_secret_post"
 )
 
-// upstreamOAuthDefaults fills in the resource parameter: the upstream's URL.
+// upstreamOAuthDefaults fills in the resource parameter for a token_url
+// client: the upstream's URL. A discovering client learns it from the
+// upstream's metadata.
 func upstreamOAuthDefaults(p string, u *Upstream, d *decoder) {
-	if u.OAuth != nil && !d.set[joinPath(joinPath(p, "oauth"), "resource")] {
+	if u.OAuth != nil && u.OAuth.TokenURL != "" && !d.set[joinPath(joinPath(p, "oauth"), "resource")] {
 		u.OAuth.Resource = u.URL
 	}
 }
+
+// Discovers reports whether the token endpoint is found by discovery
+// (Issuer or Discover) rather than configured.
+func (o *UpstreamOAuth) Discovers() bool { return o.TokenURL == "" && (o.Issuer != "" || o.Discover) }
 
 // upstreamOAuth validates upstreams.NAME.oauth.
 func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
@@ -62,13 +86,26 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 			v.add(joinPath(joinPath(p, "headers"), k), "an Authorization header is set together with oauth:, which sends its own bearer token on every request; remove one of them")
 		}
 	}
-	if o.TokenURL == "" {
-		v.add(op, "token_url is not set; give the authorization server's token endpoint, e.g. https://idp.example.com/oauth2/token")
-	} else if t, err := url.Parse(o.TokenURL); err == nil && t.Scheme == "http" && t.Host != "" && !IsLoopbackHost(t.Hostname()) {
-		v.add(joinPath(op, "token_url"), fmt.Sprintf("%q is plain http, so the client secret and the tokens would cross the network in clear; use https (http is accepted only for a loopback host)", o.TokenURL))
-	} else if v.secureURL(joinPath(op, "token_url"), o.TokenURL, "https://idp.example.com/oauth2/token") {
-		if t, _ := url.Parse(o.TokenURL); t.User != nil {
-			v.add(joinPath(op, "token_url"), "has user:password@ in it; put the credentials in client_id and client_secret (or client_secret_file) instead")
+	sources := 0
+	for _, set := range []bool{o.TokenURL != "", o.Issuer != "", o.Discover} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		v.add(op, "token_url is not set, nor issuer or discover; set token_url (the token endpoint, e.g. https://idp.example.com/oauth2/token), issuer (the authorization server, whose metadata names the endpoint), or discover: true (the authorization server the upstream's protected-resource metadata names)")
+	case sources > 1:
+		v.add(op, "more than one of token_url, issuer and discover is set, three ways to find the token endpoint; keep one")
+	}
+	if o.TokenURL != "" {
+		v.oauthServerURL(joinPath(op, "token_url"), o.TokenURL, "https://idp.example.com/oauth2/token")
+	}
+	if o.Issuer != "" && v.oauthServerURL(joinPath(op, "issuer"), o.Issuer, "https://idp.example.com") {
+		// RFC 8414 section 2: an issuer has no query (nor fragment, which
+		// oauthServerURL refuses).
+		if t, _ := url.Parse(o.Issuer); t.RawQuery != "" {
+			v.add(joinPath(op, "issuer"), fmt.Sprintf("%q has a ?query, which an issuer identifier must not (RFC 8414); remove it", o.Issuer))
 		}
 	}
 	if strings.TrimSpace(o.ClientID) == "" {
@@ -96,4 +133,22 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 	default:
 		v.add(joinPath(op, "auth_method"), fmt.Sprintf("%q is not a client authentication method; use %s or %s, or remove it to try both", o.AuthMethod, AuthMethodBasic, AuthMethodPost))
 	}
+}
+
+// oauthServerURL checks an authorization server URL the client secret is
+// sent to (or that names where it goes): https, or http on a loopback host,
+// and no user:password@. It reports whether the URL is usable.
+func (v *validator) oauthServerURL(p, raw, example string) bool {
+	if t, err := url.Parse(raw); err == nil && t.Scheme == "http" && t.Host != "" && !IsLoopbackHost(t.Hostname()) {
+		v.add(p, fmt.Sprintf("%q is plain http, so the client secret and the tokens would cross the network in clear; use https (http is accepted only for a loopback host)", raw))
+		return false
+	}
+	if !v.secureURL(p, raw, example) {
+		return false
+	}
+	if t, _ := url.Parse(raw); t.User != nil {
+		v.add(p, "has user:password@ in it; put the credentials in client_id and client_secret (or client_secret_file) instead")
+		return false
+	}
+	return true
 }

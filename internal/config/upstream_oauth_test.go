@@ -21,6 +21,12 @@ upstreams:
       client_id: mcpgw
       client_secret_file: /run/secrets/other
       resource: https://other.example.com/
+  pinned:
+    url: https://pinned.example.com/mcp
+    oauth:
+      issuer: https://idp.example.com
+      client_id: mcpgw
+      client_secret: ${TOKEN}
 `, testEnv)
 	gh := c.Upstreams["gh"].OAuth
 	if gh == nil || gh.ClientSecret != "t0k3n" || gh.Resource != "https://api.example.com/mcp" || len(gh.Scopes) != 2 || gh.AuthMethod != "" {
@@ -28,6 +34,10 @@ upstreams:
 	}
 	if o := c.Upstreams["other"].OAuth; o == nil || o.Resource != "https://other.example.com/" || o.ClientSecretFile != "/run/secrets/other" {
 		t.Errorf("other oauth = %+v, want the explicit resource kept", o)
+	}
+	// A discovering client takes the resource from the upstream's metadata.
+	if o := c.Upstreams["pinned"].OAuth; o == nil || o.Resource != "" || !o.Discovers() || c.Upstreams["gh"].OAuth.Discovers() {
+		t.Errorf("pinned oauth = %+v, want no default resource and Discovers()", o)
 	}
 	if c.Upstreams["other"].Headers != nil && c.Upstreams["other"].Headers["Authorization"] != "" {
 		t.Error("oauth must not turn into a static header")

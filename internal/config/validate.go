@@ -69,6 +69,7 @@ func (v *validator) validate() {
 	if c.MaxBodyBytes <= 0 {
 		v.add("max_body_bytes", fmt.Sprintf("must be more than 0 bytes; remove it for the default (%d, 4 MiB) or set e.g. 8388608", DefaultMaxBodyBytes))
 	}
+	v.pageSize("page_size", c.PageSize)
 	v.origins()
 	v.upstreams()
 	v.routes()
@@ -76,6 +77,7 @@ func (v *validator) validate() {
 	v.introspection() // introspection.go
 	v.admin()
 	v.sessions()
+	v.limits() // limits.go
 	v.policy()
 	v.audit()   // audit.go
 	v.tracing() // tracing.go
@@ -199,6 +201,7 @@ func (v *validator) upstream(name string, u *Upstream) {
 		v.add(joinPath(p, "exact_capabilities"), `has no effect with protocol: "2026", where every request carries its caller's capabilities; remove it, or use protocol: auto`)
 	}
 	v.upstreamOAuth(p, u, hasCmd && !hasURL) // upstream_oauth.go
+	v.statefulLimits(p, u)                   // limits.go
 	for i, r := range u.Roots {
 		rp := fmt.Sprintf("%s.roots[%d]", p, i)
 		if !strings.HasPrefix(r.URI, "file://") {
@@ -242,12 +245,71 @@ func (v *validator) routes() {
 			}
 			listed[name] = true
 		}
+		if v.dec.set[p+".page_size"] {
+			v.pageSize(p+".page_size", r.PageSize) // else the top level's, judged there
+		}
+		if r.BareNames != nil && !r.Prefixed() {
+			v.add(p+".bare_names", "applies only to prefixed routes: with prefix: false every name is the upstream's own already; remove bare_names")
+		}
+		v.routeTools(p+".tools", r)
 		if !r.Prefixed() {
 			if names := c.RouteUpstreams(r); len(names) != 1 {
 				v.add(p+".prefix", fmt.Sprintf("prefix: false needs exactly one upstream, but this route exposes %d (%s), whose tool, prompt and resource names could collide without the prefix; list a single upstream under upstreams: or remove prefix: false",
 					len(names), strings.Join(names, ", ")))
 			}
 		}
+	}
+}
+
+// routeTools checks a route's discovery mode (routes[].tools).
+func (v *validator) routeTools(p string, r *Route) {
+	t := r.Tools
+	if t == nil {
+		return
+	}
+	modes := []string{ToolsAll, ToolsSearch, ToolsAuto}
+	if t.Mode != "" && !slices.Contains(modes, t.Mode) {
+		v.add(p+".mode", fmt.Sprintf("unknown mode %q; use one of: %s (all lists every tool, search lists only %s%ssearch_tools and %s%scall_tool, auto searches above threshold tools)",
+			t.Mode, strings.Join(modes, ", "), MetaUpstream, v.cfg.Separator, MetaUpstream, v.cfg.Separator))
+	}
+	if v.dec.set[p+".threshold"] {
+		switch {
+		case r.ToolsMode() != ToolsAuto:
+			v.add(p+".threshold", fmt.Sprintf("applies only to mode: auto (this route's mode is %s); remove threshold, or set mode: auto", r.ToolsMode()))
+		case t.Threshold < 1:
+			v.add(p+".threshold", fmt.Sprintf("%d is not a threshold: auto switches to search above this many visible tools, so it must be at least 1; remove it for the default (%d)", t.Threshold, DefaultToolsThreshold))
+		}
+	}
+	search := r.ToolsMode() != ToolsAll
+	if len(t.Always) > 0 && !search {
+		v.add(p+".always", "applies only to mode: search or auto (with mode: all every tool is listed already); remove always, or set a mode")
+	}
+	ups := v.cfg.RouteUpstreams(r)
+	seen := map[string]bool{}
+	for i, name := range t.Always {
+		ap := fmt.Sprintf("%s.always[%d]", p, i)
+		switch {
+		case name == "":
+			v.add(ap, "is empty; name a tool as the route lists it, e.g. github"+v.cfg.Separator+"create_issue")
+		case seen[name]:
+			v.add(ap, fmt.Sprintf("%q is listed twice; remove one", name))
+		case r.Prefixed() && strings.Contains(name, v.cfg.Separator):
+			if up, _, _ := strings.Cut(name, v.cfg.Separator); !slices.Contains(ups, up) {
+				v.add(ap, fmt.Sprintf("%q names upstream %q, which is not on this route; use one of: %s", name, up, strings.Join(ups, ", ")))
+			}
+		}
+		seen[name] = true
+	}
+	if slices.Contains([]string{ToolsSearch, ToolsAuto}, r.ToolsMode()) && r.Prefixed() && slices.Contains(ups, MetaUpstream) {
+		v.add(p+".mode", fmt.Sprintf("in mode %s the gateway's own tools are named %s%s..., so an upstream named %q would collide with them; rename that upstream, or set mode: all", r.ToolsMode(), MetaUpstream, v.cfg.Separator, MetaUpstream))
+	}
+}
+
+// pageSize checks a page_size: a merged list page is built in memory, so
+// it is bounded, and a page must hold something.
+func (v *validator) pageSize(p string, n int) {
+	if n < 1 || n > MaxPageSize {
+		v.add(p, fmt.Sprintf("%d is not a page size: a list page holds between 1 and %d items; remove it for the default (%d) or set e.g. 1000", n, MaxPageSize, DefaultPageSize))
 	}
 }
 
@@ -477,6 +539,9 @@ func (v *validator) sessions() {
 	if s.IdleTimeout < 0 {
 		v.add("sessions.idle_timeout", "must not be negative; set e.g. 30m, or remove it")
 	}
+	if s.MaxTasks < 0 {
+		v.add("sessions.max_tasks", "must not be negative; set e.g. 10000, or remove it for the default")
+	}
 	if s.AdvertiseURL != "" {
 		u, err := url.Parse(s.AdvertiseURL)
 		switch {
@@ -487,6 +552,19 @@ func (v *validator) sessions() {
 		}
 		if s.KeyFile == "" {
 			v.add("sessions.advertise_url", "needs sessions.key_file, the key the replicas share to trust each other's requestStates; add it, or remove advertise_url")
+		}
+	}
+	if r := s.Replay; r != nil {
+		if r.SessionEvents < 1 {
+			v.add("sessions.replay.session_events", fmt.Sprintf("is %d; keep at least 1 event per session (default %d), or remove it", r.SessionEvents, DefaultReplaySessionEvents))
+		}
+		if r.SessionBytes < 1 {
+			v.add("sessions.replay.session_bytes", fmt.Sprintf("is %d; keep at least 1 byte per session (default %d, 4 MiB), or remove it", r.SessionBytes, DefaultReplaySessionBytes))
+		}
+		if r.TotalBytes < 1 {
+			v.add("sessions.replay.total_bytes", fmt.Sprintf("is %d; the process needs a positive bound (default %d, 256 MiB), or remove it", r.TotalBytes, DefaultReplayTotalBytes))
+		} else if r.SessionBytes > r.TotalBytes {
+			v.add("sessions.replay.session_bytes", fmt.Sprintf("is %d, more than total_bytes (%d), the bound for all sessions together; lower it or raise total_bytes", r.SessionBytes, r.TotalBytes))
 		}
 	}
 	if s.Redis != nil {

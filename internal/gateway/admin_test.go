@@ -115,6 +115,7 @@ next:
 // After known traffic, /metrics on the admin listener holds the series with
 // the right values; the MCP listener does not serve it.
 func TestMetricsAfterKnownTraffic(t *testing.T) {
+	t.Parallel()
 	alpha := httpUpstream(t, "alpha", 2)
 	exe := stdioUpstream(t)
 	_, base, admin := startAdminGateway(t, fmt.Sprintf(`
@@ -233,6 +234,7 @@ func readiness(t *testing.T, admin string) (int, gateway.Readiness) {
 
 // /readyz depends on the upstreams marked required, and only on those.
 func TestReadyzRequiredUpstreams(t *testing.T) {
+	t.Parallel()
 	alpha := httpUpstream(t, "alpha", 2)
 	// Nothing listens on a port we just closed.
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -277,6 +279,7 @@ upstreams:
 // Shutdown turns /readyz 503 first, keeps serving through ShutdownDelay,
 // then stops accepting.
 func TestReadyzTurns503FirstOnShutdown(t *testing.T) {
+	// Not parallel: it checks what happens within a 500 ms shutdown delay, even on a loaded machine.
 	alpha := httpUpstream(t, "alpha", 2)
 	gw, base, admin := startAdminGateway(t, fmt.Sprintf(`
 admin: {listen: "127.0.0.1:0"}

@@ -77,6 +77,7 @@ func auditRecords(t *testing.T, path string) []map[string]any {
 // on the audit sink, asserted field by field: allowed, denied by policy,
 // tool error, rate limited, timed out, and arguments hashed and redacted.
 func TestAuditLog(t *testing.T) {
+	// Not parallel: a 500 ms upstream timeout is part of what it checks, even on a loaded machine.
 	up := auditUpstream(t)
 	path := filepath.Join(t.TempDir(), "audit.log")
 	gw, base := startGateway(t, fmt.Sprintf(`
@@ -192,6 +193,7 @@ func asJSON(v any) string {
 // TestAuditStdioRefusesStdout: in stdio mode stdout carries the MCP
 // messages, so an audit log there is refused before anything starts.
 func TestAuditStdioRefusesStdout(t *testing.T) {
+	t.Parallel()
 	cfg, err := config.Parse("test.yaml", []byte("upstreams: {au: {url: http://127.0.0.1:1/mcp}}\naudit: {output: stdout}\n"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -219,6 +219,7 @@ func bearer(token string) http.Header {
 const initBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 
 func TestAuthEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := authGateway(t)
 	mcpURL := e.base + "/mcp"
 	resource := mcpURL
@@ -521,6 +522,7 @@ func TestAuthEndToEnd(t *testing.T) {
 // (every other test), refuses a non-loopback listener in validation, and
 // starts one only with insecure_no_auth, warning loudly.
 func TestNoAuthOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	_, err := config.Parse("x.yaml", []byte("listen: 0.0.0.0:8080\nupstreams: {fs: {command: [x]}}\n"), nil)
 	if err == nil || !strings.Contains(err.Error(), "no authentication is configured") {
 		t.Fatalf("non-loopback without auth: %v", err)

@@ -128,6 +128,7 @@ func matrixServer(modern bool) *mcp.Server {
 }
 
 func TestRevisionMatrix(t *testing.T) {
+	t.Parallel()
 	for _, col := range []struct {
 		name           string
 		clientVersion  string
@@ -219,20 +220,20 @@ func TestRevisionMatrix(t *testing.T) {
 			})
 			t.Run("resources", func(t *testing.T) {
 				list, err := cs.ListResources(ctx, nil)
-				if err != nil || len(list.Resources) != 1 || list.Resources[0].URI != "up+mem://doc" {
+				if err != nil || len(list.Resources) != 1 || list.Resources[0].URI != "mem://doc" {
 					t.Fatalf("resources/list: %+v %v", list, err)
 				}
-				for uri, want := range map[string]string{"up+mem://doc": "the doc", "up+mem://items/7": "item 7"} {
+				for uri, want := range map[string]string{"mem://doc": "the doc", "mem://items/7": "item 7"} {
 					res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
 					if err != nil || len(res.Contents) != 1 || res.Contents[0].Text != want || res.Contents[0].URI != uri {
 						t.Errorf("read %s: %+v %v, want %q under its gateway URI", uri, res, err, want)
 					}
 				}
 				tpl, err := cs.ListResourceTemplates(ctx, nil)
-				if err != nil || len(tpl.ResourceTemplates) != 1 || tpl.ResourceTemplates[0].URITemplate != "up+mem://items/{id}" {
+				if err != nil || len(tpl.ResourceTemplates) != 1 || tpl.ResourceTemplates[0].URITemplate != "mem://items/{id}" {
 					t.Errorf("resources/templates/list: %+v %v", tpl, err)
 				}
-				_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "up+mem://nothing"})
+				_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://nothing"})
 				if err == nil {
 					t.Error("reading an unknown resource succeeded")
 				}
@@ -248,7 +249,7 @@ func TestRevisionMatrix(t *testing.T) {
 			})
 			t.Run("completion", func(t *testing.T) {
 				res, err := cs.Complete(ctx, &mcp.CompleteParams{
-					Ref:      &mcp.CompleteReference{Type: "ref/resource", URI: "up+mem://items/{id}"},
+					Ref:      &mcp.CompleteReference{Type: "ref/resource", URI: "mem://items/{id}"},
 					Argument: mcp.CompleteParamsArgument{Name: "id", Value: "4"},
 				})
 				if err != nil || fmt.Sprint(res.Completion.Values) != "[41 42]" {
@@ -259,7 +260,7 @@ func TestRevisionMatrix(t *testing.T) {
 			t.Run("elicitation", func(t *testing.T) { tool(t, "up__ask", map[string]any{"kind": "elicitation"}, "elicited accept Ada") })
 			t.Run("roots", func(t *testing.T) { tool(t, "up__ask", map[string]any{"kind": "roots"}, "roots file:///matrix/root") })
 			t.Run("subscriptions", func(t *testing.T) {
-				if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://doc"}); err != nil {
+				if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://doc"}); err != nil {
 					t.Fatalf("subscribe: %v", err)
 				}
 				// Touch until the update arrives: a 2026 subscription stream
@@ -269,10 +270,10 @@ func TestRevisionMatrix(t *testing.T) {
 					tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
 					time.Sleep(100 * time.Millisecond)
 				}
-				if got := updates.get(); len(got) == 0 || got[0] != "up+mem://doc" {
-					t.Fatalf("resource updates %q, want up+mem://doc", got)
+				if got := updates.get(); len(got) == 0 || got[0] != "mem://doc" {
+					t.Fatalf("resource updates %q, want mem://doc", got)
 				}
-				if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "up+mem://doc"}); err != nil {
+				if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://doc"}); err != nil {
 					t.Fatalf("unsubscribe: %v", err)
 				}
 				time.Sleep(200 * time.Millisecond)
@@ -291,6 +292,7 @@ func TestRevisionMatrix(t *testing.T) {
 // 2026-07-28 request gets the spec's error from the gateway, and the
 // upstream never sees a call for it (counted at the upstream's handler).
 func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	var calls atomic.Int64
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
@@ -401,22 +403,29 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 }
 
 // TestUnknownResourceNamedAsTheClientNamedIt: an upstream's resource-not-
-// found error names its own URI in data.uri; the caller used the gateway's.
+// found error names its own URI in data.uri; the caller used the gateway's
+// (here the explicit form: two upstreams have resources).
 func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
-	srv := matrixServer(false)
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(ts.Close)
-	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n")
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"resources/read"}, "Mcp-Name": {"up+mem://nothing"}}}
-	r := c.post(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"up+mem://nothing","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	t.Parallel()
+	var urls []string
+	for range 2 {
+		srv := matrixServer(false)
+		ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+		t.Cleanup(ts.Close)
+		urls = append(urls, ts.URL)
+	}
+	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+urls[0]+"\n  other:\n    url: "+urls[1]+"\n")
+	const uri = "mem://nothing?mcpgw=up"
+	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"resources/read"}, "Mcp-Name": {uri}}}
+	r := c.post(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"` + uri + `","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
 	e := errorOf(t, r)
 	var data struct {
 		URI string `json:"uri"`
 	}
-	if err := json.Unmarshal(e.Data, &data); err != nil || data.URI != "up+mem://nothing" {
-		t.Errorf("error %d %q data %s: want data.uri up+mem://nothing", e.Code, e.Message, e.Data)
+	if err := json.Unmarshal(e.Data, &data); err != nil || data.URI != uri {
+		t.Errorf("error %d %q data %s: want data.uri %s", e.Code, e.Message, e.Data, uri)
 	}
-	if strings.Contains(e.Message, "mem://nothing") && !strings.Contains(e.Message, "up+mem://nothing") {
+	if strings.Contains(e.Message, "mem://nothing") && !strings.Contains(e.Message, uri) {
 		t.Errorf("message names the upstream's URI: %q", e.Message)
 	}
 }
@@ -425,6 +434,7 @@ func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
 // /metrics, so an operator sees a bridge filling up or clients retrying
 // with states that are refused.
 func TestBridgeMetrics(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
@@ -480,6 +490,7 @@ func TestBridgeMetrics(t *testing.T) {
 // legacy upstream's log messages on its request's own stream, at or above
 // the level its request's _meta asks for, and none when it asks for none.
 func TestStatelessLogLevelOverLegacyUpstream(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)

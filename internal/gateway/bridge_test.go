@@ -39,6 +39,7 @@ func connect2026(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientS
 // input_required result; the client's retry answers it and the call
 // completes — for two clients at once, each with its own answer.
 func TestBridgeLegacyUpstreamTo2026Clients(t *testing.T) {
+	t.Parallel()
 	up := fidHTTPUpstream(t, "up", 2) // legacy revisions only
 	base := fidGateway(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -64,6 +65,7 @@ func TestBridgeLegacyUpstreamTo2026Clients(t *testing.T) {
 // TestBridgeRequestStateIsAuthenticated: a forged, altered or misapplied
 // requestState is refused with -32602 and reaches no upstream.
 func TestBridgeRequestStateIsAuthenticated(t *testing.T) {
+	t.Parallel()
 	up := fidHTTPUpstream(t, "up", 0)
 	base := fidGateway(t, "", up)
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
@@ -118,6 +120,7 @@ func TestBridgeRequestStateIsAuthenticated(t *testing.T) {
 // gateway, so an upstream's serverInfo in a result's per-hop _meta is
 // replaced by the gateway's.
 func TestStatelessResultsNameTheGateway(t *testing.T) {
+	t.Parallel()
 	up := fidModernStdioUpstream(t, "up")
 	base := fidGateway(t, "", up)
 	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}}
@@ -144,6 +147,7 @@ func TestStatelessResultsNameTheGateway(t *testing.T) {
 // missing — what the upstream would answer if it spoke 2026-07-28 itself —
 // and no input_required is returned.
 func TestBridgeMissingClientCapability(t *testing.T) {
+	t.Parallel()
 	up := fidHTTPUpstream(t, "up", 0)
 	base := fidGateway(t, "", up)
 	for name, tc := range map[string]struct{ tool, caps, want string }{
@@ -178,6 +182,7 @@ func TestBridgeMissingClientCapability(t *testing.T) {
 // request, so it must not make every other caller's sampling ambiguous
 // while it waits (as an abandoned one would, until it expires).
 func TestBridgeParkedCallLeavesStdioUsable(t *testing.T) {
+	t.Parallel()
 	up := fidStdioUpstream(t, "pipe")
 	base := fidGateway(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -11,6 +11,7 @@ import (
 // (one connection per distinct set); without it, every caller looks like
 // the gateway, which declares all it can relay.
 func TestExactCapabilities(t *testing.T) {
+	t.Parallel()
 	callers := []struct{ caps, want string }{
 		{`{}`, "sampling=false elicitation=false"},
 		{`{"sampling":{}}`, "sampling=true elicitation=false"},

@@ -32,6 +32,8 @@ routes:
   - path: /mcp/beta
     upstreams: [beta]
     prefix: false
+  - path: /mcp/small
+    page_size: 4
 `, alpha, exe))
 	return base
 }
@@ -51,6 +53,7 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 func TestMergedCatalogEveryRevision(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	// "" is the SDK's default: it tries 2026-07-28's server/discover first
 	// and must fall back to initialize against this gateway.
@@ -110,48 +113,58 @@ func TestMergedCatalogEveryRevision(t *testing.T) {
 	}
 }
 
+// TestPaginationPageByPage: a page holds whole upstream pages up to the
+// route's page size, so with the default one list is one page, and with a
+// small one the cursors go on across upstreams (each upstream pages 2 at
+// a time: alpha 10 tools, beta 7).
 func TestPaginationPageByPage(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
-	cs := connect(t, base+"/mcp", nil, "2025-11-25")
 	ctx := context.Background()
-	var cursor string
-	pages, total := 0, 0
-	seen := map[string]bool{}
-	for {
-		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pages++
-		if len(res.Tools) == 0 || len(res.Tools) > 2 {
-			t.Errorf("page %d has %d tools; want 1 or 2 (upstream page size 2)", pages, len(res.Tools))
-		}
-		for _, tl := range res.Tools {
-			if seen[tl.Name] {
-				t.Errorf("tool %s listed twice", tl.Name)
+	for _, tc := range []struct {
+		route string
+		pages []int
+	}{
+		{"/mcp", []int{17}},
+		{"/mcp/small", []int{4, 4, 4, 4, 1}}, // alpha 2+2, 2+2, 2 + beta 2, beta 2+2, 1
+	} {
+		t.Run(tc.route, func(t *testing.T) {
+			cs := connect(t, base+tc.route, nil, "2025-11-25")
+			var cursor string
+			var sizes []int
+			seen := map[string]bool{}
+			for {
+				res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sizes = append(sizes, len(res.Tools))
+				for _, tl := range res.Tools {
+					if seen[tl.Name] {
+						t.Errorf("tool %s listed twice", tl.Name)
+					}
+					seen[tl.Name] = true
+				}
+				if res.NextCursor == "" {
+					break
+				}
+				cursor = res.NextCursor
+				if len(sizes) > 50 {
+					t.Fatal("pagination does not end")
+				}
 			}
-			seen[tl.Name] = true
-		}
-		total += len(res.Tools)
-		if res.NextCursor == "" {
-			break
-		}
-		cursor = res.NextCursor
-		if pages > 50 {
-			t.Fatal("pagination does not end")
-		}
-	}
-	// alpha: 10 tools in 5 pages; beta: 7 tools in 4 pages.
-	if total != 17 || pages != 9 {
-		t.Errorf("got %d tools in %d pages, want 17 in 9", total, pages)
-	}
-
-	if _, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: "not-a-cursor"}); err == nil || !strings.Contains(err.Error(), "invalid cursor") {
-		t.Errorf("bad cursor: err = %v", err)
+			if !slices.Equal(sizes, tc.pages) || len(seen) != 17 {
+				t.Errorf("pages of %v (%d tools), want %v (17)", sizes, len(seen), tc.pages)
+			}
+			if _, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: "not-a-cursor"}); err == nil || !strings.Contains(err.Error(), "invalid cursor") {
+				t.Errorf("bad cursor: err = %v", err)
+			}
+		})
 	}
 }
 
 func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	cs := connect(t, base+"/mcp", nil, "2025-11-25")
 	ctx := context.Background()
@@ -163,17 +176,23 @@ func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
 		}
 		uris = append(uris, r.URI)
 	}
-	if want := []string{"alpha+mem://shared", "beta+mem://shared"}; !slices.Equal(uris, want) {
+	if want := []string{"mem://shared?mcpgw=alpha", "mem://shared?mcpgw=beta"}; !slices.Equal(uris, want) {
 		t.Fatalf("resources = %v, want %v (same upstream URI kept apart)", uris, want)
 	}
 	for _, up := range []string{"alpha", "beta"} {
-		rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: up + "+mem://shared"})
-		if err != nil {
-			t.Fatal(err)
+		// The explicit form, and the canonical one earlier versions showed.
+		for _, uri := range []string{"mem://shared?mcpgw=" + up, up + "+mem://shared"} {
+			rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rr.Contents[0].Text != "content of "+up || rr.Contents[0].URI != "mem://shared?mcpgw="+up {
+				t.Errorf("read %s: %+v", uri, rr.Contents[0])
+			}
 		}
-		if rr.Contents[0].Text != "content of "+up || rr.Contents[0].URI != up+"+mem://shared" {
-			t.Errorf("read %s: %+v", up, rr.Contents[0])
-		}
+	}
+	if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://shared"}); err == nil || !strings.Contains(err.Error(), "mem://shared?mcpgw=alpha or mem://shared?mcpgw=beta") {
+		t.Errorf("the shared URI as it is: %v, want an error naming both", err)
 	}
 
 	var templates []string
@@ -183,10 +202,10 @@ func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
 		}
 		templates = append(templates, rt.URITemplate)
 	}
-	if want := []string{"alpha+mem://items/{id}", "beta+mem://items/{id}"}; !slices.Equal(templates, want) {
+	if want := []string{"mem://items/{id}?mcpgw=alpha", "mem://items/{id}?mcpgw=beta"}; !slices.Equal(templates, want) {
 		t.Errorf("templates = %v, want %v", templates, want)
 	}
-	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "beta+mem://items/42"})
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://items/42?mcpgw=beta"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +224,7 @@ func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
 		t.Errorf("completion = %v, want %v", comp.Completion.Values, want)
 	}
 	comp, err = cs.Complete(ctx, &mcp.CompleteParams{
-		Ref:      &mcp.CompleteReference{Type: "ref/resource", URI: "beta+mem://items/{id}"},
+		Ref:      &mcp.CompleteReference{Type: "ref/resource", URI: "mem://items/{id}?mcpgw=beta"},
 		Argument: mcp.CompleteParamsArgument{Name: "id", Value: "4"},
 	})
 	if err != nil {
@@ -217,6 +236,7 @@ func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
 }
 
 func TestUnprefixedRoute(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	cs := connect(t, base+"/mcp/beta", nil, "2025-06-18")
 	ctx := context.Background()
@@ -250,6 +270,7 @@ func TestUnprefixedRoute(t *testing.T) {
 }
 
 func TestProgressReachesOnlyItsCaller(t *testing.T) {
+	t.Parallel()
 	base := twoUpstreams(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -186,14 +186,30 @@ func fidCount(evs []string, ev string) int {
 	return n
 }
 
-// fidEachKind runs body against an HTTP and a stdio fidelity upstream.
+// fidEachKind runs body against an HTTP and a stdio fidelity upstream, the
+// two at once: each has a gateway and an upstream of its own.
 func fidEachKind(t *testing.T, body func(t *testing.T, stdio bool)) {
+	fidKinds(t, true, body)
+}
+
+// fidEachKindInTurn is fidEachKind one kind after the other, for a test
+// whose timing must not share the machine.
+func fidEachKindInTurn(t *testing.T, body func(t *testing.T, stdio bool)) {
+	fidKinds(t, false, body)
+}
+
+func fidKinds(t *testing.T, parallel bool, body func(t *testing.T, stdio bool)) {
 	for _, stdio := range []bool{false, true} {
 		name := "http"
 		if stdio {
 			name = "stdio"
 		}
-		t.Run(name, func(t *testing.T) { body(t, stdio) })
+		t.Run(name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
+			body(t, stdio)
+		})
 	}
 }
 
@@ -244,6 +260,7 @@ func fidSampler(name string, inbox *fidInbox) *mcp.ClientOptions {
 }
 
 func TestFidelitySamplingReachesItsCaller(t *testing.T) {
+	t.Parallel()
 	fidEachKind(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 2)
 		base := fidGateway(t, "", up)
@@ -274,6 +291,7 @@ func TestFidelitySamplingReachesItsCaller(t *testing.T) {
 // gateway cannot tell whose sampling request it is: it must refuse it with
 // an error pointing at stateful:, never relay it to either session.
 func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
+	t.Parallel()
 	up := fidStdioUpstream(t, "pipe")
 	base := fidGateway(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -309,6 +327,7 @@ func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
 }
 
 func TestFidelityElicitation(t *testing.T) {
+	t.Parallel()
 	fidEachKind(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 3)
 		base := fidGateway(t, "", up)
@@ -354,6 +373,7 @@ func TestFidelityElicitation(t *testing.T) {
 }
 
 func TestFidelityRoots(t *testing.T) {
+	t.Parallel()
 	fidEachKind(t, func(t *testing.T, stdio bool) {
 		cfg := fidUp(t, stdio, "cfg", 0, `roots: [{uri: "file:///srv/data", name: data}]`)
 		fwd := fidUp(t, stdio, "fwd", 0, `forward_roots: true`)
@@ -374,6 +394,7 @@ func TestFidelityRoots(t *testing.T) {
 }
 
 func TestFidelityLogging(t *testing.T) {
+	t.Parallel()
 	logger := func(inbox *fidInbox) *mcp.ClientOptions {
 		return &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			inbox.add(fmt.Sprint(req.Params.Level, ":", req.Params.Data))
@@ -422,6 +443,7 @@ func TestFidelityLogging(t *testing.T) {
 }
 
 func TestFidelityResourceSubscriptions(t *testing.T) {
+	t.Parallel()
 	fidEachKind(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 0)
 		base := fidGateway(t, "  - path: /mcp\n  - path: /mcp/solo\n    upstreams: [up]\n    prefix: false\n", up)
@@ -437,7 +459,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		b := fidConnect(t, base+"/mcp", watcher(inB))
 		c := fidConnect(t, base+"/mcp/solo", watcher(inC)) // unprefixed route
 		for who, s := range map[string]*mcp.ClientSession{"A": a, "B": b} {
-			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
+			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 				t.Fatalf("%s subscribe: %v", who, err)
 			}
 		}
@@ -447,7 +469,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if !fidWaitEvent(up, "subscribe mem://watched", 2*time.Second) {
 			t.Fatalf("the upstream saw no subscribe: %q", up.log.all())
 		}
-		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "up+mem://watched"}); err != nil {
+		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("B unsubscribe: %v", err)
 		}
 
@@ -463,8 +485,8 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		}
 		fire()
 		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB, "C": inC}, map[string][]string{
-			"A": {"up+mem://watched"}, // the prefixed route's form
-			"C": {"mem://watched"},    // the unprefixed route's form
+			"A": {"mem://watched"}, // unique: the upstream's own URI, prefixed route
+			"C": {"mem://watched"}, // and unprefixed
 			// B unsubscribed: nothing.
 		})
 		evs := up.log.all()
@@ -506,6 +528,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 }
 
 func TestFidelityToolListChanged(t *testing.T) {
+	t.Parallel()
 	fidEachKind(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 0)
 		other := httpUpstream(t, "other", 0)
@@ -566,6 +589,7 @@ func TestFidelityToolListChanged(t *testing.T) {
 // SDK sends them only with its first event, so a silent tool is in that
 // state); once a bug, now checked here.
 func TestFidelityCancellation(t *testing.T) {
+	t.Parallel()
 	fidEachKind(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 0)
 		base := fidGateway(t, "", up)
@@ -618,7 +642,8 @@ func TestFidelityCancellation(t *testing.T) {
 // "Timed-out calls are cancelled upstream"), while a quick call of another
 // session on the same upstream is unaffected.
 func TestFidelityTimeoutCancelsUpstream(t *testing.T) {
-	fidEachKind(t, func(t *testing.T, stdio bool) {
+	// Not parallel: a 300 ms upstream timeout must not fire for a 50 ms call, even on a loaded machine.
+	fidEachKindInTurn(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 0, "timeout: 300ms")
 		base := fidGateway(t, "", up)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -652,6 +677,7 @@ func TestFidelityTimeoutCancelsUpstream(t *testing.T) {
 // logging/setLevel and resources/subscribe have no 2026 method of their own
 // and must be bridged (per-request log level, subscriptions/listen).
 func TestFidelityModernStdioUpstream(t *testing.T) {
+	t.Parallel()
 	up := fidModernStdioUpstream(t, "up")
 	gw, base := fidGatewayGW(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -723,16 +749,16 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 		for who, s := range map[string]*mcp.ClientSession{"A": a, "B": b} {
 			// The upstream has no resources/subscribe: the gateway's client
 			// names the URI in its subscriptions/listen stream instead.
-			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
+			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 				t.Fatalf("%s subscribe: %v", who, err)
 			}
 		}
-		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "up+mem://watched"}); err != nil {
+		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("B unsubscribe: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond) // a subscriptions/listen stream may take a moment to be acknowledged
 		fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB}, map[string][]string{"A": {"up+mem://watched"}})
+		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB}, map[string][]string{"A": {"mem://watched"}})
 	})
 }
 
@@ -742,6 +768,7 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 // refused (pointing at stateful:) rather than guessed — unlike a bridged
 // call parked by the gateway itself (TestBridgeParkedCallLeavesStdioUsable).
 func TestFidelityStdioWaitingCallStaysAmbiguous(t *testing.T) {
+	t.Parallel()
 	up := fidStdioUpstream(t, "pipe")
 	base := fidGateway(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -782,6 +809,7 @@ func TestFidelityStdioWaitingCallStaysAmbiguous(t *testing.T) {
 // (its config changed: a new child) — knows nothing of the subscriptions
 // sessions hold on it: the gateway subscribes again, so updates keep coming.
 func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
+	t.Parallel()
 	for name, replace := range map[string]func(t *testing.T, gw *gateway.Gateway, up *fidUpstream, pid int){
 		"child killed": func(t *testing.T, _ *gateway.Gateway, _ *fidUpstream, pid int) {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -795,6 +823,7 @@ func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			up := fidStdioUpstream(t, "up")
 			gw, base := fidGatewayGW(t, "", up)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -803,7 +832,7 @@ func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
 			a := fidConnect(t, base+"/mcp", &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 				inbox.add(req.Params.URI)
 			}})
-			if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
+			if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 				t.Fatal(err)
 			}
 			pid := gw.Host().Upstream("up").PID()
@@ -822,7 +851,7 @@ func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
 				t.Fatalf("child pid %d afterwards (was %d): the upstream was not replaced", p, pid)
 			}
 			fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-			fidSettle(t, map[string]*fidInbox{"A": inbox}, map[string][]string{"A": {"up+mem://watched"}})
+			fidSettle(t, map[string]*fidInbox{"A": inbox}, map[string][]string{"A": {"mem://watched"}})
 		})
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/router"
+	"github.com/mcpgw/mcpgw/internal/router/sessions"
 	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
@@ -135,6 +136,8 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Logger:     opts.Logger.Named("host"),
 		Metrics:    g.metrics,
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+		TaskKeys:   sessionKeys, // task ids every replica with the ring opens (host/tasks.go)
+		MaxTasks:   sessionsSection(cfg).MaxTasks,
 	}))
 	idle := time.Duration(0)
 	if cfg.Sessions != nil {
@@ -142,10 +145,11 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	rt := router.New(cfg, g.host, router.Options{
 		SessionKeys:  sessionKeys,
-		AdvertiseURL: sessions(cfg).AdvertiseURL,
+		AdvertiseURL: sessionsSection(cfg).AdvertiseURL,
 		Logger:       opts.Logger.Named("router"),
 		ServerInfo:   mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		IdleTimeout:  idle,
+		Replay:       replayLimits(cfg),
 		Metrics:      g.metrics,
 		Tracer:       tracer,
 		Auth:         authn,
@@ -178,11 +182,16 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.ln = ln
+	headerTimeout := cfg.ReadHeaderTimeout.D()
+	if headerTimeout <= 0 {
+		headerTimeout = config.DefaultReadHeaderTimeout
+	}
 	g.srv = &http.Server{
 		Handler:           rt,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: headerTimeout, // read_header_timeout
 		// No ReadTimeout/WriteTimeout: SSE streams live long. Bodies are
-		// bounded by max_body_bytes and idle keep-alives by IdleTimeout.
+		// bounded by max_body_bytes and read_body_timeout (the router's
+		// edge.BodyDeadline), idle keep-alives by IdleTimeout.
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       zap.NewStdLog(opts.Logger.Named("http")),
@@ -231,6 +240,13 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.router.Drain()
 		if e := g.srv.Shutdown(ctx); e != nil && !errors.Is(e, http.ErrServerClosed) {
 			err = e
+			// The drain ran out: every call still running is answered
+			// with an error naming the shutdown (and cancelled) before
+			// its connection closes.
+			g.router.Cut()
+			cctx, cancel := context.WithTimeout(context.Background(), cutGrace)
+			_ = g.srv.Shutdown(cctx)
+			cancel()
 			_ = g.srv.Close()
 		}
 		g.router.Close()
@@ -245,6 +261,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	})
 	return err
 }
+
+// cutGrace is how long Shutdown waits, once the drain timeout ran out, for
+// the calls it cut to be answered before it closes their connections.
+const cutGrace = 2 * time.Second
 
 // newAuthenticator builds the downstream authenticator (nil when no auth is
 // configured) and warns loudly when a non-loopback listener serves without
@@ -295,6 +315,12 @@ func buildPolicy(cfg *config.Config) (policySet, error) {
 	return policySet{policy: pol, limiter: policy.NewLimiter(cfg.Policy.RateLimits), pinner: pinner}, nil
 }
 
+// replayLimits are the bounds of the sessions' replay logs (sessions.replay).
+func replayLimits(cfg *config.Config) sessions.Limits {
+	r := cfg.ReplayLimits()
+	return sessions.Limits{SessionEvents: r.SessionEvents, SessionBytes: r.SessionBytes, TotalBytes: r.TotalBytes}
+}
+
 // loadSessionKeys reads sessions.key_file, the AEAD key ring that lets any
 // replica serve a legacy session (nil when not configured).
 func loadSessionKeys(cfg *config.Config) ([][]byte, error) {
@@ -305,7 +331,7 @@ func loadSessionKeys(cfg *config.Config) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sessions.key_file: %w; create it with one key per line, e.g. `openssl rand -base64 32 > %s`", err, cfg.Sessions.KeyFile)
 	}
-	keys, err := router.ParseSessionKeys(data)
+	keys, err := sessions.ParseSessionKeys(data)
 	if err != nil {
 		return nil, fmt.Errorf("sessions.key_file %s: %w", cfg.Sessions.KeyFile, err)
 	}
@@ -336,8 +362,11 @@ func (w *wiring) connect(h *host.Host, rt *router.Router) {
 func (w *wiring) hostOptions(opts host.Options) host.Options {
 	opts.OnNotification = func(upstream, method string, params json.RawMessage) {
 		w.ready.Wait()
-		if method == mcp.NotificationToolsListChanged {
-			w.h.InvalidateTools(upstream)
+		w.h.CatalogChanged(upstream, method) // what the catalog indexed of that list is listed again
+		if method == mcp.NotificationResourcesChanged {
+			// Tools name their UI resources: one that another upstream now
+			// shares (or no longer does) is shown in another form.
+			w.rt.ListChanged(upstream, mcp.NotificationToolsListChanged)
 		}
 		w.rt.UpstreamNotification(upstream, method, params)
 	}

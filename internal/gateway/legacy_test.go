@@ -113,6 +113,7 @@ func connectLegacy(t *testing.T, endpoint string, opts *mcp.ClientOptions, versi
 }
 
 func TestLegacySSEClient(t *testing.T) {
+	t.Parallel()
 	base, _, _ := legacyGateway(t)
 	// "" is the SDK's default: it tries 2026-07-28's server/discover first
 	// and falls back to initialize.
@@ -189,6 +190,7 @@ func TestLegacySSEClient(t *testing.T) {
 }
 
 func TestLegacySSEUnprefixedRoute(t *testing.T) {
+	t.Parallel()
 	base, _, _ := legacyGateway(t)
 	cs := connectLegacy(t, base+"/mcp/alpha/sse", nil, "2024-11-05")
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
@@ -203,6 +205,7 @@ func TestLegacySSEUnprefixedRoute(t *testing.T) {
 // Two legacy sessions, each with many concurrent calls: every call gets
 // exactly its own answer.
 func TestLegacySSEConcurrentSessions(t *testing.T) {
+	t.Parallel()
 	base, _, _ := legacyGateway(t)
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -230,6 +233,7 @@ func TestLegacySSEConcurrentSessions(t *testing.T) {
 // A server→client request made during a call reaches the calling legacy
 // session's stream, and its answer goes back to the upstream.
 func TestLegacySSESampling(t *testing.T) {
+	t.Parallel()
 	base, _, _ := legacyGateway(t)
 	ctx := context.Background()
 	var sessions []*mcp.ClientSession
@@ -327,6 +331,7 @@ func nextMessage(t *testing.T, events *sse.Reader) *jsonrpc.Message {
 }
 
 func TestLegacySSEWire(t *testing.T) {
+	t.Parallel()
 	base, started, cancelled := legacyGateway(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -440,6 +445,7 @@ func TestLegacySSEWire(t *testing.T) {
 // Shutdown lets a legacy session's call in flight finish and be answered on
 // its stream, then ends the stream instead of waiting out the drain timeout.
 func TestLegacySSEDrain(t *testing.T) {
+	t.Parallel()
 	alpha := httpUpstream(t, "alpha", 2)
 	gw, base := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha:\n    url: %s\n", alpha))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -84,6 +84,7 @@ func scriptedHTTP(t *testing.T, dir string) string {
 // structuredContent, odd number spellings, escapes) reaches the client byte
 // for byte, apart from the rewritten name or URI.
 func TestLosslessPassThrough(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.Abs("testdata/lossless")
 	if err != nil {
 		t.Fatal(err)

@@ -62,6 +62,7 @@ func countingUpstream(t *testing.T, srv *mcp.Server) (url string, calls func(too
 // lists and get different outcomes for the same call; the upstream's own
 // counter proves the denied call never reached it.
 func TestTwoPrincipalsOneRoute(t *testing.T) {
+	t.Parallel()
 	url, calls := countingUpstream(t, testServer("alpha", 0))
 	_, base := startGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -104,6 +105,7 @@ policy:
 // says so with list_changed) has that tool hidden and its calls refused in
 // enforce mode, until a new lock approves it and the gateway reloads.
 func TestPinningRugPull(t *testing.T) {
+	t.Parallel()
 	srv := testServer("alpha", 0)
 	url, calls := countingUpstream(t, srv)
 	type echoIn struct {
@@ -188,6 +190,7 @@ func TestPinningRugPull(t *testing.T) {
 // claims (principal.claims), so the policy can say what groups and scopes
 // cannot.
 func TestPolicyConditionOnClaims(t *testing.T) {
+	t.Parallel()
 	issuer := authtest.NewIssuer(t)
 	alpha := httpUpstream(t, "alpha", 0)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -41,6 +41,7 @@ func toolNames(t *testing.T, c *rawClient) []string {
 // tool answers like an unknown one and never reaches the upstream, deny
 // wins over allow, and a rate limit answers with a retry hint.
 func TestPolicyOnTheRequestPath(t *testing.T) {
+	t.Parallel()
 	alpha := httpUpstream(t, "alpha", 0)
 	_, base := startGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -105,6 +106,7 @@ policy:
 // TestPinningEnforced: with pinning in enforce mode, only tools whose
 // definition is in the lock are listed and callable.
 func TestPinningEnforced(t *testing.T) {
+	t.Parallel()
 	alpha := httpUpstream(t, "alpha", 0)
 	// Approve the upstream's own echo definition, exactly as it lists it.
 	_, probe := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\nroutes:\n  - {path: /mcp, prefix: false}\n", alpha))
@@ -156,6 +158,7 @@ policy:
 // refuses some calls of a tool the principal may see and use otherwise,
 // and the tool stays listed.
 func TestPolicyConditionOnArguments(t *testing.T) {
+	t.Parallel()
 	alpha := httpUpstream(t, "alpha", 0)
 	_, base := startGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0

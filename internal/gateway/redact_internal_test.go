@@ -21,6 +21,7 @@ func (s *sink) Sync() error { return nil }
 // Every kind of field that can carry text is scrubbed, in messages, With
 // fields and line fields; other lines pass untouched.
 func TestRedactSecretsFields(t *testing.T) {
+	t.Parallel()
 	var out sink
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	base := zap.New(zapcore.NewCore(enc, &out, zapcore.DebugLevel))

@@ -35,6 +35,7 @@ func echoHeaders(t *testing.T) string {
 // OAuth client secrets and API keys never reach the log, even when a child
 // prints its token on stderr or an upstream echoes credentials back.
 func TestSecretsNeverLogged(t *testing.T) {
+	t.Parallel()
 	secrets := map[string]string{
 		"HEADER_TOKEN":  "hdr-secret-4f9a2c7e1b",
 		"HEADER_KEY":    "hdr-key-secret-7a1c3e5b",

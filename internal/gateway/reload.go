@@ -147,7 +147,10 @@ func restartOnly(old, next *config.Config) error {
 	if adminListen(old) != adminListen(next) {
 		keys = append(keys, fmt.Sprintf("admin.listen (%q -> %q)", adminListen(old), adminListen(next)))
 	}
-	was, now := sessions(old), sessions(next)
+	if old.ReadHeaderTimeout != next.ReadHeaderTimeout {
+		keys = append(keys, fmt.Sprintf("read_header_timeout (%s -> %s)", old.ReadHeaderTimeout.D(), next.ReadHeaderTimeout.D()))
+	}
+	was, now := sessionsSection(old), sessionsSection(next)
 	if was.KeyFile != now.KeyFile {
 		keys = append(keys, "sessions.key_file")
 	}
@@ -156,6 +159,12 @@ func restartOnly(old, next *config.Config) error {
 	}
 	if was.IdleTimeout != now.IdleTimeout {
 		keys = append(keys, "sessions.idle_timeout")
+	}
+	if old.ReplayLimits() != next.ReplayLimits() {
+		keys = append(keys, "sessions.replay")
+	}
+	if was.MaxTasks != now.MaxTasks {
+		keys = append(keys, "sessions.max_tasks")
 	}
 	if !reflect.DeepEqual(was.Redis, now.Redis) {
 		keys = append(keys, "sessions.redis")
@@ -182,7 +191,7 @@ func adminListen(c *config.Config) string {
 	return c.Admin.Listen
 }
 
-func sessions(c *config.Config) config.Sessions {
+func sessionsSection(c *config.Config) config.Sessions {
 	if c.Sessions == nil {
 		return config.Sessions{}
 	}

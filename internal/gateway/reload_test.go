@@ -158,6 +158,7 @@ func drainSignals(ch chan struct{}) {
 // with tools/list_changed, and the unchanged upstream is the same object on
 // the same upstream connection (no reconnect).
 func TestReloadAddsUpstream(t *testing.T) {
+	t.Parallel()
 	alphaURL, alphaSrv := sdkUpstream(t, "alpha")
 	betaURL, _ := sdkUpstream(t, "beta")
 	gw, base, reg := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))
@@ -200,6 +201,7 @@ func TestReloadAddsUpstream(t *testing.T) {
 // flight: the call completes, then the upstream stops, and calls to its
 // tools are unknown.
 func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
+	t.Parallel()
 	alphaURL, _ := sdkUpstream(t, "alpha")
 	betaURL, _ := sdkUpstream(t, "beta")
 	gw, base, _ := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q}\n", alphaURL, betaURL))
@@ -269,6 +271,7 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 // (c) A reload that cannot be built changes nothing: the error is returned,
 // counted, and tools, policy and upstreams stay as they were.
 func TestReloadInvalidChangesNothing(t *testing.T) {
+	t.Parallel()
 	alphaURL, _ := sdkUpstream(t, "alpha")
 	betaURL, _ := sdkUpstream(t, "beta")
 	good := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\npolicy:\n  default: allow\n  rules:\n    - deny: [alpha__t00]\n", alphaURL)
@@ -317,6 +320,7 @@ func TestReloadInvalidChangesNothing(t *testing.T) {
 // (d) A policy change applies to the next call of an existing session,
 // which is told its lists changed, without reconnecting.
 func TestReloadPolicyNextCall(t *testing.T) {
+	t.Parallel()
 	alphaURL, _ := sdkUpstream(t, "alpha")
 	gw, base, _ := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))
 	cs, changed := listChanges(t, base+"/mcp")
@@ -353,6 +357,7 @@ func TestReloadPolicyNextCall(t *testing.T) {
 // while the upstream set and the policy change 20 times (a broken config
 // among them); not one fails.
 func TestReloadUnderLoad(t *testing.T) {
+	t.Parallel()
 	alphaURL, alphaSrv := sdkUpstream(t, "alpha")
 	betaURL, _ := sdkUpstream(t, "beta")
 	gammaURL, _ := sdkUpstream(t, "gamma")

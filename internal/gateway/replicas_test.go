@@ -23,6 +23,7 @@ import (
 // AEAD token carrying what the session needs), still bound to its
 // principal; a tampered id, another route or another principal is 404.
 func TestSessionServedByAnotherReplica(t *testing.T) {
+	t.Parallel()
 	alpha := httpUpstream(t, "alpha", 0)
 	keys := filepath.Join(t.TempDir(), "session-keys")
 	// Two keys: the first seals, either opens (rotation).
@@ -84,6 +85,7 @@ sessions: {key_file: %q}
 // forwards it once to the holder, and the call completes; the retry stays
 // bound to its principal, and a request already forwarded is not passed on.
 func TestBridgedRetryForwardedToItsReplica(t *testing.T) {
+	t.Parallel()
 	srv := matrixServer(false) // legacy: sampling bridged to input_required
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)

@@ -12,6 +12,7 @@ import (
 // flight (on a shared stdio upstream it would be refused as ambiguous), and
 // a session's child is stopped when the session ends.
 func TestStatefulStdioUpstream(t *testing.T) {
+	t.Parallel()
 	up := fidStdioUpstream(t, "pipe", "stateful: true")
 	gw, base := fidGatewayGW(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

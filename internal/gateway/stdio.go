@@ -57,6 +57,7 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 	h := host.New(cfg, wire.hostOptions(host.Options{
 		Logger:     opts.Logger.Named("host"),
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+		MaxTasks:   sessionsSection(cfg).MaxTasks,
 	}))
 	rt := router.New(cfg, h, router.Options{
 		Logger:     opts.Logger.Named("router"),

@@ -82,6 +82,7 @@ routes:
 // gateway.ServeStdio: lists, calls, progress, sampling, concurrency, and a
 // clean return when the client closes stdin.
 func TestStdioSDKClient(t *testing.T) {
+	t.Parallel()
 	in, out, done := stdioGateway(t, stdioYAML(t), "")
 	var mu sync.Mutex
 	var progress []string
@@ -100,7 +101,9 @@ func TestStdioSDKClient(t *testing.T) {
 	defer cancel()
 	// The SDK closes its reader on Close; keep the pipe open so that
 	// ServeStdio's result reflects stdin's EOF alone.
-	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(out), Writer: in}, nil)
+	// A session (initialize): the SDK's default would discover 2026-07-28
+	// now, which TestStdio2026SDKClient covers.
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(out), Writer: in}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +244,7 @@ func (s *stdioRaw) next() (*jsonrpc.Message, []byte) {
 }
 
 func TestStdioWire(t *testing.T) {
+	t.Parallel()
 	yaml := fmt.Sprintf("max_body_bytes: 4096\nupstreams:\n  pp:\n    url: %s\n", prettyUpstream(t))
 	in, out, done := stdioGateway(t, yaml, "")
 	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
@@ -258,15 +262,15 @@ func TestStdioWire(t *testing.T) {
 	if m, _ := s.next(); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(m.Error.Message, "max_body_bytes") {
 		t.Errorf("oversized line: %+v", m)
 	}
-	// Requests wait for initialize; server/discover gets the error that
-	// sends 2026-07-28 clients back to initialize.
+	// Requests wait for initialize; server/discover is a 2026-07-28
+	// request, which must carry its _meta (stdio2026_test.go has the rest).
 	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	if m, _ := s.next(); m.Error == nil || string(m.ID) != "1" {
 		t.Errorf("tools/list before initialize: %+v", m)
 	}
 	s.send(`{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}}`)
-	if m, _ := s.next(); m.Error == nil || m.Error.Code != jsonrpc.CodeMethodNotFound {
-		t.Errorf("server/discover: %+v", m)
+	if m, _ := s.next(); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "_meta") {
+		t.Errorf("server/discover without _meta: %+v", m)
 	}
 	s.send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -304,6 +308,7 @@ func TestStdioWire(t *testing.T) {
 // returns; a server→client request the client can no longer answer fails
 // at once instead of holding its call.
 func TestStdioEOFAnswersInFlight(t *testing.T) {
+	t.Parallel()
 	in, out, done := stdioGateway(t, stdioYAML(t), "")
 	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
 	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"raw","version":"0"}}}`)
@@ -341,6 +346,7 @@ func TestStdioEOFAnswersInFlight(t *testing.T) {
 }
 
 func TestStdioRouteFlag(t *testing.T) {
+	t.Parallel()
 	in, out, _ := stdioGateway(t, stdioYAML(t), "/mcp/alpha")
 	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
 	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
@@ -364,6 +370,7 @@ func TestStdioRouteFlag(t *testing.T) {
 // SDK's CommandTransport, as an MCP host launches stdio servers. Closing
 // the session closes the child's stdin, and the child must exit on its own.
 func TestStdioCommand(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the mcpgw binary")
 	}
@@ -383,10 +390,16 @@ func TestStdioCommand(t *testing.T) {
 	cmd.Stderr = &stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, nil)
+	// The SDK's default revision is 2026-07-28: it discovers, and with a
+	// list-change handler it keeps a subscriptions/listen stream open,
+	// which its Close cancels.
+	c := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {}})
 	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)
 	if err != nil {
 		t.Fatalf("connect: %v\nstderr: %s", err, stderr.String())
+	}
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("negotiated %q with mcpgw stdio, want 2026-07-28", v)
 	}
 	var names []string
 	for tool, err := range cs.Tools(ctx, nil) {

@@ -2,14 +2,18 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
 // TestSubscribeThroughModernUpstream: an upstream spoken to in 2026-07-28
@@ -17,6 +21,7 @@ import (
 // a resourceSubscriptions entry of the gateway's subscriptions/listen
 // stream, and its updates reach the subscribed session only.
 func TestSubscribeThroughModernUpstream(t *testing.T) {
+	t.Parallel()
 	rec := newFidMemLog()
 	srv := fidelityServer("up", rec, nil, true)
 	// The SDK speaks 2026-07-28 over HTTP only when stateless.
@@ -45,16 +50,16 @@ func TestSubscribeThroughModernUpstream(t *testing.T) {
 	b := fidConnect(t, base+"/mcp", watcher(inB))
 	inboxes := map[string]*fidInbox{"A": inA, "B": inB}
 
-	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "up+mem://watched"}); err != nil {
+	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 		t.Fatalf("A subscribe: %v", err)
 	}
 	if !slices.Contains(rec.all(), "subscribe mem://watched") {
 		t.Errorf("the upstream saw %q, want a subscription to mem://watched", rec.all())
 	}
 	fidExpect(ctx, t, "B", b, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-	fidSettle(t, inboxes, map[string][]string{"A": {"up+mem://watched"}})
+	fidSettle(t, inboxes, map[string][]string{"A": {"mem://watched"}})
 
-	if err := a.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "up+mem://watched"}); err != nil {
+	if err := a.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 		t.Fatalf("A unsubscribe: %v", err)
 	}
 	// The last subscriber gone, the upstream stops watching too.
@@ -66,5 +71,55 @@ func TestSubscribeThroughModernUpstream(t *testing.T) {
 		}
 	}
 	fidExpect(ctx, t, "B", b, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-	fidSettle(t, inboxes, map[string][]string{"A": {"up+mem://watched"}})
+	fidSettle(t, inboxes, map[string][]string{"A": {"mem://watched"}})
+}
+
+// TestListenSubscriptionsObeyPolicy: the resources a subscriptions/listen
+// stream names are subscribed like resources/subscribe, through the access
+// policy: one the caller may not see is left out of the acknowledgement and
+// never subscribed upstream.
+func TestListenSubscriptionsObeyPolicy(t *testing.T) {
+	t.Parallel()
+	up := fidHTTPUpstream(t, "up", 0)
+	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry+`policy:
+  default: allow
+  rules:
+    - match: {routes: [/mcp]}
+      allow: ["up__*", "resource:*"]
+      deny: ["resource:up+mem://watched"]
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := `{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["up+mem://watched"]},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
+	req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"subscriptions/listen"}}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ev, err := sse.NewReader(resp.Body, 1<<20).Next()
+	if err != nil {
+		t.Fatalf("no acknowledgement: %v", err)
+	}
+	var ack struct {
+		Method string `json:"method"`
+		Params struct {
+			Notifications struct {
+				ToolsListChanged      bool     `json:"toolsListChanged"`
+				ResourceSubscriptions []string `json:"resourceSubscriptions"`
+			} `json:"notifications"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(ev.Data, &ack); err != nil || ack.Method != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first event %s: %v", ev.Data, err)
+	}
+	if !ack.Params.Notifications.ToolsListChanged || len(ack.Params.Notifications.ResourceSubscriptions) != 0 {
+		t.Errorf("acknowledged %+v, want tools list changes and no denied resource", ack.Params.Notifications)
+	}
+	if got := up.log.all(); slices.Contains(got, "subscribe mem://watched") {
+		t.Errorf("the upstream saw %q: a denied resource was subscribed", got)
+	}
 }

@@ -18,6 +18,7 @@ import (
 // way to a stdio server), for JSON and streamed calls; a caller's own
 // _meta.traceparent is left as it is.
 func TestTraceContextPropagates(t *testing.T) {
+	t.Parallel()
 	srv := testServer("alpha", 0)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	type seen struct{ header, meta string }

@@ -191,12 +191,14 @@ func oauthGateway(t *testing.T, yaml string) (*gateway.Gateway, string, *syncBuf
 }
 
 func TestUpstreamOAuthClientCredentials(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		sse       bool
 		transport string
 	}{{"streamable", false, ""}, {"legacy sse", true, "\n    transport: sse"}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each waits out a token's life: not one after the other
 			tokens := newTokenEndpoint(t, 4*time.Second)
 			up := newBearerUpstream(t, "oa", tokens, tc.sse)
 			secretFile := filepath.Join(t.TempDir(), "secret")
@@ -277,6 +279,7 @@ upstreams:
 }
 
 func TestUpstreamOAuthTokenEndpointDown(t *testing.T) {
+	t.Parallel()
 	tokens := newTokenEndpoint(t, time.Hour)
 	tokens.down.Store(true)
 	up := newBearerUpstream(t, "oa", tokens, false)

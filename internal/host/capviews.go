@@ -48,11 +48,13 @@ func WithCallerCapabilities(ctx context.Context, caps json.RawMessage) context.C
 }
 
 // callOnly keeps the caller's capabilities only for the methods a view
-// serves: calls. Subscriptions and settings stay on the shared connection,
-// where their undoing goes too.
+// serves: calls, and the tasks methods, which must reach the connection
+// that created their task. Subscriptions and settings stay on the shared
+// connection, where their undoing goes too.
 func callOnly(ctx context.Context, method string) context.Context {
 	switch method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete:
+	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
+		mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksCancel, mcp.MethodTasksList:
 		return ctx
 	}
 	if ctx.Value(callerCapsKey{}) == nil {

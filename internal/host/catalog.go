@@ -2,28 +2,40 @@ package host
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
-// URISeparator joins an upstream name to a resource URI on prefixed routes:
-// upstream "docs" exposing "file:///a.md" is seen as "docs+file:///a.md".
-// The result is still an RFC 3986 URI (the scheme "docs+file" is legal when
-// the upstream name uses letters, digits, '-' and '.'), the original URI is
-// recovered by cutting at the first '+', and two upstreams exposing the same
-// URI get two distinct names.
+// The catalog: what one route shows of its upstreams, and where a request
+// on it goes. Names on a prefixed route (docs/protocol.md, "Naming"):
+//
+//   - tools and prompts are "<upstream><separator><name>"; a bare name (the
+//     upstream's own) also resolves while exactly one upstream on the route
+//     has it (routes[].bare_names);
+//   - resource URIs and templates are the upstream's own while they are
+//     unique on the route, and otherwise in the explicit form that names
+//     the upstream in the query (naming.go);
+//   - policy judges the canonical name: "<upstream><separator><name>", and
+//     "<upstream>+<uri>" for resources (Canonical), whatever form was sent.
+
+// URISeparator joins an upstream name and a resource URI in the canonical
+// name policy rules match ("fs+file:///a.md"). The route also accepts it
+// for reading (it is the form earlier versions showed), but never hands it
+// out: it changes the URI's scheme.
 const URISeparator = "+"
 
 // ListKind describes one of the four merged list methods.
@@ -31,7 +43,7 @@ type ListKind struct {
 	Method     string // e.g. tools/list
 	Key        string // the result's array key, e.g. "tools"
 	Field      string // the item's identifying field, e.g. "name"
-	URI        bool   // Field holds a URI (template), rewritten with URISeparator
+	URI        bool   // Field holds a URI (template)
 	Capability string // the upstream capability that offers the list
 }
 
@@ -48,23 +60,48 @@ var (
 //
 // A View is a snapshot of the host's upstream set when it was made: after a
 // reload the router makes new views, and calls already under way on an old
-// one finish on the upstreams they started on.
+// one finish on the upstreams they started on. What the upstreams list is
+// not part of the snapshot: names resolve against their current catalogs.
 type View struct {
 	h        *Host
 	ups      map[string]*Upstream
 	names    []string // sorted
 	sep      string
 	prefixed bool
+	pageSize int  // items per downstream list page
+	bare     bool // bare (unprefixed) names resolve when unambiguous
+	// routes[].tools: the discovery mode (toolindex.go)
+	toolsMode      string
+	toolsThreshold int
+	toolsAlways    []string
 }
 
 // View returns the catalog over the named upstreams (all when names is
-// empty) of the current upstream set.
+// empty) of the current upstream set, with the default page size and bare
+// names on.
 func (h *Host) View(names []string, prefixed bool) *View {
+	return h.view(names, prefixed, 0, true)
+}
+
+// RouteView returns the catalog route r exposes.
+func (h *Host) RouteView(r *config.Route) *View {
+	v := h.view(r.Upstreams, r.Prefixed(), r.PageSize, r.BareNamesEnabled())
+	v.toolsMode, v.toolsThreshold = r.ToolsMode(), r.ToolsThreshold()
+	if r.Tools != nil {
+		v.toolsAlways = slices.Clone(r.Tools.Always)
+	}
+	return v
+}
+
+func (h *Host) view(names []string, prefixed bool, pageSize int, bare bool) *View {
 	set := h.current()
 	if len(names) == 0 {
 		names = set.names
 	}
-	v := &View{h: h, ups: map[string]*Upstream{}, sep: set.sep, prefixed: prefixed}
+	if pageSize <= 0 {
+		pageSize = config.DefaultPageSize
+	}
+	v := &View{h: h, ups: map[string]*Upstream{}, sep: set.sep, prefixed: prefixed, pageSize: pageSize, bare: bare, toolsMode: config.ToolsAll}
 	for _, n := range names {
 		if u := set.byName[n]; u != nil && v.ups[n] == nil {
 			v.ups[n] = u
@@ -81,235 +118,357 @@ func (v *View) Upstreams() []string { return slices.Clone(v.names) }
 // Prefixed reports whether names carry the upstream prefix.
 func (v *View) Prefixed() bool { return v.prefixed }
 
-// cursor is the composite pagination cursor: which upstream to continue
-// with and that upstream's own cursor. It is opaque to clients.
-type cursor struct {
-	Kind     string `json:"k"`
-	Upstream string `json:"u"`
-	Cursor   string `json:"c,omitempty"`
+// Visible tells name resolution which candidates the caller may see, by
+// canonical name; nil sees everything. A bare name or shared URI resolves
+// when exactly one visible upstream has it, so a candidate the caller may
+// not see neither makes its name ambiguous nor appears in the error.
+type Visible func(kind mcp.Kind, canonical string) bool
+
+// resolution is where a routed name or URI goes: the upstream and the
+// upstream's own name for it.
+type resolution struct {
+	upstream, internal string
+	template           bool // a listed URI template (a completion's ref), named as one
 }
 
-func encodeCursor(c cursor) string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(kind ListKind, s string) (cursor, error) {
-	var c cursor
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || json.Unmarshal(b, &c) != nil || c.Kind != kind.Key || c.Upstream == "" {
-		return c, errors.New("invalid cursor: pass back the nextCursor of the previous page unchanged")
-	}
-	return c, nil
-}
-
-// List answers one page of a merged list. Upstreams are visited in name
-// order, one upstream page per downstream page, so that every upstream's own
-// pagination is respected; an upstream that is down or offers no such list
-// is skipped (its items are absent until it returns).
-func (v *View) List(ctx context.Context, kind ListKind, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	start, upCursor := 0, ""
-	if len(params) == 0 || string(params) == "null" {
-		params = json.RawMessage(`{}`)
-	}
-	if s, ok := rawjson.GetString(params, "cursor"); ok {
-		c, err := decodeCursor(kind, s)
-		if err != nil {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err)
-		}
-		start = slices.Index(v.names, c.Upstream)
-		if start < 0 {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "invalid cursor: upstream %q is no longer on this route; start the list again without a cursor", c.Upstream)
-		}
-		upCursor = c.Cursor
-	}
-	for i := start; i < len(v.names); i, upCursor = i+1, "" {
-		name := v.names[i]
-		res, next, ok := v.listOne(ctx, kind, name, params, upCursor)
-		if !ok {
-			continue
-		}
-		var nextCursor string
-		switch {
-		case next != "":
-			nextCursor = encodeCursor(cursor{Kind: kind.Key, Upstream: name, Cursor: next})
-		default:
-			if j := v.nextOffering(kind, i+1); j >= 0 {
-				nextCursor = encodeCursor(cursor{Kind: kind.Key, Upstream: v.names[j]})
-			}
-		}
-		if next == "" && nextCursor != "" && isEmptyArray(res, kind.Key) {
-			continue // skip an empty upstream rather than return an empty page
-		}
-		out, err := finishPage(res, nextCursor)
-		if err != nil {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "upstream %q: %v", name, err)
-		}
-		return out, nil
-	}
-	return json.RawMessage(`{"` + kind.Key + `":[]}`), nil
-}
-
-// nextOffering returns the index of the first upstream from i on that is
-// connected and offers kind, or -1.
-func (v *View) nextOffering(kind ListKind, i int) int {
-	for ; i < len(v.names); i++ {
-		u := v.ups[v.names[i]]
-		u.mu.Lock()
-		c, starting := u.client, u.state == StateStarting
-		u.mu.Unlock()
-		// An upstream still making its first connection may offer the list:
-		// the next page waits for it rather than end the list early.
-		if starting || (c != nil && c.HasCapability(kind.Capability)) {
-			return i
-		}
-	}
-	return -1
-}
-
-// listOne fetches one page from one upstream and rewrites its items. It
-// returns the result object, the upstream's nextCursor and whether the
-// upstream contributed (false when it is down, offers no such list or failed).
-func (v *View) listOne(ctx context.Context, kind ListKind, name string, params json.RawMessage, upCursor string) (json.RawMessage, string, bool) {
-	u := v.ups[name]
-	c, err := u.listClient(ctx)
-	if err != nil {
-		u.log.Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))
-		return nil, "", false
-	}
-	if !c.HasCapability(kind.Capability) {
-		return nil, "", false
-	}
-	p, err := rawjson.Delete(params, "cursor")
-	if err == nil && upCursor != "" {
-		p, err = rawjson.SetString(p, "cursor", upCursor)
-	}
-	if err != nil {
-		return nil, "", false
-	}
-	resp, err := c.Call(ctx, kind.Method, p, client.CallOptions{})
-	if err != nil {
-		u.log.Warn(kind.Method+" failed; its items are left out of this page", zap.Error(err))
-		return nil, "", false
-	}
-	if resp.Error != nil {
-		u.log.Warn(kind.Method+" answered an error; its items are left out of this page",
-			zap.Int("code", resp.Error.Code), zap.String("message", resp.Error.Message))
-		return nil, "", false
-	}
-	next, _ := rawjson.GetString(resp.Result, "nextCursor")
-	res := resp.Result
-	if kind.Key == Tools.Key && !u.cfg.Stateful {
-		// What clients are shown is what calls are checked against.
-		u.schemas.observe(res)
-	}
-	if v.prefixed {
-		res, err = v.rewriteItems(kind, name, res)
-		if err != nil {
-			u.log.Warn(kind.Method+" result unreadable; its items are left out", zap.Error(err))
-			return nil, "", false
-		}
-	}
-	return res, next, true
-}
-
-// rewriteItems prefixes each item's identifying field, leaving every other
-// byte of the item as the upstream sent it.
-func (v *View) rewriteItems(kind ListKind, upstream string, res json.RawMessage) (json.RawMessage, error) {
-	arr, ok := rawjson.Get(res, kind.Key)
-	if !ok {
-		return res, nil
-	}
-	items, err := rawjson.Elements(arr)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", kind.Key, err)
-	}
-	out := make([][]byte, 0, len(items))
-	for _, it := range items {
-		id, ok := rawjson.GetString(it, kind.Field)
-		if !ok {
-			return nil, fmt.Errorf("%s item without a string %q", kind.Key, kind.Field)
-		}
-		nit, err := rawjson.SetString(it, kind.Field, v.external(kind.URI, upstream, id))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, nit)
-	}
-	return rawjson.Set(res, kind.Key, rawjson.AppendArray(nil, out))
-}
-
-func isEmptyArray(obj json.RawMessage, key string) bool {
-	arr, ok := rawjson.Get(obj, key)
-	if !ok {
-		return true
-	}
-	items, err := rawjson.Elements(arr)
-	return err == nil && len(items) == 0
-}
-
-func finishPage(res json.RawMessage, nextCursor string) (json.RawMessage, error) {
-	if nextCursor != "" {
-		return rawjson.SetString(res, "nextCursor", nextCursor)
-	}
-	return rawjson.Delete(res, "nextCursor")
-}
-
-// External returns the downstream-facing name or URI for an upstream's one.
-func (v *View) External(uri bool, upstream, id string) string { return v.external(uri, upstream, id) }
-
-// external returns the downstream-facing name or URI for an upstream's one.
-func (v *View) external(uri bool, upstream, id string) string {
-	if !v.prefixed {
-		return id
-	}
-	if uri {
-		return upstream + URISeparator + id
-	}
-	return upstream + v.sep + id
-}
+// resolveWait bounds what Resolve waits for an upstream's listing.
+const resolveWait = 5 * time.Second
 
 // Resolve maps a downstream tool/prompt name (or, with uri, a resource URI)
-// to its upstream and the upstream's own name for it.
+// to its upstream and the upstream's own name for it; false when nothing
+// on the route has it or it is ambiguous. It may list an upstream it has
+// not indexed yet, for at most resolveWait.
 func (v *View) Resolve(uri bool, external string) (upstream, internal string, ok bool) {
+	kind := mcp.KindTool
+	if uri {
+		kind = mcp.KindResource
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resolveWait)
+	defer cancel()
+	r, ok, _ := v.resolve(ctx, kind, external, true, nil)
+	return r.upstream, r.internal, ok
+}
+
+// Canonical returns the name policy judges for a request naming name: the
+// prefixed name of a tool or prompt (also for a bare one), "<upstream>+<uri>"
+// for a resource or template in any of its forms; on an unprefixed route
+// the name itself. It fails, naming the candidates, for an ambiguous bare
+// name or URI, and for a name nothing on the route has.
+func (v *View) Canonical(ctx context.Context, kind mcp.Kind, name string) (string, error) {
+	if kind == mcp.KindTask {
+		return name, nil // a sealed token, opened by forwardTask (tasks.go)
+	}
+	r, ok, jerr := v.resolve(ctx, kind, name, true, nil)
+	if jerr != nil {
+		return name, jerr
+	}
+	if !ok {
+		return name, v.unknown(kind, name)
+	}
+	return v.canonical(kind, r), nil
+}
+
+// Pin resolves the target of a routed request once, among what visible
+// lets the caller see, and returns params with the target in its explicit
+// form (the prefixed name; the explicit URI), so that everything after —
+// policy, audit, the upstream — reads the same resolution however the
+// catalogs change meanwhile. An ambiguous target is an error naming the
+// candidates, and a target nothing (visible) has is refused as unknown, so
+// that nothing is left for a later step to resolve differently.
+func (v *View) Pin(ctx context.Context, method string, params json.RawMessage, visible Visible) (json.RawMessage, *jsonrpc.Error) {
+	t, ok := mcp.TargetOf(method, params)
+	if !ok || !v.prefixed || t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
+		return params, nil
+	}
+	s, err := rawjson.GetPath(params, t.Path)
+	if err != nil {
+		return params, nil
+	}
+	r, ok, jerr := v.resolve(ctx, t.Kind, s, true, visible)
+	if jerr != nil {
+		return nil, jerr
+	}
+	if !ok {
+		return nil, v.unknown(t.Kind, s)
+	}
+	e := v.explicit(t.Kind, r)
+	if e == s {
+		return params, nil
+	}
+	if p, err := rawjson.SetPath(params, t.Path, e); err == nil {
+		return p, nil
+	}
+	return params, nil
+}
+
+// External returns the downstream-facing name or URI for an upstream's
+// one. It lists nothing (it serves the upstream's own notifications): a
+// URI is named by what the catalog already knows.
+func (v *View) External(uri bool, upstream, id string) string {
+	if uri {
+		return v.displayURI(context.Background(), upstream, id, false)
+	}
+	return v.displayName(upstream, id)
+}
+
+func (v *View) displayName(upstream, name string) string {
+	if !v.prefixed {
+		return name
+	}
+	return upstream + v.sep + name
+}
+
+// displayURI names an upstream's URI on the route: as it is when reading
+// it back reaches that upstream, else in its explicit form.
+func (v *View) displayURI(ctx context.Context, upstream, uri string, fetch bool) string {
+	if !v.prefixed {
+		return uri
+	}
+	if r, ok, _ := v.resolveURI(ctx, uri, fetch, nil); ok && r.upstream == upstream && r.internal == uri {
+		return uri
+	}
+	return explicitURI(upstream, uri)
+}
+
+// displayTemplate names an upstream's URI template on the route.
+func (v *View) displayTemplate(ctx context.Context, upstream, tpl string, fetch bool) string {
+	if !v.prefixed {
+		return tpl
+	}
+	if r, ok, _ := v.resolveURI(ctx, tpl, fetch, nil); ok && r.upstream == upstream && r.internal == tpl {
+		return tpl
+	}
+	return explicitTemplate(upstream, tpl)
+}
+
+// canonical is the policy's name for a resolution.
+func (v *View) canonical(kind mcp.Kind, r resolution) string {
+	switch {
+	case !v.prefixed:
+		return r.internal
+	case kind == mcp.KindResource:
+		return r.upstream + URISeparator + r.internal
+	}
+	return r.upstream + v.sep + r.internal
+}
+
+// explicit is the form of a resolution that names its upstream.
+func (v *View) explicit(kind mcp.Kind, r resolution) string {
+	switch {
+	case !v.prefixed:
+		return r.internal
+	case kind != mcp.KindResource:
+		return r.upstream + v.sep + r.internal
+	case r.template:
+		return explicitTemplate(r.upstream, r.internal)
+	}
+	return explicitURI(r.upstream, r.internal)
+}
+
+// resolve finds where a name (or URI) goes. It reports false with no error
+// when nothing on the route has it, and an error when several visible
+// upstreams do. With fetch it may list upstreams whose catalogs it has not
+// indexed yet.
+func (v *View) resolve(ctx context.Context, kind mcp.Kind, s string, fetch bool, visible Visible) (resolution, bool, *jsonrpc.Error) {
+	if kind == mcp.KindResource {
+		return v.resolveURI(ctx, s, fetch, visible)
+	}
+	return v.resolveName(ctx, kind, s, fetch, visible)
+}
+
+func (v *View) resolveName(ctx context.Context, kind mcp.Kind, s string, fetch bool, visible Visible) (resolution, bool, *jsonrpc.Error) {
 	if !v.prefixed {
 		if len(v.names) != 1 {
-			return "", "", false
+			return resolution{}, false, nil
 		}
-		return v.names[0], external, true
+		return resolution{upstream: v.names[0], internal: s}, true, nil
 	}
-	sep := v.sep
-	if uri {
-		sep = URISeparator
+	// The prefixed name always means its upstream, whatever others list.
+	if up, rest, ok := strings.Cut(s, v.sep); ok && rest != "" && v.ups[up] != nil {
+		return resolution{upstream: up, internal: s[len(up)+len(v.sep):]}, true, nil
 	}
-	up, rest, found := strings.Cut(external, sep)
-	if !found || rest == "" {
-		return "", "", false
+	if !v.bare {
+		return resolution{}, false, nil
 	}
-	if _, ok := slices.BinarySearch(v.names, up); !ok {
-		return "", "", false
+	has := make([]bool, len(v.names))
+	if kind == mcp.KindTool {
+		var walk []int
+		for i, name := range v.names {
+			u := v.ups[name]
+			has[i] = u.hasTool(ctx, s, false)
+			if fetch && !has[i] && !u.toolsIndexed() {
+				walk = append(walk, i)
+			}
+		}
+		concurrently(walk, func(i int) { has[i] = v.ups[v.names[i]].hasTool(ctx, s, true) })
+	} else {
+		for i, l := range v.listings(ctx, Prompts, fetch) {
+			has[i] = l != nil && l.set[s]
+		}
 	}
-	return up, rest, true
+	var owners []resolution
+	for i, name := range v.names {
+		if has[i] {
+			owners = append(owners, resolution{upstream: name, internal: s})
+		}
+	}
+	return v.pick(kind, s, owners, visible)
+}
+
+func (v *View) resolveURI(ctx context.Context, s string, fetch bool, visible Visible) (resolution, bool, *jsonrpc.Error) {
+	if !v.prefixed {
+		if len(v.names) != 1 {
+			return resolution{}, false, nil
+		}
+		return resolution{upstream: v.names[0], internal: s}, true, nil
+	}
+	// 1. The explicit form names its upstream, whatever others list.
+	if up, uri, ok := parseExplicit(s); ok && v.ups[up] != nil {
+		return resolution{upstream: up, internal: uri}, true, nil
+	}
+	res := v.listings(ctx, Resources, fetch)
+	tpl := v.listings(ctx, ResourceTemplates, fetch)
+	// 2. The explicit form of a listed template (where it is not an
+	// explicit URI: "{?q}" became "?mcpgw=up{&q}").
+	for i, name := range v.names {
+		if l := tpl[i]; l != nil {
+			if t, ok := l.explicit[s]; ok {
+				return resolution{upstream: name, internal: t, template: true}, true, nil
+			}
+		}
+	}
+	// 3. Listed as it is: unique, or ambiguous.
+	var owners []resolution
+	for i, name := range v.names {
+		switch {
+		case res[i] != nil && res[i].set[s]:
+			owners = append(owners, resolution{upstream: name, internal: s})
+		case tpl[i] != nil && tpl[i].set[s]:
+			owners = append(owners, resolution{upstream: name, internal: s, template: true})
+		}
+	}
+	if len(owners) > 0 {
+		return v.pick(mcp.KindResource, s, owners, visible)
+	}
+	// 4. The canonical form, <upstream>+<uri>.
+	if up, uri, ok := strings.Cut(s, URISeparator); ok && uri != "" && v.ups[up] != nil {
+		return resolution{upstream: up, internal: uri}, true, nil
+	}
+	// 5. An expansion of the templates of exactly one upstream.
+	for i, name := range v.names {
+		if tpl[i] != nil && tpl[i].matches(s) {
+			owners = append(owners, resolution{upstream: name, internal: s})
+		}
+	}
+	if len(owners) > 0 {
+		return v.pick(mcp.KindResource, s, owners, visible)
+	}
+	// 6. The one upstream on the route that has resources at all. One that
+	// is down or still starting counts by what it last declared (or as
+	// having resources, when it never got ready): the URI may be its, and
+	// guessing the one that happens to be up would send it elsewhere.
+	var only []resolution
+	for _, name := range v.names {
+		u := v.ups[name]
+		u.mu.Lock()
+		caps := u.caps
+		u.mu.Unlock()
+		if o := offer(caps); u.offers(Resources.Capability) || o.resources || o.subscribe {
+			only = append(only, resolution{upstream: name, internal: s})
+		}
+	}
+	if len(only) == 1 {
+		return v.pick(mcp.KindResource, s, only, visible)
+	}
+	return resolution{}, false, nil
+}
+
+// pick returns the one visible owner, or an error naming the visible ones.
+func (v *View) pick(kind mcp.Kind, s string, owners []resolution, visible Visible) (resolution, bool, *jsonrpc.Error) {
+	if visible != nil {
+		owners = slices.DeleteFunc(owners, func(r resolution) bool { return !visible(kind, v.canonical(kind, r)) })
+	}
+	switch len(owners) {
+	case 0:
+		return resolution{}, false, nil
+	case 1:
+		return owners[0], true, nil
+	}
+	names := make([]string, len(owners))
+	for i, r := range owners {
+		names[i] = v.explicit(kind, r)
+	}
+	data, _ := json.Marshal(map[string][]string{"candidates": names})
+	e := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Data: data}
+	if kind == mcp.KindResource {
+		e.Message = fmt.Sprintf("resource %q is served by %d upstreams on this route; name the one you mean by its explicit URI: %s", s, len(names), strings.Join(names, " or "))
+	} else {
+		e.Message = fmt.Sprintf("%s %q is offered by %d upstreams on this route; use its prefixed name: %s", kind, s, len(names), strings.Join(names, " or "))
+	}
+	return resolution{}, false, e
+}
+
+// listings returns each upstream's listing of kind, in v.names order
+// (nil where there is none). With fetch, the upstreams whose listing is
+// missing or stale are walked, concurrently.
+func (v *View) listings(ctx context.Context, kind ListKind, fetch bool) []*listing {
+	out := make([]*listing, len(v.names))
+	var walk []int
+	for i, name := range v.names {
+		l, fresh := v.ups[name].cachedListing(kind)
+		out[i] = l
+		if fetch && !fresh {
+			walk = append(walk, i)
+		}
+	}
+	concurrently(walk, func(i int) { out[i] = v.ups[v.names[i]].listing(ctx, kind, true) })
+	return out
+}
+
+// concurrently runs fn for each index at once and waits for them all
+// (one alone runs on the caller's goroutine).
+func concurrently(idx []int, fn func(i int)) {
+	if len(idx) == 1 {
+		fn(idx[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }
 
 // Forward routes a request to the upstream that owns the name or URI in its
 // params, translating the name back, and returns the upstream's response
-// with resource URIs translated forward. A gateway-side failure (unknown
-// name, upstream down, timeout) is returned as a *jsonrpc.Error that names
-// the upstream; the upstream's own errors come back inside the response.
+// with the URIs it hands out named for the route. A gateway-side failure
+// (unknown name, upstream down, timeout) is returned as a *jsonrpc.Error
+// that names the upstream; the upstream's own errors come back inside the
+// response.
 func (v *View) Forward(ctx context.Context, method string, params json.RawMessage, opts client.CallOptions) (*jsonrpc.Message, *jsonrpc.Error) {
 	t, ok := mcp.TargetOf(method, params)
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not routed by mcpgw", method)
 	}
+	if t.Kind == mcp.KindTask {
+		return v.forwardTask(ctx, method, params, opts) // tasks.go
+	}
 	external, err := rawjson.GetPath(params, t.Path)
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, t.Field())
 	}
-	upstream, internal, ok := v.Resolve(t.URI(), external)
-	if !ok {
-		return nil, v.unknown(t, external)
+	r, ok, jerr := v.resolve(ctx, t.Kind, external, true, nil)
+	if jerr != nil {
+		return nil, jerr
 	}
+	if !ok {
+		return nil, v.unknown(t.Kind, external)
+	}
+	upstream, internal := r.upstream, r.internal
 	if internal != external {
 		if params, err = rawjson.SetPath(params, t.Path, internal); err != nil {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %v", method, err)
@@ -317,14 +476,29 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	}
 	u := v.ups[upstream]
 	if !u.enter() {
+		if gone := callerGone(ctx, upstream); gone != nil {
+			return nil, gone
+		}
 		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q was replaced or removed by a config reload while this request was routed; retry it", upstream)}
 	}
 	defer u.exit()
 	c, cerr := u.ClientFor(callOnly(ctx, method), !opts.PassInputRequired)
 	if cerr != nil {
+		if gerr := connectError(ctx, upstream, cerr); gerr != nil { // errors.go
+			return nil, gerr
+		}
 		u.m.Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
+	}
+	if jerr := capabilityGap(upstream, method, c.InitializeResult().Capabilities); jerr != nil {
+		return nil, jerr // capabilities.go: the gap named, not the upstream's bare -32601
+	}
+	if method == mcp.MethodToolsCall && c.Modern() {
+		var jerr *jsonrpc.Error
+		if ctx, jerr = u.paramHeaders(ctx, internal, params); jerr != nil { // paramheaders.go
+			return nil, jerr
+		}
 	}
 	copts := u.callOptions(opts)
 	if caps, ok := ctx.Value(callerCapsKey{}).(json.RawMessage); ok && c.Modern() && !opts.PassInputRequired {
@@ -332,6 +506,11 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		// as its own initialize would have (roots as the gateway answers them).
 		copts.Capabilities = json.RawMessage(u.viewCapabilities(caps))
 	}
+	tc, terr := v.beginTaskCall(ctx, method, upstream, params, &copts) // tasks.go: the task a tools/call may create
+	if terr != nil {
+		return nil, terr
+	}
+	defer tc.end()
 	start := u.m.CallStarted()
 	resp, cerr := c.Call(ctx, method, params, copts)
 	if cerr == nil && c.Modern() && !opts.PassInputRequired {
@@ -339,22 +518,25 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	}
 	u.m.CallDone(method, start, callReason(resp, cerr))
 	if cerr != nil {
-		var te *client.TimeoutError
-		switch {
-		case errors.As(cerr, &te):
-			return nil, jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: %v", upstream, te)
-		case errors.Is(cerr, context.Canceled):
-			return nil, jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: request cancelled", upstream)
+		if gone := callerGone(ctx, upstream); gone != nil { // errors.go
+			return nil, gone
 		}
-		return nil, jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "upstream %q: %v", upstream, cerr)
+		return nil, callError(upstream, cerr)
 	}
-	if method == mcp.MethodResourcesRead && v.prefixed && resp.Error == nil {
-		if res, err := v.rewriteContents(upstream, resp.Result); err == nil {
-			resp.Result = res
+	tc.result(resp) // tasks.go: a created task's id, sealed for the caller
+	if !v.prefixed {
+		return resp, nil
+	}
+	if resp.Error != nil {
+		if t.URI() {
+			v.rewriteErrorURI(resp.Error, internal, v.displayURI(ctx, upstream, internal, true))
 		}
+		return resp, nil
 	}
-	if resp.Error != nil && t.URI() && internal != external {
-		v.rewriteErrorURI(resp.Error, internal, external)
+	if res, err := v.rewriteResult(ctx, method, upstream, resp.Result); err == nil {
+		resp.Result = res
+	} else {
+		u.log.Debug(method+" result not renamed for the route", zap.Error(err))
 	}
 	return resp, nil
 }
@@ -430,41 +612,26 @@ func (v *View) fulfil(ctx context.Context, c *client.Client, method string, para
 	}
 }
 
-func (v *View) unknown(t mcp.Target, external string) *jsonrpc.Error {
+func (v *View) unknown(kind mcp.Kind, external string) *jsonrpc.Error {
 	switch {
-	case t.URI() && v.prefixed:
-		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q; on this route resource URIs have the form <upstream>%s<uri> with upstream one of %v", external, URISeparator, v.names)
-	case t.URI():
+	case kind == mcp.KindResource && v.prefixed:
+		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q: no upstream on this route lists it or has a template it matches; read a URI that a list or a result showed, or name the upstream as in %q, with upstream one of %v", external, explicitURI("<upstream>", external), v.names)
+	case kind == mcp.KindResource:
 		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q", external)
+	case v.prefixed && v.bare:
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v (a bare name works while exactly one upstream has it)", kind, external, v.sep, v.names)
 	case v.prefixed:
-		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v", t.Kind, external, v.sep, v.names)
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v", kind, external, v.sep, v.names)
 	}
-	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", t.Kind, external)
-}
-
-// rewriteContents prefixes contents[].uri of a resources/read result.
-func (v *View) rewriteContents(upstream string, res json.RawMessage) (json.RawMessage, error) {
-	arr, ok := rawjson.Get(res, "contents")
-	if !ok {
-		return res, nil
-	}
-	items, err := rawjson.Elements(arr)
-	if err != nil {
-		return nil, err
-	}
-	for i, it := range items {
-		if uri, ok := rawjson.GetString(it, "uri"); ok {
-			if items[i], err = rawjson.SetString(it, "uri", v.external(true, upstream, uri)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return rawjson.Set(res, "contents", rawjson.AppendArray(nil, items))
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", kind, external)
 }
 
 // rewriteErrorURI names the resource of an upstream's error (resource not
-// found: data.uri, and the message) as the caller named it.
+// found: data.uri, and the message) as the route names it.
 func (v *View) rewriteErrorURI(e *jsonrpc.Error, internal, external string) {
+	if internal == external {
+		return
+	}
 	if uri, ok := rawjson.GetString(e.Data, "uri"); ok && uri == internal {
 		if d, err := rawjson.SetString(e.Data, "uri", external); err == nil {
 			e.Data = d

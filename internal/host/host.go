@@ -75,6 +75,16 @@ type Options struct {
 	BreakerCooldown  time.Duration
 	// Metrics records upstream state, restarts and calls (nil: none).
 	Metrics *metrics.Metrics
+	// Transport, when set, makes every connection to an upstream in place
+	// of its url or command (tests: an in-memory upstream).
+	Transport func(upstream string) (client.Transport, error)
+	// TaskKeys (the session key ring, sessions.key_file) seal the task ids
+	// handed to clients, so that every replica with the ring opens them
+	// (nil: a random key of this process). MaxTasks bounds the 2025-11-25
+	// tasks remembered for tasks/list (sessions.max_tasks; default
+	// DefaultMaxTasks). See tasks.go.
+	TaskKeys [][]byte
+	MaxTasks int
 }
 
 // Host owns one upstream client per configured upstream.
@@ -90,6 +100,8 @@ type Host struct {
 	started  bool
 	closed   bool
 	retiring map[*Upstream]bool // replaced or removed, finishing their calls
+
+	tasks *tasks // task ids handed out, and the 2025-11-25 tasks index (tasks.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -139,7 +151,8 @@ func New(cfg *config.Config, opts Options) *Host {
 		opts.BreakerCooldown = 5 * time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Host{log: opts.Logger, opts: opts, ctx: ctx, cancel: cancel, retiring: map[*Upstream]bool{}}
+	h := &Host{log: opts.Logger, opts: opts, ctx: ctx, cancel: cancel, retiring: map[*Upstream]bool{},
+		tasks: newTasks(opts.TaskKeys, opts.MaxTasks, opts.Metrics)}
 	set := &upstreamSet{byName: map[string]*Upstream{}, sep: separator(cfg)}
 	for name, ucfg := range cfg.Upstreams {
 		set.byName[name] = h.newUpstream(name, ucfg, set.sep)
@@ -321,6 +334,7 @@ type Upstream struct {
 	alt   *client.Client
 
 	schemas toolSchemas
+	lists   listCache // prompts, resources and templates it lists (index.go)
 
 	perSession perSession // stateful: true — one connection per downstream session
 	views      capViews   // exact_capabilities: true — one connection per client capability set
@@ -709,6 +723,9 @@ func (u *Upstream) callOptions(opts client.CallOptions) client.CallOptions {
 }
 
 func (u *Upstream) transport() (client.Transport, error) {
+	if mk := u.host.opts.Transport; mk != nil {
+		return mk(u.name)
+	}
 	switch {
 	case len(u.cfg.Command) > 0:
 		return client.NewStdio(client.StdioConfig{

@@ -4,18 +4,30 @@ package host
 // (config upstreams.NAME.oauth): the gateway's own token, never the
 // downstream caller's, sent as "Authorization: Bearer" on every request to
 // that upstream (POST, GET stream, DELETE, legacy SSE).
+//
+// With oauth.token_url the token is fetched before the first request. With
+// oauth.issuer or oauth.discover the gateway follows the MCP authorization
+// flow (oauthdiscovery.go): a request goes without a token until the
+// upstream answers 401, whose challenge and protected-resource metadata say
+// which resource and scopes to ask which authorization server for. In every
+// mode a 401 gets a new token and a 403 insufficient_scope naming scopes
+// not yet asked for gets them added ("step-up"); the request is then sent
+// once more — it had not been processed.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
@@ -23,12 +35,16 @@ import (
 )
 
 const (
-	// tokenFetchTimeout bounds one request to a token endpoint.
+	// tokenFetchTimeout bounds one request to a token endpoint or a
+	// metadata document.
 	tokenFetchTimeout = 30 * time.Second
 	// tokenRefreshMargin is how long before its expiry a token is replaced:
 	// at most this, and at most a quarter of the token's lifetime (so a
 	// short-lived token is still reused for most of its life).
 	tokenRefreshMargin = 30 * time.Second
+	// maxScopes bounds the scopes a token request asks for, however many
+	// an upstream's challenges name.
+	maxScopes = 64
 )
 
 // upstreamHTTPClient is the HTTP client for an upstream's requests: the
@@ -43,14 +59,17 @@ func (h *Host) upstreamHTTPClient(ctx context.Context, name string, cfg *config.
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	tokens := newUpstreamTokens(ctx, name, cfg.OAuth, &http.Client{Transport: rt, Timeout: tokenFetchTimeout})
+	log := h.opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.With(zap.String("upstream", name))
+	if cfg.OAuth.Discover {
+		log.Info("upstream OAuth: the authorization server is taken from the upstream's protected-resource metadata, and the client secret goes to it; set oauth.issuer instead to pin it")
+	}
+	tokens := newUpstreamTokens(ctx, name, cfg.URL, cfg.OAuth, &http.Client{Transport: rt, Timeout: tokenFetchTimeout}, log)
 	return &http.Client{
-		Transport: &oauthTransport{
-			origin: originOf(cfg.URL),
-			tokens: tokens,
-			base:   rt,
-			auth:   &oauth2.Transport{Source: tokens, Base: rt},
-		},
+		Transport:     &oauthTransport{origin: originOf(cfg.URL), tokens: tokens, base: rt},
 		CheckRedirect: base.CheckRedirect,
 		Timeout:       base.Timeout,
 	}
@@ -71,16 +90,27 @@ func (e *TokenError) Error() string {
 
 // upstreamTokens is an upstream's token source: a cache with
 // oauth2.ReuseTokenSource semantics (one token shared by every request and
-// connection, replaced shortly before it expires) over the grant.
+// connection, replaced shortly before it expires) over the grant, and the
+// answers to the upstream's challenges.
 type upstreamTokens struct {
 	fetch *tokenFetcher
+	disc  *discovery // nil with token_url: the endpoint is configured
 
 	mu    sync.Mutex
-	cache oauth2.TokenSource
+	cache oauth2.TokenSource // nil while the token endpoint is unknown
+
+	chMu       sync.Mutex // one challenge (and discovery) at a time
+	discovered bool       // disc has run successfully
 }
 
-func newUpstreamTokens(ctx context.Context, upstream string, cfg *config.UpstreamOAuth, hc *http.Client) *upstreamTokens {
-	t := &upstreamTokens{fetch: &tokenFetcher{ctx: ctx, upstream: upstream, cfg: cfg, client: hc, readFile: os.ReadFile}}
+func newUpstreamTokens(ctx context.Context, upstream, upstreamURL string, cfg *config.UpstreamOAuth, hc *http.Client, log *zap.Logger) *upstreamTokens {
+	f := &tokenFetcher{ctx: ctx, upstream: upstream, cfg: cfg, client: hc, readFile: os.ReadFile, scopes: slices.Clone(cfg.Scopes)}
+	t := &upstreamTokens{fetch: f}
+	if cfg.Discovers() {
+		t.disc = &discovery{upstream: upstream, url: upstreamURL, cfg: cfg, client: hc, log: log}
+		return t
+	}
+	f.grant = grant{tokenURL: cfg.TokenURL, resource: cfg.Resource, style: authStyle(cfg.AuthMethod)}
 	t.reset()
 	return t
 }
@@ -89,27 +119,85 @@ func newUpstreamTokens(ctx context.Context, upstream string, cfg *config.Upstrea
 // forward by the refresh margin itself, so the reuse source's own early
 // expiry is set to (practically) nothing.
 func (t *upstreamTokens) reset() {
+	t.mu.Lock()
 	t.cache = oauth2.ReuseTokenSourceWithExpiry(nil, t.fetch, time.Nanosecond)
+	t.mu.Unlock()
 }
 
 // Token returns the cached token, fetching one when there is none or it is
-// about to expire.
+// about to expire; nil (and no error) while the token endpoint is not known
+// yet (a discovering client before the upstream's first challenge).
 func (t *upstreamTokens) Token() (*oauth2.Token, error) {
 	t.mu.Lock()
 	src := t.cache
 	t.mu.Unlock()
+	if src == nil {
+		return nil, nil
+	}
 	return src.Token()
 }
 
 // rejected drops the cached token if it is still access (the upstream
 // answered 401 to it: revoked, or the upstream's keys rotated), so the next
-// request gets a new one.
+// request gets a new one; with none cached yet it starts the cache. A 401
+// to a request that carried no token keeps a token fetched meanwhile.
 func (t *upstreamTokens) rejected(access string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.fetch.current() == access {
+	none := t.cache == nil
+	t.mu.Unlock()
+	if none || (access != "" && t.fetch.current() == access) {
 		t.reset()
 	}
+}
+
+// challenge handles an upstream's 401 or 403 to a request that carried
+// token used ("" for none). It reports whether the request should be sent
+// again (with the token Token now returns), or why no token can be had.
+func (t *upstreamTokens) challenge(ctx context.Context, status int, h http.Header, used string) (bool, error) {
+	ch := parseChallenge(h.Values("WWW-Authenticate"))
+	t.chMu.Lock()
+	defer t.chMu.Unlock()
+	switch status {
+	case http.StatusUnauthorized:
+		var offered []string
+		// Run discovery for the first challenge, and again when a token
+		// was refused (the upstream may have moved to another server).
+		if t.disc != nil && (!t.discovered || used != "") {
+			g, scopes, err := t.disc.run(ctx, ch)
+			if err != nil {
+				return false, err
+			}
+			t.fetch.setGrant(g)
+			t.discovered, offered = true, scopes
+		}
+		t.fetch.chooseScopes(ch.scopes, offered)
+		t.rejected(used)
+		return true, nil
+	case http.StatusForbidden:
+		if !strings.EqualFold(ch.err, "insufficient_scope") || !t.fetch.addScopes(ch.scopes) {
+			return false, nil // nothing more to ask for: the refusal stands
+		}
+		t.reset()
+		return true, nil
+	}
+	return false, nil
+}
+
+// grant is where and how a token is requested.
+type grant struct {
+	tokenURL string
+	style    oauth2.AuthStyle
+	resource string
+}
+
+func authStyle(method string) oauth2.AuthStyle {
+	switch method {
+	case config.AuthMethodBasic:
+		return oauth2.AuthStyleInHeader
+	case config.AuthMethodPost:
+		return oauth2.AuthStyleInParams
+	}
+	return oauth2.AuthStyleAutoDetect
 }
 
 // tokenFetcher runs the client-credentials grant.
@@ -120,8 +208,10 @@ type tokenFetcher struct {
 	client   *http.Client
 	readFile func(string) ([]byte, error)
 
-	mu   sync.Mutex
-	last string // the access token last issued
+	mu     sync.Mutex
+	grant  grant
+	scopes []string // asked for: the config's, or the upstream's, plus step-ups
+	last   string   // the access token last issued
 }
 
 func (f *tokenFetcher) current() string {
@@ -130,45 +220,83 @@ func (f *tokenFetcher) current() string {
 	return f.last
 }
 
-func (f *tokenFetcher) fail(format string, args ...any) error {
-	return &TokenError{Upstream: f.upstream, TokenURL: f.cfg.TokenURL, Cause: fmt.Sprintf(format, args...)}
+func (f *tokenFetcher) setGrant(g grant) {
+	f.mu.Lock()
+	f.grant = g
+	f.mu.Unlock()
+}
+
+// chooseScopes picks the scopes for a token after a 401 when the config
+// names none (MCP's scope selection): the challenge's scope, else the
+// protected resource's scopes_supported, else none. Scopes asked for
+// before are kept (a re-authorization asks for their union).
+func (f *tokenFetcher) chooseScopes(challenged, supported []string) {
+	if len(f.cfg.Scopes) > 0 {
+		return
+	}
+	if len(challenged) == 0 {
+		f.mu.Lock()
+		empty := len(f.scopes) == 0
+		f.mu.Unlock()
+		if !empty {
+			return
+		}
+		challenged = supported
+	}
+	f.addScopes(challenged)
+}
+
+// addScopes adds scopes not yet asked for and reports whether there were any.
+func (f *tokenFetcher) addScopes(scopes []string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	added := false
+	for _, s := range scopes {
+		if !slices.Contains(f.scopes, s) && len(f.scopes) < maxScopes {
+			f.scopes = append(f.scopes, s)
+			added = true
+		}
+	}
+	return added
+}
+
+func (f *tokenFetcher) fail(tokenURL, format string, args ...any) error {
+	return &TokenError{Upstream: f.upstream, TokenURL: tokenURL, Cause: fmt.Sprintf(format, args...)}
 }
 
 // Token asks the token endpoint for a new token.
 func (f *tokenFetcher) Token() (*oauth2.Token, error) {
+	f.mu.Lock()
+	g, scopes := f.grant, slices.Clone(f.scopes)
+	f.mu.Unlock()
 	secret := f.cfg.ClientSecret
 	if f.cfg.ClientSecretFile != "" {
 		// Read on every request, so a rotated secret is picked up.
 		b, err := f.readFile(f.cfg.ClientSecretFile)
 		if err != nil {
-			return nil, f.fail("cannot read oauth.client_secret_file: %v", err)
+			return nil, f.fail(g.tokenURL, "cannot read oauth.client_secret_file: %v", err)
 		}
 		if secret = strings.TrimSpace(string(b)); secret == "" {
-			return nil, f.fail("oauth.client_secret_file %s is empty", f.cfg.ClientSecretFile)
+			return nil, f.fail(g.tokenURL, "oauth.client_secret_file %s is empty", f.cfg.ClientSecretFile)
 		}
 	}
 	cc := clientcredentials.Config{
 		ClientID:     f.cfg.ClientID,
 		ClientSecret: secret,
-		TokenURL:     f.cfg.TokenURL,
-		Scopes:       f.cfg.Scopes,
+		TokenURL:     g.tokenURL,
+		Scopes:       scopes,
+		AuthStyle:    g.style,
 	}
-	switch f.cfg.AuthMethod {
-	case config.AuthMethodBasic:
-		cc.AuthStyle = oauth2.AuthStyleInHeader
-	case config.AuthMethodPost:
-		cc.AuthStyle = oauth2.AuthStyleInParams
-	}
-	if f.cfg.Resource != "" {
-		cc.EndpointParams = url.Values{"resource": {f.cfg.Resource}} // RFC 8707
+	if g.resource != "" {
+		cc.EndpointParams = url.Values{"resource": {g.resource}} // RFC 8707
 	}
 	start := time.Now()
 	tok, err := cc.Token(context.WithValue(f.ctx, oauth2.HTTPClient, f.client))
 	if err != nil {
-		return nil, f.fail("%s", describeTokenError(err))
+		return nil, f.fail(g.tokenURL, "%s", describeTokenError(err))
 	}
 	if typ := tok.TokenType; typ != "" && !strings.EqualFold(typ, "bearer") {
-		return nil, f.fail("the token endpoint issued a %q token, but mcpgw sends only Bearer tokens", typ)
+		return nil, f.fail(g.tokenURL, "the token endpoint issued a %q token, but mcpgw sends only Bearer tokens", typ)
 	}
 	if !tok.Expiry.IsZero() {
 		life := tok.Expiry.Sub(start)
@@ -198,26 +326,67 @@ func describeTokenError(err error) string {
 }
 
 // oauthTransport adds the upstream's token to requests for the upstream's
-// origin (oauth2.Transport), and to nothing else: a redirect elsewhere goes
-// out without it. A 401 from the upstream drops the token it rejected.
+// origin, and to nothing else: a redirect elsewhere goes out without it.
+// The caller's own Authorization header never goes out (invariant 5).
 type oauthTransport struct {
 	origin string
 	tokens *upstreamTokens
 	base   http.RoundTripper
-	auth   *oauth2.Transport
 }
 
 func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if originOf(req.URL.String()) != t.origin {
 		return t.base.RoundTrip(req)
 	}
-	resp, err := t.auth.RoundTrip(req)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized && resp.Request != nil {
-		if tok, ok := strings.CutPrefix(resp.Request.Header.Get("Authorization"), "Bearer "); ok {
-			t.tokens.rejected(tok)
+	resp, used, err := t.send(req, req.Body)
+	if err != nil || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+		return resp, err
+	}
+	// A body already read cannot be sent again unless it can be re-made.
+	body := io.ReadCloser(http.NoBody)
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return resp, nil
+		}
+		if body, err = req.GetBody(); err != nil {
+			return resp, nil
 		}
 	}
+	again, cerr := t.tokens.challenge(req.Context(), resp.StatusCode, resp.Header, used)
+	if !again && cerr == nil {
+		body.Close()
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if cerr != nil {
+		body.Close()
+		return nil, cerr
+	}
+	resp, _, err = t.send(req, body)
 	return resp, err
+}
+
+// send sends a copy of req with the current token (if one is known) and
+// body, and says which token it carried.
+func (t *oauthTransport) send(req *http.Request, body io.ReadCloser) (*http.Response, string, error) {
+	tok, err := t.tokens.Token()
+	if err != nil {
+		if body != nil {
+			body.Close()
+		}
+		return nil, "", err
+	}
+	r := req.Clone(req.Context())
+	r.Body = body
+	r.Header.Del("Authorization")
+	used := ""
+	if tok != nil {
+		used = tok.AccessToken
+		r.Header.Set("Authorization", "Bearer "+used)
+	}
+	resp, err := t.base.RoundTrip(r)
+	return resp, used, err
 }
 
 // originOf is scheme://host[:port] of a URL, lower-cased.

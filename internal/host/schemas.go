@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -19,27 +20,24 @@ type toolSchemas struct {
 	mu       sync.Mutex
 	byName   map[string]json.RawMessage
 	complete bool
+	// version counts the changes to byName, so that what is derived from
+	// it (the search segment, toolindex.go) knows when to rebuild.
+	version uint64
+	search  *toolSegment // the search index of version search.version
 }
 
 // invalidate forgets the cached schemas.
 func (t *toolSchemas) invalidate() {
 	t.mu.Lock()
 	t.byName, t.complete = nil, false
+	t.version++
 	t.mu.Unlock()
 }
 
-// observe refreshes cached definitions from a tools/list page the gateway
-// just fetched, so that a definition a client is shown and the one its
+// observeItems refreshes cached definitions from the items of a tools/list
+// page the gateway just fetched, so that a definition a client is shown and the one its
 // call is checked against (pinning, x-mcp-header) never differ.
-func (t *toolSchemas) observe(page []byte) {
-	arr, ok := rawjson.Get(page, "tools")
-	if !ok {
-		return
-	}
-	items, err := rawjson.Elements(arr)
-	if err != nil {
-		return
-	}
+func (t *toolSchemas) observeItems(items [][]byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.byName == nil {
@@ -47,16 +45,11 @@ func (t *toolSchemas) observe(page []byte) {
 	}
 	for _, it := range items {
 		if n, ok := rawjson.GetString(it, "name"); ok {
+			if old, had := t.byName[n]; !had || !bytes.Equal(old, it) {
+				t.version++
+			}
 			t.byName[n] = it
 		}
-	}
-}
-
-// InvalidateTools drops the named upstream's cached tool definitions; the
-// gateway calls it on notifications/tools/list_changed.
-func (h *Host) InvalidateTools(upstream string) {
-	if u := h.Upstream(upstream); u != nil {
-		u.schemas.invalidate()
 	}
 }
 
@@ -100,6 +93,7 @@ func (u *Upstream) toolDef(ctx context.Context, name string) (json.RawMessage, b
 	}
 	t.mu.Lock()
 	t.byName, t.complete = byName, true
+	t.version++
 	t.mu.Unlock()
 	s, ok := byName[name]
 	return s, ok
@@ -116,12 +110,13 @@ func (v *View) ToolSchema(ctx context.Context, external string) (json.RawMessage
 }
 
 // Tool returns a tool's upstream and its definition as that upstream sent it
-// (its own name, no prefix), by the tool's downstream name.
+// (its own name, no prefix), by the tool's downstream name (prefixed or,
+// while unambiguous, bare).
 func (v *View) Tool(ctx context.Context, external string) (upstream string, def json.RawMessage, ok bool) {
-	up, internal, ok := v.Resolve(false, external)
+	r, ok, _ := v.resolve(ctx, mcp.KindTool, external, true, nil) // a bare name too
 	if !ok {
 		return "", nil, false
 	}
-	def, ok = v.ups[up].toolDef(ctx, internal)
-	return up, def, ok
+	def, ok = v.ups[r.upstream].toolDef(ctx, r.internal)
+	return r.upstream, def, ok
 }

@@ -8,7 +8,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/limits"
 )
 
 // Stateful upstreams (stateful: true) keep per-user state in their
@@ -18,10 +21,6 @@ import (
 // upstream sends on it — server requests, log messages, list changes,
 // resource updates — belongs to that session alone, so the association rule
 // for shared stdio upstreams is not needed there.
-
-// MaxSessionsPerUpstream bounds the connections one stateful upstream may
-// hold: a flood of sessions must not spawn unbounded children.
-const MaxSessionsPerUpstream = 64
 
 type sessionKey struct{}
 
@@ -42,10 +41,26 @@ func sessionFrom(ctx context.Context) string {
 // Stateful reports whether the upstream gives each session its own connection.
 func (u *Upstream) Stateful() bool { return u.cfg.Stateful }
 
-// perSession holds a stateful upstream's connections by session key.
+// perSession holds a stateful upstream's connections by session key, at
+// most upstreams.NAME.max_sessions of them (a flood of sessions must not
+// spawn unbounded children) and max_sessions_per_principal for one
+// authenticated principal (one client must not take every slot).
 type perSession struct {
-	mu    sync.Mutex
-	conns map[string]*client.Client
+	mu      sync.Mutex
+	conns   map[string]*client.Client
+	owner   map[string]string // session key -> principal key, for those that have one
+	byOwner map[string]int
+}
+
+// dropLocked forgets the connection of session key.
+func (ps *perSession) dropLocked(key string) {
+	delete(ps.conns, key)
+	if o, ok := ps.owner[key]; ok {
+		delete(ps.owner, key)
+		if ps.byOwner[o]--; ps.byOwner[o] <= 0 {
+			delete(ps.byOwner, o)
+		}
+	}
 }
 
 // sessionClient returns the session's own connection, making it on first
@@ -58,7 +73,7 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 		select {
 		case <-c.Done():
 			_ = c.Close()
-			delete(ps.conns, key)
+			ps.dropLocked(key)
 		default:
 			return c, nil
 		}
@@ -66,17 +81,36 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 	if u.ctx.Err() != nil {
 		return nil, &UnavailableError{Upstream: u.name, State: StateStopped}
 	}
-	if len(ps.conns) >= MaxSessionsPerUpstream {
-		return nil, fmt.Errorf("upstream %q is stateful and already holds %d session connections; end idle sessions (sessions.idle_timeout) or share it (stateful: false)", u.name, MaxSessionsPerUpstream)
+	owner := auth.FromContext(ctx).Key() // "": anonymous, only the upstream's bound applies
+	max, share := u.cfg.MaxSessions, u.cfg.MaxSessionsPerPrincipal
+	if max <= 0 { // a config not made by config.Parse
+		max, share = config.DefaultMaxStatefulSessions, config.DefaultMaxStatefulSessionsPerPrincipal
+	}
+	var refused *limits.Refusal
+	switch {
+	case len(ps.conns) >= max:
+		refused = &limits.Refusal{Bound: "upstreams." + u.name + ".max_sessions", Max: max,
+			What: fmt.Sprintf("sessions with a connection of stateful upstream %q", u.name)}
+	case owner != "" && share > 0 && ps.byOwner[owner] >= share:
+		refused = &limits.Refusal{Bound: "upstreams." + u.name + ".max_sessions_per_principal", Max: share, PerPrincipal: true,
+			What: fmt.Sprintf("of this principal's sessions with a connection of stateful upstream %q", u.name)}
+	}
+	if refused != nil {
+		u.host.opts.Metrics.LimitRefused(refused.Bound)
+		return nil, refused
 	}
 	c, err := u.connectSession(ctx, key)
 	if err != nil {
 		return nil, &UnavailableError{Upstream: u.name, State: StateDown, Cause: err}
 	}
 	if ps.conns == nil {
-		ps.conns = map[string]*client.Client{}
+		ps.conns, ps.owner, ps.byOwner = map[string]*client.Client{}, map[string]string{}, map[string]int{}
 	}
 	ps.conns[key] = c
+	if owner != "" {
+		ps.owner[key] = owner
+		ps.byOwner[owner]++
+	}
 	u.log.Debug("opened a per-session upstream connection", zap.Int("connections", len(ps.conns)))
 	return c, nil
 }
@@ -104,7 +138,7 @@ func (h *Host) ReleaseSession(key string) {
 		u.perSession.mu.Lock()
 		if c := u.perSession.conns[key]; c != nil {
 			conns = append(conns, c)
-			delete(u.perSession.conns, key)
+			u.perSession.dropLocked(key)
 		}
 		u.perSession.mu.Unlock()
 	}
@@ -137,7 +171,7 @@ func (h *Host) ReleaseSession(key string) {
 func (u *Upstream) closeSessions() {
 	u.perSession.mu.Lock()
 	conns := u.perSession.conns
-	u.perSession.conns = nil
+	u.perSession.conns, u.perSession.owner, u.perSession.byOwner = nil, nil, nil
 	u.perSession.mu.Unlock()
 	for _, c := range conns {
 		_ = c.Close()

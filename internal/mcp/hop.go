@@ -11,8 +11,17 @@ import (
 // HopPrefix marks the _meta keys that describe one protocol hop — version,
 // client identity and capabilities, log level, server identity,
 // subscription id — rather than the payload: the gateway rewrites them for
-// each hop, like request ids.
+// each hop, like request ids. A few keys under the prefix are payload
+// (IsHopKey).
 const HopPrefix = "io.modelcontextprotocol/"
+
+// IsHopKey reports whether a _meta key describes the protocol hop rather
+// than the payload. The tasks keys are payload: they name a task (whose id
+// the gateway translates, like any id it hands out) or carry text for the
+// model, and a client needs them whatever revision it speaks.
+func IsHopKey(k string) bool {
+	return strings.HasPrefix(k, HopPrefix) && k != MetaRelatedTask && k != MetaModelImmediateResponse
+}
 
 // WithoutHopMeta returns obj (params or a result) without the hop keys of
 // its _meta, and without a _meta they leave empty; anything else is kept
@@ -28,7 +37,7 @@ func WithoutHopMeta(obj json.RawMessage) (json.RawMessage, error) {
 	}
 	kept := len(fields)
 	for _, f := range fields {
-		if strings.HasPrefix(f.Key, HopPrefix) {
+		if IsHopKey(f.Key) {
 			if meta, err = rawjson.Delete(meta, f.Key); err != nil {
 				return nil, err
 			}

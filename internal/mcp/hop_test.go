@@ -2,7 +2,6 @@ package mcp_test
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -16,6 +15,9 @@ func TestWithoutHopMeta(t *testing.T) {
 		{`{"_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"b":[ 1, 2 ]}`, `{"_meta":{"progressToken":7},"b":[ 1, 2 ]}`},
 		{`{"_meta":{"io.modelcontextprotocol/a":1,"x.io/keep":{"io.modelcontextprotocol/inner":1}}}`, `{"_meta":{"x.io/keep":{"io.modelcontextprotocol/inner":1}}}`},
 		{`{"_meta":{"io.modelcontextprotocol/a":1,"io.modelcontextprotocol/a":2}}`, `{}`},
+		// Task metadata is payload, not hop.
+		{`{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t"},"io.modelcontextprotocol/serverInfo":{}}}`, `{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t"}}}`},
+		{`{"_meta":{"io.modelcontextprotocol/model-immediate-response":"soon"}}`, `{"_meta":{"io.modelcontextprotocol/model-immediate-response":"soon"}}`},
 	} {
 		got, err := mcp.WithoutHopMeta([]byte(tc.in))
 		if err != nil || string(got) != tc.want {
@@ -52,7 +54,7 @@ func FuzzWithoutHopMeta(f *testing.F) {
 		var meta map[string]json.RawMessage
 		if json.Unmarshal(got["_meta"], &meta) == nil {
 			for k := range meta {
-				if strings.HasPrefix(k, mcp.HopPrefix) {
+				if mcp.IsHopKey(k) {
 					t.Fatalf("%s -> %s: hop key %q kept", in, out, k)
 				}
 			}

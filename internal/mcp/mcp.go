@@ -52,10 +52,30 @@ const (
 	MethodSamplingCreateMessage  = "sampling/createMessage"
 	MethodElicitationCreate      = "elicitation/create"
 	NotificationRootsListChanged = "notifications/roots/list_changed"
+	MethodTasksGet               = "tasks/get"
+	MethodTasksResult            = "tasks/result" // 2025-11-25 only
+	MethodTasksList              = "tasks/list"   // 2025-11-25 only
+	MethodTasksCancel            = "tasks/cancel"
+	MethodTasksUpdate            = "tasks/update" // the 2026-07-28 extension only
+	NotificationTasksStatus      = "notifications/tasks/status"
 	HeaderSessionID              = "Mcp-Session-Id"
 	HeaderProtocolVersion        = "Mcp-Protocol-Version"
 	ContentTypeJSON              = "application/json"
 	ContentTypeEventStream       = "text/event-stream"
+)
+
+// The tasks utility: 2025-11-25 has it in core (the tasks capability,
+// params.task on tools/call, tasks/get, tasks/result, tasks/list,
+// tasks/cancel); 2026-07-28 moves it to an extension (declared under
+// capabilities.extensions, server-directed creation with resultType "task",
+// tasks/get inlining the result, tasks/update, tasks/cancel).
+const (
+	// ExtensionTasks names the 2026-07-28 tasks extension.
+	ExtensionTasks = "io.modelcontextprotocol/tasks"
+	// MetaRelatedTask is the _meta key that ties a message to its task.
+	MetaRelatedTask = "io.modelcontextprotocol/related-task"
+	// MetaModelImmediateResponse is a CreateTaskResult's text for the model.
+	MetaModelImmediateResponse = "io.modelcontextprotocol/model-immediate-response"
 )
 
 // MCP-specific error codes (JSON-RPC server-error range).
@@ -67,6 +87,9 @@ const (
 	// CodeUpstreamUnavailable marks a call whose upstream is down or unreachable
 	// (implementation-defined range -32000..-32019).
 	CodeUpstreamUnavailable = -32003
+	// CodeEventsPurged: a Last-Event-ID replay asked for events the replay
+	// log no longer holds; the stream's request is answered with it.
+	CodeEventsPurged = -32005
 	// CodeHeaderMismatch: an Mcp-* header disagrees with the body (2026-07-28).
 	CodeHeaderMismatch = -32020
 	// CodeMissingRequiredClientCapability: the request needs a capability the client did not declare.

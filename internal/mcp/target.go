@@ -10,6 +10,10 @@ const (
 	KindTool     Kind = "tool"
 	KindPrompt   Kind = "prompt"
 	KindResource Kind = "resource" // resource URIs and URI templates
+	// KindTask is a task (tasks extension): its id is one the gateway
+	// handed out, and the policy does not judge it — the tools/call that
+	// created it was judged, and only its principal may use it.
+	KindTask Kind = "task"
 )
 
 // Target says where a routed request's params keep the name (or URI) the
@@ -43,6 +47,7 @@ var (
 	targetURI        = Target{KindResource, []string{"uri"}}
 	targetRefName    = Target{KindPrompt, []string{"ref", "name"}}
 	targetRefURI     = Target{KindResource, []string{"ref", "uri"}}
+	targetTaskID     = Target{KindTask, []string{"taskId"}}
 )
 
 // TargetOf returns where method's params name what it is routed by.
@@ -56,6 +61,8 @@ func TargetOf(method string, params []byte) (Target, bool) {
 		return targetPromptName, true
 	case MethodResourcesRead, MethodResourcesSubscribe, MethodResourcesUnsubscribe:
 		return targetURI, true
+	case MethodTasksGet, MethodTasksResult, MethodTasksCancel, MethodTasksUpdate:
+		return targetTaskID, true
 	case MethodCompletionComplete:
 		ref, ok := rawjson.Get(params, "ref")
 		if !ok {
@@ -76,7 +83,8 @@ func TargetOf(method string, params []byte) (Target, bool) {
 func Routed(method string) bool {
 	switch method {
 	case MethodToolsCall, MethodPromptsGet, MethodResourcesRead, MethodResourcesSubscribe,
-		MethodResourcesUnsubscribe, MethodCompletionComplete:
+		MethodResourcesUnsubscribe, MethodCompletionComplete,
+		MethodTasksGet, MethodTasksResult, MethodTasksCancel, MethodTasksUpdate:
 		return true
 	}
 	return false
@@ -90,6 +98,10 @@ func NameHeaderField(method string) string {
 		return "name"
 	case MethodResourcesRead:
 		return "uri"
+	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel:
+		// The tasks extension's routing header (tasks/result, a
+		// 2025-11-25 method, has none).
+		return "taskId"
 	}
 	return ""
 }

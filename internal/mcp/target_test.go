@@ -18,6 +18,11 @@ func TestTargetOf(t *testing.T) {
 		{MethodCompletionComplete, `{"ref":{"type":"ref/other"}}`, false, "", ""},
 		{MethodCompletionComplete, `{}`, false, "", ""},
 		{MethodToolsList, `{}`, false, "", ""},
+		{MethodTasksGet, `{}`, true, KindTask, "taskId"},
+		{MethodTasksResult, `{}`, true, KindTask, "taskId"},
+		{MethodTasksCancel, `{}`, true, KindTask, "taskId"},
+		{MethodTasksUpdate, `{}`, true, KindTask, "taskId"},
+		{MethodTasksList, `{}`, false, "", ""},
 	}
 	for _, tt := range tests {
 		got, ok := TargetOf(tt.method, []byte(tt.params))

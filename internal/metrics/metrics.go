@@ -40,6 +40,7 @@ var Methods = []string{
 	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
 	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
 	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
+	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
 	"other",
 }
 
@@ -158,6 +159,16 @@ type Metrics struct {
 	bridgeParked prometheus.Gauge
 	bridgeRounds *prometheus.CounterVec
 
+	limitRefusals *prometheus.CounterVec
+	limitMu       sync.Mutex
+	limitSeries   map[string]prometheus.Counter
+
+	replayBytes   prometheus.Gauge
+	replayTrimmed *prometheus.CounterVec
+	replayPurged  prometheus.Counter
+	tasksTracked  prometheus.Gauge
+	tasksRefused  *prometheus.CounterVec
+
 	sources *sourceCollector
 
 	ops *opsMetrics // request latency and per-name series (ops.go)
@@ -226,12 +237,38 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	m.rateLimited = f.counterVec("rate_limited_total", "Downstream requests refused by a rate limit, by route.", "route")
 
 	m.bridgeParked = f.gauge("bridge_parked_calls",
-		"Calls of 2026-07-28 clients to legacy upstreams parked while their client answers input_required (at most 256 per replica).")
+		"Calls of 2026-07-28 clients to legacy upstreams parked while their client answers input_required (at most sessions.max_parked_calls per replica).")
 	m.bridgeRounds = f.counterVec("bridge_rounds_total",
 		"Bridged input_required rounds by outcome: asked (input_required returned), resumed (a retry answered the upstream), refused (a requestState was not accepted), full (no room to park), missing_capability (-32021), forwarded (a retry passed to the replica holding its call).",
 		"outcome")
 	for _, o := range []string{BridgeAsked, BridgeResumed, BridgeRefused, BridgeFull, BridgeMissingCapability, BridgeForwarded} {
 		m.bridgeRounds.WithLabelValues(o)
+	}
+
+	m.limitRefusals = f.counterVec("limit_refusals_total",
+		"Requests refused, and clients disconnected, because a configured bound was full, by bound (its config key, e.g. sessions.max_sessions).",
+		"bound")
+	m.limitSeries = map[string]prometheus.Counter{}
+	for _, b := range Bounds {
+		m.limitSeries[b] = m.limitRefusals.WithLabelValues(b)
+	}
+	m.replayBytes = f.gauge("replay_log_bytes",
+		"Bytes of session stream events kept for Last-Event-ID replay, all sessions together (bounded by sessions.replay.total_bytes).")
+	m.replayTrimmed = f.counterVec("replay_events_trimmed_total",
+		"Session stream events dropped from the replay logs, by the bound that dropped them: session (session_events or session_bytes) or total (total_bytes).",
+		"bound")
+	for _, b := range []string{ReplayBoundSession, ReplayBoundTotal} {
+		m.replayTrimmed.WithLabelValues(b)
+	}
+	m.replayPurged = f.counter("replay_purged_total",
+		"Replays (Last-Event-ID) that asked for events already trimmed; the client was told they are gone.")
+	m.tasksTracked = f.gauge("tasks_tracked",
+		"2025-11-25 tasks this replica remembers for tasks/list and notifications/tasks/status (at most sessions.max_tasks).")
+	m.tasksRefused = f.counterVec("tasks_refused_total",
+		"Task requests refused by the gateway, by reason: full (a task-augmented tools/call while sessions.max_tasks tasks are held), not_found (a task id that is not the caller's: unknown, altered, another principal's or another route's).",
+		"reason")
+	for _, r := range []string{"full", "not_found"} {
+		m.tasksRefused.WithLabelValues(r)
 	}
 
 	info := f.gaugeVec("build_info", "Always 1; labels carry mcpgw's version and the Go version it was built with.", "version", "goversion")
@@ -276,6 +313,12 @@ func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.Gauge
 	return v
 }
 
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
 func (f factory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
 	f.reg.MustRegister(g)
@@ -297,7 +340,7 @@ func (l *lazy[T]) get(resolve func() T) T {
 
 // routeSeries are one route's pre-resolved series.
 type routeSeries struct {
-	requests    [len(outcomeNames) * 16]lazy[prometheus.Counter] // [method*numOutcomes+outcome]
+	requests    [len(outcomeNames) * maxMethods]lazy[prometheus.Counter] // [method*numOutcomes+outcome]
 	callStreams atomic.Int64
 }
 
@@ -309,9 +352,12 @@ func (m *Metrics) route(path string) *routeSeries {
 	return rs.(*routeSeries)
 }
 
+// maxMethods sizes the per-method series tables (Methods must fit).
+const maxMethods = 24
+
 func init() {
-	if len(Methods) > 16 {
-		panic("metrics: routeSeries.requests is too small for Methods")
+	if len(Methods) > maxMethods {
+		panic("metrics: routeSeries.requests is too small for Methods; raise maxMethods")
 	}
 }
 
@@ -401,6 +447,83 @@ func (m *Metrics) BridgeRound(outcome string) {
 	}
 }
 
+// Bounds are the values of mcpgw_limit_refusals_total's bound label that
+// exist from the start (each at 0); a stateful upstream's bounds,
+// upstreams.NAME.max_sessions and .max_sessions_per_principal, appear when
+// first refused. Every value is a config key, so the set is bounded by the
+// config.
+var Bounds = []string{
+	"sessions.max_sessions", "sessions.max_sessions_per_principal",
+	"sessions.max_requests_per_session", "sessions.max_replay_streams",
+	"sessions.sse_write_timeout",
+	"sessions.max_parked_calls", "sessions.max_parked_calls_per_principal",
+	"read_body_timeout",
+}
+
+// LimitRefused counts one refusal by the bound with config key bound.
+func (m *Metrics) LimitRefused(bound string) {
+	if m == nil {
+		return
+	}
+	m.limitMu.Lock()
+	c := m.limitSeries[bound]
+	if c == nil {
+		c = m.limitRefusals.WithLabelValues(bound)
+		m.limitSeries[bound] = c
+	}
+	m.limitMu.Unlock()
+	c.Inc()
+}
+
+// Bounds that trim the replay logs (ReplayTrimmed).
+const (
+	ReplayBoundSession = "session"
+	ReplayBoundTotal   = "total"
+)
+
+// ReplayBytes sets the bytes held by the replay logs.
+func (m *Metrics) ReplayBytes(n int64) {
+	if m != nil {
+		m.replayBytes.Set(float64(n))
+	}
+}
+
+// ReplayTrimmed counts n events dropped by bound (ReplayBound*).
+func (m *Metrics) ReplayTrimmed(n int, bound string) {
+	if m != nil {
+		m.replayTrimmed.WithLabelValues(bound).Add(float64(n))
+	}
+}
+
+// ReplayPurged counts a replay that asked for trimmed events.
+func (m *Metrics) ReplayPurged() {
+	if m != nil {
+		m.replayPurged.Inc()
+	}
+}
+
+// TasksTracked sets how many 2025-11-25 tasks the gateway remembers.
+func (m *Metrics) TasksTracked(n int) {
+	if m != nil {
+		m.tasksTracked.Set(float64(n))
+	}
+}
+
+// TaskRefused counts a task-augmented call refused because the task index
+// is full.
+func (m *Metrics) TaskRefused() {
+	if m != nil {
+		m.tasksRefused.WithLabelValues("full").Inc()
+	}
+}
+
+// TaskNotFound counts a task request whose id is not the caller's.
+func (m *Metrics) TaskNotFound() {
+	if m != nil {
+		m.tasksRefused.WithLabelValues("not_found").Inc()
+	}
+}
+
 // ConfigLoaded records the configuration loaded at start.
 func (m *Metrics) ConfigLoaded() {
 	if m == nil {
@@ -480,7 +603,7 @@ type Upstream struct {
 	breakerOpens      prometheus.Counter
 	breakerOpen       prometheus.Gauge
 	inflight          prometheus.Gauge
-	durations         [16]lazy[prometheus.Observer]
+	durations         [maxMethods]lazy[prometheus.Observer]
 	errors            [numReasons]lazy[prometheus.Counter]
 	stderr            [numStderrOutcomes]prometheus.Counter
 	stderrProbe       prometheus.Counter

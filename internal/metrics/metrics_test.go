@@ -26,6 +26,7 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.RateLimited("/mcp")
 	m.BridgeParked(+1)
 	m.BridgeRound(metrics.BridgeAsked)
+	m.LimitRefused("sessions.max_sessions")
 	u := m.Upstream("x")
 	if u != nil {
 		t.Fatal("nil Metrics gave a non-nil Upstream")
@@ -198,6 +199,34 @@ mcpgw_config_reloads_total{result="success"} 0
 		if !seen[n] {
 			t.Errorf("%s is not exported", n)
 		}
+	}
+}
+
+// Every bound is exported at 0 from the start (alerts see it before its
+// first refusal); a stateful upstream's appear when first refused.
+func TestLimitRefusals(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, metrics.Options{NoRuntimeCollectors: true})
+	if n := testutil.CollectAndCount(reg, "mcpgw_limit_refusals_total"); n != len(metrics.Bounds) {
+		t.Errorf("%d series at start, want one per bound (%d)", n, len(metrics.Bounds))
+	}
+	m.LimitRefused("sessions.max_sessions")
+	m.LimitRefused("sessions.max_sessions")
+	m.LimitRefused("upstreams.fs.max_sessions")
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP mcpgw_limit_refusals_total Requests refused, and clients disconnected, because a configured bound was full, by bound (its config key, e.g. sessions.max_sessions).
+# TYPE mcpgw_limit_refusals_total counter
+mcpgw_limit_refusals_total{bound="read_body_timeout"} 0
+mcpgw_limit_refusals_total{bound="sessions.max_parked_calls"} 0
+mcpgw_limit_refusals_total{bound="sessions.max_parked_calls_per_principal"} 0
+mcpgw_limit_refusals_total{bound="sessions.max_replay_streams"} 0
+mcpgw_limit_refusals_total{bound="sessions.max_requests_per_session"} 0
+mcpgw_limit_refusals_total{bound="sessions.max_sessions"} 2
+mcpgw_limit_refusals_total{bound="sessions.max_sessions_per_principal"} 0
+mcpgw_limit_refusals_total{bound="sessions.sse_write_timeout"} 0
+mcpgw_limit_refusals_total{bound="upstreams.fs.max_sessions"} 1
+`), "mcpgw_limit_refusals_total"); err != nil {
+		t.Fatal(err)
 	}
 }
 

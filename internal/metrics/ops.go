@@ -67,7 +67,7 @@ type opsMetrics struct {
 }
 
 type opsRoute struct {
-	durations [16]lazy[prometheus.Observer] // by method index
+	durations [maxMethods]lazy[prometheus.Observer] // by method index (sized as routeSeries)
 }
 
 type targetKey struct {

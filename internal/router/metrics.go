@@ -1,6 +1,7 @@
 package router
 
 import (
+	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 )
@@ -26,7 +27,7 @@ func (rt *Router) RouteStats() []metrics.RouteStats {
 			st.Standalone++
 		}
 	}
-	rt.core.EachListener(func(s *core.Session) {
+	rt.core.EachListener(func(s *core.Session, _ *mcp.ListenFilter) {
 		if st := byPath[s.Route().Path]; st != nil {
 			st.Listen++
 		}

@@ -59,7 +59,7 @@ func (rt *Router) Reload(cfg *config.Config, o Options, touched []string, everyt
 			}
 		}
 	}
-	rt.core.EachListener(func(s *core.Session) {
+	rt.core.EachListener(func(s *core.Session, f *mcp.ListenFilter) {
 		prev := s.Route()
 		cur := next.ByPath[prev.Path]
 		if cur == nil {
@@ -69,7 +69,7 @@ func (rt *Router) Reload(cfg *config.Config, o Options, touched []string, everyt
 		s.SetRoute(cur)
 		if changed(prev, cur) {
 			for _, m := range listMethods {
-				if !s.Filter().Wants(m) {
+				if !f.Wants(m) {
 					continue
 				}
 				if b, err := jsonrpc.Encode(jsonrpc.NewNotification(m, s.Tag(nil))); err == nil {

@@ -36,9 +36,6 @@ import (
 // its data carries retryAfterSeconds (implementation-defined range).
 const CodeRateLimited = core.CodeRateLimited
 
-// ParseSessionKeys reads a session key ring (sessions.key_file).
-func ParseSessionKeys(data []byte) ([][]byte, error) { return sessions.ParseSessionKeys(data) }
-
 // Options configure a Router.
 type Options struct {
 	Logger *zap.Logger
@@ -60,13 +57,16 @@ type Options struct {
 	Policy  *policy.Policy
 	Limiter *policy.Limiter
 	// SessionKeys, when set (sessions.key_file, from ParseSessionKeys),
-	// make legacy session ids AEAD tokens any replica with the same keys
+	// make session ids AEAD tokens any replica with the same keys
 	// can serve.
 	SessionKeys [][]byte
 	// AdvertiseURL (sessions.advertise_url) is where the other replicas
 	// reach this one: bridged retries that reach them are forwarded here.
 	// Only with SessionKeys.
 	AdvertiseURL string
+	// Replay bounds the sessions' replay logs (sessions.replay; the zero
+	// value: config's defaults).
+	Replay sessions.Limits
 	// Pinner checks tool definitions against the pinning lock (nil: off).
 	Pinner *policy.Pinner
 	// Audit records tool calls, prompt gets, resource reads and refusals
@@ -106,9 +106,18 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 	if opts.KeepAlive <= 0 {
 		opts.KeepAlive = 25 * time.Second
 	}
+	if opts.Replay == (sessions.Limits{}) {
+		r := (&config.Config{}).ReplayLimits()
+		opts.Replay = sessions.Limits{SessionEvents: r.SessionEvents, SessionBytes: r.SessionBytes, TotalBytes: r.TotalBytes}
+	}
 	rt := &Router{log: opts.Logger, opts: opts, host: h}
-	rt.sessions = sessions.NewStore(opts.SessionKeys, func(s *sessions.Session) {
-		rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
+	rt.sessions = sessions.NewStore(sessions.StoreOptions{
+		Keys:    opts.SessionKeys,
+		Events:  sessions.NewMemoryEvents(opts.Replay, opts.Metrics),
+		Metrics: opts.Metrics, // refusals by the session bounds
+		OnEnd: func(s *sessions.Session) {
+			rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
+		},
 	})
 	rt.core = core.New(h, core.Options{
 		Logger:       opts.Logger,
@@ -160,20 +169,22 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		Audit:        opts.Audit,
 		PrivateLists: opts.Auth != nil || (cfg.Policy != nil && len(cfg.Policy.Rules) > 0),
 		MaxBody:      cfg.MaxBodyBytes,
+		Limits:       core.LimitsOf(cfg),
 	}}
 	if g.MaxBody <= 0 {
 		g.MaxBody = 4 << 20
 	}
 
 	mux := chi.NewRouter()
-	mux.Use(edge.RequestIDs(rt.log)) // X-Request-Id, request_id on log lines
+	mux.Use(edge.RequestIDs(rt.log))                                      // X-Request-Id, request_id on log lines
+	mux.Use(edge.BodyDeadline(g.Limits.ReadBodyTimeout, rt.opts.Metrics)) // read_body_timeout (edge/deadline.go)
 	mux.Use(edge.NewChecks(cfg.Listen, cfg.PublicURL, cfg.AllowedOrigins).Middleware(rt.log))
-	taken := map[string]bool{} // route paths, never shadowed by legacy endpoints
+	taken := map[string]bool{} // route paths, never shadowed by HTTP+SSE endpoints
 	for _, rc := range cfg.Routes {
 		taken[rc.Path] = true
 	}
 	for _, rc := range cfg.Routes {
-		r := &core.Route{Path: rc.Path, View: rt.host.View(rc.Upstreams, rc.Prefixed()), Gen: g.Generation}
+		r := &core.Route{Path: rc.Path, View: rt.host.RouteView(rc), Gen: g.Generation}
 		if g.Auth != nil {
 			r.Resource, r.Scopes = g.Auth.Resource(rc.Path), g.Auth.RequiredScopes(rc.Scopes)
 		}
@@ -209,6 +220,11 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.current
 // Drain prepares a graceful stop: new sessions are refused and GET streams
 // end (clients reconnect elsewhere), while in-flight requests go on.
 func (rt *Router) Drain() { rt.core.Drain() }
+
+// Cut answers every request still running (the drain timeout ran out)
+// with an error naming the shutdown, cancelling it: call it after Drain and
+// before closing the connections.
+func (rt *Router) Cut() { rt.core.Cut() }
 
 // Close ends every session, cancelling what is still in flight, and stops
 // the router's goroutines.

@@ -177,8 +177,8 @@ func parseRetry(v []byte) (int, bool) {
 
 // Writer writes events to an HTTP response and flushes each one.
 type Writer struct {
-	w http.ResponseWriter
-	f http.Flusher
+	w  http.ResponseWriter
+	rc *http.ResponseController // finds Flush through wrapping writers
 }
 
 // NewWriter sets the event-stream headers and returns a Writer. The caller
@@ -189,9 +189,8 @@ func NewWriter(w http.ResponseWriter) *Writer {
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	f, _ := w.(http.Flusher)
-	sw := &Writer{w: w, f: f}
-	sw.flush()
+	sw := &Writer{w: w, rc: http.NewResponseController(w)}
+	_ = sw.flush() // a gone client shows at the first write
 	return sw
 }
 
@@ -222,8 +221,7 @@ func (s *Writer) Write(ev Event) error {
 	if _, err := io.WriteString(s.w, b.String()); err != nil {
 		return err
 	}
-	s.flush()
-	return nil
+	return s.flush()
 }
 
 // Comment sends a comment, used as a keep-alive. A text with line breaks
@@ -235,8 +233,7 @@ func (s *Writer) Comment(text string) error {
 	if _, err := io.WriteString(s.w, b.String()); err != nil {
 		return err
 	}
-	s.flush()
-	return nil
+	return s.flush()
 }
 
 // writeLines writes each line of text (split at CRLF, LF or CR) after prefix.
@@ -258,8 +255,11 @@ func writeLines(b *strings.Builder, prefix string, text []byte) {
 	}
 }
 
-func (s *Writer) flush() {
-	if s.f != nil {
-		s.f.Flush()
+// flush sends what is buffered; a writer that cannot flush is not an
+// error (the event goes out when the response ends).
+func (s *Writer) flush() error {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
 	}
+	return nil
 }

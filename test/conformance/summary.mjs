@@ -1,5 +1,6 @@
-// Reads the output of one `conformance server` run (file given as argv[2]) and
-// prints one closing line per run, counting scenarios:
+// Reads the output of one `conformance server` or `conformance client` run
+// (file given as argv[2]) and prints one closing line per run, counting
+// scenarios:
 //
 //   conformance: P passed, F failed, S skipped
 //
@@ -12,10 +13,13 @@
 // argv[3] is a label for the run (e.g. "--suite all"), argv[4] the
 // expected-failures file used (if any), argv[5] the requirement revision (if
 // any): the CLI does not always list expected or not-scored failures itself.
+// argv[6] is the leg, "server" (default) or "client". A scenario the
+// baseline excuses only some checks of ("<scenario>:<check>") still counts
+// as failed when the CLI lists another of its checks as unexpected.
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 
-const [, , logFile, label = "", baselineFile = "", revision = ""] = process.argv;
+const [, , logFile, label = "", baselineFile = "", revision = "", leg = "server"] = process.argv;
 const log = readFileSync(logFile, "utf8").replace(/\x1b\[[0-9;]*m/g, "");
 const { parse } = createRequire(import.meta.url)("yaml");
 
@@ -23,10 +27,11 @@ const passing = new Set();
 const failing = new Set();
 const excused = new Set(); // expected failures and not-scored failures
 const stale = new Set();
+const unexpected = new Set();
 
 let section = "";
 for (const line of log.split("\n")) {
-  if (line.startsWith("=== SUMMARY ===")) section = "summary";
+  if (line.startsWith("=== SUMMARY ===") || line.startsWith("=== SUITE SUMMARY ===")) section = "summary";
   else if (line.startsWith("Not scored for ")) section = "not-scored";
   else if (line.startsWith("Expected failures (in baseline)")) section = "expected";
   else if (line.startsWith("Stale baseline entries")) section = "stale";
@@ -43,6 +48,7 @@ for (const line of log.split("\n")) {
   else if (section === "not-scored" && mark === "✗") excused.add(name);
   else if (section === "expected") excused.add(name);
   else if (section === "stale") stale.add(name);
+  else if (section === "unexpected") unexpected.add(name);
 }
 
 // A single --scenario run prints no summary table, only its own result line.
@@ -54,14 +60,14 @@ if (passing.size + failing.size === 0 && single && result) {
 
 // Failures the baseline or the requirement set excuses.
 if (baselineFile && existsSync(baselineFile)) {
-  for (const entry of parse(readFileSync(baselineFile, "utf8"))?.server ?? []) {
+  for (const entry of parse(readFileSync(baselineFile, "utf8"))?.[leg] ?? []) {
     if (typeof entry === "string" && !entry.includes(":")) excused.add(entry);
   }
 }
 const reqFile = new URL(`./node_modules/@modelcontextprotocol/conformance/requirements/${revision}.yaml`, import.meta.url);
 if (revision && existsSync(reqFile)) {
   for (const e of parse(readFileSync(reqFile, "utf8"))?.not_scored ?? []) {
-    if (e?.leg === "server" && e.scenario) excused.add(e.scenario);
+    if (e?.leg === leg && e.scenario) excused.add(e.scenario);
   }
 }
 
@@ -69,8 +75,8 @@ if (passing.size + failing.size === 0) {
   console.log(`conformance${label ? ` (${label})` : ""}: no scenario summary found in the output`);
   process.exit(0);
 }
-const failed = [...failing].filter((n) => !excused.has(n));
-const skipped = [...failing].filter((n) => excused.has(n));
+const failed = [...failing].filter((n) => !excused.has(n) || unexpected.has(n));
+const skipped = [...failing].filter((n) => excused.has(n) && !unexpected.has(n));
 const passed = [...passing].filter((n) => !stale.has(n));
 if (failed.length) console.log(`failed scenarios${label ? ` (${label})` : ""}: ${failed.join(", ")}`);
 if (stale.size) console.log(`stale expected-failure entries (now passing)${label ? ` (${label})` : ""}: ${[...stale].join(", ")}`);

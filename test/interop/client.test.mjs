@@ -11,8 +11,9 @@
 //   INTEROP_DIRECT=1 node --test test/interop/client.test.mjs
 //     Direct mode: the same assertions against each server spawned directly over
 //     stdio. A small in-process facade (DirectGateway) presents the gateway's
-//     view of them (names "<upstream>__<name>", resource URIs
-//     "<upstream>+<uri>"), so the test logic is validated without the gateway.
+//     view of them (names "<upstream>__<name>", resource URIs the upstream's
+//     own while unique on the route), so the test logic is validated without
+//     the gateway.
 //
 // Every test opens its own session and uses unique names for anything it
 // creates, so tests do not depend on each other or on run order.
@@ -106,6 +107,7 @@ function directServerParams(upstream) {
 class DirectGateway {
   constructor() {
     this.clients = new Map();
+    this.owners = new Map(); // resource URI -> the upstream that lists it
   }
 
   async up(name) {
@@ -128,12 +130,6 @@ class DirectGateway {
     const i = prefixed.indexOf(SEP);
     if (i <= 0) return [undefined, prefixed];
     return [prefixed.slice(0, i), prefixed.slice(i + SEP.length)];
-  }
-
-  splitURI(uri) {
-    const i = uri.indexOf('+');
-    if (i <= 0) return [undefined, uri];
-    return [uri.slice(0, i), uri.slice(i + 1)];
   }
 
   getServerVersion() {
@@ -176,8 +172,12 @@ class DirectGateway {
     return this.listAll('listPrompts', 'prompts', (u, p) => ({ ...p, name: u + SEP + p.name }));
   }
 
+  // The three servers' URIs do not collide: each stays as its server has it.
   listResources() {
-    return this.listAll('listResources', 'resources', (u, r) => ({ ...r, uri: `${u}+${r.uri}` }));
+    return this.listAll('listResources', 'resources', (u, r) => {
+      this.owners.set(r.uri, u);
+      return r;
+    });
   }
 
   async callTool(params) {
@@ -197,11 +197,10 @@ class DirectGateway {
   }
 
   async readResource(params) {
-    const [u, uri] = this.splitURI(params.uri);
+    const u = this.owners.get(params.uri);
     const c = u && (await this.up(u));
     if (!c) throw new McpError(ErrorCode.InvalidParams, `Unknown resource: ${params.uri}`);
-    const r = await c.readResource({ ...params, uri });
-    return { ...r, contents: r.contents.map((x) => ({ ...x, uri: `${u}+${x.uri}` })) };
+    return c.readResource(params);
   }
 
   async close() {
@@ -399,15 +398,16 @@ test('resources/list and resources/read', { timeout: TEST_TIMEOUT }, async (t) =
   const resources = await listAll(c, 'resources');
   const uris = resources.map((r) => r.uri);
   t.diagnostic(`${uris.length} resources`);
-  for (const u of uris) assert.match(u, /^(everything|fs|memory)\+/, `resource URI without upstream prefix: ${u}`);
+  // No two servers share a URI: every one is its server's own, untouched.
+  for (const u of uris) assert.doesNotMatch(u, /^(everything|fs|memory)\+|[?&]mcpgw=/, `resource URI renamed although unique: ${u}`);
 
-  const everything = resources.filter((r) => r.uri.startsWith('everything+'));
-  assert.ok(everything.length > 0, `no everything+ resources in ${uris}`);
-  const doc = everything.find((r) => r.uri.startsWith('everything+demo://resource/static/document/'));
+  const everything = resources.filter((r) => r.uri.startsWith('demo://'));
+  assert.ok(everything.length > 0, `no demo:// (everything) resources in ${uris}`);
+  const doc = everything.find((r) => r.uri.startsWith('demo://resource/static/document/'));
   assert.ok(doc, `no static document resource in ${uris}`);
   assert.ok(doc.name, 'resource lost its name');
   assert.ok(doc.mimeType, 'resource lost its mimeType');
-  assert.ok(uris.includes('memory+memory://knowledge-graph'), `no memory+memory://knowledge-graph in ${uris}`);
+  assert.ok(uris.includes('memory://knowledge-graph'), `no memory://knowledge-graph in ${uris}`);
 
   const r = await c.readResource({ uri: doc.uri });
   assert.ok(Array.isArray(r.contents) && r.contents.length > 0, `empty contents: ${JSON.stringify(r)}`);

@@ -10,7 +10,8 @@
 //     and another session's sampling handler is never asked in its place
 //
 // The upstream is @modelcontextprotocol/server-everything (upstream name
-// "everything": tools "everything__<name>", resource URIs "everything+<uri>").
+// "everything": tools "everything__<name>"; its resource URIs are unique on
+// the route, so they are everything's own).
 //
 // Modes (same env vars as client.test.mjs):
 //   MCPGW_URL=http://127.0.0.1:PORT/mcp node --test test/interop/fidelity.test.mjs
@@ -120,17 +121,17 @@ class DirectSession {
     return this.client.callTool({ ...params, name: DirectSession.strip(params.name, '__') }, schema, options);
   }
 
-  async listResources(params, options) {
-    const r = await this.client.listResources(params, options);
-    return { ...r, resources: r.resources.map((x) => ({ ...x, uri: `${UPSTREAM}+${x.uri}` })) };
+  // Resource URIs unique on the route are the upstream's own.
+  listResources(params, options) {
+    return this.client.listResources(params, options);
   }
 
   subscribeResource(params, options) {
-    return this.client.subscribeResource({ ...params, uri: DirectSession.strip(params.uri, '+') }, options);
+    return this.client.subscribeResource(params, options);
   }
 
   unsubscribeResource(params, options) {
-    return this.client.unsubscribeResource({ ...params, uri: DirectSession.strip(params.uri, '+') }, options);
+    return this.client.unsubscribeResource(params, options);
   }
 
   setRequestHandler(schema, handler) {
@@ -138,9 +139,7 @@ class DirectSession {
   }
 
   setNotificationHandler(schema, handler) {
-    return this.client.setNotificationHandler(schema, (n) =>
-      handler(typeof n.params?.uri === 'string' ? { ...n, params: { ...n.params, uri: `${UPSTREAM}+${n.params.uri}` } } : n),
-    );
+    return this.client.setNotificationHandler(schema, handler);
   }
 
   close() {
@@ -328,9 +327,9 @@ test('resources/subscribe: updates reach the subscribed session only, and stop a
 
   const { resources } = await sub.listResources({}, CALL_TIMEOUT);
   const res =
-    resources.find((r) => r.uri.startsWith(`${UPSTREAM}+demo://resource/static/document/`)) ??
-    resources.find((r) => r.uri.startsWith(`${UPSTREAM}+`));
-  assert.ok(res, `no ${UPSTREAM}+ resource in ${JSON.stringify(resources.map((r) => r.uri))}`);
+    resources.find((r) => r.uri.startsWith('demo://resource/static/document/')) ??
+    resources.find((r) => r.uri.startsWith('demo://'));
+  assert.ok(res, `no demo:// resource of ${UPSTREAM} in ${JSON.stringify(resources.map((r) => r.uri))}`);
   const uri = res.uri;
   t.diagnostic(`subscribing to ${uri}`);
   await sub.subscribeResource({ uri }, CALL_TIMEOUT);

@@ -65,7 +65,7 @@ const MODERN_URL = process.env.MCPGW_MODERN_URL || (GATEWAY_URL && `${GATEWAY_UR
 const WIRE_LOG = process.env.MCPGW_MODERN_WIRE_LOG;
 const UPSTREAM = 'modern';
 const TOOL = (name) => `${UPSTREAM}__${name}`;
-const URI = (uri) => `${UPSTREAM}+${uri}`;
+const URI = (uri) => uri; // unique on its route: the upstream's own URI
 const DOC = 'modern://doc';
 const MODERN = '2026-07-28';
 const LEGACY = '2025-11-25'; // the v1 SDK's latest

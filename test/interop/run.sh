@@ -12,7 +12,16 @@
 # protocol: "2026") serves the v1 client as a legacy session: input_required
 # becomes sampling/elicitation/roots requests on the call's stream,
 # resources/subscribe becomes subscriptions/listen, logging/setLevel a
-# per-request _meta log level (modern-upstream.test.mjs).
+# per-request _meta log level (modern-upstream.test.mjs). What a real host
+# does behind one prefixed route of five npm servers, two of them MCP Apps
+# examples (route /mcp/hosts): one tools/list, the Inspector CLI's tools/list,
+# ui:// app documents, resource_link reads, bare tool names (hosts.test.mjs).
+# The v1 client's
+# experimental tasks API drives server-everything's simulate-research-query
+# through the gateway to a completed result, its elicitation coming on the
+# tasks/result stream (tasks.test.mjs). In search mode (route /mcp/search)
+# the SDK client and the Inspector CLI find tools and call them
+# (toolsearch.test.mjs).
 #
 #   test/interop/run.sh            # from anywhere; needs go, node >= 20, npm, curl
 #
@@ -184,8 +193,8 @@ if [[ -n "$sid" ]]; then
 fi
 
 # Upstreams start concurrently with the listener; if the admin listener has a
-# readiness endpoint, wait for it (it stays 503 until upstream "modern",
-# marked required in gateway.yaml.tmpl, is connected).
+# readiness endpoint, wait for it (it stays 503 until the upstreams marked
+# required in gateway.yaml.tmpl, modern, basic and budget, are connected).
 while ((SECONDS < deadline)); do
   rcode="$(curl -sS -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$admin_port/readyz" 2>/dev/null || true)"
   case "$rcode" in
@@ -202,14 +211,15 @@ done
 # file's concurrent everything__* calls would make fidelity.test.mjs and
 # stateless.test.mjs flaky.
 # (--test-concurrency needs Node >= 20.10; older nodes run files in parallel.)
-tests=(test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/modern-upstream.test.mjs test/interop/auth.test.mjs)
+tests=(${INTEROP_TESTS:-test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/modern-upstream.test.mjs test/interop/hosts.test.mjs test/interop/auth.test.mjs test/interop/tasks.test.mjs test/interop/toolsearch.test.mjs})
 node_flags=(--test)
 if node --test-concurrency=1 -e '' >/dev/null 2>&1; then node_flags+=(--test-concurrency=1); fi
 modern_url="http://127.0.0.1:$port/mcp/modern"
-log "MCPGW_URL=$url MCPGW_MODERN_URL=$modern_url MCPGW_FS_DIR=$fs_dir node ${node_flags[*]} ${tests[*]}"
+hosts_url="http://127.0.0.1:$port/mcp/hosts"
+log "MCPGW_URL=$url MCPGW_MODERN_URL=$modern_url MCPGW_HOSTS_URL=$hosts_url MCPGW_FS_DIR=$fs_dir node ${node_flags[*]} ${tests[*]}"
 set +e
 (cd "$root" && MCPGW_URL="$url" MCPGW_MODERN_URL="$modern_url" MCPGW_MODERN_WIRE_LOG="$modern_wire_log" \
-  MCPGW_FS_DIR="$fs_dir" MCPGW_BIN="$bin" node "${node_flags[@]}" "${tests[@]}")
+  MCPGW_HOSTS_URL="$hosts_url" MCPGW_FS_DIR="$fs_dir" MCPGW_BIN="$bin" node "${node_flags[@]}" "${tests[@]}")
 status=$?
 set -e
 

@@ -15,7 +15,8 @@
 //   - roots/list is answered from the gateway's config (gateway.yaml.tmpl)
 //   - resources/read, prompts/get and subscriptions/listen (resource
 //     subscriptions) in gateway naming: tools "everything__<name>", resource
-//     URIs "everything+<uri>"
+//     URIs as everything has them (unique on the route); the canonical
+//     "everything+<uri>" still reads
 //
 //   MCPGW_URL=http://127.0.0.1:PORT/mcp node --test test/interop/stateless.test.mjs
 //
@@ -313,10 +314,10 @@ test('roots: everything__get-roots-list lists the roots configured for the upstr
 test('resources/read and prompts/get work for a 2026 client in gateway naming; an unknown resource is -32602', { timeout: TEST_TIMEOUT }, async (t) => {
   const c = await open(t);
 
-  // A static document: URI prefixed in the list and in the read result, text
-  // as server-everything has it on disk.
+  // A static document: unique on the route, so the upstream's own URI in the
+  // list and in the read result; text as server-everything has it on disk.
   const doc = 'architecture.md';
-  const uri = `${UPSTREAM}+demo://resource/static/document/${doc}`;
+  const uri = `demo://resource/static/document/${doc}`;
   const { resources } = await c.listResources(undefined, CALL_TIMEOUT);
   assert.ok(resources.some((x) => x.uri === uri), `resources/list lacks ${uri}: ${JSON.stringify(resources.map((x) => x.uri))}`);
   const rr = await c.readResource({ uri }, CALL_TIMEOUT);
@@ -329,14 +330,17 @@ test('resources/read and prompts/get work for a 2026 client in gateway naming; a
   );
   assert.equal(rr.contents[0].text, onDisk, 'resources/read text differs from the document server-everything serves');
 
-  // A templated resource.
-  const dyn = `${UPSTREAM}+demo://resource/dynamic/text/3`;
+  // A templated resource (routed by its template), and the canonical
+  // <upstream>+<uri> form earlier versions showed, which still reads.
+  const dyn = 'demo://resource/dynamic/text/3';
   const rd = await c.readResource({ uri: dyn }, CALL_TIMEOUT);
   assert.equal(rd.contents?.[0]?.uri, dyn);
+  const canonical = await c.readResource({ uri: `${UPSTREAM}+${dyn}` }, CALL_TIMEOUT);
+  assert.equal(canonical.contents?.[0]?.uri, dyn, 'a canonical read names the URI as the route does');
   assert.match(rd.contents[0].text, /^Resource 3: This is a plaintext resource created at /, `dynamic text resource 3: ${JSON.stringify(rd)}`);
 
   // 2026-07-28 says resource-not-found is -32602.
-  const missing = `${UPSTREAM}+demo://resource/static/document/no-such-${uid()}.md`;
+  const missing = `demo://resource/static/document/no-such-${uid()}.md`;
   const e = await expectProtocolError(c.readResource({ uri: missing }, CALL_TIMEOUT), 'reading an unknown resource');
   t.diagnostic(`unknown resource: ${e.code} ${e.message}`);
   assert.equal(e.code, -32602, `unknown resource: ${e.code} ${e.message}`);
@@ -405,8 +409,8 @@ test('subscriptions/listen with resourceSubscriptions: each listener gets update
   c.setNotificationHandler('notifications/resources/updated', (n) => got.push({ at: Date.now(), uri: n.params.uri }));
   other.setNotificationHandler('notifications/resources/updated', (n) => otherGot.push({ at: Date.now(), uri: n.params.uri }));
 
-  const uri = `${UPSTREAM}+demo://resource/static/document/features.md`;
-  const otherUri = `${UPSTREAM}+demo://resource/static/document/structure.md`;
+  const uri = 'demo://resource/static/document/features.md';
+  const otherUri = 'demo://resource/static/document/structure.md';
   const { resources } = await c.listResources(undefined, CALL_TIMEOUT);
   for (const u of [uri, otherUri]) {
     assert.ok(resources.some((x) => x.uri === u), `resources/list lacks ${u}`);

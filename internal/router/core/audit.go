@@ -37,21 +37,21 @@ type auditEntry struct {
 }
 
 // auditBegin opens the record of a routed request (nil when audit is off).
-func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message) *auditEntry {
+func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict) *auditEntry {
 	if rte.Gen.Audit == nil {
 		return nil
 	}
 	e := &auditEntry{log: rte.Gen.Audit, ctx: ctx, rec: audit.Record{
 		Time:      time.Now(),
-		Principal: policyPrincipal(ctx),
+		Principal: v.principal,
 		Route:     rte.Path,
 		Method:    msg.Method,
 		RequestID: edge.RequestID(ctx), // joins the process log's request_id
 		TraceID:   traceID(ctx),        // telemetry.go
 	}}
-	if kind, name, ok := target(msg); ok {
-		e.rec.Kind, e.rec.Name = kind, name
-		e.rec.Upstream, _, _ = rte.View.Resolve(kind == policy.KindResource, name)
+	if v.targeted {
+		e.rec.Kind, e.rec.Name = v.kind, v.name
+		e.rec.Upstream, _, _ = rte.View.Resolve(v.kind == policy.KindResource, v.name)
 	}
 	if msg.Method == mcp.MethodToolsCall || msg.Method == mcp.MethodPromptsGet {
 		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {
@@ -97,8 +97,9 @@ func (e *auditEntry) end(resp *jsonrpc.Message) {
 
 // auditChallenge records a request refused with an insufficient_scope
 // challenge before dispatch (ScopeChallenge).
-func (c *Core) auditChallenge(ctx context.Context, rte *Route, msg *jsonrpc.Message, d policy.Decision) {
-	e := c.auditBegin(ctx, rte, msg)
+func (c *Core) auditChallenge(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict) {
+	d := v.decision
+	e := c.auditBegin(ctx, rte, msg, v)
 	e.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
 	e.end(nil)
 }

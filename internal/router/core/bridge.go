@@ -19,21 +19,23 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
-	"github.com/mcpgw/mcpgw/internal/router/edge"
-	"github.com/mcpgw/mcpgw/internal/sse"
 	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
-// Bridging a legacy upstream to a 2026-07-28 client. A legacy upstream asks
-// for sampling, elicitation or roots with a server→client request in the
-// middle of a call; a 2026-07-28 client can only be asked through an
-// input_required result and answers by retrying the request. So the gateway
-// parks the upstream call — still waiting for its answer — returns
-// input_required with a requestState naming the parked call, and when the
-// retry brings inputResponses it answers the upstream and resumes waiting.
+// Bridging a session-revision upstream to a stateless (2026-07-28) caller.
+// Such an upstream asks for sampling, elicitation or roots with a
+// server→client request in the middle of a call; a 2026-07-28 client can
+// only be asked through an input_required result and answers by retrying
+// the request. So the gateway parks the upstream call — still waiting for
+// its answer — returns input_required with a requestState naming the
+// parked call, and when the retry brings inputResponses it answers the
+// upstream and resumes waiting. (The other direction, a stateless
+// upstream's input_required answered on a session caller's stream, is
+// host.View's, which holds the upstream connection the retries need.)
 //
 // Parked calls live in this replica's memory: a retry must reach the same
 // replica (the requestState says so when it does not). They are bounded in
@@ -43,7 +45,6 @@ import (
 const (
 	bridgeStatePrefix = "mcpgw1."
 	bridgeTTL         = 5 * time.Minute
-	maxParked         = 256
 	// After an input request the gateway waits bridgeGatherIdle for another
 	// (at most bridgeGather in all), so that requests an upstream sends
 	// together — the SDKs send an input_required map's at once — come back
@@ -60,6 +61,7 @@ type bridge struct {
 
 	mu     sync.Mutex
 	parked map[string]*parkedCall
+	owners map[string]int // parked calls per authenticated principal (tag)
 	seq    uint64
 }
 
@@ -69,7 +71,7 @@ type bridge struct {
 // and home names this replica in them; otherwise the key is random and
 // the states are this process's alone.
 func newBridge(m *metrics.Metrics, sessionKeys [][]byte, home string) *bridge {
-	b := &bridge{home: home, m: m, parked: map[string]*parkedCall{}}
+	b := &bridge{home: home, m: m, parked: map[string]*parkedCall{}, owners: map[string]int{}}
 	for _, k := range sessionKeys {
 		mac := hmac.New(sha256.New, k)
 		mac.Write([]byte("mcpgw bridge requestState v1")) // a key of its own, not the AEAD key
@@ -93,18 +95,20 @@ type parkedCall struct {
 	method string
 	name   string // params.name or params.uri: the retry must match
 	owner  string // principalTag of the caller: only it may resume the call
+	bridge *bridge
+	limits Limits // the generation's bounds on parking it (park)
+	call   *Call  // what Next drives
 	ctx    context.Context
 	cancel context.CancelFunc
-	cs     *CallStream
-	done   chan *jsonrpc.Message // the final response
-	needs  chan *inputNeed       // input requests as the upstream makes them
-	failed chan *jsonrpc.Error   // ends the call for the client before the upstream does
+	needs  chan *inputNeed     // input requests as the upstream makes them
+	failed chan *jsonrpc.Error // ends the call for the client before the upstream does
 
 	mu      sync.Mutex
 	pending map[string]*inputNeed // asked of the client, not yet answered
 	seq     int
 	round   int        // input_required results returned so far
 	driven  bool       // an HTTP request is waiting on this call now
+	again   bool       // a retry left inputs unanswered: Next asks for them at once
 	span    trace.Span // the request's server span (nil: tracing off; telemetry.go)
 }
 
@@ -115,38 +119,153 @@ type inputNeed struct {
 	answer chan json.RawMessage // the client's result
 }
 
-// newParked starts running msg for a stateless session on a goroutine owned
-// by the router; the caller waits on it with drive.
-func (c *Core) newParked(sess *Session, msg *jsonrpc.Message) *parkedCall {
+// StartBridged runs a stateless caller's routed request as a call that
+// can outlive the HTTP request carrying it: when a session-revision
+// upstream asks the client for input (sampling, elicitation, roots), Next
+// parks the call and returns input_required, and a retry resumes it
+// (Resume). paramHeaders are the request's Mcp-Param-* headers, passed to a
+// stateless HTTP upstream. The call is driven by the caller until Release.
+func (c *Core) StartBridged(sess *Session, msg *jsonrpc.Message, v *Verdict, paramHeaders http.Header) *Call {
 	// The call outlives the HTTP request, but not its principal: policy
-	// and audit below dispatch still see who asked.
-	ctx, cancel := context.WithTimeout(auth.WithPrincipal(context.Background(), auth.FromContext(sess.ctx)), bridgeTTL)
-	ctx = client.WithHeaders(ctx, sess.paramHeaders)
+	// and audit below Handle still see who asked.
+	ctx, cancel := context.WithTimeout(auth.WithPrincipal(c.ctx, auth.FromContext(sess.ctx)), bridgeTTL)
+	ctx = client.WithHeaders(ctx, paramHeaders)
 	ctx = client.WithTrace(ctx, client.TraceFrom(sess.ctx)) // sess.ctx is still the request's here
-	field := mcp.NameHeaderField(msg.Method)
-	name, _ := rawjson.GetString(msg.Params, field)
+	name, _ := rawjson.GetString(msg.Params, mcp.NameHeaderField(msg.Method))
 	p := &parkedCall{
 		method:  msg.Method,
 		name:    name,
 		owner:   principalTag(sess.owner),
+		bridge:  c.bridge,
+		limits:  sess.Route().Gen.Limits,
 		ctx:     ctx,
 		cancel:  cancel,
-		done:    make(chan *jsonrpc.Message, 1),
 		needs:   make(chan *inputNeed, 8),
 		failed:  make(chan *jsonrpc.Error, 1),
 		pending: map[string]*inputNeed{},
+		driven:  true,
 	}
 	sess.ctx = ctx // the call outlives the request; the request's End still ends only the request
-	p.cs = NewCallStream(ctx, sess)
-	p.cs.park = p
-	if !c.Go(func() {
-		defer cancel()
-		p.done <- c.StatelessResult(msg.Method, c.Handle(ctx, sess, msg, p.cs))
-	}) {
-		cancel()
-		p.done <- jsonrpc.NewError(msg.ID, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: "mcpgw is shutting down; retry against another replica"})
+	call := &Call{cs: newCallStream(ctx, sess), done: make(chan *jsonrpc.Message, 1), park: p}
+	call.cs.park = p
+	p.call = call
+	c.run(call, msg.ID, func() *jsonrpc.Message {
+		return c.StatelessResult(msg.Method, c.Handle(ctx, sess, msg, v, call.cs))
+	}, cancel)
+	return call
+}
+
+// Release tells a bridged call that the HTTP request driving it is done:
+// until a retry resumes it, it is parked (or over).
+func (call *Call) Release() {
+	if p := call.park; p != nil {
+		p.mu.Lock()
+		p.driven = false
+		p.mu.Unlock()
 	}
-	return p
+}
+
+// IsBridgeState reports whether a requestState is one the gateway minted
+// for a parked call (else it is the upstream's, passed through).
+func IsBridgeState(state string) bool { return strings.HasPrefix(state, bridgeStatePrefix) }
+
+// Resume finds the parked call a retry's requestState names and answers
+// the input requests the retry's inputResponses answer; Next then asks
+// again for what is still missing, or goes on waiting for the answer.
+// When another replica holds the call, home is its advertised URL (the
+// retry is forwarded there). Only the principal the call was made by may
+// resume it.
+func (c *Core) Resume(sess *Session, msg *jsonrpc.Message) (call *Call, home string, err *jsonrpc.Error) {
+	state, _ := rawjson.GetString(msg.Params, "requestState")
+	p, home, err := c.bridge.resume(state, msg, principalTag(sess.owner))
+	if err != nil {
+		c.bridge.m.BridgeRound(metrics.BridgeRefused)
+		return nil, "", err
+	}
+	if home != "" {
+		return nil, home, nil
+	}
+	c.bridge.m.BridgeRound(metrics.BridgeResumed)
+	p.event(telemetry.EventBridgeResumed)
+	// Answer what the client answered; what it left out is asked again.
+	responses, _ := rawjson.Get(msg.Params, "inputResponses")
+	p.mu.Lock()
+	for key, need := range p.pending {
+		if res, ok := rawjson.Get(responses, key); ok {
+			need.answer <- res
+			delete(p.pending, key)
+		}
+	}
+	if len(p.pending) > 0 {
+		p.again = true
+	}
+	p.mu.Unlock()
+	return p.call, "", nil
+}
+
+// takeAgain reports (once) that a retry left inputs unanswered.
+func (p *parkedCall) takeAgain() bool {
+	p.mu.Lock()
+	again := p.again
+	p.again = false
+	p.mu.Unlock()
+	if again {
+		p.bridge.m.BridgeRound(metrics.BridgeAsked)
+		p.event(telemetry.EventBridgeInputRequired) // event takes p.mu
+	}
+	return again
+}
+
+// gather takes the input request need and those the upstream makes at
+// about the same time, parks the call and returns the input_required
+// result, or the refusal when no more calls may be parked (its own or its
+// principal's share: sessions.max_parked_calls[_per_principal]).
+func (p *parkedCall) gather(need *inputNeed) Outcome {
+	p.mu.Lock()
+	p.pending[need.key] = need
+	p.mu.Unlock()
+	limit := time.After(bridgeGather)
+	idle := time.NewTimer(bridgeGatherIdle)
+	defer idle.Stop()
+collect:
+	for {
+		select {
+		case n := <-p.needs:
+			p.mu.Lock()
+			p.pending[n.key] = n
+			p.mu.Unlock()
+			idle.Reset(bridgeGatherIdle)
+		case <-idle.C:
+			break collect
+		case <-limit:
+			break collect
+		}
+	}
+	if lr := p.bridge.park(p, p.limits); lr != nil {
+		p.bridge.m.BridgeRound(metrics.BridgeFull)
+		p.cancel()
+		return Outcome{Err: lr.JSONRPC(), Refusal: lr}
+	}
+	p.bridge.m.BridgeRound(metrics.BridgeAsked)
+	p.event(telemetry.EventBridgeInputRequired)
+	return Outcome{InputRequired: p.inputRequired()}
+}
+
+// inputRequired is the input_required result naming the parked call's
+// outstanding input requests, with a fresh requestState.
+func (p *parkedCall) inputRequired() json.RawMessage {
+	p.mu.Lock()
+	reqs := map[string]any{}
+	for key, n := range p.pending {
+		reqs[key] = map[string]json.RawMessage{"method": mustJSON(n.method), "params": n.params}
+	}
+	p.mu.Unlock()
+	b, _ := json.Marshal(map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": reqs,
+		"requestState":  p.bridge.state(p),
+	})
+	return b
 }
 
 // ask is called (on the upstream's behalf) when the upstream needs input:
@@ -209,199 +328,6 @@ func missingCapability(capability, method string) *jsonrpc.Error {
 	}
 }
 
-// ServeBridged answers a stateless routed request: a fresh one, or the retry
-// of one that returned input_required (its requestState is ours).
-func (c *Core) ServeBridged(w http.ResponseWriter, r *http.Request, sess *Session, msg *jsonrpc.Message) {
-	state, _ := rawjson.GetString(msg.Params, "requestState")
-	if !strings.HasPrefix(state, bridgeStatePrefix) {
-		c.drive(w, r, c.newParked(sess, msg), msg.ID)
-		return
-	}
-	p, home, err := c.bridge.resume(state, msg, principalTag(sess.owner))
-	if err == nil && home != "" {
-		err = c.forwardRetry(w, r, home, msg)
-		if err == nil {
-			return
-		}
-	}
-	if err != nil {
-		c.bridge.m.BridgeRound(metrics.BridgeRefused)
-		edge.WriteJSON(w, StatelessStatus(err.Code), jsonrpc.NewError(msg.ID, err))
-		return
-	}
-	c.bridge.m.BridgeRound(metrics.BridgeResumed)
-	p.event(telemetry.EventBridgeResumed)
-	// Answer what the client answered; what it left out is asked again.
-	responses, _ := rawjson.Get(msg.Params, "inputResponses")
-	p.mu.Lock()
-	for key, need := range p.pending {
-		if res, ok := rawjson.Get(responses, key); ok {
-			need.answer <- res
-			delete(p.pending, key)
-		}
-	}
-	still := len(p.pending) > 0
-	if still {
-		p.driven = false
-	}
-	p.mu.Unlock()
-	if still {
-		c.bridge.m.BridgeRound(metrics.BridgeAsked)
-		p.event(telemetry.EventBridgeInputRequired)
-		c.inputRequired(w, p, msg.ID)
-		return
-	}
-	c.drive(w, r, p, msg.ID)
-}
-
-// drive waits on a running call for this HTTP request: its final response,
-// or the input requests it needs (then it is parked and input_required is
-// returned). Progress and log messages stream meanwhile when accepted.
-func (c *Core) drive(w http.ResponseWriter, r *http.Request, p *parkedCall, id jsonrpc.ID) {
-	p.mu.Lock()
-	p.driven = true
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.driven = false
-		p.mu.Unlock()
-	}()
-	var sw *sse.Writer
-	streaming := edge.Accepts(r, mcp.ContentTypeEventStream)
-	start := time.After(50 * time.Millisecond) // errors with an HTTP status go out before any stream
-	var early [][]byte
-	for {
-		select {
-		case <-r.Context().Done():
-			// A closed stream cancels the request (2026-07-28 transport).
-			p.cancel()
-			c.bridge.forget(p)
-			return
-		case <-start:
-			if streaming && sw == nil {
-				sw = sse.NewWriter(w)
-				for _, b := range early {
-					_ = sw.Write(sse.Event{Data: b})
-				}
-				early = nil
-			}
-		case b := <-p.cs.events:
-			switch {
-			case sw != nil:
-				_ = sw.Write(sse.Event{Data: b})
-			case streaming:
-				early = append(early, b)
-			}
-		case err := <-p.failed:
-			c.bridge.m.BridgeRound(metrics.BridgeMissingCapability)
-			p.cancel()
-			c.bridge.forget(p)
-			c.finish(w, sw, jsonrpc.NewError(id, err))
-			return
-		case resp := <-p.done:
-			c.bridge.forget(p)
-			select {
-			case err := <-p.failed: // the upstream's answer to a refused request may come first
-				c.finish(w, sw, jsonrpc.NewError(id, err))
-				return
-			default:
-			}
-			resp.ID = id
-			if sw == nil {
-				status := http.StatusOK
-				if resp.Error != nil {
-					status = StatelessStatus(resp.Error.Code)
-				}
-				if streaming && len(early) > 0 && resp.Error == nil {
-					sw = sse.NewWriter(w)
-					for _, b := range early {
-						_ = sw.Write(sse.Event{Data: b})
-					}
-				} else {
-					edge.WriteJSON(w, status, resp)
-					return
-				}
-			}
-			for len(p.cs.events) > 0 {
-				_ = sw.Write(sse.Event{Data: <-p.cs.events})
-			}
-			if b, err := jsonrpc.Encode(resp); err == nil {
-				_ = sw.Write(sse.Event{Data: b})
-			}
-			return
-		case need := <-p.needs:
-			p.mu.Lock()
-			p.pending[need.key] = need
-			p.mu.Unlock()
-			// Gather what the upstream asks at about the same time.
-			limit := time.After(bridgeGather)
-			idle := time.NewTimer(bridgeGatherIdle)
-		collect:
-			for {
-				select {
-				case n := <-p.needs:
-					p.mu.Lock()
-					p.pending[n.key] = n
-					p.mu.Unlock()
-					idle.Reset(bridgeGatherIdle)
-				case <-idle.C:
-					break collect
-				case <-limit:
-					break collect
-				}
-			}
-			idle.Stop()
-			if err := c.bridge.park(p); err != nil {
-				c.bridge.m.BridgeRound(metrics.BridgeFull)
-				p.cancel()
-				c.finish(w, sw, jsonrpc.NewError(id, err))
-				return
-			}
-			c.bridge.m.BridgeRound(metrics.BridgeAsked)
-			p.event(telemetry.EventBridgeInputRequired)
-			if sw != nil {
-				b, _ := jsonrpc.Encode(jsonrpc.NewResult(id, c.inputRequiredResult(p)))
-				_ = sw.Write(sse.Event{Data: b})
-				return
-			}
-			c.inputRequired(w, p, id)
-			return
-		}
-	}
-}
-
-// finish writes a final error: on the stream when one is open, else as the
-// HTTP response with the status its code calls for.
-func (c *Core) finish(w http.ResponseWriter, sw *sse.Writer, e *jsonrpc.Message) {
-	if sw != nil {
-		if b, err := jsonrpc.Encode(e); err == nil {
-			_ = sw.Write(sse.Event{Data: b})
-		}
-		return
-	}
-	edge.WriteJSON(w, StatelessStatus(e.Error.Code), e)
-}
-
-// inputRequired answers with the parked call's outstanding input requests.
-func (c *Core) inputRequired(w http.ResponseWriter, p *parkedCall, id jsonrpc.ID) {
-	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(id, c.inputRequiredResult(p)))
-}
-
-func (c *Core) inputRequiredResult(p *parkedCall) json.RawMessage {
-	p.mu.Lock()
-	reqs := map[string]any{}
-	for key, n := range p.pending {
-		reqs[key] = map[string]json.RawMessage{"method": mustJSON(n.method), "params": n.params}
-	}
-	p.mu.Unlock()
-	b, _ := json.Marshal(map[string]any{
-		"resultType":    "input_required",
-		"inputRequests": reqs,
-		"requestState":  c.bridge.state(p),
-	})
-	return b
-}
-
 // bridgeState is what a requestState minted by the gateway carries.
 type bridgeState struct {
 	ID     string `json:"p"`
@@ -442,19 +368,33 @@ func (b *bridge) state(p *parkedCall) string {
 	return bridgeStatePrefix + enc.EncodeToString(payload) + "." + enc.EncodeToString(b.sign(payload))
 }
 
-// park registers p for resumption.
-func (b *bridge) park(p *parkedCall) *jsonrpc.Error {
+// park registers p for resumption, within sessions.max_parked_calls and,
+// for an authenticated caller, sessions.max_parked_calls_per_principal:
+// each parked call holds an upstream request for up to bridgeTTL, so one
+// client must not take them all.
+func (b *bridge) park(p *parkedCall, lim Limits) *limits.Refusal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if p.id != "" {
 		return nil // already parked (a further round)
 	}
-	if len(b.parked) >= maxParked {
-		return jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: too many calls are waiting for client input (%d); retry later", maxParked)
+	var refused *limits.Refusal
+	switch {
+	case len(b.parked) >= lim.MaxParked:
+		refused = &limits.Refusal{Bound: "sessions.max_parked_calls", Max: lim.MaxParked, What: "calls waiting for client input on this gateway replica"}
+	case p.owner != "" && b.owners[p.owner] >= lim.MaxParkedPerPrincipal:
+		refused = &limits.Refusal{Bound: "sessions.max_parked_calls_per_principal", Max: lim.MaxParkedPerPrincipal, What: "calls waiting for this principal's input", PerPrincipal: true}
+	}
+	if refused != nil {
+		b.m.LimitRefused(refused.Bound)
+		return refused
 	}
 	b.seq++
 	p.id = strconv.FormatUint(b.seq, 36) + "-" + rand.Text()
 	b.parked[p.id] = p
+	if p.owner != "" {
+		b.owners[p.owner]++
+	}
 	b.m.BridgeParked(+1)
 	// Forget it when it ends, whatever ends it.
 	context.AfterFunc(p.ctx, func() { b.forget(p) })
@@ -479,6 +419,11 @@ func (b *bridge) forget(p *parkedCall) {
 	if p.id != "" && b.parked[p.id] == p {
 		delete(b.parked, p.id)
 		b.m.BridgeParked(-1)
+		if p.owner != "" {
+			if b.owners[p.owner]--; b.owners[p.owner] <= 0 {
+				delete(b.owners, p.owner)
+			}
+		}
 	}
 	b.mu.Unlock()
 }
@@ -526,7 +471,7 @@ func (b *bridge) resume(state string, msg *jsonrpc.Message, owner string) (*park
 	if p.driven {
 		return nil, "", bad("it is already being retried")
 	}
-	p.driven = true // released by drive, or below when input is still missing
+	p.driven = true // released by Release
 	return p, "", nil
 }
 

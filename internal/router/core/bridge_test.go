@@ -14,7 +14,7 @@ import (
 func FuzzBridgeResume(f *testing.F) {
 	b := newBridge(nil, nil, "")
 	p := &parkedCall{method: "tools/call", name: "up__x", owner: "key:alice", ctx: context.Background(), pending: map[string]*inputNeed{}}
-	if err := b.park(p); err != nil {
+	if err := b.park(p, Limits{MaxParked: 1, MaxParkedPerPrincipal: 1}); err != nil {
 		f.Fatal(err)
 	}
 	minted := map[string]bool{}

@@ -21,13 +21,10 @@ type CallStream struct {
 	park   *parkedCall // for 2026-07-28 callers: input requests become input_required
 }
 
-// NewCallStream makes the stream of one call of sess that runs in ctx.
-func NewCallStream(ctx context.Context, sess *Session) *CallStream {
+// newCallStream makes the stream of one call of sess that runs in ctx.
+func newCallStream(ctx context.Context, sess *Session) *CallStream {
 	return &CallStream{ctx: ctx, sess: sess, events: make(chan []byte, 64)}
 }
-
-// Events carries the call's messages, encoded, in the order they came.
-func (cs *CallStream) Events() <-chan []byte { return cs.events }
 
 // options are the client.CallOptions that route a call's messages here.
 func (cs *CallStream) options() client.CallOptions {
@@ -152,7 +149,7 @@ func (s *Session) wantsLog(params json.RawMessage) bool {
 	min := s.logLevel
 	s.mu.Unlock()
 	if min == "" {
-		// Legacy: everything until setLevel. 2026-07-28: nothing unless the
+		// A session: everything until setLevel. 2026-07-28: nothing unless the
 		// request asked for a level in its _meta.
 		return !s.Stateless()
 	}

@@ -10,7 +10,7 @@
 package core
 
 import (
-	"net/http"
+	"context"
 	"sync"
 
 	"go.opentelemetry.io/otel/trace"
@@ -64,13 +64,20 @@ type Core struct {
 	pinWarned sync.Map // pinning verdicts already logged
 
 	listenersMu sync.Mutex
-	listeners   map[*Session]bool // open subscriptions/listen streams
+	listeners   map[*Session]*mcp.ListenFilter // open subscriptions/listen streams
 
-	bridge  *bridge      // legacy upstreams' input requests parked for 2026-07-28 clients
-	forward *http.Client // passes bridged retries to the replica holding their call (bridgeforward.go)
+	bridge *bridge // session-revision upstreams' input requests parked for stateless callers
 
 	levelsMu sync.Mutex
 	levels   map[string]string // log level last asked of each shared upstream
+
+	cut cutter // Cut: what the drain left is answered and cancelled (shutdown.go)
+
+	// ctx is what the core's own work derives from (bridged calls,
+	// unsubscribe and restore requests to upstreams): Close cancels it, so
+	// that nothing the core started outlives the core.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	stop      chan struct{}
 	drain     chan struct{} // closed by Drain: no new sessions, streams end
@@ -95,13 +102,13 @@ func New(h *host.Host, opts Options) *Core {
 		host:      h,
 		subs:      newSubscriptions(),
 		changes:   make(chan listChange, 64),
-		listeners: map[*Session]bool{},
+		listeners: map[*Session]*mcp.ListenFilter{},
 		levels:    map[string]string{},
 		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
-		forward:   forwardClient(),
 		stop:      make(chan struct{}),
 		drain:     make(chan struct{}),
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.coalesce()
 	return c
@@ -135,6 +142,7 @@ func (c *Core) Close(endSessions func()) {
 		c.closed = true
 		c.goMu.Unlock()
 		close(c.stop)
+		c.cancel()
 		c.bridge.closeAll()
 		endSessions()
 		c.wg.Wait()

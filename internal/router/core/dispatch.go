@@ -24,14 +24,25 @@ var lists = map[string]host.ListKind{
 
 // Handle answers one request of an initialized session. It always returns
 // exactly one response: the upstream's, or a gateway error naming the cause.
-// What the upstream sends during a routed call goes to cs (nil: the caller
-// keeps no stream for it).
-func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, cs *CallStream) (resp *jsonrpc.Message) {
+// v is the access decision the transport already asked for (Decide) on a
+// routed request; nil, or one made for another route generation, and
+// Handle decides itself. What the upstream sends during a routed call goes
+// to cs (nil: the caller keeps no stream for it).
+func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict, cs *CallStream) (resp *jsonrpc.Message) {
 	rte := c.routeOf(sess)                         // one generation's route, view and policy for the whole request
 	ctx, obs := c.observe(ctx, sess, rte, msg, cs) // metrics and the server span (telemetry.go)
 	defer func() { c.report(rte, msg, resp, &obs) }()
+	ctx, uncut := c.cuttable(ctx) // shutdown.go
+	defer uncut()
+	defer func() {
+		if cut := cutAnswer(ctx, msg.ID); cut != nil && (resp == nil || resp.Error != nil) {
+			resp = cut // a result that made it stays
+		}
+	}()
 	ctx = host.WithCallerCapabilities(ctx, sess.caps) // exact_capabilities: the upstream sees the caller's own
 	ctx = host.WithSession(ctx, sess.id)              // stateful upstreams use this session's own connection
+	// The tasks it creates and uses are its own (host/tasks.go).
+	ctx = host.WithTaskOwner(ctx, host.TaskOwner{Route: rte.Path, Principal: sess.owner, Session: sess.id})
 	view := rte.View
 	switch msg.Method {
 	case mcp.MethodPing:
@@ -52,6 +63,13 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		c.loosenUpstreams(ctx, view, p.Level)
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 	}
+	if msg.Method == mcp.MethodToolsList && c.searchMode(ctx, rte) { // toolsearch.go
+		res, err := c.searchList(ctx, rte, sess)
+		if err != nil {
+			return jsonrpc.NewError(msg.ID, err)
+		}
+		return sessionResult(sess, jsonrpc.NewResult(msg.ID, res))
+	}
 	if kind, ok := lists[msg.Method]; ok {
 		res, err := view.List(ctx, kind, msg.Params)
 		if err == nil {
@@ -62,17 +80,45 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		}
 		return sessionResult(sess, jsonrpc.NewResult(msg.ID, res))
 	}
+	if msg.Method == mcp.MethodTasksList && !sess.Stateless() { // 2025-11-25 only: the caller's tasks, merged
+		res, err := view.ListTasks(ctx, msg.Params)
+		if err != nil {
+			return jsonrpc.NewError(msg.ID, err)
+		}
+		return jsonrpc.NewResult(msg.ID, res)
+	}
 	if !mcp.Routed(msg.Method) {
 		return jsonrpc.NewError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
 	}
 	if sess.Stateless() && slices.Contains(logLevels, sess.logLevel) {
-		// A 2026-07-28 request's _meta level, like a legacy session's
+		// A 2026-07-28 request's _meta level, like a session's
 		// logging/setLevel (a stateless upstream takes the request's own).
 		c.loosenUpstreams(ctx, view, sess.logLevel)
 	}
-	au := c.auditBegin(ctx, rte, msg)
+	switch metaName(rte, msg) { // the gateway's own tools on a search route (toolsearch.go)
+	case metaSearch:
+		return sessionResult(sess, c.searchTools(ctx, rte, msg))
+	case metaCall:
+		inner, jerr := unwrapCall(rte, msg) // from here on, the direct call it names
+		if jerr != nil {
+			return jsonrpc.NewError(msg.ID, jerr)
+		}
+		msg = inner
+	}
+	if v == nil || v.rte != rte {
+		v = c.Decide(ctx, rte, msg)
+	}
+	au := c.auditBegin(ctx, rte, msg, v)
 	defer func() { au.end(resp) }()
-	release, _, gerr := c.guard(ctx, rte, msg, au)
+	if v.pinErr != nil {
+		return jsonrpc.NewError(msg.ID, v.pinErr)
+	}
+	// One reading: from here on the request names its target as it was
+	// resolved for the policy (Decide), and the upstream gets that name.
+	pm := *msg
+	pm.Params = v.params
+	msg = &pm
+	release, gerr := c.guard(ctx, rte, msg, v, au)
 	if gerr != nil {
 		obs.refuse(gerr) // denied or rate_limited, not an error
 		return jsonrpc.NewError(msg.ID, gerr)
@@ -80,7 +126,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	defer release()
 	switch msg.Method {
 	case mcp.MethodResourcesSubscribe:
-		return c.Subscribe(ctx, sess, msg)
+		return c.subscribe(ctx, sess, msg)
 	case mcp.MethodResourcesUnsubscribe:
 		return c.unsubscribe(ctx, sess, msg)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -33,14 +34,31 @@ func mustCompileAllowAll() *policy.Policy {
 const CodeRateLimited = -32004
 
 // target is what a request is about, in policy terms: a tool, a prompt or
-// a resource, by its downstream name.
-func target(msg *jsonrpc.Message) (kind, name string, ok bool) {
+// a resource, by its canonical name on the route (host.View.Canonical: a
+// bare name's prefixed one, <upstream>+<uri> for a resource).
+func target(ctx context.Context, rte *Route, msg *jsonrpc.Message) (kind, name string, ok bool) {
 	t, ok := mcp.TargetOf(msg.Method, msg.Params)
 	if !ok {
 		return "", "", false
 	}
 	name, err := rawjson.GetPath(msg.Params, t.Path)
-	return string(t.Kind), name, err == nil
+	if err != nil {
+		return "", "", false
+	}
+	if c, err := rte.View.Canonical(ctx, t.Kind, name); err == nil {
+		name = c
+	}
+	return string(t.Kind), name, true
+}
+
+// visibleTo is what the policy lets the caller see on rte, for resolving
+// bare names and shared URIs among it (host.View.Pin); nil: everything.
+func visibleTo(ctx context.Context, rte *Route) host.Visible {
+	pol, p := rte.Gen.Policy, policyPrincipal(ctx)
+	if pol == nil {
+		return nil
+	}
+	return func(kind mcp.Kind, name string) bool { return pol.Decide(p, rte.Path, string(kind), name).Listed() }
 }
 
 // policyPrincipal is the request's principal in the policy's terms.
@@ -52,39 +70,92 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Groups: p.Groups, APIKey: p.APIKey, Claims: p.Claims}
 }
 
-// guard applies the access policy and the rate limits to one routed
-// request before anything reaches an upstream. A name the policy hides is
-// answered exactly like a name that does not exist, so a caller learns
-// nothing about what it may not see (the reason goes to the log). A tool
-// refused only for missing scopes returns them, for an insufficient_scope
-// challenge. When the request may go ahead, release must be called once
-// the upstream has answered.
-func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, au *auditEntry) (release func(), missing []string, jerr *jsonrpc.Error) {
+// Verdict is what the access policy decided about one routed request. It
+// is made once per request (Decide): the transport asks first, to answer a
+// refusal for missing scopes with an HTTP challenge before any stream
+// starts, and Handle applies the same verdict.
+type Verdict struct {
+	rte       *Route // the route (and generation) it was made for
+	principal policy.Principal
+	// params are the request's params with its target pinned (host.View.Pin):
+	// resolved once, among what the caller may see, so that what the policy
+	// judged is what the upstream is asked for. pinErr is why it resolves to
+	// nothing (unknown, hidden, or a bare name several upstreams have).
+	params     json.RawMessage
+	pinErr     *jsonrpc.Error
+	kind, name string
+	targeted   bool            // the request names a target (else the routing layer answers it)
+	decided    bool            // a policy made decision
+	decision   policy.Decision // when decided
+}
+
+// Decide makes the access policy's decision on msg for the principal in ctx.
+func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Verdict {
+	v := &Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
+	switch metaName(rte, msg) { // toolsearch.go
+	case metaSearch:
+		return v // the gateway answers it, showing only what the caller may see
+	case metaCall:
+		inner, jerr := unwrapCall(rte, msg) // judged as the direct call it names
+		if jerr != nil {
+			v.pinErr = jerr
+			return v
+		}
+		msg = inner
+		v.params = msg.Params
+	}
+	pinned, jerr := rte.View.Pin(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
+	if jerr != nil {
+		v.pinErr = jerr
+		return v
+	}
+	v.params = pinned
+	pm := *msg
+	pm.Params = pinned
+	v.kind, v.name, v.targeted = target(ctx, rte, &pm)
+	if v.kind == string(mcp.KindTask) {
+		// A task: only the principal it was handed to may use it (the host
+		// opens its sealed id), and the tools/call that created it was
+		// judged here. Nothing for the policy to decide.
+		v.targeted = false
+	}
+	if v.targeted && rte.Gen.Policy != nil {
+		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(&pm))
+		v.decided = true
+	}
+	return v
+}
+
+// guard applies the access policy, the pinning lock and the rate limits
+// to one routed request before anything reaches an upstream. A name the
+// policy hides is answered exactly like a name that does not exist, so a
+// caller learns nothing about what it may not see (the reason goes to the
+// log). When the request may go ahead, release must be called once the
+// upstream has answered.
+func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict, au *auditEntry) (release func(), jerr *jsonrpc.Error) {
 	release = func() {}
-	kind, name, ok := target(msg)
-	if !ok {
-		return release, nil, nil // malformed: the routing layer answers it
+	if !v.targeted {
+		return release, nil // malformed: the routing layer answers it
 	}
 	g := rte.Gen
 	route := rte.Path
-	p := policyPrincipal(ctx)
+	kind, name, p := v.kind, v.name, v.principal
 	if pol := g.Policy; pol != nil {
-		d := pol.DecideCall(p, route, kind, name, callArguments(msg))
+		d := v.decision
 		if !d.Allowed {
 			c.opts.Metrics.PolicyDecision(route, "deny")
 			edge.Logger(ctx, c.log).Info("request denied by policy", zap.String("route", route), zap.String("method", msg.Method),
 				zap.String("name", name), zap.Stringer("principal", p), zap.String("reason", d.Reason))
 			au.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
 			if len(d.MissingScopes) > 0 {
-				return release, append(pol.RequiredScopes(name), rte.Scopes...), jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
-					"forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
+				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
 			}
 			if pol.Decide(p, route, kind, name).Listed() {
 				// Listed, but a condition on these arguments refuses the
 				// call: "unknown" would be a lie about a visible name.
-				return release, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
+				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
 			}
-			return release, nil, hidden(kind, name)
+			return release, hidden(kind, name)
 		}
 		c.opts.Metrics.PolicyDecision(route, "allow")
 		au.allowed(d)
@@ -93,7 +164,7 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, au *
 		if up, def, ok := rte.View.Tool(ctx, name); ok && !c.pinned(g.Pinner, up, name, def) {
 			c.opts.Metrics.PolicyDecision(route, "unpinned")
 			au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock")
-			return release, nil, hidden(kind, name)
+			return release, hidden(kind, name)
 		}
 	}
 	if g.Limiter != nil {
@@ -107,11 +178,11 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, au *
 			c.opts.Metrics.RateLimited(route)
 			au.refuse(audit.RateLimited, audit.RuleRateLimits, "", lr.String())
 			data, _ := json.Marshal(map[string]any{"retryAfterSeconds": lr.RetryAfterSeconds(), "limit": lr.Limit})
-			return release, nil, &jsonrpc.Error{Code: CodeRateLimited, Message: lr.String(), Data: data}
+			return release, &jsonrpc.Error{Code: CodeRateLimited, Message: lr.String(), Data: data}
 		}
 		release = rel
 	}
-	return release, nil, nil
+	return release, nil
 }
 
 // hidden is the answer for a name the policy does not let the caller see.
@@ -125,39 +196,28 @@ func hidden(kind, name string) *jsonrpc.Error {
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown tool %q", name)
 }
 
-// ScopeChallenge reports the scopes to challenge for when the policy
-// refuses a request only for missing scopes, so that the transport can
-// answer 403 insufficient_scope before any stream starts; the refusal is
-// audited. ok is false when the request is not refused that way.
-func (c *Core) ScopeChallenge(ctx context.Context, rte *Route, msg *jsonrpc.Message) (required []string, detail string, ok bool) {
-	g := rte.Gen
-	if g.Policy == nil || g.Auth == nil {
+// ScopeChallenge reports the scopes to challenge for when v refuses a
+// request only for missing scopes (and authentication is on, so that a
+// token with them can be had), so that the transport can answer 403
+// insufficient_scope before any stream starts; the refusal is audited. ok
+// is false when the request is not refused that way.
+func (c *Core) ScopeChallenge(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict) (required []string, detail string, ok bool) {
+	d := v.decision
+	if rte.Gen.Auth == nil || !v.decided || d.Allowed || len(d.MissingScopes) == 0 {
 		return nil, "", false
 	}
-	kind, name, ok := target(msg)
-	if !ok {
-		return nil, "", false
-	}
-	d := g.Policy.DecideCall(policyPrincipal(ctx), rte.Path, kind, name, callArguments(msg))
-	if d.Allowed || len(d.MissingScopes) == 0 {
-		return nil, "", false
-	}
-	required = append(g.Policy.RequiredScopes(name), rte.Scopes...)
-	c.auditChallenge(ctx, rte, msg, d)
-	return required, name + " needs scope " + strings.Join(d.MissingScopes, " "), true
+	required = append(rte.Gen.Policy.RequiredScopes(v.name), rte.Scopes...)
+	c.auditChallenge(ctx, rte, msg, v)
+	return required, v.name + " needs scope " + strings.Join(d.MissingScopes, " "), true
 }
 
 // filterList removes what the policy hides from a merged list result, and
 // marks the result private for 2026-07-28 clients when lists depend on who
 // asks (a shared cache must not serve one principal's list to another).
 func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method string, res json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	g := rte.Gen
-	pol := g.Policy
-	if pol == nil && g.Pinner == nil {
+	keep := c.listFilter(ctx, rte, method)
+	if keep == nil {
 		return res, nil
-	}
-	if pol == nil {
-		pol = allowAll
 	}
 	kind := policy.KindTool
 	switch method {
@@ -166,32 +226,46 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 	case mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList:
 		kind = policy.KindResource
 	}
+	out, err := policy.FilterListFunc(kind, res, keep)
+	if err != nil {
+		// Never fall back to the unfiltered list.
+		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: could not apply the access policy to %s: %v", method, err)
+	}
+	if sess.Stateless() && rte.Gen.PrivateLists {
+		if p, err := rawjson.SetString(out, "cacheScope", "private"); err == nil {
+			out = p
+		}
+	}
+	return out, nil
+}
+
+// listFilter is what a list of method on rte keeps for the caller in ctx
+// (policy, and pinning for tools), by item; nil when it keeps everything.
+// Tool search filters its results with the same function (toolsearch.go).
+func (c *Core) listFilter(ctx context.Context, rte *Route, method string) func(kind, name string, item []byte) bool {
+	g := rte.Gen
+	pol := g.Policy
+	if pol == nil && g.Pinner == nil {
+		return nil
+	}
+	if pol == nil {
+		pol = allowAll
+	}
 	p := policyPrincipal(ctx)
 	route := rte.Path
-	out, err := policy.FilterListFunc(kind, res, func(kind, name string, item []byte) bool {
+	return func(kind, name string, item []byte) bool {
+		if c, err := rte.View.Canonical(ctx, mcp.Kind(kind), name); err == nil {
+			name = c // a URI unique on the route is listed as it is
+		}
 		if !pol.Decide(p, route, kind, name).Listed() {
 			return false
 		}
 		if kind != policy.KindTool || g.Pinner == nil || method != mcp.MethodToolsList {
 			return true
 		}
-		up, internal, ok := rte.View.Resolve(false, name)
-		if !ok {
-			return false
-		}
-		def, err := rawjson.SetString(item, "name", internal) // pins are of the upstream's own definition
-		return err == nil && c.pinned(g.Pinner, up, name, def)
-	})
-	if err != nil {
-		// Never fall back to the unfiltered list.
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: could not apply the access policy to %s: %v", method, err)
+		up, def, ok := rte.View.Tool(ctx, name) // pins are of the upstream's own definition
+		return ok && c.pinned(g.Pinner, up, name, def)
 	}
-	if sess.Stateless() && g.PrivateLists {
-		if p, err := rawjson.SetString(out, "cacheScope", "private"); err == nil {
-			out = p
-		}
-	}
-	return out, nil
 }
 
 // pinned checks a tool's definition against the pinning lock: in enforce

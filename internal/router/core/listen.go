@@ -8,13 +8,15 @@ import (
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
-// Filter is what the listen stream opted in to (nil for other sessions).
-func (s *Session) Filter() *mcp.ListenFilter { return s.filter }
+// A listen stream (subscriptions/listen) is the fourth lifetime a Session
+// serves: a stateless request's session, registered here for as long as
+// its stream is open, with the filter it opted in to. Everything the core
+// sends it outside calls carries its subscription id (Tag).
 
-// AddListener registers an open listen stream for list changes.
-func (c *Core) AddListener(s *Session) {
+// AddListener registers an open listen stream and what it opted in to.
+func (c *Core) AddListener(s *Session, f *mcp.ListenFilter) {
 	c.listenersMu.Lock()
-	c.listeners[s] = true
+	c.listeners[s] = f
 	c.listenersMu.Unlock()
 }
 
@@ -27,11 +29,11 @@ func (c *Core) RemoveListener(s *Session) {
 
 // EachListener calls f for every open listen stream, with the listeners
 // locked: f must not add or remove one.
-func (c *Core) EachListener(f func(*Session)) {
+func (c *Core) EachListener(f func(*Session, *mcp.ListenFilter)) {
 	c.listenersMu.Lock()
 	defer c.listenersMu.Unlock()
-	for s := range c.listeners {
-		f(s)
+	for s, filter := range c.listeners {
+		f(s, filter)
 	}
 }
 
@@ -40,8 +42,8 @@ func (c *Core) listenersFor(method string, ups map[string]bool) []*Session {
 	c.listenersMu.Lock()
 	defer c.listenersMu.Unlock()
 	var out []*Session
-	for s := range c.listeners {
-		if s.filter.Wants(method) && slices.ContainsFunc(s.Route().View.Upstreams(), func(u string) bool { return ups[u] }) {
+	for s, f := range c.listeners {
+		if f.Wants(method) && slices.ContainsFunc(s.Route().View.Upstreams(), func(u string) bool { return ups[u] }) {
 			out = append(out, s)
 		}
 	}
@@ -49,7 +51,7 @@ func (c *Core) listenersFor(method string, ups map[string]bool) []*Session {
 }
 
 // Tag adds the session's subscription id to a notification's params, for
-// delivery on a subscriptions/listen stream; legacy sessions are unchanged.
+// delivery on a subscriptions/listen stream; other sessions' are unchanged.
 func (s *Session) Tag(params json.RawMessage) json.RawMessage {
 	if s.subscriptionID == nil {
 		return params

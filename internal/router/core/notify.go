@@ -20,6 +20,13 @@ import (
 // upstream cannot flood every client.
 const listChangeDebounce = 200 * time.Millisecond
 
+// How long the core waits on an upstream for the subscription work it does
+// on its own (Close ends it sooner).
+const (
+	unsubscribeTimeout = 5 * time.Second  // the last subscriber of a resource left
+	restoreTimeout     = 30 * time.Second // an upstream reconnected: subscribe again
+)
+
 type listChange struct{ upstream, method string }
 
 // UpstreamNotification takes a notification an upstream sent outside any
@@ -30,6 +37,8 @@ func (c *Core) UpstreamNotification(upstream, method string, params json.RawMess
 		c.ListChanged(upstream, method)
 	case mcp.NotificationResourceUpdated:
 		c.resourceUpdated(upstream, params)
+	case mcp.NotificationTasksStatus:
+		c.taskStatus(upstream, "", params)
 	default:
 		// Log messages outside a call belong to no session we can name:
 		// sending them to everyone would cross sessions.
@@ -99,8 +108,8 @@ func newSubscriptions() *subscriptions {
 	return &subscriptions{subs: map[subKey]map[*Session]bool{}}
 }
 
-// Subscribe handles resources/subscribe for sess.
-func (c *Core) Subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
+// subscribe handles resources/subscribe for sess (Handle calls it, after the guard).
+func (c *Core) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
 	key, ok := c.subKey(sess, msg.Params)
 	if !ok {
 		// Let Forward produce the precise "unknown resource" error.
@@ -165,7 +174,7 @@ func (c *Core) dropSubscription(sess *Session, key subKey, tell bool) {
 	if u == nil || (key.session != "" && sess.ctx.Err() != nil) {
 		return // a stateful upstream's connection closes with its session
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(c.ctx, unsubscribeTimeout)
 	defer cancel()
 	if err := upstreamSubscription(host.WithSession(ctx, key.session), u, mcp.MethodResourcesUnsubscribe, key.uri); err != nil {
 		c.log.Debug("upstream unsubscribe failed", zap.String("upstream", key.upstream), zap.Error(err))
@@ -173,7 +182,7 @@ func (c *Core) dropSubscription(sess *Session, key subKey, tell bool) {
 }
 
 // upstreamSubscription sends resources/subscribe or unsubscribe for uri
-// (the upstream's own) on the connection subscriptions use: the legacy one
+// (the upstream's own) on the connection subscriptions use: the session-revision one
 // of a dual-stack upstream, the session's own of a stateful one.
 func upstreamSubscription(ctx context.Context, u *host.Upstream, method, uri string) error {
 	c, err := u.ClientFor(ctx, true)
@@ -250,7 +259,7 @@ func (c *Core) UpstreamReady(upstream string) {
 		if u == nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(c.ctx, restoreTimeout)
 		defer cancel()
 		restored := 0
 		for _, uri := range uris {
@@ -294,6 +303,10 @@ func (c *Core) resourceUpdated(upstream string, params json.RawMessage) {
 // SessionNotification takes what a stateful upstream's per-session
 // connection sent outside any call: it concerns that session only.
 func (c *Core) SessionNotification(session, upstream, method string, params json.RawMessage) {
+	if method == mcp.NotificationTasksStatus {
+		c.taskStatus(upstream, session, params)
+		return
+	}
 	s := c.opts.Sessions.Lookup(session)
 	if s == nil {
 		return
@@ -325,5 +338,19 @@ func (c *Core) SessionNotification(session, upstream, method string, params json
 	}
 	if b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params)); err == nil {
 		s.Send(b)
+	}
+}
+
+// taskStatus delivers an upstream's notifications/tasks/status (sent outside
+// any call) to the session that created the task, and to no other.
+func (c *Core) taskStatus(upstream, session string, params json.RawMessage) {
+	sid, p, ok := c.host.TaskNotification(upstream, session, params)
+	if !ok {
+		return
+	}
+	if s := c.opts.Sessions.Lookup(sid); s != nil {
+		if b, err := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationTasksStatus, p)); err == nil {
+			s.Send(b)
+		}
 	}
 }

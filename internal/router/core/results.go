@@ -20,12 +20,6 @@ const (
 	listTTL = 30 * time.Second
 )
 
-// capabilities are what every route offers: the gateway can answer each of
-// these whichever upstreams are up, and lists change as upstreams come and go.
-func capabilities() json.RawMessage {
-	return json.RawMessage(`{"tools":{"listChanged":true},"prompts":{"listChanged":true},"resources":{"subscribe":true,"listChanged":true},"completions":{},"logging":{}}`)
-}
-
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -53,7 +47,7 @@ func NegotiateInitialize(params json.RawMessage) (mcp.InitializeParams, mcp.Revi
 func (c *Core) InitializeResult(rte *Route, version mcp.Revision) json.RawMessage {
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    capabilities(),
+		Capabilities:    rte.View.WithTaskCapabilities(rte.View.Capabilities(), false), // what the upstreams offer (host/capabilities.go), tasks too
 		ServerInfo:      mustJSON(c.opts.ServerInfo),
 		Instructions:    rte.View.Instructions(),
 	})
@@ -76,7 +70,7 @@ func (c *Core) Discover(rte *Route) json.RawMessage {
 		TTLMs:             listTTL.Milliseconds(),
 		CacheScope:        "public",
 		SupportedVersions: mcp.AllVersions,
-		Capabilities:      capabilities(),
+		Capabilities:      rte.View.WithTaskCapabilities(rte.View.Capabilities(), true), // the tasks extension when an upstream has it
 		ServerInfo:        c.opts.ServerInfo,
 		Instructions:      rte.View.Instructions(),
 		Meta:              map[string]any{mcp.MetaServerInfo: c.opts.ServerInfo},
@@ -98,7 +92,7 @@ func StatelessStatus(code int) int {
 }
 
 // StatelessResult adapts a response for a 2026-07-28 client: results carry
-// resultType (legacy upstreams omit it), cacheable results carry ttlMs and
+// resultType (session-revision upstreams omit it), cacheable results carry ttlMs and
 // cacheScope, resource-not-found uses -32602, and the server identity in
 // the per-hop _meta is the gateway's.
 func (c *Core) StatelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
@@ -179,7 +173,7 @@ func sessionResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 		}
 	}
 	// A 2026-07-28 upstream's per-hop keys (its serverInfo, say) describe
-	// its hop; a legacy session's server is the gateway, named at initialize.
+	// its hop; a session's server is the gateway, named at initialize.
 	if res, err := mcp.WithoutHopMeta(resp.Result); err == nil {
 		resp.Result = res
 	}

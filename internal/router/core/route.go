@@ -24,6 +24,7 @@ type Generation struct {
 	// 2026 list results are cacheScope private.
 	PrivateLists bool
 	MaxBody      int64 // max_body_bytes
+	Limits       Limits
 }
 
 // Route is one configured downstream endpoint in one generation.

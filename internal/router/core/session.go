@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -14,10 +13,18 @@ import (
 )
 
 // Session is what the core knows of whoever sends it requests: the route,
-// the negotiated revision and client capabilities, the principal, the log
-// threshold, the requests in flight and the server→client requests relayed
-// to the client. A stored session (package sessions) carries one for its
-// whole life; a stateless request or a listen stream has one of its own.
+// the revision and client capabilities, the principal, the log threshold,
+// the requests in flight and the server→client requests relayed to the
+// client. Four lifetimes use one, each in a type or place of its own:
+//
+//   - a stored session (sessions.Session, made by NewSession): Streamable
+//     HTTP, from initialize to DELETE, idle reaping or shutdown;
+//   - a serial connection (serial's push connection, owning a stored
+//     session): one HTTP+SSE stream or stdio, for as long as it is open;
+//   - a stateless request (NewRequestSession): one 2026-07-28 request, or
+//     the bridged call it starts (StartBridged), never stored;
+//   - a listen stream: a stateless request's session registered with
+//     AddListener while its subscriptions/listen stream is open (listen.go).
 type Session struct {
 	id      string
 	rte     atomic.Pointer[Route] // re-resolved by a reload (Route, SetRoute)
@@ -28,9 +35,7 @@ type Session struct {
 	// authentication is off); only that principal may use it.
 	owner string
 
-	subscriptionID json.RawMessage   // the listen stream's id, tagged on its notifications
-	filter         *mcp.ListenFilter // what the listen stream opted in to
-	paramHeaders   http.Header       // Mcp-Param-* headers of the request, passed upstream
+	subscriptionID json.RawMessage // a listen stream's id, tagged on its notifications
 
 	ctx    context.Context // ended by DELETE, idle reaping or shutdown
 	cancel context.CancelFunc
@@ -111,11 +116,6 @@ func (s *Session) End() { s.cancel() }
 // updates) to whatever stream the session's transport keeps open.
 func (s *Session) Outbox() <-chan []byte { return s.outbox }
 
-// Claims are what a sealed session id must carry to recreate the session.
-func (s *Session) Claims() (version mcp.Revision, caps, info json.RawMessage) {
-	return s.version, s.caps, s.info
-}
-
 // Handshake records what initialize negotiated, for a session created
 // before it (a serial connection). The caller orders it before every
 // request that reads them.
@@ -125,15 +125,9 @@ func (s *Session) Handshake(version mcp.Revision, caps, info json.RawMessage) {
 	s.mu.Unlock()
 }
 
-// SetParamHeaders records the request's Mcp-Param-* headers, which a
-// 2026-07-28 HTTP upstream receives too.
-func (s *Session) SetParamHeaders(h http.Header) { s.paramHeaders = h }
-
-// Listen makes the session a subscriptions/listen stream with id, taking
-// what f opts in to.
-func (s *Session) Listen(id json.RawMessage, f *mcp.ListenFilter) {
-	s.subscriptionID, s.filter = id, f
-}
+// Listen makes the session a subscriptions/listen stream's: what the core
+// sends it outside calls carries id.
+func (s *Session) Listen(id json.RawMessage) { s.subscriptionID = id }
 
 // SubscriptionID is the listen stream's id (nil for other sessions).
 func (s *Session) SubscriptionID() json.RawMessage { return s.subscriptionID }

@@ -12,7 +12,7 @@ import (
 )
 
 // Authentication on the MCP listener. Every endpoint of a route (POST, GET
-// and DELETE on the route, and the legacy <route>/sse and <route>/message)
+// and DELETE on the route, and the HTTP+SSE <route>/sse and <route>/message)
 // runs Authenticate as chi middleware after the edge checks and before the
 // handler, so a request is refused before its body is read. The principal
 // then travels in the request context, and sessions remember the principal

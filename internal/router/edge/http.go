@@ -57,6 +57,11 @@ func ReadMessage(w http.ResponseWriter, r *http.Request, maxBody int64) (*jsonrp
 			Error(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "request body exceeds max_body_bytes")
 			return nil, false
 		}
+		if IsBodyTimeout(err) { // BodyDeadline's
+			w.Header().Set("Connection", "close")
+			Error(w, http.StatusRequestTimeout, jsonrpc.CodeInvalidRequest, "the request body did not arrive within read_body_timeout; send it at once")
+			return nil, false
+		}
 		Error(w, http.StatusBadRequest, jsonrpc.CodeParseError, "could not read request body: "+err.Error())
 		return nil, false
 	}

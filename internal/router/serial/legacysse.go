@@ -1,8 +1,10 @@
 package serial
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
@@ -81,7 +84,12 @@ func (l *Transport) stream(w http.ResponseWriter, r *http.Request, rte *core.Rou
 	if edge.RefuseWhileDraining(w, l.core.Draining()) {
 		return
 	}
-	c := l.newPushConn(rte, "legacy-sse", auth.FromContext(r.Context()))
+	c, err := l.newPushConn(rte, "legacy-sse", auth.FromContext(r.Context()))
+	if err != nil {
+		l.log.Warn("legacy SSE session refused", zap.String("route", rte.Path), zap.Error(err))
+		refuse(w, nil, err)
+		return
+	}
 	id := c.sess.ID()
 	l.mu.Lock()
 	l.conns[id] = c
@@ -94,11 +102,38 @@ func (l *Transport) stream(w http.ResponseWriter, r *http.Request, rte *core.Rou
 		l.log.Info("legacy SSE session ended", zap.String("route", rte.Path))
 	}()
 
+	// Every write has sessions.sse_write_timeout to go out: a client that
+	// stops reading fills the network buffers, the write times out, and
+	// the deferred stop ends its session — which releases every call
+	// waiting for room in c.out and cancels what it had in flight.
+	rc := http.NewResponseController(w)
+	timeout := rte.Gen.Limits.SSEWriteTimeout
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(timeout)) } // unsupported (tests' recorders): no bound
+	// The deadline stays on the connection, so it is not reused after the
+	// stream, and the response's last bytes get one timeout more.
+	w.Header().Set("Connection", "close")
+	defer deadline()
 	sw := sse.NewWriter(w)
-	if sw.Write(sse.Event{Name: "endpoint", Data: []byte(post + "?sessionId=" + url.QueryEscape(id))}) != nil {
+	timedOut := func(err error, since time.Time) bool {
+		if err == nil || (!errors.Is(err, os.ErrDeadlineExceeded) && time.Since(since) < timeout) {
+			return false
+		}
+		l.core.Metrics().LimitRefused("sessions.sse_write_timeout")
+		l.log.Warn("legacy SSE client did not read its stream; disconnected (sessions.sse_write_timeout)",
+			zap.String("route", rte.Path), zap.Duration("sse_write_timeout", timeout), zap.Int("queued", len(c.out)))
+		return true
+	}
+	writeEvent := func(ev sse.Event) bool {
+		start := time.Now()
+		deadline()
+		err := sw.Write(ev)
+		timedOut(err, start)
+		return err == nil
+	}
+	if !writeEvent(sse.Event{Name: "endpoint", Data: []byte(post + "?sessionId=" + url.QueryEscape(id))}) {
 		return
 	}
-	write := func(b []byte) bool { return sw.Write(sse.Event{Name: "message", Data: b}) == nil }
+	write := func(b []byte) bool { return writeEvent(sse.Event{Name: "message", Data: b}) }
 	keep := time.NewTicker(l.keepAlive)
 	defer keep.Stop()
 	drain := l.core.Draining()
@@ -131,7 +166,10 @@ func (l *Transport) stream(w http.ResponseWriter, r *http.Request, rte *core.Rou
 				return
 			}
 		case <-keep.C:
-			if sw.Comment("keep-alive") != nil {
+			start := time.Now()
+			deadline()
+			if err := sw.Comment("keep-alive"); err != nil {
+				timedOut(err, start)
 				return
 			}
 		}
@@ -164,9 +202,26 @@ func (l *Transport) message(w http.ResponseWriter, r *http.Request, rte *core.Ro
 	if !ok {
 		return
 	}
-	if !c.handle(msg) {
-		edge.Error(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session ended; open a new event stream at "+strings.TrimSuffix(rte.Path, "/")+"/sse")
+	if err := c.handle(msg); err != nil {
+		if errors.Is(err, errEnded) {
+			edge.Error(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session ended; open a new event stream at "+strings.TrimSuffix(rte.Path, "/")+"/sse")
+			return
+		}
+		// Refused (sessions.max_requests_per_session): answered here, on
+		// the POST, since the session's stream has no room for it.
+		refuse(w, msg.ID, err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// refuse answers a request refused by a bound (a *limits.Refusal: 503 or
+// 429, Retry-After and a JSON-RPC error naming the bound's key).
+func refuse(w http.ResponseWriter, id jsonrpc.ID, err error) {
+	var lr *limits.Refusal
+	if !errors.As(err, &lr) {
+		edge.Error(w, http.StatusInternalServerError, jsonrpc.CodeInternalError, "mcpgw: "+err.Error())
+		return
+	}
+	lr.Write(w, id)
 }

@@ -4,11 +4,13 @@
 // legacysse.go) and stdio (stdio.go). One connection is one stored
 // session; the connection (pushconn.go) takes client messages as they
 // come, runs requests concurrently through the core and answers each
-// exactly once.
+// exactly once. Over stdio, 2026-07-28 requests are served statelessly
+// beside the session (stdio2026.go).
 package serial
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -16,6 +18,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
@@ -36,8 +39,10 @@ type pushConn struct {
 	sess      *sessions.Session
 	transport string // for logs
 
-	// out carries responses and per-call events to the transport's writer.
-	// Session notifications stay in sess.outbox, which the writer also reads.
+	// out carries responses and per-call events to the transport's writer
+	// (sessions.sse_queue of them; a writer that cannot write ends the
+	// session, which releases whoever waits for room). Session
+	// notifications stay in sess.outbox, which the writer also reads.
 	out chan []byte
 
 	mu      sync.Mutex
@@ -51,10 +56,19 @@ type pushConn struct {
 	// EOF): server→client requests can no longer be answered, so they fail
 	// at once instead of holding their call until it times out.
 	noInput atomic.Bool
+
+	// modern serves 2026-07-28 requests beside the session (stdio only;
+	// nil elsewhere: stdio2026.go).
+	modern *modern
 }
 
-func (t *Transport) newPushConn(rte *core.Route, transport string, p *auth.Principal) *pushConn {
-	sess := t.sessions.Create(rte, "", nil, nil, p)
+// newPushConn starts the connection's session, or refuses with a
+// *limits.Refusal when the session bounds are full.
+func (t *Transport) newPushConn(rte *core.Route, transport string, p *auth.Principal) (*pushConn, error) {
+	sess, err := t.sessions.CreateSerial(rte, p)
+	if err != nil {
+		return nil, err
+	}
 	// The connection is the session's stream for its whole life: the idle
 	// reaper leaves it alone, and a Streamable GET cannot open a second one.
 	sess.OpenStream()
@@ -62,24 +76,29 @@ func (t *Transport) newPushConn(rte *core.Route, transport string, p *auth.Princ
 		t:         t,
 		sess:      sess,
 		transport: transport,
-		out:       make(chan []byte, 64),
+		out:       make(chan []byte, rte.Gen.Limits.SSEQueue), // sessions.sse_queue
 		quiet:     make(chan struct{}, 1),
-	}
+	}, nil
 }
 
-// handle takes one client message. It returns false when the connection is
-// ending and the message was not taken.
-func (c *pushConn) handle(msg *jsonrpc.Message) bool {
+// errEnded: the connection is ending and took nothing more.
+var errEnded = errors.New("mcpgw: the connection is ending")
+
+// handle takes one client message. It returns errEnded when the connection
+// is ending and the message was not taken, and a *limits.Refusal for a
+// request when the session already runs sessions.max_requests_per_session
+// (the caller answers it).
+func (c *pushConn) handle(msg *jsonrpc.Message) error {
 	c.sess.Touch()
 	switch msg.Kind() {
 	case jsonrpc.KindNotification:
 		if c.isClosed() {
-			return false
+			return errEnded
 		}
 		c.t.core.Notification(c.sess.Session, msg)
 	case jsonrpc.KindResponse:
 		if c.isClosed() {
-			return false
+			return errEnded
 		}
 		// The client's answer to a request relayed from an upstream.
 		if !c.sess.Answer(msg) {
@@ -88,7 +107,7 @@ func (c *pushConn) handle(msg *jsonrpc.Message) bool {
 	default:
 		return c.request(msg)
 	}
-	return true
+	return nil
 }
 
 // initialized reports whether initialize was answered. Session
@@ -109,11 +128,21 @@ func (c *pushConn) isClosed() bool {
 // request starts answering one request. The request is registered for
 // notifications/cancelled before handle returns, so a cancellation sent
 // right after it always finds it.
-func (c *pushConn) request(msg *jsonrpc.Message) bool {
+func (c *pushConn) request(msg *jsonrpc.Message) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return false
+		return errEnded
+	}
+	// Requests are answered on the connection, not on the POST that
+	// carried them, so nothing else bounds how many a client starts.
+	if max := c.sess.Route().Gen.Limits.MaxRequestsPerSession; c.pending >= max {
+		c.t.core.Metrics().LimitRefused("sessions.max_requests_per_session")
+		return &limits.Refusal{Bound: "sessions.max_requests_per_session", Max: max, What: "requests in flight on this session", PerPrincipal: true, RetryAfter: 1}
+	}
+	if c.modern != nil && msg.Method != mcp.MethodInitialize && core.IsStatelessRequest(msg) {
+		c.statelessLocked(msg) // stdio2026.go
+		return nil
 	}
 	var reply *jsonrpc.Message
 	switch {
@@ -129,7 +158,7 @@ func (c *pushConn) request(msg *jsonrpc.Message) bool {
 	}
 	if reply != nil {
 		c.replyLocked(reply)
-		return true
+		return nil
 	}
 	ctx, cancel := context.WithCancel(c.sess.Context()) // the session's end cancels the call
 	c.sess.Track(msg.ID, cancel)
@@ -138,7 +167,7 @@ func (c *pushConn) request(msg *jsonrpc.Message) bool {
 		defer cancel()
 		c.emitMessage(c.call(ctx, msg))
 	})
-	return true
+	return nil
 }
 
 // initializeLocked negotiates the session's revision as the Streamable
@@ -165,24 +194,9 @@ func (c *pushConn) initializeLocked(msg *jsonrpc.Message) *jsonrpc.Message {
 // connection ahead of the call's response.
 func (c *pushConn) call(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Message {
 	if !mcp.Routed(msg.Method) {
-		return c.t.core.Handle(ctx, c.sess.Session, msg, nil)
+		return c.t.core.Handle(ctx, c.sess.Session, msg, nil, nil)
 	}
-	cs := core.NewCallStream(ctx, c.sess.Session)
-	done := make(chan *jsonrpc.Message, 1)
-	// Owned by this goroutine, which always waits for it below; Handle
-	// returns once ctx ends at the latest.
-	go func() { done <- c.t.core.Handle(ctx, c.sess.Session, msg, cs) }()
-	for {
-		select {
-		case b := <-cs.Events():
-			c.event(b)
-		case resp := <-done:
-			for len(cs.Events()) > 0 {
-				c.event(<-cs.Events())
-			}
-			return resp
-		}
-	}
+	return c.t.core.Start(ctx, c.sess.Session, msg, nil).Next(nil, nil, c.event).Resp
 }
 
 // event sends one per-call message. Once the client can answer nothing

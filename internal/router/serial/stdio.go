@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 )
@@ -27,6 +28,7 @@ var errSessionEnded = errors.New("mcpgw: the stdio session was ended by the gate
 // concurrently. Blank lines are skipped; a line that is not a JSON-RPC
 // message is answered with an error (-32700 when it is not JSON); a line
 // longer than max_body_bytes is discarded and answered with an error.
+// 2026-07-28 requests need no initialize (stdio2026.go).
 //
 // ServeStdio returns nil when r reaches EOF and every request read has been
 // answered; ctx.Err() when ctx ends, after cancelling what is in flight; or
@@ -34,7 +36,11 @@ var errSessionEnded = errors.New("mcpgw: the stdio session was ended by the gate
 // write error, the goroutine reading r ends at r's next line or EOF, and
 // touches nothing after that.
 func (t *Transport) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rte *core.Route) error {
-	c := t.newPushConn(rte, "stdio", nil) // stdio has no credentials: the local user
+	c, err := t.newPushConn(rte, "stdio", nil) // stdio has no credentials: the local user
+	if err != nil {
+		return err
+	}
+	c.modern = newModern() // 2026-07-28 requests beside the session (stdio2026.go)
 	t.log.Info("serving MCP on stdio", zap.String("route", rte.Path), zap.Strings("upstreams", rte.View.Upstreams()))
 
 	stopWriter := make(chan struct{})
@@ -62,6 +68,7 @@ func (t *Transport) ServeStdio(ctx context.Context, r io.Reader, w io.Writer, rt
 				// be answered, but every request read gets its response.
 				c.noInput.Store(true)
 				c.refuseOutgoing()
+				c.modern.inputEnded() // listen streams answer and end
 				if !c.finishInFlight(ctx) {
 					_ = stopWriting()
 					return ctx.Err()
@@ -177,7 +184,13 @@ func (c *pushConn) line(l stdioLine) {
 		c.reply(perr)
 		return
 	}
-	c.handle(msg)
+	var lr *limits.Refusal
+	if err := c.handle(msg); errors.As(err, &lr) {
+		// sessions.max_requests_per_session: answered from the reading
+		// loop, which waits for room — a client that sends without
+		// reading its answers is held back rather than queued for.
+		c.emitMessage(jsonrpc.NewError(msg.ID, lr.JSONRPC()))
+	}
 }
 
 // reply queues an answer the caller already has.

@@ -15,7 +15,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
-// With sessions.key_file, a legacy session id is not a random handle but an
+// With sessions.key_file, a session id is not a random handle but an
 // AEAD token (AES-GCM) that carries what the session needs — its route, the
 // principal it is bound to, the negotiated revision and the client's
 // capabilities — so that any replica holding the same key ring can serve it

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 )
 
@@ -23,19 +25,25 @@ import (
 // stream holds it open, and the replay log of its streams.
 type Session struct {
 	*core.Session
+	now func() time.Time // the store's clock
 
 	// Events keeps what was sent on the session's streams for Last-Event-ID.
-	Events *EventLog
+	Events EventLog
+
+	// serial: a connection of a serial transport (legacy HTTP+SSE, stdio)
+	// is this session; the Streamable HTTP endpoints never serve it.
+	serial bool
 
 	mu         sync.Mutex
 	lastUsed   time.Time
 	streamOpen bool
+	replays    int // open Last-Event-ID replay streams
 }
 
 // Touch records that the session was used now.
 func (s *Session) Touch() {
 	s.mu.Lock()
-	s.lastUsed = time.Now()
+	s.lastUsed = s.now()
 	s.mu.Unlock()
 }
 
@@ -55,7 +63,7 @@ func (s *Session) OpenStream() bool {
 func (s *Session) CloseStream() {
 	s.mu.Lock()
 	s.streamOpen = false
-	s.lastUsed = time.Now()
+	s.lastUsed = s.now()
 	s.mu.Unlock()
 }
 
@@ -66,54 +74,130 @@ func (s *Session) StreamOpen() bool {
 	return s.streamOpen
 }
 
-// Store holds the live sessions of one router.
+// OpenReplay takes one of the session's max Last-Event-ID replay streams;
+// false when all are open. CloseReplay gives it back.
+func (s *Session) OpenReplay(max int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.replays >= max {
+		return false
+	}
+	s.replays++
+	return true
+}
+
+// CloseReplay ends one replay stream taken with OpenReplay.
+func (s *Session) CloseReplay() {
+	s.mu.Lock()
+	s.replays--
+	s.mu.Unlock()
+}
+
+// Store holds the live sessions of one router, at most
+// sessions.max_sessions of them and sessions.max_sessions_per_principal
+// for one authenticated principal.
 type Store struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
+	byOwner  map[string]int // live sessions per authenticated principal
+	events   EventStore     // the sessions' replay logs
 	onEnd    func(*Session) // releases what the session held elsewhere (subscriptions)
+	m        *metrics.Metrics
 
 	// sealer, when sessions.key_file is set, makes session ids AEAD tokens
 	// any replica with the key ring can serve (sessiontoken.go); ended
-	// remembers the tokens ended here until they would expire anyway.
+	// remembers the tokens ended here until they would expire anyway
+	// (ended.go).
 	sealer *sealer
-	ended  map[string]time.Time
+	ended  endedSet
+
+	now func() time.Time
 }
 
-// NewStore makes a store whose ids are sealed with keys (from
-// ParseSessionKeys; none: random ids). onEnd is called once for every
-// session that ends.
-func NewStore(keys [][]byte, onEnd func(*Session)) *Store {
-	st := &Store{sessions: make(map[string]*Session), onEnd: onEnd}
+// endedPerSession bounds the ended ids remembered: this many per
+// sessions.max_sessions (100,000 by default, ~8 MB).
+const endedPerSession = 10
+
+// StoreOptions configure a Store.
+type StoreOptions struct {
+	// Keys seal session ids (from ParseSessionKeys; none: random ids).
+	Keys [][]byte
+	// Events keeps the sessions' replay logs.
+	Events EventStore
+	// Metrics counts the refusals of the session bounds (nil: none).
+	Metrics *metrics.Metrics
+	// OnEnd is called once for every session that ends (nil: nothing).
+	OnEnd func(*Session)
+	// Now is the clock of idle times, token ages and ended ids (nil:
+	// time.Now).
+	Now func() time.Time
+}
+
+// NewStore makes a store.
+func NewStore(o StoreOptions) *Store {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	st := &Store{sessions: make(map[string]*Session), byOwner: map[string]int{}, events: o.Events, onEnd: o.OnEnd, m: o.Metrics, now: o.Now}
 	// Keys come from ParseSessionKeys, which checks their sizes.
-	st.sealer, _ = newSealer(keys)
+	st.sealer, _ = newSealer(o.Keys)
 	return st
 }
 
-// Create starts a session on rt for principal p.
-func (st *Store) Create(rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
+// Create starts a Streamable HTTP session on rt for principal p, or
+// refuses with a *limits.Refusal when a bound is full.
+func (st *Store) Create(rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) (*Session, error) {
 	id := newSessionID()
 	if st.sealer != nil {
-		id = st.sealer.seal(sessionClaims{Route: rt.Path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: time.Now().Unix()})
+		id = st.sealer.seal(sessionClaims{Route: rt.Path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: st.now().Unix()})
 	}
-	return st.add(id, rt, version, caps, info, p)
+	return st.add(id, rt, version, caps, info, p, false)
 }
 
-// add stores a new session with the given id.
-func (st *Store) add(id string, rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
-	s := &Session{
-		Session:  core.NewSession(id, rt, version, caps, info, p),
-		Events:   NewEventLog(),
-		lastUsed: time.Now(),
-	}
+// CreateSerial starts the session of one serial connection (legacy
+// HTTP+SSE, stdio): its id is random, never sealed — the connection is the
+// session, so no other replica, and no Streamable request, can serve it.
+func (st *Store) CreateSerial(rt *core.Route, p *auth.Principal) (*Session, error) {
+	return st.add(newSessionID(), rt, "", nil, nil, p, true)
+}
+
+// add stores a new session with the given id, within the bounds of rt's
+// generation.
+func (st *Store) add(id string, rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal, serial bool) (*Session, error) {
+	lim := rt.Gen.Limits
+	owner := p.Key()
 	st.mu.Lock()
 	if old := st.sessions[id]; old != nil { // rehydrated concurrently
 		st.mu.Unlock()
-		s.End()
-		return old
+		return old, nil
 	}
+	var refused *limits.Refusal
+	switch {
+	case len(st.sessions) >= lim.MaxSessions:
+		refused = &limits.Refusal{Bound: "sessions.max_sessions", Max: lim.MaxSessions, What: "sessions on this gateway replica"}
+	case owner != "" && st.byOwner[owner] >= lim.MaxSessionsPerPrincipal:
+		// Without auth every caller is one anonymous principal (""):
+		// only the global bound can tell apart what cannot be told apart.
+		refused = &limits.Refusal{Bound: "sessions.max_sessions_per_principal", Max: lim.MaxSessionsPerPrincipal, What: "sessions for this principal", PerPrincipal: true}
+	}
+	if refused != nil {
+		st.mu.Unlock()
+		st.m.LimitRefused(refused.Bound)
+		return nil, refused
+	}
+	s := &Session{
+		Session:  core.NewSession(id, rt, version, caps, info, p),
+		now:      st.now,
+		lastUsed: st.now(),
+		serial:   serial,
+	}
+	s.Events = st.events.Log(id)
 	st.sessions[id] = s
+	if owner != "" {
+		st.byOwner[owner]++
+	}
 	st.mu.Unlock()
-	return s
+	return s, nil
 }
 
 // Get returns the session if it exists and belongs to rt's path (in any
@@ -123,7 +207,7 @@ func (st *Store) Get(id string, rt *core.Route) *Session {
 	st.mu.Lock()
 	s := st.sessions[id]
 	st.mu.Unlock()
-	if s == nil || s.Route().Path != rt.Path {
+	if s == nil || s.serial || s.Route().Path != rt.Path {
 		return nil
 	}
 	return s
@@ -132,22 +216,23 @@ func (st *Store) Get(id string, rt *core.Route) *Session {
 // Rehydrate recreates, on this replica, a session another replica (or this
 // one before a restart) created: its id is a token sealed with our key
 // ring, for this route, not ended here. The caller checks the principal.
-func (st *Store) Rehydrate(id string, rt *core.Route, p *auth.Principal) *Session {
+// A *limits.Refusal when a bound is full.
+func (st *Store) Rehydrate(id string, rt *core.Route, p *auth.Principal) (*Session, error) {
 	if st.sealer == nil {
-		return nil
+		return nil, nil
 	}
-	now := time.Now()
+	now := st.now()
 	st.mu.Lock()
-	_, gone := st.ended[id]
+	gone := st.ended.has(id)
 	st.mu.Unlock()
 	if gone {
-		return nil
+		return nil, nil
 	}
 	c, ok := st.sealer.open(id, now)
 	if !ok || c.Route != rt.Path || c.Owner != p.Key() {
-		return nil
+		return nil, nil
 	}
-	return st.add(id, rt, c.Version, c.Caps, c.Info, p)
+	return st.add(id, rt, c.Version, c.Caps, c.Info, p, false)
 }
 
 // Lookup returns the session with id, whatever its route.
@@ -162,22 +247,21 @@ func (st *Store) Remove(id string) *Session {
 	st.mu.Lock()
 	s := st.sessions[id]
 	delete(st.sessions, id)
-	if st.sealer != nil {
-		// A token stays valid elsewhere until it expires; here it is over.
-		if st.ended == nil {
-			st.ended = map[string]time.Time{}
-		}
-		now := time.Now()
-		st.ended[id] = now
-		for k, at := range st.ended {
-			if now.Sub(at) > sessionTokenMaxAge {
-				delete(st.ended, k)
+	if s != nil {
+		if o := s.Owner(); o != "" {
+			if st.byOwner[o]--; st.byOwner[o] <= 0 {
+				delete(st.byOwner, o)
 			}
+		}
+		if st.sealer != nil && !s.serial {
+			// A token stays valid elsewhere until it expires; here it is over.
+			st.ended.add(id, st.now(), sessionTokenMaxAge, endedPerSession*s.Route().Gen.Limits.MaxSessions)
 		}
 	}
 	st.mu.Unlock()
 	if s != nil {
 		s.End()
+		st.events.Drop(id)
 		if st.onEnd != nil {
 			st.onEnd(s)
 		}
@@ -187,7 +271,7 @@ func (st *Store) Remove(id string) *Session {
 
 // Reap ends sessions idle for longer than idle.
 func (st *Store) Reap(idle time.Duration) int {
-	cutoff := time.Now().Add(-idle)
+	cutoff := st.now().Add(-idle)
 	var stale []string
 	st.mu.Lock()
 	for id, s := range st.sessions {
@@ -225,6 +309,7 @@ func (st *Store) CloseAll() {
 // NewStreamID names one SSE stream within a session's event ids.
 func NewStreamID() string { return rand.Text() }
 
-// newSessionID returns 128 random bits in base32: unguessable and
-// visible-ASCII as the spec requires.
-func newSessionID() string { return rand.Text() }
+// newSessionID returns 256 random bits in base32 (a session id is a bearer
+// value that lives for hours): unguessable and visible-ASCII as the spec
+// requires.
+func newSessionID() string { return rand.Text() + rand.Text() }

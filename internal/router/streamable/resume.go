@@ -1,23 +1,28 @@
 package streamable
 
 import (
+	"errors"
 	"net/http"
 
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
-// resumableWriter writes a legacy session's stream, logging each event
+// resumableWriter writes a stored session's stream, logging each event
 // first so that it survives the connection.
 type resumableWriter struct {
-	log    *sessions.EventLog
+	log    sessions.EventLog
 	stream string
 	sw     *sse.Writer
 	live   bool // the connection still takes writes
 }
 
-func newResumableWriter(w http.ResponseWriter, log *sessions.EventLog, stream string, prime bool) *resumableWriter {
-	log.Open(stream)
+func newResumableWriter(w http.ResponseWriter, log sessions.EventLog, stream string, request jsonrpc.ID, prime bool) *resumableWriter {
+	log.Open(stream, request)
 	rw := &resumableWriter{log: log, stream: stream, sw: sse.NewWriter(w), live: true}
 	if prime {
 		// 2025-11-25: an event with an id and empty data, so the client can
@@ -37,33 +42,58 @@ func (rw *resumableWriter) write(data []byte) {
 
 // replay serves a GET with Last-Event-ID: the rest of that stream, then, if
 // it is still running, its live events until its response. It reports false
-// when the id names no stream of this session.
-func replay(w http.ResponseWriter, r *http.Request, sess *sessions.Session, lastID string) bool {
+// when the id names no stream of this session. When the log no longer has
+// what the client missed, the stream answers its request with
+// CodeEventsPurged instead of leaving a silent gap. A session holds at
+// most sessions.max_replay_streams replays open at once (refusals counted
+// in m).
+func replay(w http.ResponseWriter, r *http.Request, sess *sessions.Session, lastID string, m *metrics.Metrics) bool {
 	stream, seq, ok := sessions.ParseEventID(lastID)
 	if !ok || stream == sessions.StandaloneStream {
 		return false
 	}
-	if _, _, known, _ := sess.Events.Since(stream, seq); !known {
+	rep, err := sess.Events.Since(stream, seq)
+	if errors.Is(err, sessions.ErrUnknownStream) {
 		return false
 	}
+	// Each replay holds a connection and a goroutine until its stream
+	// completes: a session opens at most sessions.max_replay_streams.
+	if max := sess.Route().Gen.Limits.MaxReplayStreams; !sess.OpenReplay(max) {
+		m.LimitRefused("sessions.max_replay_streams")
+		(&limits.Refusal{Bound: "sessions.max_replay_streams", Max: max, What: "Last-Event-ID streams open on this session", PerPrincipal: true, RetryAfter: 1}).Write(w, nil)
+		return true
+	}
+	defer sess.CloseReplay()
 	sw := sse.NewWriter(w)
 	for {
-		events, complete, _, wake := sess.Events.Since(stream, seq)
-		for _, e := range events {
+		if err != nil {
+			if b, eerr := jsonrpc.Encode(jsonrpc.NewError(rep.Request, purged(lastID))); eerr == nil {
+				_ = sw.Write(sse.Event{Name: "message", Data: b})
+			}
+			return true
+		}
+		for _, e := range rep.Events {
 			if sw.Write(sse.Event{ID: e.ID(), Name: "message", Data: e.Data}) != nil {
 				return true
 			}
 			seq = e.Seq
 		}
-		if complete {
+		if rep.Complete {
 			return true
 		}
 		select {
-		case <-wake:
+		case <-rep.Wake:
 		case <-r.Context().Done():
 			return true
 		case <-sess.Context().Done():
 			return true
 		}
+		rep, err = sess.Events.Since(stream, seq)
 	}
+}
+
+// purged is the answer to a request whose stream's events after lastID
+// were trimmed from the replay log.
+func purged(lastID string) *jsonrpc.Error {
+	return jsonrpc.Errorf(mcp.CodeEventsPurged, "mcpgw: the events of this stream after %s were trimmed from the session's replay log (bounded by sessions.replay), so the rest of the stream and the answer are lost; the call may have run: send the request again only if that is safe", lastID)
 }

@@ -1,37 +1,25 @@
 package streamable
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
 // isStateless reports whether a POST without a session id is a 2026-07-28
-// (stateless) request rather than a legacy one: it says so in its version
+// (stateless) request rather than a session revision's first one: it says so in its version
 // header or its _meta, or it is server/discover.
 func isStateless(r *http.Request, msg *jsonrpc.Message) bool {
 	if v := mcp.Revision(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && !v.Initializes() {
 		return true
 	}
-	if msg.Method == mcp.MethodServerDiscover {
-		return true
-	}
-	meta, ok := rawjson.Get(msg.Params, "_meta")
-	if !ok {
-		return false
-	}
-	_, ok = rawjson.Get(meta, mcp.MetaProtocolVersion)
-	return ok
+	return core.IsStatelessRequest(msg)
 }
 
 // statelessError answers a stateless request with a JSON-RPC error and the
@@ -67,16 +55,16 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 	case mcp.MethodSubscriptionsListen:
 		t.listen(w, r, sess, msg)
 		return
-	case mcp.MethodInitialize, mcp.MethodPing, mcp.MethodLoggingSetLevel, mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
-		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q does not exist in protocol revision %s", msg.Method, sess.Version()))
+	}
+	if jerr := core.CheckStatelessMethod(msg.Method, sess.Version()); jerr != nil {
+		statelessError(w, msg.ID, jerr)
 		return
 	}
-	if !core.IsList(msg.Method) && !mcp.Routed(msg.Method) {
-		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %q", msg.Method))
-		return
-	}
-	if mcp.Routed(msg.Method) && t.challengeScopes(w, r, sess, msg) {
-		return
+	var v *core.Verdict
+	if mcp.Routed(msg.Method) {
+		if v = t.challengeScopes(w, r, sess, msg); v == nil {
+			return
+		}
 	}
 	if msg.Method == mcp.MethodToolsCall {
 		if jerr := checkParamHeaders(r.Context(), sess, msg, r.Header); jerr != nil {
@@ -85,20 +73,10 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 		}
 	}
 	if mcp.Routed(msg.Method) {
-		var params http.Header
-		for k, v := range r.Header {
-			if mcp.IsParamHeader(k) {
-				if params == nil {
-					params = http.Header{}
-				}
-				params[k] = v
-			}
-		}
-		sess.SetParamHeaders(params)
-		t.core.ServeBridged(w, r, sess, msg)
+		t.bridged(w, r, sess, msg, v)
 		return
 	}
-	resp := t.core.StatelessResult(msg.Method, t.core.Handle(r.Context(), sess, msg, nil))
+	resp := t.core.StatelessResult(msg.Method, t.core.Handle(r.Context(), sess, msg, nil, nil))
 	status := http.StatusOK
 	if resp.Error != nil {
 		status = core.StatelessStatus(resp.Error.Code)
@@ -109,73 +87,39 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 // statelessSession validates the per-request _meta and the mirrored headers
 // and returns a session that lives for this request only.
 func (t *Transport) statelessSession(r *http.Request, rte *core.Route, msg *jsonrpc.Message) (*core.Session, *jsonrpc.Error) {
-	meta, ok := rawjson.Get(msg.Params, "_meta")
-	if !ok || len(meta) == 0 || meta[0] != '{' {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta is required in protocol revision %s: it carries %s and %s", mcp.Version20260728, mcp.MetaProtocolVersion, mcp.MetaClientCapabilities)
+	m, jerr := core.ReadStatelessMeta(msg.Params)
+	if jerr != nil {
+		return nil, jerr
 	}
-	v, ok := rawjson.GetString(meta, mcp.MetaProtocolVersion)
-	version := mcp.Revision(v)
-	if !ok {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required", mcp.MetaProtocolVersion)
+	if h := r.Header.Get(mcp.HeaderProtocolVersion); h != m.RawVersion {
+		return nil, jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: MCP-Protocol-Version %q does not match _meta protocolVersion %q", h, m.Version)
 	}
-	caps, ok := rawjson.Get(meta, mcp.MetaClientCapabilities)
-	if !ok || len(caps) == 0 || caps[0] != '{' {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required (an object, {} when the client offers nothing)", mcp.MetaClientCapabilities)
-	}
-	if h := r.Header.Get(mcp.HeaderProtocolVersion); h != v {
-		return nil, jsonrpc.Errorf(mcp.CodeHeaderMismatch, "header mismatch: MCP-Protocol-Version %q does not match _meta protocolVersion %q", h, version)
-	}
-	if !version.Stateless() {
-		data, _ := json.Marshal(map[string]any{"supported": mcp.AllVersions, "requested": version})
-		return nil, &jsonrpc.Error{Code: mcp.CodeUnsupportedProtocolVersion, Message: "unsupported protocol version " + v, Data: data}
+	if jerr := m.CheckVersion(); jerr != nil {
+		return nil, jerr
 	}
 	if jerr := mcp.CheckMirrorHeaders(r.Header, msg.Method, msg.Params); jerr != nil {
 		return nil, jerr
 	}
-	level, _ := rawjson.GetString(meta, mcp.MetaLogLevel)
-	info, _ := rawjson.Get(meta, mcp.MetaClientInfo)
-	return core.NewRequestSession(r.Context(), rte, version, caps, info, auth.FromContext(r.Context()).Key(), level), nil
+	return core.NewRequestSession(r.Context(), rte, m.Version, m.Caps, m.Info, auth.FromContext(r.Context()).Key(), m.Level), nil
 }
 
 // listen serves subscriptions/listen: an SSE stream that first acknowledges
 // what it will deliver, then carries the opted-in change notifications,
 // each tagged with the subscription id (the request's id).
 func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message) {
-	var p struct {
-		Notifications *mcp.ListenFilter `json:"notifications"`
-	}
-	if err := json.Unmarshal(msg.Params, &p); err != nil || p.Notifications == nil {
-		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "subscriptions/listen: params.notifications is required"))
-		return
-	}
 	if !edge.Accepts(r, mcp.ContentTypeEventStream) {
 		statelessError(w, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "subscriptions/listen answers with an event stream: Accept must include text/event-stream"))
 		return
 	}
-	f := p.Notifications
-	sess.Listen(json.RawMessage(msg.ID), f)
-	// Resource subscriptions share the legacy reference counting.
-	var acked []string
-	for _, uri := range f.ResourceSubscriptions {
-		uriParams, _ := json.Marshal(map[string]string{"uri": uri})
-		sub := jsonrpc.NewRequest(msg.ID, mcp.MethodResourcesSubscribe, uriParams)
-		if resp := t.core.Subscribe(r.Context(), sess, sub); resp.Error == nil {
-			acked = append(acked, uri)
-		} else {
-			t.log.Debug("listen: resource subscription refused", zap.String("uri", uri), zap.String("error", resp.Error.Message))
-		}
+	ack, end, jerr := t.core.OpenListen(r.Context(), sess, msg)
+	if jerr != nil {
+		statelessError(w, msg.ID, jerr)
+		return
 	}
-	defer t.core.EndSubscriptions(sess)
-	ack := *f
-	ack.ResourceSubscriptions = acked
-	t.core.AddListener(sess)
-	defer t.core.RemoveListener(sess)
+	defer end()
 
 	sw := sse.NewWriter(w)
-	ackParams, _ := json.Marshal(map[string]any{"notifications": ack, "_meta": map[string]json.RawMessage{mcp.MetaSubscriptionID: sess.SubscriptionID()}})
-	if b, err := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationSubscriptionsAcked, ackParams)); err == nil {
-		_ = sw.Write(sse.Event{Data: b})
-	}
+	_ = sw.Write(sse.Event{Data: ack})
 	keep := time.NewTicker(t.keepAlive)
 	defer keep.Stop()
 	for {
@@ -186,8 +130,7 @@ func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Se
 			return
 		case <-t.core.Draining():
 			// Ending gracefully: the listen request gets its result.
-			res, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{mcp.MetaSubscriptionID: sess.SubscriptionID()}})
-			if b, err := jsonrpc.Encode(jsonrpc.NewResult(msg.ID, res)); err == nil {
+			if b, err := jsonrpc.Encode(core.ListenResult(sess, msg.ID)); err == nil {
 				_ = sw.Write(sse.Event{Data: b})
 			}
 			return

@@ -9,6 +9,7 @@ package streamable
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/core"
@@ -30,12 +32,13 @@ type Transport struct {
 	log       *zap.Logger
 	core      *core.Core
 	sessions  *sessions.Store
-	keepAlive time.Duration // interval of SSE comment keep-alives
+	keepAlive time.Duration     // interval of SSE comment keep-alives
+	forward   http.RoundTripper // passes bridged retries to the replica holding their call (bridgeforward.go)
 }
 
 // New makes the transport over c, storing sessions in st.
 func New(c *core.Core, st *sessions.Store, keepAlive time.Duration) *Transport {
-	return &Transport{log: c.Logger(), core: c, sessions: st, keepAlive: keepAlive}
+	return &Transport{log: c.Logger(), core: c, sessions: st, keepAlive: keepAlive, forward: forwardTransport()}
 }
 
 // Post serves POST on the route path.
@@ -88,7 +91,11 @@ func (t *Transport) session(w http.ResponseWriter, r *http.Request, rte *core.Ro
 	sess := t.sessions.Get(id, rte)
 	if sess == nil {
 		// Another replica's session, sealed with our key ring?
-		sess = t.sessions.Rehydrate(id, rte, auth.FromContext(r.Context()))
+		var err error
+		if sess, err = t.sessions.Rehydrate(id, rte, auth.FromContext(r.Context())); err != nil {
+			refuse(w, nil, err)
+			return nil, false
+		}
 	}
 	if sess == nil || !edge.OwnedBy(r, sess.Owner(), sess.Route().Path, t.log) {
 		edge.Error(w, http.StatusNotFound, jsonrpc.CodeInvalidRequest, "session not found or ended; start a new one with initialize")
@@ -110,25 +117,42 @@ func (t *Transport) initialize(w http.ResponseWriter, r *http.Request, rte *core
 		edge.WriteJSON(w, http.StatusOK, jsonrpc.NewError(msg.ID, jerr))
 		return
 	}
-	sess := t.sessions.Create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
+	sess, err := t.sessions.Create(rte, version, p.Capabilities, p.ClientInfo, auth.FromContext(r.Context()))
+	if err != nil {
+		t.log.Warn("session refused", zap.String("route", rte.Path), zap.Error(err))
+		refuse(w, msg.ID, err)
+		return
+	}
 	t.log.Info("session started", zap.String("route", rte.Path), zap.Stringer("protocol_version", version), core.ClientField(p.ClientInfo))
 	w.Header().Set(mcp.HeaderSessionID, sess.ID())
 	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.InitializeResult(rte, version)))
 }
 
-// challengeScopes answers 403 insufficient_scope when the policy refuses a
-// request only for missing scopes, before any stream starts. It reports
-// whether it answered.
-func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message) bool {
+// refuse answers a request refused by a bound (a *limits.Refusal: 503 or
+// 429, Retry-After and a JSON-RPC error naming the bound's key).
+func refuse(w http.ResponseWriter, id jsonrpc.ID, err error) {
+	var lr *limits.Refusal
+	if !errors.As(err, &lr) {
+		edge.Error(w, http.StatusInternalServerError, jsonrpc.CodeInternalError, "mcpgw: "+err.Error())
+		return
+	}
+	lr.Write(w, id)
+}
+
+// challengeScopes makes the access decision on a routed request and, when
+// the policy refuses it only for missing scopes, answers 403
+// insufficient_scope before any stream starts (then it returns nil).
+func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message) *core.Verdict {
 	rte := sess.Route()
-	required, detail, ok := t.core.ScopeChallenge(r.Context(), rte, msg)
+	v := t.core.Decide(r.Context(), rte, msg)
+	required, detail, ok := t.core.ScopeChallenge(r.Context(), rte, msg, v)
 	if !ok {
-		return false
+		return v
 	}
 	g := edge.Guard{Auth: rte.Gen.Auth, Route: rte.Path, Resource: rte.Resource, Scopes: rte.Scopes, Log: t.log, Metrics: t.core.Metrics()}
 	g.Refuse(w, r, &auth.Error{Reason: auth.InsufficientScope, Detail: detail, Scopes: required})
 	t.core.Metrics().RequestOutcome(rte.Path, msg.Method, metrics.OutcomeDenied) // refused by the policy before dispatch
-	return true
+	return nil
 }
 
 // request answers one request. Routed requests answer on an SSE stream
@@ -136,8 +160,11 @@ func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess
 // call (progress, log messages, sampling/elicitation/roots requests) reaches
 // this caller on this call's own stream; everything else answers JSON.
 func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessions.Session, msg *jsonrpc.Message) {
-	if mcp.Routed(msg.Method) && t.challengeScopes(w, r, sess.Session, msg) {
-		return
+	var v *core.Verdict
+	if mcp.Routed(msg.Method) {
+		if v = t.challengeScopes(w, r, sess.Session, msg); v == nil {
+			return
+		}
 	}
 	if !mcp.Routed(msg.Method) || !edge.Accepts(r, mcp.ContentTypeEventStream) {
 		ctx, cancel := context.WithCancel(r.Context())
@@ -146,7 +173,7 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 		defer stop()
 		sess.Track(msg.ID, cancel)
 		defer sess.Untrack(msg.ID)
-		edge.WriteJSON(w, http.StatusOK, t.core.Handle(ctx, sess.Session, msg, nil))
+		edge.WriteJSON(w, http.StatusOK, t.core.Handle(ctx, sess.Session, msg, v, nil))
 		return
 	}
 	// A streamed call belongs to the session, not to the connection: if the
@@ -159,28 +186,16 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	defer cancel()
 	sess.Track(msg.ID, cancel)
 	defer sess.Untrack(msg.ID)
-	cs := core.NewCallStream(ctx, sess.Session)
 	route := sess.Route().Path
 	t.core.Metrics().CallStream(route, +1)       // metrics
 	defer t.core.Metrics().CallStream(route, -1) // metrics
-	done := make(chan *jsonrpc.Message, 1)
-	go func() { done <- t.core.Handle(ctx, sess.Session, msg, cs) }()
-	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), sess.Version().AtLeast(mcp.Version20251125))
-	for {
-		select {
-		case b := <-cs.Events():
-			rw.write(b)
-		case resp := <-done:
-			for len(cs.Events()) > 0 {
-				rw.write(<-cs.Events())
-			}
-			if b, err := jsonrpc.Encode(resp); err == nil {
-				rw.write(b)
-			}
-			sess.Events.Finish(rw.stream)
-			return
-		}
+	call := t.core.Start(ctx, sess.Session, msg, v)
+	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), msg.ID, sess.Version().AtLeast(mcp.Version20251125))
+	resp := call.Next(nil, nil, rw.write).Resp
+	if b, err := jsonrpc.Encode(resp); err == nil {
+		rw.write(b)
 	}
+	sess.Events.Finish(rw.stream)
 }
 
 // Get serves GET on the route path: the session's standalone stream, or
@@ -195,7 +210,7 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		return
 	}
 	lastID := r.Header.Get("Last-Event-ID")
-	if lastID != "" && replay(w, r, sess, lastID) {
+	if lastID != "" && replay(w, r, sess, lastID, t.core.Metrics()) {
 		return // the rest of a POST stream; the standalone stream is another matter
 	}
 	if !sess.OpenStream() {
@@ -203,10 +218,19 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		return
 	}
 	defer sess.CloseStream()
-	rw := newResumableWriter(w, sess.Events, sessions.StandaloneStream, sess.Version().AtLeast(mcp.Version20251125))
+	rw := newResumableWriter(w, sess.Events, sessions.StandaloneStream, nil, sess.Version().AtLeast(mcp.Version20251125))
 	if stream, seq, ok := sessions.ParseEventID(lastID); ok && stream == sessions.StandaloneStream {
-		missed, _, _, _ := sess.Events.Since(sessions.StandaloneStream, seq)
-		for _, e := range missed {
+		missed, err := sess.Events.Since(sessions.StandaloneStream, seq)
+		if errors.Is(err, sessions.ErrPurged) {
+			// What was lost were hints (list changes, resource updates):
+			// the client is told to re-read everything instead.
+			for _, m := range listChanged {
+				if b, err := jsonrpc.Encode(jsonrpc.NewNotification(m, nil)); err == nil {
+					rw.write(b)
+				}
+			}
+		}
+		for _, e := range missed.Events {
 			if rw.sw.Write(sse.Event{ID: e.ID(), Name: "message", Data: e.Data}) != nil {
 				return
 			}
@@ -234,6 +258,9 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		}
 	}
 }
+
+// listChanged are the notifications that tell a client to re-read its lists.
+var listChanged = []string{mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged}
 
 // Delete serves DELETE on the route path: the client ends its session.
 func (t *Transport) Delete(w http.ResponseWriter, r *http.Request, rte *core.Route) {

@@ -1,0 +1,133 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// Bounds on what clients can make the gateway hold (DESIGN.md invariant 7).
+// Each default is far above what a normal deployment uses, so that only a
+// runaway or hostile client meets it; docs/configuration.md says why each
+// is what it is.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultReadBodyTimeout: a request body of max_body_bytes (4 MiB)
+	// takes well under a second on any real link.
+	DefaultReadBodyTimeout = 30 * time.Second
+
+	DefaultMaxSessions             = 10000 // ~5 KB each when idle: ~50 MB
+	DefaultMaxSessionsPerPrincipal = 1000
+	DefaultMaxRequestsPerSession   = 128
+	DefaultMaxReplayStreams        = 16
+	DefaultSSEQueue                = 256 // messages
+	DefaultSSEWriteTimeout         = 30 * time.Second
+	DefaultMaxParkedCalls          = 256
+	DefaultMaxParkedPerPrincipal   = 32
+
+	// Stateful upstreams: each session connection may be a child process.
+	DefaultMaxStatefulSessions             = 64
+	DefaultMaxStatefulSessionsPerPrincipal = 16
+)
+
+// limitsDefaults fills in the bounds the file leaves out.
+func limitsDefaults(c *Config, d *decoder) {
+	if !d.set["read_header_timeout"] {
+		c.ReadHeaderTimeout = Duration(DefaultReadHeaderTimeout)
+	}
+	if !d.set["read_body_timeout"] {
+		c.ReadBodyTimeout = Duration(DefaultReadBodyTimeout)
+	}
+	if c.Sessions == nil {
+		c.Sessions = &Sessions{}
+	}
+	s := c.Sessions
+	for _, b := range []struct {
+		key string
+		v   *int
+		def int
+	}{
+		{"max_sessions", &s.MaxSessions, DefaultMaxSessions},
+		{"max_sessions_per_principal", &s.MaxSessionsPerPrincipal, DefaultMaxSessionsPerPrincipal},
+		{"max_requests_per_session", &s.MaxRequestsPerSession, DefaultMaxRequestsPerSession},
+		{"max_replay_streams", &s.MaxReplayStreams, DefaultMaxReplayStreams},
+		{"sse_queue", &s.SSEQueue, DefaultSSEQueue},
+		{"max_parked_calls", &s.MaxParkedCalls, DefaultMaxParkedCalls},
+		{"max_parked_calls_per_principal", &s.MaxParkedCallsPerPrincipal, DefaultMaxParkedPerPrincipal},
+	} {
+		if !d.set["sessions."+b.key] {
+			*b.v = b.def
+		}
+	}
+	if !d.set["sessions.sse_write_timeout"] {
+		s.SSEWriteTimeout = Duration(DefaultSSEWriteTimeout)
+	}
+	for name, u := range c.Upstreams {
+		if u == nil {
+			continue
+		}
+		p := joinPath("upstreams", name)
+		if !d.set[joinPath(p, "max_sessions")] {
+			u.MaxSessions = DefaultMaxStatefulSessions
+		}
+		if !d.set[joinPath(p, "max_sessions_per_principal")] {
+			u.MaxSessionsPerPrincipal = DefaultMaxStatefulSessionsPerPrincipal
+		}
+	}
+}
+
+// limits validates the bounds.
+func (v *validator) limits() {
+	c := v.cfg
+	v.positiveDuration("read_header_timeout", c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	v.positiveDuration("read_body_timeout", c.ReadBodyTimeout, DefaultReadBodyTimeout)
+	s := c.Sessions
+	if s == nil {
+		return
+	}
+	v.atLeastOne("sessions.max_sessions", s.MaxSessions, DefaultMaxSessions)
+	v.atLeastOne("sessions.max_sessions_per_principal", s.MaxSessionsPerPrincipal, DefaultMaxSessionsPerPrincipal)
+	v.share("sessions.max_sessions_per_principal", s.MaxSessionsPerPrincipal, "sessions.max_sessions", s.MaxSessions)
+	v.atLeastOne("sessions.max_requests_per_session", s.MaxRequestsPerSession, DefaultMaxRequestsPerSession)
+	v.atLeastOne("sessions.max_replay_streams", s.MaxReplayStreams, DefaultMaxReplayStreams)
+	v.atLeastOne("sessions.sse_queue", s.SSEQueue, DefaultSSEQueue)
+	v.positiveDuration("sessions.sse_write_timeout", s.SSEWriteTimeout, DefaultSSEWriteTimeout)
+	v.atLeastOne("sessions.max_parked_calls", s.MaxParkedCalls, DefaultMaxParkedCalls)
+	v.atLeastOne("sessions.max_parked_calls_per_principal", s.MaxParkedCallsPerPrincipal, DefaultMaxParkedPerPrincipal)
+	v.share("sessions.max_parked_calls_per_principal", s.MaxParkedCallsPerPrincipal, "sessions.max_parked_calls", s.MaxParkedCalls)
+}
+
+// statefulLimits validates a stateful upstream's bounds at p; the keys
+// mean nothing without stateful: true.
+func (v *validator) statefulLimits(p string, u *Upstream) {
+	if !u.Stateful {
+		for _, k := range []string{"max_sessions", "max_sessions_per_principal"} {
+			if v.dec.set[joinPath(p, k)] {
+				v.add(joinPath(p, k), "applies only to a stateful upstream (one connection per session); set stateful: true, or remove it")
+			}
+		}
+		return
+	}
+	v.atLeastOne(joinPath(p, "max_sessions"), u.MaxSessions, DefaultMaxStatefulSessions)
+	v.atLeastOne(joinPath(p, "max_sessions_per_principal"), u.MaxSessionsPerPrincipal, DefaultMaxStatefulSessionsPerPrincipal)
+	v.share(joinPath(p, "max_sessions_per_principal"), u.MaxSessionsPerPrincipal, joinPath(p, "max_sessions"), u.MaxSessions)
+}
+
+func (v *validator) atLeastOne(p string, n, def int) {
+	if n < 1 {
+		v.add(p, fmt.Sprintf("must be at least 1; remove it for the default (%d)", def))
+	}
+}
+
+func (v *validator) positiveDuration(p string, d Duration, def time.Duration) {
+	if d <= 0 {
+		v.add(p, fmt.Sprintf("must be more than 0; remove it for the default (%s)", def))
+	}
+}
+
+// share checks that a per-principal share p is no larger than the bound
+// it is a share of.
+func (v *validator) share(p string, n int, of string, max int) {
+	if n > max && max >= 1 {
+		v.add(p, fmt.Sprintf("%d is more than %s (%d), so it would never apply; lower it, or raise %s", n, of, max, of))
+	}
+}

@@ -1,0 +1,887 @@
+package gateway_test
+
+// Bounds (DESIGN.md invariant 7), end to end: every test drives a real
+// gateway on 127.0.0.1 the way a runaway or hostile client would and
+// checks that it costs a bounded amount and is refused clearly — HTTP 503
+// or 429 with Retry-After and a JSON-RPC error naming the config key, or
+// that error on the transport — and that the refusal is counted in
+// mcpgw_limit_refusals_total. Each was checked against the code before its
+// fix (the fix reverted, this file kept): see each test's comment.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
+	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/sse"
+)
+
+// boundsGateway starts a gateway from YAML with metrics of its own; wait
+// says whether to wait for the upstreams' first connection attempts.
+func boundsGateway(t *testing.T, yaml string, wait bool) (*gateway.Gateway, string, *metrics.Metrics) {
+	t.Helper()
+	cfg, err := config.Parse("bounds.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(prometheus.NewRegistry(), metrics.Options{NoRuntimeCollectors: true})
+	opts := gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, Metrics: m}
+	var gw *gateway.Gateway
+	if wait {
+		gw = runGateway(t, cfg, opts)
+	} else {
+		if gw, err = gateway.Start(cfg, opts); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = gw.Shutdown(ctx)
+		})
+	}
+	return gw, "http://" + ln.Addr().String(), m
+}
+
+// refusals is mcpgw_limit_refusals_total{bound}.
+func refusals(t *testing.T, m *metrics.Metrics, bound string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "mcpgw_limit_refusals_total" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "bound" && l.GetValue() == bound {
+					return s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// wantRefusal checks an HTTP refusal by bound: status, Retry-After and the
+// JSON-RPC error (with id, when one is given) naming the bound's key.
+func wantRefusal(t *testing.T, what string, status int, header http.Header, body []byte, wantStatus int, bound string, id string) {
+	t.Helper()
+	if status != wantStatus {
+		t.Errorf("%s: HTTP %d %s, want %d", what, status, body, wantStatus)
+		return
+	}
+	if ra, err := strconv.Atoi(header.Get("Retry-After")); err != nil || ra < 1 {
+		t.Errorf("%s: Retry-After %q, want whole seconds", what, header.Get("Retry-After"))
+	}
+	m, err := jsonrpc.Parse(body)
+	if err != nil || m.Error == nil {
+		t.Errorf("%s: body %s is not a JSON-RPC error (%v)", what, body, err)
+		return
+	}
+	wantError(t, what, m, bound, id)
+}
+
+// wantError checks a JSON-RPC refusal by bound.
+func wantError(t *testing.T, what string, m *jsonrpc.Message, bound string, id string) {
+	t.Helper()
+	if m.Error == nil {
+		t.Errorf("%s: result %s, want a refusal by %s", what, m.Result, bound)
+		return
+	}
+	var data struct {
+		Bound      string `json:"bound"`
+		Max        int    `json:"max"`
+		RetryAfter int    `json:"retryAfterSeconds"`
+	}
+	_ = json.Unmarshal(m.Error.Data, &data)
+	if m.Error.Code != limits.Code || data.Bound != bound || data.Max < 1 || data.RetryAfter < 1 || !strings.Contains(m.Error.Message, bound) {
+		t.Errorf("%s: error %d %q data %s; want %d naming %s", what, m.Error.Code, m.Error.Message, m.Error.Data, limits.Code, bound)
+	}
+	if id != "" && string(m.ID) != id {
+		t.Errorf("%s: error has id %s, want the request's %s", what, m.ID, id)
+	}
+}
+
+// postMessages POSTs one message and returns every JSON-RPC message of the
+// answer (a JSON body or an SSE stream), or the transport's error.
+func postMessages(url, body string, h http.Header) ([]*jsonrpc.Message, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = h.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		m, perr := jsonrpc.Parse(b)
+		if perr != nil {
+			return nil, fmt.Errorf("HTTP %d %q: %v", resp.StatusCode, b, perr)
+		}
+		return []*jsonrpc.Message{m}, nil
+	}
+	var out []*jsonrpc.Message
+	rd := sse.NewReader(resp.Body, 1<<20)
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if m, perr := jsonrpc.Parse(ev.Data); perr == nil {
+			out = append(out, m)
+		}
+	}
+}
+
+// rss is the process's resident set in MB (0 where /proc is missing).
+func rss() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
+
+// settle waits for the goroutine count to fall to at most want, and
+// returns it.
+func settle(want int, within time.Duration) int {
+	deadline := time.Now().Add(within)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// smallWindowDial connects with a 4 KB receive buffer, so that a client
+// that stops reading stops the gateway's writes after a few kilobytes.
+func smallWindowDial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+	}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// TestBoundsLegacySSEClientThatNeverReads (finding 4): a legacy HTTP+SSE
+// client that reads its stream's endpoint event and then never reads
+// again, while it POSTs 400 calls with 64 KB answers. The gateway answers
+// the POSTs beyond sessions.max_requests_per_session with 429, disconnects
+// the client once a write has waited sessions.sse_write_timeout (its
+// session ends, its calls are cancelled, later POSTs get 404), and its
+// goroutines stay bounded. Before the fix every POST was taken (202) and
+// each parked a goroutine on the unread stream: with pushconn.go and
+// legacysse.go reverted, the goroutine check fails (+400 goroutines, all
+// 400 POSTs 202, no 404).
+func TestBoundsLegacySSEClientThatNeverReads(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+upstreams:
+  alpha: {url: %s}
+sessions:
+  sse_queue: 8
+  sse_write_timeout: 2s
+  max_requests_per_session: 16
+`, alpha), true)
+	addr := strings.TrimPrefix(base, "http://")
+	conn := smallWindowDial(t, addr)
+	fmt.Fprintf(conn, "GET /mcp/sse HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", addr)
+	br := bufio.NewReader(conn)
+	var endpoint string
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for endpoint == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream's endpoint event: %v", err)
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+			endpoint = v
+		}
+	}
+	// From here on the client reads nothing.
+	post := base + endpoint
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	t.Cleanup(client.CloseIdleConnections)
+	send := func(body string) (int, http.Header, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, post, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b
+	}
+	if st, _, b := send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"mute","version":"0"}}}`); st != http.StatusAccepted {
+		t.Fatalf("initialize: HTTP %d %s", st, b)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	baseline, rss0 := runtime.NumGoroutine(), rss()
+	text := strings.Repeat("x", 64<<10)
+	var mu sync.Mutex
+	counts := map[int]int{}
+	peak := baseline
+	var refusal struct {
+		status int
+		header http.Header
+		body   []byte
+		id     string
+	}
+	var wg sync.WaitGroup
+	ids := make(chan int)
+	for range 8 { // fast enough to fill the session before sse_write_timeout, even under -race
+		wg.Go(func() {
+			for i := range ids {
+				id := strconv.Itoa(i)
+				st, h, b := send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"` + text + `"}}}`)
+				mu.Lock()
+				counts[st]++
+				if st == http.StatusTooManyRequests && refusal.status == 0 {
+					refusal.status, refusal.header, refusal.body, refusal.id = st, h, b, id
+				}
+				peak = max(peak, runtime.NumGoroutine())
+				mu.Unlock()
+			}
+		})
+	}
+	const posts = 400
+	for i := 1; i <= posts; i++ {
+		ids <- i
+	}
+	close(ids)
+	wg.Wait()
+	refused := refusal.status != 0
+	if refused {
+		wantRefusal(t, "POST beyond max_requests_per_session", refusal.status, refusal.header, refusal.body, http.StatusTooManyRequests, "sessions.max_requests_per_session", refusal.id)
+	}
+	// The client is disconnected within sse_write_timeout of its stream
+	// filling up: its POSTs then find no session.
+	gone := false
+	for deadline := time.Now().Add(10 * time.Second); !gone && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		st, _, _ := send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)
+		gone = st == http.StatusNotFound
+	}
+	client.CloseIdleConnections()
+	after := settle(baseline+60, 10*time.Second)
+	t.Logf("%d POSTs to a client that never reads: HTTP statuses %v; goroutines %d before, peak %d, %d after; RSS %.0f -> %.0f MB",
+		posts, counts, baseline, peak, after, rss0, rss())
+	// At most 16 calls at once (max_requests_per_session): two goroutines
+	// each, and up to three per pooled upstream connection; plus the 8
+	// senders' connections.
+	if peak-baseline > 200 {
+		t.Errorf("goroutines grew by %d while the client did not read (want ≤ 200: max_requests_per_session is 16)", peak-baseline)
+	}
+	if counts[http.StatusAccepted] == posts || !refused {
+		t.Errorf("every POST was taken (%v): want 429 beyond sessions.max_requests_per_session", counts)
+	}
+	if !gone {
+		t.Error("the client that never reads is still connected after sse_write_timeout: want its session ended (POST 404)")
+	}
+	if after > baseline+60 { // pooled connections to the upstream (16 calls at once) stay
+		t.Errorf("goroutines: %d before, %d after the client was disconnected", baseline, after)
+	}
+	if n := refusals(t, m, "sessions.sse_write_timeout"); n != 1 {
+		t.Errorf("mcpgw_limit_refusals_total{bound=sessions.sse_write_timeout} = %v, want 1", n)
+	}
+	if n := refusals(t, m, "sessions.max_requests_per_session"); n < 1 {
+		t.Errorf("mcpgw_limit_refusals_total{bound=sessions.max_requests_per_session} = %v, want ≥ 1", n)
+	}
+}
+
+// TestBoundsLegacySSEReaderKeepsUp: the bounds cost a client that reads
+// nothing: 60 concurrent calls with 64 KB answers, more than sse_queue
+// and max_requests_per_session allow at once, all answered on the stream.
+func TestBoundsLegacySSEReaderKeepsUp(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	_, base, _ := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+upstreams:
+  alpha: {url: %s}
+sessions: {sse_queue: 4, sse_write_timeout: 2s, max_requests_per_session: 64}
+`, alpha), true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	endpoint, events, body := legacyStream(t, ctx, base+"/mcp/sse")
+	defer body.Close()
+	post := base + endpoint
+	legacyPost(t, post, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"reader","version":"0"}}}`, nil)
+	nextMessage(t, events)
+	text := strings.Repeat("y", 64<<10)
+	var wg sync.WaitGroup
+	for i := 1; i <= 60; i++ {
+		wg.Go(func() {
+			if st, m := legacyPost(t, post, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"`+text+`"}}}`, nil); st != http.StatusAccepted {
+				t.Errorf("call %d: HTTP %d %+v", i, st, m)
+			}
+		})
+	}
+	seen := map[string]bool{}
+	for len(seen) < 60 {
+		m := nextMessage(t, events)
+		if m.Error != nil || !strings.Contains(string(m.Result), text) {
+			t.Fatalf("answer %s: %+v", m.ID, m.Error)
+		}
+		seen[string(m.ID)] = true
+	}
+	wg.Wait()
+}
+
+// TestBoundsSessions (finding 5): sessions.max_sessions and
+// sessions.max_sessions_per_principal bound the sessions kept, for
+// Streamable HTTP and legacy HTTP+SSE alike; a principal over its share
+// gets 429, anyone past the replica's bound 503, both with Retry-After and
+// a JSON-RPC error naming the key; a DELETE frees a slot. Before the fix
+// every initialize was taken (the test's 4th alice session got 200).
+func TestBoundsSessions(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+upstreams:
+  alpha: {url: %s}
+auth:
+  api_keys:
+    - {name: a, key: alice-secret-0123456789, principal: alice}
+    - {name: b, key: bob-secret-0123456789, principal: bob}
+sessions:
+  max_sessions: 5
+  max_sessions_per_principal: 3
+`, alpha), true)
+	as := func(key string) *rawClient {
+		return &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {key}}}
+	}
+	const initialize = `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	var alice []*rawClient
+	for range 3 {
+		c := as("alice-secret-0123456789")
+		c.initialize("2025-11-25")
+		alice = append(alice, c)
+	}
+	r := as("alice-secret-0123456789").post(initialize)
+	wantRefusal(t, "alice's 4th session", r.status, r.header, r.body, http.StatusTooManyRequests, "sessions.max_sessions_per_principal", `"init"`)
+
+	// A legacy HTTP+SSE stream is a session too.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/mcp/sse", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("X-Api-Key", "bob-secret-0123456789")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("bob's legacy stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	bob := as("bob-secret-0123456789")
+	bob.initialize("2025-11-25") // the 5th session
+	r = as("bob-secret-0123456789").post(initialize)
+	wantRefusal(t, "a 6th session", r.status, r.header, r.body, http.StatusServiceUnavailable, "sessions.max_sessions", `"init"`)
+	sctx, scancel := context.WithTimeout(ctx, 5*time.Second) // a stream, were it taken
+	defer scancel()
+	sreq, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/mcp/sse", nil)
+	sreq.Header.Set("Accept", "text/event-stream")
+	sreq.Header.Set("X-Api-Key", "bob-secret-0123456789")
+	if sresp, err := http.DefaultClient.Do(sreq); err != nil {
+		t.Fatal(err)
+	} else {
+		b, _ := io.ReadAll(sresp.Body)
+		sresp.Body.Close()
+		wantRefusal(t, "a 6th session over legacy SSE", sresp.StatusCode, sresp.Header, b, http.StatusServiceUnavailable, "sessions.max_sessions", "")
+	}
+
+	// Ending one frees its slot, for its principal too.
+	if d := alice[0].do(http.MethodDelete, "", nil); d.status != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d %s", d.status, d.body)
+	}
+	as("alice-secret-0123456789").initialize("2025-11-25")
+	if got := refusals(t, m, "sessions.max_sessions_per_principal"); got != 1 {
+		t.Errorf("refusals{sessions.max_sessions_per_principal} = %v, want 1", got)
+	}
+	if got := refusals(t, m, "sessions.max_sessions"); got != 2 {
+		t.Errorf("refusals{sessions.max_sessions} = %v, want 2", got)
+	}
+}
+
+// slowBody opens a connection that sends a request's headers and then its
+// body one byte every interval; it returns the connection and a channel
+// closed when the gateway closes it (or answers and closes).
+func slowBody(t *testing.T, addr, path string, interval time.Duration) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}` + strings.Repeat(" ", 200)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", path, addr, len(body))
+	go func() {
+		for i := 0; i < len(body); i++ {
+			if _, err := conn.Write([]byte{body[i]}); err != nil {
+				return
+			}
+			time.Sleep(interval)
+		}
+	}()
+	return conn, bufio.NewReader(conn)
+}
+
+// closedWithin reads the connection until EOF (or an error) and reports
+// how long that took; false when it is still open after d.
+func closedWithin(conn net.Conn, br *bufio.Reader, d time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	_ = conn.SetReadDeadline(start.Add(d))
+	_, err := io.Copy(io.Discard, br)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return time.Since(start), false
+	}
+	return time.Since(start), true
+}
+
+// TestBoundsSlowBody (finding 6): a request body sent at 10 bytes a second
+// is cut read_body_timeout after its headers, with 408 naming the key when
+// a handler was reading it, and the connection closed when none was (an
+// unknown path); 20 such connections at once cost nothing to a normal
+// call. Long answers are not cut: a streamed call and a JSON call longer
+// than read_body_timeout complete, and a GET stream stays open. Before the
+// fix the slow connections stayed open until their body ended (the test's
+// checks time out at 3 s).
+func TestBoundsSlowBody(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+upstreams:
+  alpha: {url: %s}
+read_body_timeout: 1s
+read_header_timeout: 1s
+`, alpha), true)
+	addr := strings.TrimPrefix(base, "http://")
+
+	var wg sync.WaitGroup
+	for i := range 20 {
+		path := "/mcp"
+		if i%2 == 1 {
+			path = "/nowhere" // answered 404 at once; the body is never read
+		}
+		wg.Go(func() {
+			conn, br := slowBody(t, addr, path, 100*time.Millisecond)
+			status, _ := br.ReadString('\n')
+			took, closed := closedWithin(conn, br, 3*time.Second)
+			if !closed {
+				t.Errorf("%s: a body sent at 10 B/s still holds its connection %v after its headers (read_body_timeout 1s)", path, took)
+			}
+			if path == "/mcp" && !strings.Contains(status, " 408 ") {
+				t.Errorf("%s: status line %q, want 408", path, status)
+			}
+		})
+	}
+	// Meanwhile a normal client is served.
+	c := &rawClient{t: t, url: base + "/mcp"}
+	c.initialize("2025-11-25")
+	if r := c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hi"}}}`); r.last(t).Error != nil {
+		t.Errorf("a normal call during the slow ones: %s", r.body)
+	}
+	wg.Wait()
+	if n := refusals(t, m, "read_body_timeout"); n < 10 {
+		t.Errorf("refusals{read_body_timeout} = %v, want ≥ 10 (one per slow body a handler read)", n)
+	}
+
+	// The 408 names the key.
+	conn, br := slowBody(t, addr, "/mcp", 200*time.Millisecond)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if msg, _ := jsonrpc.Parse(b); resp.StatusCode != http.StatusRequestTimeout || msg == nil || msg.Error == nil || !strings.Contains(msg.Error.Message, "read_body_timeout") {
+		t.Errorf("slow body: HTTP %d %s, want 408 naming read_body_timeout", resp.StatusCode, b)
+	}
+
+	// Headers sent slowly are cut at read_header_timeout.
+	hc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hc.Close()
+	fmt.Fprintf(hc, "POST /mcp HTTP/1.1\r\nHost: %s\r\n", addr)
+	if took, closed := closedWithin(hc, bufio.NewReader(hc), 3*time.Second); !closed {
+		t.Errorf("half-sent headers still hold the connection after %v (read_header_timeout 1s)", took)
+	}
+
+	// Answers longer than read_body_timeout are not cut.
+	for _, accept := range []string{"application/json", "application/json, text/event-stream"} {
+		r := c.do(http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":1800}}}`,
+			func(r *http.Request) { r.Header.Set("Accept", accept) })
+		if m := r.last(t); m.Error != nil || !strings.Contains(string(m.Result), "done") {
+			t.Errorf("a 1.8 s call (Accept %s) with read_body_timeout 1s: %s", accept, r.body)
+		}
+	}
+	gctx, gcancel := context.WithTimeout(context.Background(), 1800*time.Millisecond)
+	defer gcancel()
+	req, _ := http.NewRequestWithContext(gctx, http.MethodGet, base+"/mcp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.session)
+	gresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gresp.Body.Close()
+	if _, err := io.Copy(io.Discard, gresp.Body); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the GET stream ended before the client did (%v): read_body_timeout must not cut streams", err)
+	}
+}
+
+// bridgedFirstRound sends a 2026-07-28 call of a tool that asks for
+// sampling, as principal key, and returns the answer (JSON only, so a
+// refusal comes with its HTTP status).
+func bridgedFirstRound(t *testing.T, base, key string, id int) *rawResponse {
+	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+		"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__sample"}, "X-Api-Key": {key},
+	}}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
+	return c.do(http.MethodPost, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"up__sample","arguments":{"tag":"X"},`+meta+`}}`,
+		func(r *http.Request) { r.Header.Set("Accept", "application/json") })
+}
+
+// TestBoundsBridgedCallsPerPrincipal (finding 8): one principal parks at
+// most sessions.max_parked_calls_per_principal bridged calls (429), the
+// replica at most sessions.max_parked_calls (503). Before the fix alice's
+// third call parked like the others (input_required, HTTP 200).
+func TestBoundsBridgedCallsPerPrincipal(t *testing.T) {
+	up := fidHTTPUpstream(t, "up", 0)
+	_, base, m := boundsGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry+`auth:
+  api_keys:
+    - {name: a, key: alice-secret-0123456789, principal: alice}
+    - {name: b, key: bob-secret-0123456789, principal: bob}
+policy: {default: allow}
+sessions:
+  max_parked_calls: 3
+  max_parked_calls_per_principal: 2
+`, true)
+	parked := func(who string, r *rawResponse) {
+		t.Helper()
+		if m := r.last(t); r.status != http.StatusOK || m.Error != nil || !strings.Contains(string(m.Result), "input_required") {
+			t.Fatalf("%s: HTTP %d %s, want input_required", who, r.status, r.body)
+		}
+	}
+	parked("alice 1", bridgedFirstRound(t, base, "alice-secret-0123456789", 1))
+	parked("alice 2", bridgedFirstRound(t, base, "alice-secret-0123456789", 2))
+	r := bridgedFirstRound(t, base, "alice-secret-0123456789", 3)
+	wantRefusal(t, "alice's 3rd parked call", r.status, r.header, r.body, http.StatusTooManyRequests, "sessions.max_parked_calls_per_principal", "3")
+	parked("bob 1", bridgedFirstRound(t, base, "bob-secret-0123456789", 4))
+	r = bridgedFirstRound(t, base, "bob-secret-0123456789", 5)
+	wantRefusal(t, "a 4th parked call", r.status, r.header, r.body, http.StatusServiceUnavailable, "sessions.max_parked_calls", "5")
+	if a, g := refusals(t, m, "sessions.max_parked_calls_per_principal"), refusals(t, m, "sessions.max_parked_calls"); a != 1 || g != 1 {
+		t.Errorf("refusals: per principal %v, global %v; want 1 and 1", a, g)
+	}
+}
+
+// TestBoundsStatefulSlotsPerPrincipal (finding 8): a stateful upstream
+// gives one principal at most max_sessions_per_principal of its
+// max_sessions connections; the call beyond gets -32004 naming the key,
+// and a session's end frees its slot. Before the fix alice's third
+// session took a third connection.
+func TestBoundsStatefulSlotsPerPrincipal(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	gw, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+upstreams:
+  alpha:
+    url: %s
+    stateful: true
+    max_sessions: 3
+    max_sessions_per_principal: 2
+auth:
+  api_keys:
+    - {name: a, key: alice-secret-0123456789, principal: alice}
+    - {name: b, key: bob-secret-0123456789, principal: bob}
+policy: {default: allow}
+`, alpha), true)
+	session := func(key string) *rawClient {
+		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {key}}}
+		c.initialize("2025-11-25")
+		return c
+	}
+	call := func(c *rawClient, id int) *jsonrpc.Message {
+		return c.post(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hi"}}}`).last(t)
+	}
+	a1, a2, a3 := session("alice-secret-0123456789"), session("alice-secret-0123456789"), session("alice-secret-0123456789")
+	for i, c := range []*rawClient{a1, a2} {
+		if m := call(c, i+1); m.Error != nil {
+			t.Fatalf("alice's session %d: %v", i+1, m.Error)
+		}
+	}
+	wantError(t, "alice's 3rd stateful session", call(a3, 3), "upstreams.alpha.max_sessions_per_principal", "3")
+	b1, b2 := session("bob-secret-0123456789"), session("bob-secret-0123456789")
+	if m := call(b1, 4); m.Error != nil {
+		t.Fatalf("bob's first session: %v", m.Error)
+	}
+	wantError(t, "a 4th stateful session", call(b2, 5), "upstreams.alpha.max_sessions", "5")
+	if n := gw.Host().Upstream("alpha").SessionConnections(); n != 3 {
+		t.Errorf("the upstream holds %d session connections, want 3", n)
+	}
+	if d := a1.do(http.MethodDelete, "", nil); d.status != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d", d.status)
+	}
+	if m := call(a3, 6); m.Error != nil {
+		t.Errorf("after alice ended a session, her third: %v", m.Error)
+	}
+	if a, g := refusals(t, m, "upstreams.alpha.max_sessions_per_principal"), refusals(t, m, "upstreams.alpha.max_sessions"); a != 1 || g != 1 {
+		t.Errorf("refusals: per principal %v, global %v; want 1 and 1", a, g)
+	}
+}
+
+// TestBoundsReplayStreams (low): a session opens at most
+// sessions.max_replay_streams Last-Event-ID streams at once; the next gets
+// 429. Before the fix every replay GET was taken and held a goroutine
+// until the call ended.
+func TestBoundsReplayStreams(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+upstreams:
+  alpha: {url: %s}
+sessions: {max_replay_streams: 2}
+`, alpha), true)
+	c := &rawClient{t: t, url: base + "/mcp"}
+	c.initialize("2025-11-25")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// A streamed call whose stream the client drops after the priming event.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":3000}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := sse.NewReader(resp.Body, 1<<20).Next()
+	resp.Body.Close()
+	if err != nil || ev.ID == "" {
+		t.Fatalf("priming event %+v, %v", ev, err)
+	}
+	replay := func() *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/mcp", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", c.session)
+		req.Header.Set("Last-Event-ID", ev.ID)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	for i := range 2 {
+		if r := replay(); r.StatusCode != http.StatusOK {
+			t.Fatalf("replay %d: HTTP %d", i+1, r.StatusCode)
+		}
+	}
+	r := replay()
+	b, _ := io.ReadAll(r.Body)
+	wantRefusal(t, "a 3rd replay stream", r.StatusCode, r.Header, b, http.StatusTooManyRequests, "sessions.max_replay_streams", "")
+	if n := refusals(t, m, "sessions.max_replay_streams"); n != 1 {
+		t.Errorf("refusals{sessions.max_replay_streams} = %v, want 1", n)
+	}
+}
+
+// TestBoundsLegacySessionIDIsNotStreamable (low): a legacy HTTP+SSE
+// session's id is no Mcp-Session-Id: the Streamable endpoint answers 404,
+// as for an unknown session. Before the fix the POST was served in the
+// legacy session (200).
+func TestBoundsLegacySessionIDIsNotStreamable(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	_, base, _ := boundsGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", alpha), true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	endpoint, events, body := legacyStream(t, ctx, base+"/mcp/sse")
+	defer body.Close()
+	legacyPost(t, base+endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
+	nextMessage(t, events)
+	id := endpoint[strings.Index(endpoint, "sessionId=")+len("sessionId="):]
+	c := &rawClient{t: t, url: base + "/mcp", session: id}
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		r := c.do(method, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, nil)
+		if r.status != http.StatusNotFound {
+			t.Errorf("%s /mcp with a legacy session's id: HTTP %d %s, want 404", method, r.status, r.body)
+		}
+	}
+	// The legacy session itself is untouched.
+	if st, _ := legacyPost(t, base+endpoint, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, nil); st != http.StatusAccepted {
+		t.Errorf("the legacy session after: HTTP %d", st)
+	}
+	if m := nextMessage(t, events); string(m.ID) != "2" {
+		t.Errorf("the legacy session answered %s, want ping 2", m.ID)
+	}
+}
+
+// TestBoundsCancelledCallDuringReload (low): a call to an upstream that a
+// reload replaced, cancelled by its client while the new connection is
+// still being made, is answered as cancelled (-32001), not as
+// "unavailable" (-32003). Before the fix it reported -32003 "starting".
+func TestBoundsCancelledCallDuringReload(t *testing.T) {
+	yaml := func(arg string) string {
+		return "listen: 127.0.0.1:0\nupstreams:\n  hung:\n    command: [sleep, \"" + arg + "\"]\n    startup_timeout: 30s\n"
+	}
+	gw, base, _ := boundsGateway(t, yaml("60"), false)
+	cfg, err := config.Parse("bounds.yaml", []byte(yaml("61")), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Reload(cfg); err != nil { // replaced: a new child, starting
+		t.Fatal(err)
+	}
+	c := &rawClient{t: t, url: base + "/mcp"}
+	c.initialize("2025-11-25")
+	done := make(chan *rawResponse, 1)
+	go func() {
+		done <- c.do(http.MethodPost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"hung__x","arguments":{}}}`,
+			func(r *http.Request) { r.Header.Set("Accept", "application/json") })
+	}()
+	time.Sleep(300 * time.Millisecond) // the call waits for the connection
+	if r := c.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`); r.status != http.StatusAccepted {
+		t.Fatalf("cancel: HTTP %d", r.status)
+	}
+	select {
+	case r := <-done:
+		e := errorOf(t, r)
+		if e.Code != -32001 || !strings.Contains(e.Message, "cancelled") {
+			t.Errorf("cancelled call answered %d %q, want -32001 request cancelled", e.Code, e.Message)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call was not answered")
+	}
+}
+
+// TestBoundsDrainTimeoutAnswersCutCalls (low): calls still running when
+// the drain timeout runs out are answered — on a JSON response, an SSE
+// response, a legacy session's stream and a 2026-07-28 request — with an
+// error naming the shutdown before their connections close. Before the
+// fix each connection was closed without an answer (EOF).
+func TestBoundsDrainTimeoutAnswersCutCalls(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	gw, base, _ := boundsGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", alpha), true)
+	slow := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":20000}%s}}`
+	c := &rawClient{t: t, url: base + "/mcp"}
+	c.initialize("2025-11-25")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	endpoint, events, body := legacyStream(t, ctx, base+"/mcp/sse")
+	defer body.Close()
+	legacyPost(t, base+endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
+	nextMessage(t, events)
+
+	answers := make(chan string, 3)
+	call := func(what string, id int, meta string, h http.Header) {
+		got, err := postMessages(base+"/mcp", fmt.Sprintf(slow, id, meta), h)
+		switch {
+		case err != nil:
+			answers <- fmt.Sprintf("%s: %v", what, err)
+		case len(got) == 0:
+			answers <- what + ": no answer"
+		case got[len(got)-1].Error == nil || !strings.Contains(got[len(got)-1].Error.Message, "shutting down"):
+			answers <- fmt.Sprintf("%s: answered %s %+v, want an error naming the shutdown", what, got[len(got)-1].Result, got[len(got)-1].Error)
+		default:
+			answers <- ""
+		}
+	}
+	go call("JSON", 1, "", http.Header{"Mcp-Session-Id": {c.session}, "Accept": {"application/json"}})
+	go call("SSE", 2, "", http.Header{"Mcp-Session-Id": {c.session}, "Accept": {"application/json, text/event-stream"}})
+	go call("2026", 3, `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`,
+		http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"alpha__slow"}, "Accept": {"application/json"}})
+	legacyPost(t, base+endpoint, fmt.Sprintf(slow, 4, ""), nil)
+	time.Sleep(500 * time.Millisecond) // every call is in flight
+
+	sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer scancel()
+	start := time.Now()
+	if err := gw.Shutdown(sctx); err == nil {
+		t.Error("Shutdown reported no drain timeout")
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Errorf("Shutdown took %v", d)
+	}
+	for range 3 {
+		if s := <-answers; s != "" {
+			t.Error(s)
+		}
+	}
+	if m := nextMessage(t, events); string(m.ID) != "4" || m.Error == nil || !strings.Contains(m.Error.Message, "shutting down") {
+		t.Errorf("legacy session: %s %+v, want call 4 answered with an error naming the shutdown", m.ID, m.Error)
+	}
+}
+
+// TestBoundsStdioRequestsPerSession (finding 4, stdio): a stdio client
+// that sends more requests than sessions.max_requests_per_session allows at
+// once gets the refusal, with the request's id, for those beyond; the
+// others are answered. Before the fix all three ran (request 3 "done").
+func TestBoundsStdioRequestsPerSession(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	in, out, _ := stdioGateway(t, fmt.Sprintf("upstreams:\n  alpha: {url: %s}\nsessions: {max_requests_per_session: 2}\n", alpha), "")
+	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
+	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	s.next()
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`)
+	answers := map[string]*jsonrpc.Message{}
+	for len(answers) < 3 {
+		if m, _ := s.next(); m.Kind() == jsonrpc.KindResponse {
+			answers[string(m.ID)] = m
+		}
+	}
+	for _, id := range []string{"1", "2"} {
+		if m := answers[id]; m.Error != nil || !strings.Contains(string(m.Result), "done") {
+			t.Errorf("call %s: %s %+v", id, m.Result, m.Error)
+		}
+	}
+	wantError(t, "a 3rd request at once", answers["3"], "sessions.max_requests_per_session", "3")
+}

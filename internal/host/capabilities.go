@@ -1,0 +1,114 @@
+package host
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
+)
+
+// Honest capabilities. A route offers what its upstreams offer: the union
+// of the capabilities each declared on its latest connection that got
+// ready (kept while it is down, so a restart does not make a route's
+// offer flicker). An upstream that has never been ready (still starting,
+// or hung) may bring any list when it arrives, and the gateway can answer
+// every list itself, so it counts as offering tools, prompts and
+// resources — but nothing that would fail at the gateway until it is up
+// (subscriptions, completions, logging). Every list offered carries
+// listChanged: the gateway announces upstreams coming and going, whatever
+// each upstream says of its own lists.
+//
+// Capabilities are computed when asked (initialize, server/discover), so
+// each new session or discover sees the upstream set as it is then. A
+// legacy session's capabilities cannot change after initialize; what
+// changes later reaches it as list_changed.
+
+// capabilityOffer is what one upstream contributes to its route's offer.
+type capabilityOffer struct {
+	tools, prompts, resources, subscribe, completions, logging bool
+}
+
+// offer reads a capabilities object (nil: not known yet).
+func offer(caps json.RawMessage) capabilityOffer {
+	if caps == nil {
+		return capabilityOffer{tools: true, prompts: true, resources: true}
+	}
+	has := func(path ...string) bool { return mcp.ServerCapability{Path: path}.In(caps) }
+	return capabilityOffer{
+		tools:       has("tools"),
+		prompts:     has("prompts"),
+		resources:   has("resources"),
+		subscribe:   has("resources", "subscribe"),
+		completions: has("completions"),
+		logging:     has("logging"),
+	}
+}
+
+// Capabilities is the capabilities object the route offers (without the
+// tasks part: WithTaskCapabilities adds it).
+func (v *View) Capabilities() json.RawMessage {
+	var o capabilityOffer
+	for _, name := range v.names {
+		u := v.ups[name]
+		u.mu.Lock()
+		caps := u.caps
+		u.mu.Unlock()
+		uo := offer(caps)
+		o.tools = o.tools || uo.tools
+		o.prompts = o.prompts || uo.prompts
+		o.resources = o.resources || uo.resources || uo.subscribe
+		o.subscribe = o.subscribe || uo.subscribe
+		o.completions = o.completions || uo.completions
+		o.logging = o.logging || uo.logging
+	}
+	out := json.RawMessage(`{}`)
+	set := func(key, value string) {
+		if b, err := rawjson.Set(out, key, json.RawMessage(value)); err == nil {
+			out = b
+		}
+	}
+	if o.tools {
+		set("tools", `{"listChanged":true}`)
+	}
+	if o.prompts {
+		set("prompts", `{"listChanged":true}`)
+	}
+	switch {
+	case o.subscribe:
+		set("resources", `{"subscribe":true,"listChanged":true}`)
+	case o.resources:
+		set("resources", `{"listChanged":true}`)
+	}
+	if o.completions {
+		set("completions", `{}`)
+	}
+	if o.logging {
+		set("logging", `{}`)
+	}
+	return out
+}
+
+// lacks is the refusal of a request that needs a capability its upstream
+// did not declare: -32601, naming the upstream and the capability in the
+// message and in data, so that a client of a merged route can tell which
+// upstream lacks what (the upstream's own -32601 names neither).
+func lacks(upstream string, c mcp.ServerCapability) *jsonrpc.Error {
+	data, _ := json.Marshal(map[string]string{"upstream": upstream, "capability": c.Name()})
+	return &jsonrpc.Error{
+		Code:    jsonrpc.CodeMethodNotFound,
+		Message: fmt.Sprintf("upstream %q does not support %s (its capabilities have no %s)", upstream, c.What, c.Name()),
+		Data:    data,
+	}
+}
+
+// capabilityGap refuses method when the connection's declared
+// capabilities (caps) lack what it needs (mcp.RequiredServerCapability).
+func capabilityGap(upstream, method string, caps json.RawMessage) *jsonrpc.Error {
+	need, ok := mcp.RequiredServerCapability(method)
+	if !ok || need.In(caps) {
+		return nil
+	}
+	return lacks(upstream, need)
+}

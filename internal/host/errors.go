@@ -1,0 +1,40 @@
+package host
+
+import (
+	"context"
+	"errors"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+)
+
+// callerGone is the error of a call whose caller went away — cancelled it,
+// or ran out of time — whatever the upstream was doing meanwhile (starting,
+// being replaced by a reload, breaking): the caller's end is the cause, and
+// "unavailable" would send an operator looking at a healthy upstream. nil
+// while ctx is live.
+func callerGone(ctx context.Context, upstream string) *jsonrpc.Error {
+	switch err := ctx.Err(); {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: the request ran out of time before it could be sent", upstream)
+	default:
+		return jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: request cancelled", upstream)
+	}
+}
+
+// connectError is the error of a call for which no connection could be
+// had, when it is not "unavailable": the caller went away, or a bound
+// (a stateful upstream's session slots) refused it. nil otherwise.
+func connectError(ctx context.Context, upstream string, err error) *jsonrpc.Error {
+	if gone := callerGone(ctx, upstream); gone != nil {
+		return gone
+	}
+	var lr *limits.Refusal
+	if errors.As(err, &lr) {
+		return lr.JSONRPC()
+	}
+	return nil
+}

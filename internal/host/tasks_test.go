@@ -1,0 +1,215 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+)
+
+func key(b byte) []byte {
+	k := make([]byte, 32)
+	for i := range k {
+		k[i] = b
+	}
+	return k
+}
+
+// TestTaskTokens: a token opens to what was sealed, the same claims always
+// give the same token (clients match tasks by id), other claims another
+// one, and a token opens only with a ring holding its key.
+func TestTaskTokens(t *testing.T) {
+	old, cur := key(1), key(2)
+	ring := newTasks([][]byte{old}, 0, nil)
+	alice := TaskOwner{Route: "/mcp", Principal: "apikey\x00alice"}
+	c := claims("up", "upstream-task-1", formUtility, alice, false)
+	tok := ring.seal(c)
+	if !strings.HasPrefix(tok, taskTokenPrefix) || strings.Contains(tok, "upstream-task-1") {
+		t.Fatalf("token %q: want an opaque %s… token", tok, taskTokenPrefix)
+	}
+	if again := ring.seal(c); again != tok {
+		t.Errorf("sealing the same claims twice gave %q and %q", tok, again)
+	}
+	if got, ok := ring.open(tok); !ok || got != c {
+		t.Errorf("open = %+v, %v; want %+v", got, ok, c)
+	}
+	other := claims("up", "upstream-task-2", formUtility, alice, false)
+	if ring.seal(other) == tok {
+		t.Error("two tasks got one token")
+	}
+	rotated := newTasks([][]byte{cur, old}, 0, nil)
+	if got, ok := rotated.open(tok); !ok || got != c {
+		t.Errorf("a ring that still holds the old key must open its tokens: %+v, %v", got, ok)
+	}
+	for name, bad := range map[string]string{
+		"foreign ring":   newTasks([][]byte{cur}, 0, nil).seal(c),
+		"altered":        tok[:len(tok)-2] + "AA",
+		"truncated":      tok[:len(taskTokenPrefix)+4],
+		"no prefix":      strings.TrimPrefix(tok, taskTokenPrefix),
+		"upstream id":    "upstream-task-1",
+		"not base64":     taskTokenPrefix + "!!!",
+		"empty":          "",
+		"random process": newTasks(nil, 0, nil).seal(c),
+	} {
+		if _, ok := ring.open(bad); ok {
+			t.Errorf("%s: token %q opened", name, bad)
+		}
+	}
+}
+
+// TestTaskOwnership: only the principal a task was handed to, on its
+// route (and for a stateful upstream, in its session), owns it.
+func TestTaskOwnership(t *testing.T) {
+	alice := TaskOwner{Route: "/mcp", Principal: "apikey\x00alice", Session: "s1"}
+	for _, tc := range []struct {
+		name     string
+		stateful bool
+		caller   TaskOwner
+		want     bool
+	}{
+		{"same principal, same route", false, alice, true},
+		{"same principal, another session", false, TaskOwner{Route: "/mcp", Principal: alice.Principal, Session: "s2"}, true},
+		{"same principal, 2026 request", false, TaskOwner{Route: "/mcp", Principal: alice.Principal}, true},
+		{"another principal", false, TaskOwner{Route: "/mcp", Principal: "apikey\x00bob", Session: "s1"}, false},
+		{"anonymous", false, TaskOwner{Route: "/mcp", Session: "s1"}, false},
+		{"another route", false, TaskOwner{Route: "/other", Principal: alice.Principal, Session: "s1"}, false},
+		{"stateful, same session", true, alice, true},
+		{"stateful, another session", true, TaskOwner{Route: "/mcp", Principal: alice.Principal, Session: "s2"}, false},
+	} {
+		c := claims("up", "t1", formUtility, alice, tc.stateful)
+		if got := c.ownedBy(tc.caller); got != tc.want {
+			t.Errorf("%s: ownedBy = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	anon := claims("up", "t1", formExtension, TaskOwner{Route: "/mcp"}, false)
+	if !anon.ownedBy(TaskOwner{Route: "/mcp"}) || anon.ownedBy(alice) {
+		t.Error("with authentication off, tasks belong to the (one) anonymous principal only")
+	}
+}
+
+// TestTaskIndexBounded: the index holds at most max tasks (reservations
+// included), refuses beyond, and frees the slots of expired tasks.
+func TestTaskIndexBounded(t *testing.T) {
+	now := time.Unix(1000, 0)
+	ix := newTasks(nil, 2, nil)
+	ix.now = func() time.Time { return now }
+	owner := TaskOwner{Route: "/mcp", Session: "s"}
+	if !ix.reserve() || !ix.reserve() {
+		t.Fatal("two slots of two refused")
+	}
+	if ix.reserve() {
+		t.Fatal("a third slot was granted with max 2")
+	}
+	ix.record(taskKey{"up", "a"}, &taskEntry{owner: owner, expires: now.Add(time.Minute)})
+	ix.release()
+	ix.release() // the second call created no task
+	if !ix.reserve() {
+		t.Fatal("a released slot was not given again")
+	}
+	if ix.reserve() {
+		t.Fatal("a slot beyond max (one task + one reservation) was granted")
+	}
+	if ix.entry(taskKey{"up", "a"}) == nil {
+		t.Fatal("a live task is missing from the index")
+	}
+	now = now.Add(2 * time.Minute)
+	if ix.entry(taskKey{"up", "a"}) != nil {
+		t.Error("an expired task is still listed")
+	}
+	if !ix.reserve() {
+		t.Error("an expired task's slot was not freed")
+	}
+}
+
+func TestTaskTTL(t *testing.T) {
+	for _, tc := range []struct {
+		task string
+		want time.Duration
+	}{
+		{`{"taskId":"a","ttl":60000}`, time.Minute},
+		{`{"taskId":"a","ttl":null}`, maxTaskTTL},
+		{`{"taskId":"a"}`, defaultTaskTTL},
+		{`{"taskId":"a","ttl":999999999999}`, maxTaskTTL},
+		{`{"taskId":"a","ttl":"soon"}`, maxTaskTTL},
+	} {
+		if got := ttlOf(json.RawMessage(tc.task)); got != tc.want {
+			t.Errorf("ttlOf(%s) = %s, want %s", tc.task, got, tc.want)
+		}
+	}
+}
+
+// TestTaskTranslation: what an upstream sends during a task's calls names
+// the task by the caller's token; a client's answer gets the upstream's id
+// back; every other byte is left alone.
+func TestTaskTranslation(t *testing.T) {
+	tc := &taskCall{t: newTasks(nil, 0, nil), upstream: "up", owner: TaskOwner{Route: "/mcp", Principal: "p"}, form: formUtility}
+	tok := tc.token("u-1")
+	for _, c := range []struct{ method, in, want string }{
+		{mcp.NotificationTasksStatus, `{"taskId":"u-1","status":"working", "x":[1, 2]}`, `{"taskId":"` + tok + `","status":"working", "x":[1, 2]}`},
+		{mcp.MethodElicitationCreate, `{"message":"m","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"u-1"},"k":1}}`,
+			`{"message":"m","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"` + tok + `"},"k":1}}`},
+		{mcp.NotificationProgress, `{"progressToken":1,"progress":2}`, `{"progressToken":1,"progress":2}`},
+	} {
+		if got := string(tc.outgoing(c.method, json.RawMessage(c.in))); got != c.want {
+			t.Errorf("outgoing(%s, %s) = %s, want %s", c.method, c.in, got, c.want)
+		}
+	}
+	answer := `{"action":"accept","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"` + tok + `"}}}`
+	if got, want := string(tc.incoming(json.RawMessage(answer))), `{"action":"accept","_meta":{"io.modelcontextprotocol/related-task":{"taskId":"u-1"}}}`; got != want {
+		t.Errorf("incoming = %s, want %s", got, want)
+	}
+	// Another caller's token in an answer is not translated.
+	foreign := &taskCall{t: tc.t, upstream: "up", owner: TaskOwner{Route: "/mcp", Principal: "q"}, form: formUtility}
+	if got := string(foreign.incoming(json.RawMessage(answer))); got != answer {
+		t.Errorf("another caller's token was translated: %s", got)
+	}
+}
+
+// TestForwardTaskRefusals: a task request that is not the caller's, or not
+// of its revision, is answered by the gateway and reaches no upstream
+// (the view has no running upstream: a call would fail differently).
+func TestForwardTaskRefusals(t *testing.T) {
+	cfg := &config.Config{Upstreams: map[string]*config.Upstream{"up": {URL: "http://127.0.0.1:1/mcp"}}}
+	h := New(cfg, Options{})
+	defer h.Close()
+	v := h.View(nil, false)
+	alice := TaskOwner{Route: "/mcp", Principal: "apikey\x00alice", Session: "s1"}
+	bob := TaskOwner{Route: "/mcp", Principal: "apikey\x00bob", Session: "s2"}
+	legacyTok := h.tasks.seal(claims("up", "u-1", formUtility, alice, false))
+	modernTok := h.tasks.seal(claims("up", "u-2", formExtension, alice, false))
+	withExt := json.RawMessage(`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`)
+	for _, tc := range []struct {
+		name   string
+		owner  TaskOwner
+		caps   json.RawMessage
+		modern bool
+		method string
+		token  string
+		code   int
+		says   string
+	}{
+		{"another principal's task", bob, nil, false, mcp.MethodTasksGet, legacyTok, jsonrpc.CodeInvalidParams, "task not found"},
+		{"another principal's result", bob, nil, false, mcp.MethodTasksResult, legacyTok, jsonrpc.CodeInvalidParams, "task not found"},
+		{"another principal's cancel", bob, nil, false, mcp.MethodTasksCancel, legacyTok, jsonrpc.CodeInvalidParams, "task not found"},
+		{"another principal, 2026", bob, withExt, true, mcp.MethodTasksGet, modernTok, jsonrpc.CodeInvalidParams, "task not found"},
+		{"unknown id", alice, nil, false, mcp.MethodTasksGet, "u-1", jsonrpc.CodeInvalidParams, "task not found"},
+		{"another route", TaskOwner{Route: "/x", Principal: alice.Principal}, nil, false, mcp.MethodTasksGet, legacyTok, jsonrpc.CodeInvalidParams, "task not found"},
+		{"2026 task from a legacy client", alice, nil, false, mcp.MethodTasksGet, modernTok, jsonrpc.CodeInvalidParams, "another protocol revision"},
+		{"2026 without the extension", alice, json.RawMessage(`{}`), true, mcp.MethodTasksGet, modernTok, mcp.CodeMissingRequiredClientCapability, mcp.ExtensionTasks},
+		{"tasks/result in 2026", alice, withExt, true, mcp.MethodTasksResult, modernTok, jsonrpc.CodeMethodNotFound, "inlines the result"},
+		{"tasks/update before 2026", alice, nil, false, mcp.MethodTasksUpdate, legacyTok, jsonrpc.CodeMethodNotFound, "tasks/result stream"},
+	} {
+		ctx := WithTaskOwner(WithCallerCapabilities(context.Background(), tc.caps), tc.owner)
+		params, _ := json.Marshal(map[string]string{"taskId": tc.token})
+		resp, err := v.Forward(ctx, tc.method, params, client.CallOptions{PassInputRequired: tc.modern})
+		if resp != nil || err == nil || err.Code != tc.code || !strings.Contains(err.Message, tc.says) {
+			t.Errorf("%s: %v, %+v; want error %d mentioning %q", tc.name, resp, err, tc.code, tc.says)
+		}
+	}
+}

@@ -1,0 +1,48 @@
+package mcp
+
+import "github.com/mcpgw/mcpgw/internal/rawjson"
+
+// ServerCapability is a member of a server's capabilities object that a
+// client must see before it sends certain requests (the spec's "servers
+// that support X MUST declare the X capability").
+type ServerCapability struct {
+	// Path is the member names from the capabilities object down to the
+	// capability: ["resources", "subscribe"].
+	Path []string
+	// What names the feature in error messages: "resource subscriptions".
+	What string
+}
+
+// Name is the capability as written in error messages: "resources.subscribe".
+func (c ServerCapability) Name() string {
+	s := ""
+	for i, k := range c.Path {
+		if i > 0 {
+			s += "."
+		}
+		s += k
+	}
+	return s
+}
+
+// In reports whether caps (a server's capabilities object) declares c.
+func (c ServerCapability) In(caps []byte) bool {
+	v, ok := rawjson.Lookup(caps, c.Path)
+	// "subscribe": false declares its absence.
+	return ok && string(v) != "false" && string(v) != "null"
+}
+
+// RequiredServerCapability is the capability a routed request needs of the
+// server it reaches, for the methods whose capability is not implied by
+// the server having listed the request's target: a listed resource may
+// still not be subscribable, a listed prompt not completable. ok is false
+// for every other method.
+func RequiredServerCapability(method string) (c ServerCapability, ok bool) {
+	switch method {
+	case MethodResourcesSubscribe, MethodResourcesUnsubscribe:
+		return ServerCapability{Path: []string{"resources", "subscribe"}, What: "resource subscriptions"}, true
+	case MethodCompletionComplete:
+		return ServerCapability{Path: []string{"completions"}, What: "completions"}, true
+	}
+	return ServerCapability{}, false
+}

@@ -1,0 +1,112 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
+)
+
+// Call is one request running on a goroutine the core owns, and the stream
+// of what its upstream sends meanwhile (progress, log messages,
+// server→client requests). Every transport drives a call with Next, the
+// one pump from a call to its caller's stream.
+type Call struct {
+	cs   *CallStream
+	done chan *jsonrpc.Message // buffered 1: the answer
+	park *parkedCall           // a bridged call (StartBridged) only
+}
+
+// Outcome is what Next stopped at.
+type Outcome struct {
+	// Resp is the call's answer; every event before it was emitted.
+	Resp *jsonrpc.Message
+	// InputRequired (bridged calls) is the input_required result to give
+	// the client: the call is parked until it retries with the inputs.
+	InputRequired json.RawMessage
+	// Err (bridged calls) ends the call for its client: a capability it
+	// lacks, or too many calls parked.
+	Err *jsonrpc.Error
+	// Refusal, with Err, is the bound that refused to park the call: before
+	// any stream it is answered with its own HTTP status (503 or 429) and
+	// Retry-After.
+	Refusal *limits.Refusal
+	// Woke: wake fired. Stopped: stop fired, and the call was cancelled.
+	Woke, Stopped bool
+}
+
+// Start runs msg for sess on a goroutine the core owns, with a call stream
+// in ctx; drive it with Next. v is as for Handle.
+func (c *Core) Start(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict) *Call {
+	call := &Call{cs: newCallStream(ctx, sess), done: make(chan *jsonrpc.Message, 1)}
+	c.run(call, msg.ID, func() *jsonrpc.Message { return c.Handle(ctx, sess, msg, v, call.cs) }, func() {})
+	return call
+}
+
+// run answers call with f on an owned goroutine, then calls end; once
+// Close has begun, it answers at once that the gateway is shutting down.
+func (c *Core) run(call *Call, id jsonrpc.ID, f func() *jsonrpc.Message, end func()) {
+	if !c.Go(func() {
+		defer end()
+		call.done <- f()
+	}) {
+		end()
+		call.done <- jsonrpc.NewError(id, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: "mcpgw is shutting down; retry against another replica"})
+	}
+}
+
+// Next is the one event pump: it hands each message the upstream sends
+// during the call to emit, in the order they came, and returns at the
+// call's answer, when a bridged call needs its client's input or ends for
+// it, or when wake or stop fires (stop cancels the call; a nil channel
+// never fires).
+func (call *Call) Next(stop <-chan struct{}, wake <-chan time.Time, emit func([]byte)) Outcome {
+	p := call.park
+	var needs chan *inputNeed
+	var failed chan *jsonrpc.Error
+	if p != nil {
+		if p.takeAgain() {
+			return Outcome{InputRequired: p.inputRequired()}
+		}
+		needs, failed = p.needs, p.failed
+	}
+	for {
+		select {
+		case b := <-call.cs.events:
+			emit(b)
+		case <-wake:
+			return Outcome{Woke: true}
+		case <-stop:
+			if p != nil {
+				// A closed stream cancels the request (2026-07-28 transport).
+				p.cancel()
+				p.bridge.forget(p)
+			}
+			return Outcome{Stopped: true}
+		case err := <-failed:
+			p.bridge.m.BridgeRound(metrics.BridgeMissingCapability)
+			p.cancel()
+			p.bridge.forget(p)
+			return Outcome{Err: err}
+		case resp := <-call.done:
+			if p != nil {
+				p.bridge.forget(p)
+				select {
+				case err := <-p.failed: // the upstream's answer to a refused request may come first
+					return Outcome{Err: err}
+				default:
+				}
+			}
+			for len(call.cs.events) > 0 {
+				emit(<-call.cs.events)
+			}
+			return Outcome{Resp: resp}
+		case need := <-needs:
+			return p.gather(need)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package core
+
+import (
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+)
+
+// Limits are the bounds of one config generation on what downstream
+// clients can make the gateway hold (config sessions: and the read
+// timeouts; DESIGN.md invariant 7). Each refuses with a limits.Refusal
+// that names its key, and is counted in mcpgw_limit_refusals_total.
+type Limits struct {
+	MaxSessions             int // sessions.max_sessions
+	MaxSessionsPerPrincipal int // sessions.max_sessions_per_principal
+	MaxRequestsPerSession   int // sessions.max_requests_per_session (serial transports)
+	MaxReplayStreams        int // sessions.max_replay_streams
+	SSEQueue                int // sessions.sse_queue
+	SSEWriteTimeout         time.Duration
+	MaxParked               int // sessions.max_parked_calls
+	MaxParkedPerPrincipal   int // sessions.max_parked_calls_per_principal
+	ReadBodyTimeout         time.Duration
+}
+
+// LimitsOf reads the bounds of cfg; a bound cfg leaves at zero (a config
+// not made by config.Parse, in tests) gets its default.
+func LimitsOf(cfg *config.Config) Limits {
+	var s config.Sessions
+	if cfg.Sessions != nil {
+		s = *cfg.Sessions
+	}
+	or := func(v, def int) int {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	ord := func(v config.Duration, def time.Duration) time.Duration {
+		if v > 0 {
+			return v.D()
+		}
+		return def
+	}
+	return Limits{
+		MaxSessions:             or(s.MaxSessions, config.DefaultMaxSessions),
+		MaxSessionsPerPrincipal: or(s.MaxSessionsPerPrincipal, config.DefaultMaxSessionsPerPrincipal),
+		MaxRequestsPerSession:   or(s.MaxRequestsPerSession, config.DefaultMaxRequestsPerSession),
+		MaxReplayStreams:        or(s.MaxReplayStreams, config.DefaultMaxReplayStreams),
+		SSEQueue:                or(s.SSEQueue, config.DefaultSSEQueue),
+		SSEWriteTimeout:         ord(s.SSEWriteTimeout, config.DefaultSSEWriteTimeout),
+		MaxParked:               or(s.MaxParkedCalls, config.DefaultMaxParkedCalls),
+		MaxParkedPerPrincipal:   or(s.MaxParkedCallsPerPrincipal, config.DefaultMaxParkedPerPrincipal),
+		ReadBodyTimeout:         ord(cfg.ReadBodyTimeout, config.DefaultReadBodyTimeout),
+	}
+}
