@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -136,7 +137,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Logger:     opts.Logger.Named("host"),
 		Metrics:    g.metrics,
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		TaskKeys:   sessionKeys, // task ids every replica with the ring opens (host/tasks.go)
+		TaskKeys:   sessionKeys, // task ids every replica with the ring opens (catalog/tasks.go)
 		MaxTasks:   sessionsSection(cfg).MaxTasks,
 	}))
 	idle := time.Duration(0)
@@ -362,7 +363,7 @@ func (w *wiring) connect(h *host.Host, rt *router.Router) {
 func (w *wiring) hostOptions(opts host.Options) host.Options {
 	opts.OnNotification = func(upstream, method string, params json.RawMessage) {
 		w.ready.Wait()
-		w.h.CatalogChanged(upstream, method) // what the catalog indexed of that list is listed again
+		catalog.Changed(w.h, upstream, method) // what the catalog indexed of that list is listed again
 		if method == mcp.NotificationResourcesChanged {
 			// Tools name their UI resources: one that another upstream now
 			// shares (or no longer does) is shown in another form.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -175,12 +176,12 @@ func (g *Gateway) Catalog(ctx context.Context, path string) (*Catalog, error) {
 		if rc.Path != path {
 			continue
 		}
-		view := g.host.View(rc.Upstreams, rc.Prefixed())
+		view := catalog.RouteView(g.host, rc) // what the route itself serves
 		c := &Catalog{Route: rc.Path}
 		for _, l := range []struct {
-			kind host.ListKind
+			kind catalog.ListKind
 			into *[]json.RawMessage
-		}{{host.Tools, &c.Tools}, {host.Prompts, &c.Prompts}, {host.Resources, &c.Resources}, {host.ResourceTemplates, &c.ResourceTemplates}} {
+		}{{catalog.Tools, &c.Tools}, {catalog.Prompts, &c.Prompts}, {catalog.Resources, &c.Resources}, {catalog.ResourceTemplates, &c.ResourceTemplates}} {
 			items, err := listAll(ctx, view, l.kind)
 			*l.into = items
 			if err != nil {
@@ -193,7 +194,7 @@ func (g *Gateway) Catalog(ctx context.Context, path string) (*Catalog, error) {
 }
 
 // listAll reads every page of one merged list.
-func listAll(ctx context.Context, view *host.View, kind host.ListKind) ([]json.RawMessage, error) {
+func listAll(ctx context.Context, view *catalog.View, kind catalog.ListKind) ([]json.RawMessage, error) {
 	items := []json.RawMessage{}
 	params := json.RawMessage(`{}`)
 	for range maxCatalogPages {

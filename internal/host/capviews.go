@@ -47,11 +47,11 @@ func WithCallerCapabilities(ctx context.Context, caps json.RawMessage) context.C
 	return context.WithValue(ctx, callerCapsKey{}, caps)
 }
 
-// callOnly keeps the caller's capabilities only for the methods a view
+// CallOnly keeps the caller's capabilities only for the methods a view
 // serves: calls, and the tasks methods, which must reach the connection
 // that created their task. Subscriptions and settings stay on the shared
 // connection, where their undoing goes too.
-func callOnly(ctx context.Context, method string) context.Context {
+func CallOnly(ctx context.Context, method string) context.Context {
 	switch method {
 	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
 		mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksCancel, mcp.MethodTasksList:
@@ -70,10 +70,10 @@ type capViews struct {
 	warned bool                      // maxViews reached: said once
 }
 
-// viewCapabilities is what a connection serving caller should declare:
+// ViewCapabilities is what a connection serving caller should declare:
 // sampling and elicitation as the caller declared them, roots as the
 // gateway answers them (from config, or the caller's with forward_roots).
-func (u *Upstream) viewCapabilities(caller json.RawMessage) string {
+func (u *Upstream) ViewCapabilities(caller json.RawMessage) string {
 	caps := map[string]any{} // decoded: json.Marshal sorts keys at every level, so equal sets give equal strings
 	add := func(key string, v json.RawMessage) {
 		var x any
@@ -98,7 +98,7 @@ func (u *Upstream) viewCapabilities(caller json.RawMessage) string {
 // viewClient returns the connection for a caller with capabilities caller
 // when it differs from the shared one's; nil when shared will do.
 func (u *Upstream) viewClient(ctx context.Context, caller json.RawMessage) (*client.Client, error) {
-	want := u.viewCapabilities(caller)
+	want := u.ViewCapabilities(caller)
 	if want == gatewayCapabilities {
 		return nil, nil
 	}

@@ -1,8 +1,11 @@
-// Package host owns the gateway's upstream MCP clients and the merged,
-// namespaced catalog built over them. A Host starts from one config; a
-// reload (Apply, reload.go) swaps in a new upstream set, keeping unchanged
+// Package host owns the gateway's upstream MCP clients: it supervises each
+// upstream's connections (restart with backoff, crash-loop breaker, health
+// probes), the per-session and per-capability-set connections, the upstream
+// OAuth client, and the upstream set itself. A Host starts from one config;
+// a reload (Apply, reload.go) swaps in a new upstream set, keeping unchanged
 // upstreams running and retiring removed or changed ones once their calls
-// are done.
+// are done. The merged, namespaced catalog over the upstreams is
+// internal/catalog's, which reaches them through catalogapi.go.
 package host
 
 import (
@@ -79,10 +82,10 @@ type Options struct {
 	// of its url or command (tests: an in-memory upstream).
 	Transport func(upstream string) (client.Transport, error)
 	// TaskKeys (the session key ring, sessions.key_file) seal the task ids
-	// handed to clients, so that every replica with the ring opens them
-	// (nil: a random key of this process). MaxTasks bounds the 2025-11-25
-	// tasks remembered for tasks/list (sessions.max_tasks; default
-	// DefaultMaxTasks). See tasks.go.
+	// the catalog hands to clients, so that every replica with the ring
+	// opens them (nil: a random key of this process). MaxTasks bounds the
+	// 2025-11-25 tasks remembered for tasks/list (sessions.max_tasks;
+	// default catalog.DefaultMaxTasks). See internal/catalog/tasks.go.
 	TaskKeys [][]byte
 	MaxTasks int
 }
@@ -101,7 +104,7 @@ type Host struct {
 	closed   bool
 	retiring map[*Upstream]bool // replaced or removed, finishing their calls
 
-	tasks *tasks // task ids handed out, and the 2025-11-25 tasks index (tasks.go)
+	ext extSlot // the catalog's host-wide state: its task ids (catalogapi.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -151,8 +154,7 @@ func New(cfg *config.Config, opts Options) *Host {
 		opts.BreakerCooldown = 5 * time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Host{log: opts.Logger, opts: opts, ctx: ctx, cancel: cancel, retiring: map[*Upstream]bool{},
-		tasks: newTasks(opts.TaskKeys, opts.MaxTasks, opts.Metrics)}
+	h := &Host{log: opts.Logger, opts: opts, ctx: ctx, cancel: cancel, retiring: map[*Upstream]bool{}}
 	set := &upstreamSet{byName: map[string]*Upstream{}, sep: separator(cfg)}
 	for name, ucfg := range cfg.Upstreams {
 		set.byName[name] = h.newUpstream(name, ucfg, set.sep)
@@ -290,7 +292,8 @@ type Upstream struct {
 	done    chan struct{}
 	started bool
 
-	// inflight counts calls routed to this upstream (View.Forward);
+	// inflight counts calls routed to this upstream (Enter/Exit, by the
+	// catalog's View.Forward);
 	// retired is set when a reload replaced or removed it, stopping once
 	// it takes no new calls (reload.go).
 	inflight atomic.Int64
@@ -333,8 +336,7 @@ type Upstream struct {
 	altMu sync.Mutex
 	alt   *client.Client
 
-	schemas toolSchemas
-	lists   listCache // prompts, resources and templates it lists (index.go)
+	ext extSlot // what the catalog indexes of it (catalogapi.go)
 
 	perSession perSession // stateful: true — one connection per downstream session
 	views      capViews   // exact_capabilities: true — one connection per client capability set
@@ -485,7 +487,7 @@ func (u *Upstream) setState(s State, c *client.Client, err error) {
 	if s != StateReady {
 		u.closeAlt()
 	}
-	u.schemas.invalidate() // a new connection may offer other tools
+	u.connectionChanged() // a new connection may offer other tools
 	u.mu.Lock()
 	changed := u.state != s
 	u.state, u.client, u.lastErr = s, c, err
@@ -706,9 +708,9 @@ func (u *Upstream) rootsResult() json.RawMessage {
 	return b
 }
 
-// callOptions adapts a downstream call's options to this upstream: unless
+// CallOptions adapts a downstream call's options to this upstream: unless
 // forward_roots is set, roots/list is answered from config even during a call.
-func (u *Upstream) callOptions(opts client.CallOptions) client.CallOptions {
+func (u *Upstream) CallOptions(opts client.CallOptions) client.CallOptions {
 	if opts.Request == nil || u.cfg.ForwardRoots {
 		return opts
 	}

@@ -169,9 +169,9 @@ func (u *Upstream) stop() {
 	}
 }
 
-// enter counts a call routed to the upstream; it fails once a retiring
-// upstream stops taking calls. Every successful enter is paired with exit.
-func (u *Upstream) enter() bool {
+// Enter counts a call routed to the upstream; it fails once a retiring
+// upstream stops taking calls. Every successful Enter is paired with Exit.
+func (u *Upstream) Enter() bool {
 	u.inflight.Add(1)
 	if u.stopping.Load() {
 		u.inflight.Add(-1)
@@ -180,7 +180,8 @@ func (u *Upstream) enter() bool {
 	return true
 }
 
-func (u *Upstream) exit() { u.inflight.Add(-1) }
+// Exit ends a call counted by Enter.
+func (u *Upstream) Exit() { u.inflight.Add(-1) }
 
 // pending is how many calls the upstream's connections await answers for.
 func (u *Upstream) pending() int {

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
@@ -180,7 +181,7 @@ func TestFirstListDoesNotWaitForHungUpstream(t *testing.T) {
 	// that it holds the working upstream's tools.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	page, jerr := h.View(nil, true).List(ctx, host.Tools, nil)
+	page, jerr := catalog.NewView(h, nil, true).List(ctx, catalog.Tools, nil)
 	if jerr != nil {
 		t.Fatalf("first tools/list: %v", jerr)
 	}
@@ -223,7 +224,7 @@ func TestFirstListDoesNotWaitForHungUpstream(t *testing.T) {
 
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
-	page, jerr = h.View(nil, true).List(ctx2, host.Tools, nil)
+	page, jerr = catalog.NewView(h, nil, true).List(ctx2, catalog.Tools, nil)
 	if jerr != nil {
 		t.Fatal(jerr)
 	}
@@ -378,7 +379,7 @@ func TestProbeStderrNotInLastStderr(t *testing.T) {
 			}
 
 			pid := u.PID()
-			resp, jerr := h.View(nil, true).Forward(ctx, mcp.MethodToolsCall, json.RawMessage(`{"name":"py__crash","arguments":{}}`), client.CallOptions{})
+			resp, jerr := catalog.NewView(h, nil, true).Forward(ctx, mcp.MethodToolsCall, json.RawMessage(`{"name":"py__crash","arguments":{}}`), client.CallOptions{})
 			if jerr == nil {
 				t.Fatalf("crash answered %s", resp.Result)
 			}
@@ -443,7 +444,7 @@ func TestStderrLimitSharedByChildren(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			sctx := host.WithSession(ctx, "session-"+strconv.Itoa(i))
-			if _, jerr := h.View(nil, true).List(sctx, host.Tools, nil); jerr != nil {
+			if _, jerr := catalog.NewView(h, nil, true).List(sctx, catalog.Tools, nil); jerr != nil {
 				t.Errorf("list: %v", jerr)
 			}
 		}()

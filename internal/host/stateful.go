@@ -178,11 +178,11 @@ func (u *Upstream) closeSessions() {
 	}
 }
 
-// listClient is the connection a list is asked on: the session's own for a
+// ListClient is the connection a list is asked on: the session's own for a
 // stateful upstream (its lists may depend on the session's state), else the
 // shared one. An upstream still making its first connection is waited for
 // only briefly (startup.go).
-func (u *Upstream) listClient(ctx context.Context) (*client.Client, error) {
+func (u *Upstream) ListClient(ctx context.Context) (*client.Client, error) {
 	if err := u.awaitStartForList(ctx); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/demo"
@@ -198,7 +199,7 @@ func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string
 
 func call(ctx context.Context, h *host.Host, tool string, args string) (*jsonrpc.Message, *jsonrpc.Error) {
 	params := json.RawMessage(fmt.Sprintf(`{"name":"demo__%s","arguments":%s}`, tool, args))
-	return h.View(nil, true).Forward(ctx, mcp.MethodToolsCall, params, client.CallOptions{})
+	return catalog.NewView(h, nil, true).Forward(ctx, mcp.MethodToolsCall, params, client.CallOptions{})
 }
 
 // A stdio child killed with SIGKILL in the middle of a call: the call fails

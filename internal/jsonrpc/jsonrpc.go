@@ -270,13 +270,18 @@ func (p *Parser) Parse(data []byte) (*Message, error) {
 	// The message keeps spans of one copy of the text (the caller may
 	// reuse its buffer); ids are copied apart, as they outlive it.
 	data = bytes.Clone(data)
-	var m Message
-	var fieldErr *Error
-	var version, errObj []byte
+	// What the Root callback fills, in one allocation: the callback
+	// escapes, and with it everything it captures.
+	st := new(struct {
+		m               Message
+		fieldErr        *Error
+		version, errObj []byte
+	})
+	m, fieldErr, version, errObj := &st.m, &st.fieldErr, &st.version, &st.errObj
 	err := rawjson.Check(data, rawjson.CheckOptions{MaxDepth: MaxDepth, Members: p.members, Root: func(name, value []byte) {
 		switch string(name) {
 		case "jsonrpc":
-			version = value
+			*version = value
 		case "id":
 			m.ID = ID(bytes.Clone(value))
 		case "method":
@@ -284,8 +289,8 @@ func (p *Parser) Parse(data []byte) (*Message, error) {
 				return // as encoding/json reads it: absent
 			}
 			s, ok := decodeString(value)
-			if !ok && fieldErr == nil {
-				fieldErr = Errorf(CodeInvalidRequest, `invalid request: "method" must be a string`)
+			if !ok && *fieldErr == nil {
+				*fieldErr = Errorf(CodeInvalidRequest, `invalid request: "method" must be a string`)
 			}
 			m.Method = s
 		case "params":
@@ -293,53 +298,53 @@ func (p *Parser) Parse(data []byte) (*Message, error) {
 		case "result":
 			m.Result = json.RawMessage(value)
 		case "error":
-			errObj = value
+			*errObj = value
 		}
 	}})
 	if err != nil {
 		return checkFailed(data, err)
 	}
-	if fieldErr != nil {
-		return &m, fieldErr
+	if *fieldErr != nil {
+		return m, *fieldErr
 	}
-	if errObj != nil && string(errObj) != "null" {
+	if *errObj != nil && string(*errObj) != "null" {
 		var e Error
-		if err := json.Unmarshal(errObj, &e); err != nil {
-			return &m, Errorf(CodeInvalidRequest, "invalid request: error: %v", err)
+		if err := json.Unmarshal(*errObj, &e); err != nil {
+			return m, Errorf(CodeInvalidRequest, "invalid request: error: %v", err)
 		}
 		m.Error = &e
 	}
-	if version != nil && string(version) != "null" {
-		m.JSONRPC, _ = decodeString(version)
+	if *version != nil && string(*version) != "null" {
+		m.JSONRPC, _ = decodeString(*version)
 	}
 	if m.JSONRPC != "2.0" {
-		return &m, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+		return m, Errorf(CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
 	}
 	if m.ID != nil && string(m.ID) != "null" && !m.ID.Valid() {
-		return &m, Errorf(CodeInvalidRequest, "invalid request: id must be a string or a number")
+		return m, Errorf(CodeInvalidRequest, "invalid request: id must be a string or a number")
 	}
 	if string(m.ID) == "null" {
 		// A null id is only meaningful on an error response to an unreadable request.
 		if m.Method != "" || m.Error == nil {
-			return &m, Errorf(CodeInvalidRequest, "invalid request: id must not be null")
+			return m, Errorf(CodeInvalidRequest, "invalid request: id must not be null")
 		}
 	}
 	if m.Method != "" {
 		if m.Result != nil || m.Error != nil {
-			return &m, Errorf(CodeInvalidRequest, "invalid request: a request must not carry result or error")
+			return m, Errorf(CodeInvalidRequest, "invalid request: a request must not carry result or error")
 		}
 		if len(m.Params) > 0 && m.Params[0] != '{' && m.Params[0] != '[' {
-			return &m, Errorf(CodeInvalidRequest, "invalid request: params must be an object or an array")
+			return m, Errorf(CodeInvalidRequest, "invalid request: params must be an object or an array")
 		}
-		return &m, nil
+		return m, nil
 	}
 	if m.ID == nil {
-		return &m, Errorf(CodeInvalidRequest, "invalid request: message has neither method nor id")
+		return m, Errorf(CodeInvalidRequest, "invalid request: message has neither method nor id")
 	}
 	if (m.Result == nil) == (m.Error == nil) {
-		return &m, Errorf(CodeInvalidRequest, "invalid response: exactly one of result and error must be set")
+		return m, Errorf(CodeInvalidRequest, "invalid response: exactly one of result and error must be set")
 	}
-	return &m, nil
+	return m, nil
 }
 
 // checkFailed turns a refusal of rawjson.Check into the answer: -32700

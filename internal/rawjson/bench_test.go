@@ -1,6 +1,9 @@
 package rawjson
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 var benchTool = []byte(`{"name":"search","title":"Search","description":"Finds things","inputSchema":{"type":"object","properties":{"query":{"type":"string"},"limit":{"type":"integer"}},"required":["query"]},"annotations":{"readOnlyHint":true},"_meta":{"k":"v"}}`)
 
@@ -21,6 +24,20 @@ func BenchmarkSetString(b *testing.B) {
 	for b.Loop() {
 		if _, err := SetString(benchTool, "name", "up__search"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGetBigResult reads one member of a tool result that carries a
+// 1 MiB text next to it, as the answer path does several times per call:
+// the cost is in skipping (and validating) the big member.
+func BenchmarkGetBigResult(b *testing.B) {
+	big := []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 1<<20) + `"}],"structuredContent":{"a":[1,2.5,true,null,{"b":"c"}]},"isError":false}`)
+	b.SetBytes(int64(len(big)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if v, ok := Get(big, "isError"); !ok || string(v) != "false" {
+			b.Fatal(string(v), ok)
 		}
 	}
 }

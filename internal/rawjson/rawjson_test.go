@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -489,6 +490,34 @@ func TestAppendArray(t *testing.T) {
 		}
 		if got := AppendArray(dst, elems); string(got) != tt.want {
 			t.Errorf("AppendArray(%q, %q) = %s, want %s", tt.dst, tt.elems, got, tt.want)
+		}
+	}
+}
+
+// A member's nested value is validated in the pass that skips it: Get
+// accepts exactly the objects json.Valid accepts, at any depth.
+func TestGetNestedValidation(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, in := range []string{
+		`{"a":{"b":[1,{"c":"\u00e9\n"}],"d":[],"e":{}},"z":1}`,
+		`{"a":[ 1 , 2.5e3 , -0 , true , false , null , "s" ] ,"z":1}`,
+		`{"a":{"b":},"z":1}`,
+		`{"a":[1,],"z":1}`,
+		`{"a":[1 2],"z":1}`,
+		`{"a":{"b" 1},"z":1}`,
+		`{"a":{1:2},"z":1}`,
+		`{"a":[tru],"z":1}`,
+		`{"a":[01],"z":1}`,
+		`{"a":{"b":"\x01"},"z":1}`,
+		`{"a":{"b":"\q"},"z":1}`,
+		`{"a":[{"b":1}}],"z":1}`,
+		`{"a":{"b":1,},"z":1}`,
+		`{"a":` + deep(9998) + `,"z":1}`,
+		`{"a":` + deep(10001) + `,"z":1}`,
+	} {
+		_, ok := Get([]byte(in), "z")
+		if want := json.Valid([]byte(in)); ok != want {
+			t.Errorf("Get(%.60q) found z: %v, want %v (json.Valid)", in, ok, want)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -184,7 +185,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		taken[rc.Path] = true
 	}
 	for _, rc := range cfg.Routes {
-		r := &core.Route{Path: rc.Path, View: rt.host.RouteView(rc), Gen: g.Generation}
+		r := &core.Route{Path: rc.Path, View: catalog.RouteView(rt.host, rc), Gen: g.Generation}
 		if g.Auth != nil {
 			r.Resource, r.Scopes = g.Auth.Resource(rc.Path), g.Auth.RequiredScopes(rc.Scopes)
 		}

@@ -94,8 +94,13 @@ func (r *Reader) Next() (Event, error) {
 			case "data":
 				if hasData {
 					data = append(data, '\n')
+					data = append(data, value...)
+				} else {
+					// The event takes the line's buffer rather than a
+					// copy of it (a 1 MiB result is one line); the next
+					// line gets a buffer of its own.
+					data, r.line = value, nil
 				}
-				data = append(data, value...)
 				hasData = true
 			case "event":
 				ev.Name = string(value)
@@ -147,7 +152,7 @@ func (r *Reader) readLine(max int) ([]byte, int, error) {
 			}
 		}
 		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
-			r.line = append(r.line, buf[:i]...)
+			r.line = appendGrow(r.line, buf[:i])
 			r.skipLF = buf[i] == '\r'
 			_, _ = r.br.Discard(i + 1)
 			return r.line, n + i + 1, nil
@@ -155,10 +160,22 @@ func (r *Reader) readLine(max int) ([]byte, int, error) {
 		if n+len(buf) > max {
 			return nil, n + len(buf), ErrEventTooLarge
 		}
-		r.line = append(r.line, buf...)
+		r.line = appendGrow(r.line, buf)
 		_, _ = r.br.Discard(len(buf))
 		n += len(buf)
 	}
+}
+
+// appendGrow is append that at least doubles the capacity when it must
+// grow: a long line arrives in 4 KiB pieces, and append's growth of large
+// slices (1.25x) would copy a 1 MiB line about six times over.
+func appendGrow(dst, src []byte) []byte {
+	if len(dst)+len(src) > cap(dst) {
+		grown := make([]byte, len(dst), max(2*cap(dst), len(dst)+len(src), 256))
+		copy(grown, dst)
+		dst = grown
+	}
+	return append(dst, src...)
 }
 
 // parseRetry accepts only ASCII digits, as the standard requires.
@@ -184,14 +201,21 @@ type Writer struct {
 // NewWriter sets the event-stream headers and returns a Writer. The caller
 // must not have written the header yet.
 func NewWriter(w http.ResponseWriter) *Writer {
+	sw := NewWriterHeld(w)
+	_ = sw.flush() // a gone client shows at the first write
+	return sw
+}
+
+// NewWriterHeld is NewWriter without the flush of the headers: they go out
+// with the first event, in one write, so it is for a stream whose first
+// event is written at once (a session stream's priming event).
+func NewWriterHeld(w http.ResponseWriter) *Writer {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	sw := &Writer{w: w, rc: http.NewResponseController(w)}
-	_ = sw.flush() // a gone client shows at the first write
-	return sw
+	return &Writer{w: w, rc: http.NewResponseController(w)}
 }
 
 // errBadField is returned by Write for an id or event name that cannot be
@@ -203,6 +227,18 @@ var errBadField = errors.New("sse: event id or name holds a line break or NUL")
 // gets its own "data:" field, so a reader gets them back as LF. The id and the
 // event name must not hold line breaks.
 func (s *Writer) Write(ev Event) error {
+	if err := s.write(ev); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// WriteLast sends the stream's last event without flushing it: the
+// handler's return sends it with the end of the response, in one write
+// instead of two. Nothing may be written after it.
+func (s *Writer) WriteLast(ev Event) error { return s.write(ev) }
+
+func (s *Writer) write(ev Event) error {
 	if strings.ContainsAny(ev.ID, "\r\n\x00") || strings.ContainsAny(ev.Name, "\r\n") {
 		return errBadField
 	}
@@ -218,10 +254,8 @@ func (s *Writer) Write(ev Event) error {
 	}
 	writeLines(&b, "data: ", ev.Data)
 	b.WriteByte('\n')
-	if _, err := io.WriteString(s.w, b.String()); err != nil {
-		return err
-	}
-	return s.flush()
+	_, err := io.WriteString(s.w, b.String())
+	return err
 }
 
 // Comment sends a comment, used as a keep-alive. A text with line breaks

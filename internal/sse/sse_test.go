@@ -366,3 +366,64 @@ func TestWriterWriteError(t *testing.T) {
 		t.Errorf("Comment error = %v", err)
 	}
 }
+
+// flushCounter is a ResponseWriter that counts flushes.
+type flushCounter struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (f *flushCounter) Flush() { f.flushes++; f.ResponseRecorder.Flush() }
+
+// What each way of writing a stream flushes: every write syscall saved is
+// one less per call on the answer path.
+func TestWriterFlushes(t *testing.T) {
+	ev := Event{ID: "1", Name: "message", Data: []byte(`{"a":1}`)}
+	for _, tc := range []struct {
+		name  string
+		write func(w http.ResponseWriter)
+		want  int
+	}{
+		{"NewWriter flushes the headers", func(w http.ResponseWriter) { NewWriter(w) }, 1},
+		{"NewWriterHeld holds them", func(w http.ResponseWriter) { NewWriterHeld(w) }, 0},
+		{"held headers go with the first event", func(w http.ResponseWriter) { _ = NewWriterHeld(w).Write(ev) }, 1},
+		{"WriteLast does not flush", func(w http.ResponseWriter) {
+			sw := NewWriterHeld(w)
+			_ = sw.Write(ev)
+			_ = sw.WriteLast(ev)
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := &flushCounter{ResponseRecorder: httptest.NewRecorder()}
+			tc.write(fc)
+			if fc.flushes != tc.want {
+				t.Fatalf("%d flushes, want %d", fc.flushes, tc.want)
+			}
+			if got := fc.Header().Get("Content-Type"); got != "text/event-stream" {
+				t.Fatalf("Content-Type %q", got)
+			}
+		})
+	}
+	// WriteLast's event is written all the same.
+	rec := httptest.NewRecorder()
+	if err := NewWriterHeld(rec).WriteLast(ev); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rec.Body.String(), "id: 1\nevent: message\ndata: {\"a\":1}\n\n"; got != want {
+		t.Fatalf("body %q, want %q", got, want)
+	}
+}
+
+// BenchmarkReaderBigEvent reads one 1 MiB event, as an upstream's 1 MiB
+// tool result arrives: the line is gathered across buffer refills.
+func BenchmarkReaderBigEvent(b *testing.B) {
+	in := []byte("id: 1\nevent: message\ndata: {\"x\":\"" + strings.Repeat("x", 1<<20) + "\"}\n\n")
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		ev, err := NewReader(bytes.NewReader(in), 4<<20).Next()
+		if err != nil || len(ev.Data) != 1<<20+8 {
+			b.Fatal(len(ev.Data), err)
+		}
+	}
+}

@@ -35,7 +35,7 @@ import (
 // parked call, and when the retry brings inputResponses it answers the
 // upstream and resumes waiting. (The other direction, a stateless
 // upstream's input_required answered on a session caller's stream, is
-// host.View's, which holds the upstream connection the retries need.)
+// catalog.View's, which holds the upstream connection the retries need.)
 //
 // Parked calls live in this replica's memory: a retry must reach the same
 // replica (the requestState says so when it does not). They are bounded in

@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -72,10 +73,10 @@ func capabilityFixture(t *testing.T) (*Core, map[string]*Route) {
 		t.Fatal(err)
 	}
 	gen := &Generation{ByPath: map[string]*Route{}, MaxBody: 1 << 20}
-	for path, v := range map[string]*host.View{
-		"/plain": h.View([]string{"plain"}, false),
-		"/rich":  h.View([]string{"rich"}, false),
-		"/both":  h.View(nil, true),
+	for path, v := range map[string]*catalog.View{
+		"/plain": catalog.NewView(h, []string{"plain"}, false),
+		"/rich":  catalog.NewView(h, []string{"rich"}, false),
+		"/both":  catalog.NewView(h, nil, true),
 	} {
 		r := &Route{Path: path, View: v, Gen: gen}
 		gen.Routes, gen.ByPath[path] = append(gen.Routes, r), r

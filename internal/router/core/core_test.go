@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -98,7 +99,7 @@ func newFixture(t *testing.T, stateless bool, opts ...func(*Options)) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{gen: &Generation{ByPath: map[string]*Route{}, MaxBody: 1 << 20, Limits: LimitsOf(&config.Config{})}}
-	f.rte = &Route{Path: "/mcp", View: h.View(nil, true), Gen: f.gen}
+	f.rte = &Route{Path: "/mcp", View: catalog.NewView(h, nil, true), Gen: f.gen}
 	f.gen.Routes, f.gen.ByPath["/mcp"] = []*Route{f.rte}, f.rte
 	o := Options{Logger: zaptest.NewLogger(t), Current: func() *Generation { return f.gen }, Sessions: noStored{}}
 	for _, opt := range opts {

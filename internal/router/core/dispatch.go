@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -15,11 +16,11 @@ import (
 )
 
 // lists maps each merged list method to its kind.
-var lists = map[string]host.ListKind{
-	mcp.MethodToolsList:              host.Tools,
-	mcp.MethodPromptsList:            host.Prompts,
-	mcp.MethodResourcesList:          host.Resources,
-	mcp.MethodResourcesTemplatesList: host.ResourceTemplates,
+var lists = map[string]catalog.ListKind{
+	mcp.MethodToolsList:              catalog.Tools,
+	mcp.MethodPromptsList:            catalog.Prompts,
+	mcp.MethodResourcesList:          catalog.Resources,
+	mcp.MethodResourcesTemplatesList: catalog.ResourceTemplates,
 }
 
 // Handle answers one request of an initialized session. It always returns
@@ -41,8 +42,8 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	}()
 	ctx = host.WithCallerCapabilities(ctx, sess.caps) // exact_capabilities: the upstream sees the caller's own
 	ctx = host.WithSession(ctx, sess.id)              // stateful upstreams use this session's own connection
-	// The tasks it creates and uses are its own (host/tasks.go).
-	ctx = host.WithTaskOwner(ctx, host.TaskOwner{Route: rte.Path, Principal: sess.owner, Session: sess.id})
+	// The tasks it creates and uses are its own (catalog/tasks.go).
+	ctx = catalog.WithTaskOwner(ctx, catalog.TaskOwner{Route: rte.Path, Principal: sess.owner, Session: sess.id})
 	view := rte.View
 	switch msg.Method {
 	case mcp.MethodPing:
@@ -151,7 +152,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 // shared: each gets the most verbose level any caller wanted (never
 // tightened by a later, stricter one), and each caller's own threshold is
 // applied at the gateway.
-func (c *Core) loosenUpstreams(ctx context.Context, view *host.View, level string) {
+func (c *Core) loosenUpstreams(ctx context.Context, view *catalog.View, level string) {
 	var loosen []string
 	for _, u := range view.Upstreams() {
 		if c.loosenLevel(u, level) {

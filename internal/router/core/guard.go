@@ -9,8 +9,8 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -34,7 +34,7 @@ func mustCompileAllowAll() *policy.Policy {
 const CodeRateLimited = -32004
 
 // target is what a request is about, in policy terms: a tool, a prompt or
-// a resource, by its canonical name on the route (host.View.Canonical: a
+// a resource, by its canonical name on the route (catalog.View.Canonical: a
 // bare name's prefixed one, <upstream>+<uri> for a resource).
 func target(ctx context.Context, rte *Route, msg *jsonrpc.Message) (kind, name string, ok bool) {
 	t, ok := mcp.TargetOf(msg.Method, msg.Params)
@@ -52,8 +52,8 @@ func target(ctx context.Context, rte *Route, msg *jsonrpc.Message) (kind, name s
 }
 
 // visibleTo is what the policy lets the caller see on rte, for resolving
-// bare names and shared URIs among it (host.View.Pin); nil: everything.
-func visibleTo(ctx context.Context, rte *Route) host.Visible {
+// bare names and shared URIs among it (catalog.View.Pin); nil: everything.
+func visibleTo(ctx context.Context, rte *Route) catalog.Visible {
 	pol, p := rte.Gen.Policy, policyPrincipal(ctx)
 	if pol == nil {
 		return nil
@@ -77,7 +77,7 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 type Verdict struct {
 	rte       *Route // the route (and generation) it was made for
 	principal policy.Principal
-	// params are the request's params with its target pinned (host.View.Pin):
+	// params are the request's params with its target pinned (catalog.View.Pin):
 	// resolved once, among what the caller may see, so that what the policy
 	// judged is what the upstream is asked for. pinErr is why it resolves to
 	// nothing (unknown, hidden, or a bare name several upstreams have).

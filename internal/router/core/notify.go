@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -344,7 +345,7 @@ func (c *Core) SessionNotification(session, upstream, method string, params json
 // taskStatus delivers an upstream's notifications/tasks/status (sent outside
 // any call) to the session that created the task, and to no other.
 func (c *Core) taskStatus(upstream, session string, params json.RawMessage) {
-	sid, p, ok := c.host.TaskNotification(upstream, session, params)
+	sid, p, ok := catalog.TaskNotification(c.host, upstream, session, params)
 	if !ok {
 		return
 	}

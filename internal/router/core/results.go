@@ -47,7 +47,7 @@ func NegotiateInitialize(params json.RawMessage) (mcp.InitializeParams, mcp.Revi
 func (c *Core) InitializeResult(rte *Route, version mcp.Revision) json.RawMessage {
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    rte.View.WithTaskCapabilities(rte.View.Capabilities(), false), // what the upstreams offer (host/capabilities.go), tasks too
+		Capabilities:    rte.View.WithTaskCapabilities(rte.View.Capabilities(), false), // what the upstreams offer (catalog/capabilities.go), tasks too
 		ServerInfo:      mustJSON(c.opts.ServerInfo),
 		Instructions:    rte.View.Instructions(),
 	})

@@ -3,7 +3,7 @@ package core
 import (
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
-	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/policy"
 )
 
@@ -30,7 +30,7 @@ type Generation struct {
 // Route is one configured downstream endpoint in one generation.
 type Route struct {
 	Path     string
-	View     *host.View
+	View     *catalog.View
 	Resource string   // canonical URI (token audience), when auth is on
 	Scopes   []string // every caller needs these (auth.required_scopes + the route's)
 	Gen      *Generation

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -38,7 +38,7 @@ const (
 
 // metaTools are the definitions tools/list shows in search mode. Their
 // bytes depend on the separator only, never on the catalog.
-func metaTools(view *host.View) [][]byte {
+func metaTools(view *catalog.View) [][]byte {
 	search, call := view.MetaToolName(metaSearch), view.MetaToolName(metaCall)
 	// Names and separator are of config-validated characters; quoted as
 	// JSON all the same, so that the definitions are valid whatever they hold.
@@ -52,12 +52,12 @@ func metaTools(view *host.View) [][]byte {
 	}
 }
 
-func metaSep(view *host.View) string {
+func metaSep(view *catalog.View) string {
 	return strings.TrimPrefix(view.MetaToolName(""), config.MetaUpstream)
 }
 
 // searchRoute reports whether the route offers the meta-tools at all.
-func searchRoute(view *host.View) bool {
+func searchRoute(view *catalog.View) bool {
 	mode, _, _ := view.ToolsMode()
 	return mode == config.ToolsSearch || mode == config.ToolsAuto
 }
@@ -234,7 +234,7 @@ func (c *Core) searchTools(ctx context.Context, rte *Route, msg *jsonrpc.Message
 // searchItem is what a search shows of a tool: its name and upstream, and
 // its title, description, inputSchema and annotations as the route lists
 // them (byte for byte).
-func searchItem(h host.ToolHit) []byte {
+func searchItem(h catalog.ToolHit) []byte {
 	out, _ := rawjson.SetString([]byte(`{}`), "name", h.Name)
 	out, _ = rawjson.SetString(out, "upstream", h.Upstream)
 	for _, k := range []string{"title", "description", "inputSchema", "annotations"} {

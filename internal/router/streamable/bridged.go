@@ -120,7 +120,7 @@ func (t *Transport) drive(w http.ResponseWriter, r *http.Request, call *core.Cal
 				startStream()
 			}
 			if b, err := jsonrpc.Encode(resp); err == nil {
-				_ = sw.Write(sse.Event{Data: b})
+				_ = sw.WriteLast(sse.Event{Data: b}) // sent with the response's end
 			}
 			return
 		}

@@ -23,12 +23,14 @@ type resumableWriter struct {
 
 func newResumableWriter(w http.ResponseWriter, log sessions.EventLog, stream string, request jsonrpc.ID, prime bool) *resumableWriter {
 	log.Open(stream, request)
-	rw := &resumableWriter{log: log, stream: stream, sw: sse.NewWriter(w), live: true}
-	if prime {
-		// 2025-11-25: an event with an id and empty data, so the client can
-		// resume even before the first real event, and how long to wait.
-		rw.live = rw.sw.Write(sse.Event{ID: sessions.EventID(stream, 0), Data: []byte{}, Retry: sessions.RetryMillis}) == nil
+	if !prime {
+		return &resumableWriter{log: log, stream: stream, sw: sse.NewWriter(w), live: true}
 	}
+	// The headers go out with the priming event, in one write.
+	// 2025-11-25: an event with an id and empty data, so the client can
+	// resume even before the first real event, and how long to wait.
+	rw := &resumableWriter{log: log, stream: stream, sw: sse.NewWriterHeld(w), live: true}
+	rw.live = rw.sw.Write(sse.Event{ID: sessions.EventID(stream, 0), Data: []byte{}, Retry: sessions.RetryMillis}) == nil
 	return rw
 }
 
@@ -37,6 +39,15 @@ func (rw *resumableWriter) write(data []byte) {
 	id := rw.log.Append(rw.stream, data)
 	if rw.live {
 		rw.live = rw.sw.Write(sse.Event{ID: id, Name: "message", Data: data}) == nil
+	}
+}
+
+// writeLast is write for the stream's last event (its response): it goes
+// out with the end of the HTTP response, in one write.
+func (rw *resumableWriter) writeLast(data []byte) {
+	id := rw.log.Append(rw.stream, data)
+	if rw.live {
+		rw.live = rw.sw.WriteLast(sse.Event{ID: id, Name: "message", Data: data}) == nil
 	}
 }
 

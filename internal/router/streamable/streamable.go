@@ -193,7 +193,7 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), msg.ID, sess.Version().AtLeast(mcp.Version20251125))
 	resp := call.Next(nil, nil, rw.write).Resp
 	if b, err := jsonrpc.Encode(resp); err == nil {
-		rw.write(b)
+		rw.writeLast(b)
 	}
 	sess.Events.Finish(rw.stream)
 }

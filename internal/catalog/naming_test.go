@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
@@ -140,9 +141,9 @@ func validUpstreamName(s string) bool {
 // staticView is a prefixed view over upstreams whose catalogs are given
 // listings, with no connection: what naming needs, and nothing else.
 func staticView(catalogs map[string]struct{ resources, templates []string }) *View {
-	v := &View{ups: map[string]*Upstream{}, sep: "__", prefixed: true, pageSize: 10, bare: true}
+	v := &View{ups: map[string]*upstreamState{}, sep: "__", prefixed: true, pageSize: 10, bare: true}
 	for name, c := range catalogs {
-		u := &Upstream{name: name}
+		u := &upstreamState{Upstream: &host.Upstream{}} // no connection: only its listings
 		u.lists.put(Resources.Method, newListing(nil, Resources, name, c.resources), 0)
 		u.lists.put(ResourceTemplates.Method, newListing(nil, ResourceTemplates, name, c.templates), 0)
 		v.ups[name] = u

@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"encoding/json"
@@ -52,9 +52,7 @@ func (v *View) Capabilities() json.RawMessage {
 	var o capabilityOffer
 	for _, name := range v.names {
 		u := v.ups[name]
-		u.mu.Lock()
-		caps := u.caps
-		u.mu.Unlock()
+		caps := u.Capabilities()
 		uo := offer(caps)
 		o.tools = o.tools || uo.tools
 		o.prompts = o.prompts || uo.prompts

@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
@@ -185,13 +186,13 @@ func (t *memTransport) Close() error {
 
 // fakeHost starts a host over in-memory upstreams and waits until they
 // are connected.
-func fakeHost(t testing.TB, ups map[string]*fakeUpstream) *Host {
+func fakeHost(t testing.TB, ups map[string]*fakeUpstream) *host.Host {
 	t.Helper()
 	cfg := &config.Config{Separator: "__", Upstreams: map[string]*config.Upstream{}}
 	for name := range ups {
 		cfg.Upstreams[name] = &config.Upstream{Protocol: "legacy", Timeout: config.Duration(10 * time.Second)}
 	}
-	h := New(cfg, Options{Transport: func(name string) (client.Transport, error) {
+	h := host.New(cfg, host.Options{Transport: func(name string) (client.Transport, error) {
 		up := ups[name]
 		if up == nil {
 			return nil, fmt.Errorf("no fake upstream %q", name)
@@ -206,7 +207,7 @@ func fakeHost(t testing.TB, ups map[string]*fakeUpstream) *Host {
 		t.Fatal(err)
 	}
 	for name := range ups {
-		if s, err := h.Upstream(name).State(); s != StateReady {
+		if s, err := h.Upstream(name).State(); s != host.StateReady {
 			t.Fatalf("fake upstream %s is %s: %v", name, s, err)
 		}
 	}

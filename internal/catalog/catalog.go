@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
@@ -63,8 +64,8 @@ var (
 // one finish on the upstreams they started on. What the upstreams list is
 // not part of the snapshot: names resolve against their current catalogs.
 type View struct {
-	h        *Host
-	ups      map[string]*Upstream
+	tasks    *tasks // the host's task ids (tasks.go)
+	ups      map[string]*upstreamState
 	names    []string // sorted
 	sep      string
 	prefixed bool
@@ -76,16 +77,16 @@ type View struct {
 	toolsAlways    []string
 }
 
-// View returns the catalog over the named upstreams (all when names is
-// empty) of the current upstream set, with the default page size and bare
+// NewView returns the catalog over the named upstreams (all when names is
+// empty) of h's current upstream set, with the default page size and bare
 // names on.
-func (h *Host) View(names []string, prefixed bool) *View {
-	return h.view(names, prefixed, 0, true)
+func NewView(h *host.Host, names []string, prefixed bool) *View {
+	return newView(h, names, prefixed, 0, true)
 }
 
-// RouteView returns the catalog route r exposes.
-func (h *Host) RouteView(r *config.Route) *View {
-	v := h.view(r.Upstreams, r.Prefixed(), r.PageSize, r.BareNamesEnabled())
+// RouteView returns the catalog route r exposes over h's current upstreams.
+func RouteView(h *host.Host, r *config.Route) *View {
+	v := newView(h, r.Upstreams, r.Prefixed(), r.PageSize, r.BareNamesEnabled())
 	v.toolsMode, v.toolsThreshold = r.ToolsMode(), r.ToolsThreshold()
 	if r.Tools != nil {
 		v.toolsAlways = slices.Clone(r.Tools.Always)
@@ -93,18 +94,18 @@ func (h *Host) RouteView(r *config.Route) *View {
 	return v
 }
 
-func (h *Host) view(names []string, prefixed bool, pageSize int, bare bool) *View {
-	set := h.current()
+func newView(h *host.Host, names []string, prefixed bool, pageSize int, bare bool) *View {
+	byName, all, sep := h.UpstreamSet()
 	if len(names) == 0 {
-		names = set.names
+		names = all
 	}
 	if pageSize <= 0 {
 		pageSize = config.DefaultPageSize
 	}
-	v := &View{h: h, ups: map[string]*Upstream{}, sep: set.sep, prefixed: prefixed, pageSize: pageSize, bare: bare, toolsMode: config.ToolsAll}
+	v := &View{tasks: tasksOf(h), ups: map[string]*upstreamState{}, sep: sep, prefixed: prefixed, pageSize: pageSize, bare: bare, toolsMode: config.ToolsAll}
 	for _, n := range names {
-		if u := set.byName[n]; u != nil && v.ups[n] == nil {
-			v.ups[n] = u
+		if u := byName[n]; u != nil && v.ups[n] == nil {
+			v.ups[n] = stateOf(u)
 			v.names = append(v.names, n)
 		}
 	}
@@ -370,9 +371,7 @@ func (v *View) resolveURI(ctx context.Context, s string, fetch bool, visible Vis
 	var only []resolution
 	for _, name := range v.names {
 		u := v.ups[name]
-		u.mu.Lock()
-		caps := u.caps
-		u.mu.Unlock()
+		caps := u.Capabilities()
 		if o := offer(caps); u.offers(Resources.Capability) || o.resources || o.subscribe {
 			only = append(only, resolution{upstream: name, internal: s})
 		}
@@ -475,20 +474,20 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 		}
 	}
 	u := v.ups[upstream]
-	if !u.enter() {
+	if !u.Enter() {
 		if gone := callerGone(ctx, upstream); gone != nil {
 			return nil, gone
 		}
-		u.m.Unavailable()
+		u.Metrics().Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q was replaced or removed by a config reload while this request was routed; retry it", upstream)}
 	}
-	defer u.exit()
-	c, cerr := u.ClientFor(callOnly(ctx, method), !opts.PassInputRequired)
+	defer u.Exit()
+	c, cerr := u.ClientFor(host.CallOnly(ctx, method), !opts.PassInputRequired)
 	if cerr != nil {
 		if gerr := connectError(ctx, upstream, cerr); gerr != nil { // errors.go
 			return nil, gerr
 		}
-		u.m.Unavailable()
+		u.Metrics().Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
 	if jerr := capabilityGap(upstream, method, c.InitializeResult().Capabilities); jerr != nil {
@@ -500,23 +499,23 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 			return nil, jerr
 		}
 	}
-	copts := u.callOptions(opts)
-	if caps, ok := ctx.Value(callerCapsKey{}).(json.RawMessage); ok && c.Modern() && !opts.PassInputRequired {
+	copts := u.CallOptions(opts)
+	if caps, ok := host.CallerCapabilities(ctx); ok && c.Modern() && !opts.PassInputRequired {
 		// An older caller of a stateless upstream: declare what it can do,
 		// as its own initialize would have (roots as the gateway answers them).
-		copts.Capabilities = json.RawMessage(u.viewCapabilities(caps))
+		copts.Capabilities = json.RawMessage(u.ViewCapabilities(caps))
 	}
 	tc, terr := v.beginTaskCall(ctx, method, upstream, params, &copts) // tasks.go: the task a tools/call may create
 	if terr != nil {
 		return nil, terr
 	}
 	defer tc.end()
-	start := u.m.CallStarted()
+	start := u.Metrics().CallStarted()
 	resp, cerr := c.Call(ctx, method, params, copts)
 	if cerr == nil && c.Modern() && !opts.PassInputRequired {
 		resp, cerr = v.fulfil(ctx, c, method, params, resp, copts)
 	}
-	u.m.CallDone(method, start, callReason(resp, cerr))
+	u.Metrics().CallDone(method, start, callReason(resp, cerr))
 	if cerr != nil {
 		if gone := callerGone(ctx, upstream); gone != nil { // errors.go
 			return nil, gone
@@ -536,7 +535,7 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	if res, err := v.rewriteResult(ctx, method, upstream, resp.Result); err == nil {
 		resp.Result = res
 	} else {
-		u.log.Debug(method+" result not renamed for the route", zap.Error(err))
+		u.Logger().Debug(method+" result not renamed for the route", zap.Error(err))
 	}
 	return resp, nil
 }
@@ -660,7 +659,7 @@ func (v *View) Each(ctx context.Context, capability, method string, params json.
 			continue
 		}
 		if resp, err := c.Call(ctx, method, params, client.CallOptions{}); err != nil || resp.Error != nil {
-			u.log.Debug(method+" not accepted", zap.Error(err))
+			u.Logger().Debug(method+" not accepted", zap.Error(err))
 		}
 	}
 }
@@ -671,9 +670,7 @@ func (v *View) Instructions() string {
 	var parts []string
 	for _, name := range v.names {
 		u := v.ups[name]
-		u.mu.Lock()
-		c := u.client
-		u.mu.Unlock()
+		c := u.SharedClient()
 		if c == nil || c.InitializeResult().Instructions == "" {
 			continue
 		}

@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -31,12 +31,12 @@ type toolSegment struct {
 
 // searchSegment returns the upstream's current search segment, listing
 // its tools first when they are not cached; nil when it cannot list them.
-func (u *Upstream) searchSegment(ctx context.Context) *toolSegment {
+func (u *upstreamState) searchSegment(ctx context.Context) *toolSegment {
 	t := &u.schemas
 	t.mu.Lock()
 	complete := t.complete
 	t.mu.Unlock()
-	if !complete && u.sharedClient() != nil {
+	if !complete && u.SharedClient() != nil {
 		u.toolDef(ctx, "") // walks the upstream's tools/list into the cache
 	}
 	t.mu.Lock()
@@ -64,7 +64,7 @@ func (u *Upstream) searchSegment(ctx context.Context) *toolSegment {
 			kept = append(kept, d)
 		}
 	}
-	s := &toolSegment{version: version, seg: toolsearch.NewSegment(u.name, docs), defs: kept}
+	s := &toolSegment{version: version, seg: toolsearch.NewSegment(u.Name(), docs), defs: kept}
 	t.mu.Lock()
 	if t.version == version {
 		t.search = s
@@ -105,7 +105,7 @@ func (v *View) searchSegments(ctx context.Context, upstream string) ([]*toolSegm
 // a 2026 upstream's client may not call).
 func (v *View) routeItem(ctx context.Context, upstream string, def json.RawMessage) (string, json.RawMessage, bool) {
 	u := v.ups[upstream]
-	if c := u.sharedClient(); c != nil && c.Modern() && len(u.dropInvalidHeaderTools([][]byte{def})) == 0 {
+	if c := u.SharedClient(); c != nil && c.Modern() && len(u.dropInvalidHeaderTools([][]byte{def})) == 0 {
 		return "", nil, false
 	}
 	item := []byte(def)

@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // tools/call of tool name (the upstream's own name) needs, or an error when
 // the tool's annotations are invalid. A tool the gateway does not know is
 // left to the upstream to answer.
-func (u *Upstream) paramHeaders(ctx context.Context, name string, params json.RawMessage) (context.Context, *jsonrpc.Error) {
+func (u *upstreamState) paramHeaders(ctx context.Context, name string, params json.RawMessage) (context.Context, *jsonrpc.Error) {
 	def, ok := u.toolDef(ctx, name)
 	if !ok {
 		return ctx, nil
@@ -33,7 +33,7 @@ func (u *Upstream) paramHeaders(ctx context.Context, name string, params json.Ra
 	h, err := mcp.ParamHeaders(schema, args)
 	if err != nil {
 		return ctx, jsonrpc.Errorf(jsonrpc.CodeInvalidParams,
-			"tool %q of upstream %q cannot be called: its inputSchema has an invalid x-mcp-header annotation (%v); the upstream's tool definition must be fixed", name, u.name, err)
+			"tool %q of upstream %q cannot be called: its inputSchema has an invalid x-mcp-header annotation (%v); the upstream's tool definition must be fixed", name, u.Name(), err)
 	}
 	return client.WithHeaders(ctx, h), nil
 }
@@ -41,13 +41,13 @@ func (u *Upstream) paramHeaders(ctx context.Context, name string, params json.Ra
 // dropInvalidHeaderTools removes from a stateless upstream's tools/list
 // items the tools whose x-mcp-header annotations are invalid, each named in
 // the log. Every other item stays as the upstream sent it.
-func (u *Upstream) dropInvalidHeaderTools(items [][]byte) [][]byte {
+func (u *upstreamState) dropInvalidHeaderTools(items [][]byte) [][]byte {
 	kept := items[:0:0]
 	for _, it := range items {
 		schema, _ := rawjson.Get(it, "inputSchema")
 		if _, err := mcp.ValidHeaderParams(schema); err != nil {
 			name, _ := rawjson.GetString(it, "name")
-			u.log.Warn("leaving out a tool whose x-mcp-header annotation is invalid (clients must not call it)", zap.String("tool", name), zap.Error(err))
+			u.Logger().Warn("leaving out a tool whose x-mcp-header annotation is invalid (clients must not call it)", zap.String("tool", name), zap.Error(err))
 			continue
 		}
 		kept = append(kept, it)

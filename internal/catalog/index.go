@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -111,18 +112,11 @@ func (lc *listCache) put(method string, l *listing, g uint64) {
 	lc.last[method] = l
 }
 
-// sharedClient is the upstream's shared connection, or nil while it is down.
-func (u *Upstream) sharedClient() *client.Client {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.client
-}
-
 // cachedListing returns the latest listing of kind without listing, and
 // whether it is fresh: of the current connection with no change announced
 // since (an upstream that is down has nothing fresher to offer).
-func (u *Upstream) cachedListing(kind ListKind) (*listing, bool) {
-	c := u.sharedClient()
+func (u *upstreamState) cachedListing(kind ListKind) (*listing, bool) {
+	c := u.SharedClient()
 	u.lists.mu.Lock()
 	defer u.lists.mu.Unlock()
 	l := u.lists.last[kind.Method]
@@ -135,10 +129,10 @@ func (u *Upstream) cachedListing(kind ListKind) (*listing, bool) {
 // fetch it returns the latest listing as it is, or nil. Lookups without
 // fetch serve callers that must not wait on the upstream, such as the
 // delivery of its own notifications.
-func (u *Upstream) listing(ctx context.Context, kind ListKind, fetch bool) *listing {
+func (u *upstreamState) listing(ctx context.Context, kind ListKind, fetch bool) *listing {
 	lc := &u.lists
 	for {
-		c := u.sharedClient()
+		c := u.SharedClient()
 		lc.mu.Lock()
 		l := lc.last[kind.Method]
 		if l != nil && (!fetch || (!l.stale && l.client == c)) {
@@ -185,15 +179,15 @@ func (u *Upstream) listing(ctx context.Context, kind ListKind, fetch bool) *list
 // when the walk could not finish (the connection failed, ctx ended); an
 // upstream that answers the list with an error, or does not offer it, lists
 // nothing.
-func (u *Upstream) walk(ctx context.Context, c *client.Client, kind ListKind) *listing {
+func (u *upstreamState) walk(ctx context.Context, c *client.Client, kind ListKind) *listing {
 	var ids []string
 	if !c.HasCapability(kind.Capability) {
-		return newListing(c, kind, u.name, nil)
+		return newListing(c, kind, u.Name(), nil)
 	}
 	cursor := ""
 	for pages := 0; ; pages++ {
 		if pages == maxIndexPages || len(ids) >= maxIndexItems {
-			u.log.Warn(kind.Method+" is too long to index whole; bare names and URI uniqueness are judged on its first part",
+			u.Logger().Warn(kind.Method+" is too long to index whole; bare names and URI uniqueness are judged on its first part",
 				zap.Int("pages", pages), zap.Int("items", len(ids)))
 			break
 		}
@@ -203,12 +197,12 @@ func (u *Upstream) walk(ctx context.Context, c *client.Client, kind ListKind) *l
 		}
 		resp, err := c.Call(ctx, kind.Method, params, client.CallOptions{})
 		if err != nil {
-			u.log.Debug("could not index "+kind.Method, zap.Error(err))
+			u.Logger().Debug("could not index "+kind.Method, zap.Error(err))
 			return nil
 		}
 		if resp.Error != nil {
-			u.log.Debug(kind.Method+" answered an error; indexed as empty", zap.Int("code", resp.Error.Code))
-			return newListing(c, kind, u.name, nil)
+			u.Logger().Debug(kind.Method+" answered an error; indexed as empty", zap.Int("code", resp.Error.Code))
+			return newListing(c, kind, u.Name(), nil)
 		}
 		arr, _ := rawjson.Get(resp.Result, kind.Key)
 		items, _ := rawjson.Elements(arr)
@@ -217,7 +211,7 @@ func (u *Upstream) walk(ctx context.Context, c *client.Client, kind ListKind) *l
 			break
 		}
 	}
-	return newListing(c, kind, u.name, ids)
+	return newListing(c, kind, u.Name(), ids)
 }
 
 // appendIDs appends the identifying strings of a list page's items.
@@ -232,8 +226,8 @@ func appendIDs(ids []string, kind ListKind, items [][]byte) []string {
 
 // hasTool reports whether the upstream lists tool name (without fetch:
 // as far as its cached definitions tell).
-func (u *Upstream) hasTool(ctx context.Context, name string, fetch bool) bool {
-	if !fetch || u.sharedClient() == nil {
+func (u *upstreamState) hasTool(ctx context.Context, name string, fetch bool) bool {
+	if !fetch || u.SharedClient() == nil {
 		// Down or still starting: nothing to ask (and no first
 		// connection to wait for).
 		u.schemas.mu.Lock()
@@ -247,8 +241,8 @@ func (u *Upstream) hasTool(ctx context.Context, name string, fetch bool) bool {
 
 // toolsIndexed reports whether every tool the upstream lists is known
 // without asking it (or there is no one to ask).
-func (u *Upstream) toolsIndexed() bool {
-	if u.sharedClient() == nil {
+func (u *upstreamState) toolsIndexed() bool {
+	if u.SharedClient() == nil {
 		return true
 	}
 	u.schemas.mu.Lock()
@@ -257,19 +251,20 @@ func (u *Upstream) toolsIndexed() bool {
 }
 
 // offers reports whether the upstream is connected and offers capability.
-func (u *Upstream) offers(capability string) bool {
-	c := u.sharedClient()
+func (u *upstreamState) offers(capability string) bool {
+	c := u.SharedClient()
 	return c != nil && c.HasCapability(capability)
 }
 
-// CatalogChanged tells the host that upstream announced a list change
+// Changed tells the catalog that upstream of h announced a list change
 // (method is the list_changed notification), so that what it indexed of
 // that list is walked again before the next use.
-func (h *Host) CatalogChanged(upstream, method string) {
-	u := h.Upstream(upstream)
-	if u == nil {
+func Changed(h *host.Host, upstream, method string) {
+	hu := h.Upstream(upstream)
+	if hu == nil {
 		return
 	}
+	u := stateOf(hu)
 	switch method {
 	case mcp.NotificationToolsListChanged:
 		u.schemas.invalidate()

@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -15,7 +15,7 @@ func BenchmarkListFilled(b *testing.B) {
 		ups[fmt.Sprintf("u%d", i)] = &fakeUpstream{tools: items("name", "tool", 1000)}
 	}
 	h := fakeHost(b, ups)
-	v := h.View(nil, true)
+	v := NewView(h, nil, true)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

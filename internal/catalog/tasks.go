@@ -1,4 +1,4 @@
-package host
+package catalog
 
 // Tasks through the gateway: the 2025-11-25 tasks utility (the tasks
 // capability, params.task on tools/call, tasks/get, tasks/result,
@@ -46,6 +46,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
@@ -306,7 +307,7 @@ func missingTasksExtension(method string) *jsonrpc.Error {
 // declaresTasksExtension reports whether the caller's capabilities (its
 // request's clientCapabilities) include the tasks extension.
 func declaresTasksExtension(ctx context.Context) bool {
-	caps, _ := ctx.Value(callerCapsKey{}).(json.RawMessage)
+	caps, _ := host.CallerCapabilities(ctx)
 	exts, ok := rawjson.Get(caps, "extensions")
 	if !ok {
 		return false
@@ -347,7 +348,7 @@ func (v *View) beginTaskCall(ctx context.Context, method, upstream string, param
 	if method != mcp.MethodToolsCall {
 		return nil, nil
 	}
-	tc := &taskCall{t: v.h.tasks, upstream: upstream, owner: taskOwnerFrom(ctx), form: formExtension, stateful: v.ups[upstream].cfg.Stateful}
+	tc := &taskCall{t: v.tasks, upstream: upstream, owner: taskOwnerFrom(ctx), form: formExtension, stateful: v.ups[upstream].Config().Stateful}
 	if opts.PassInputRequired {
 		if !declaresTasksExtension(ctx) {
 			return nil, nil
@@ -509,7 +510,7 @@ func (v *View) forwardTask(ctx context.Context, method string, params json.RawMe
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.taskId must be a string", method)
 	}
-	t := v.h.tasks
+	t := v.tasks
 	owner := taskOwnerFrom(ctx)
 	c, ok := t.open(token)
 	u := v.ups[c.Upstream]
@@ -527,35 +528,35 @@ func (v *View) forwardTask(ctx context.Context, method string, params json.RawMe
 	if params, err = rawjson.SetString(params, "taskId", c.ID); err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %v", method, err)
 	}
-	if !u.enter() {
+	if !u.Enter() {
 		if gone := callerGone(ctx, c.Upstream); gone != nil { // errors.go
 			return nil, gone
 		}
-		u.m.Unavailable()
+		u.Metrics().Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: fmt.Sprintf("upstream %q was replaced or removed by a config reload; its tasks are gone with it", c.Upstream)}
 	}
-	defer u.exit()
+	defer u.Exit()
 	// The connection the task was created on: the one its creating call took.
-	cl, cerr := u.ClientFor(callOnly(ctx, method), legacy)
+	cl, cerr := u.ClientFor(host.CallOnly(ctx, method), legacy)
 	if cerr != nil {
 		if gerr := connectError(ctx, c.Upstream, cerr); gerr != nil { // errors.go
 			return nil, gerr
 		}
-		u.m.Unavailable()
+		u.Metrics().Unavailable()
 		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
 	}
-	copts := u.callOptions(opts)
+	copts := u.CallOptions(opts)
 	if method != mcp.MethodTasksResult {
 		// Only tasks/result carries a task's requests; the others answer at
 		// once, and must not make a shared stdio upstream's requests look
 		// ambiguous while they are in flight (client.Client's owner rule).
 		copts.Request, copts.Notify = nil, nil
 	}
-	tc := &taskCall{t: t, upstream: c.Upstream, owner: owner, form: c.Form, stateful: u.cfg.Stateful}
+	tc := &taskCall{t: t, upstream: c.Upstream, owner: owner, form: c.Form, stateful: u.Config().Stateful}
 	tc.translate(&copts)
-	start := u.m.CallStarted()
+	start := u.Metrics().CallStarted()
 	resp, callErr := cl.Call(ctx, method, params, copts)
-	u.m.CallDone(method, start, callReason(resp, callErr))
+	u.Metrics().CallDone(method, start, callReason(resp, callErr))
 	if callErr != nil {
 		if gone := callerGone(ctx, c.Upstream); gone != nil {
 			return nil, gone
@@ -599,7 +600,7 @@ func (v *View) ListTasks(ctx context.Context, params json.RawMessage) (json.RawM
 		}
 		upCursor = c.Cursor
 	}
-	t := v.h.tasks
+	t := v.tasks
 	owner := taskOwnerFrom(ctx)
 	var items [][]byte
 	next := ""
@@ -607,7 +608,7 @@ func (v *View) ListTasks(ctx context.Context, params json.RawMessage) (json.RawM
 	for i := start; i < len(v.names) && next == ""; i, upCursor = i+1, "" {
 		name := v.names[i]
 		u := v.ups[name]
-		c, err := u.ClientFor(callOnly(ctx, mcp.MethodTasksList), true)
+		c, err := u.ClientFor(host.CallOnly(ctx, mcp.MethodTasksList), true)
 		if err != nil || !listsTasks(c) {
 			continue
 		}
@@ -626,7 +627,7 @@ func (v *View) ListTasks(ctx context.Context, params json.RawMessage) (json.RawM
 				if err == nil {
 					err = resp.Error
 				}
-				u.log.Warn("tasks/list failed; its tasks are left out of this page", zap.Error(err))
+				u.Logger().Warn("tasks/list failed; its tasks are left out of this page", zap.Error(err))
 				break
 			}
 			arr, _ := rawjson.Get(resp.Result, "tasks")
@@ -676,12 +677,12 @@ func listsTasks(c *client.Client) bool {
 // task, if the gateway saw it created, with the task named by its token.
 // session, when set, is the stateful upstream connection's session, which
 // must be the task's.
-func (h *Host) TaskNotification(upstream, session string, params json.RawMessage) (string, json.RawMessage, bool) {
+func TaskNotification(h *host.Host, upstream, session string, params json.RawMessage) (string, json.RawMessage, bool) {
 	id, ok := rawjson.GetString(params, "taskId")
 	if !ok {
 		return "", nil, false
 	}
-	t := h.tasks
+	t := tasksOf(h)
 	e := t.entry(taskKey{upstream, id})
 	if e == nil || e.owner.Session == "" || (session != "" && session != e.owner.Session) {
 		return "", nil, false
@@ -702,9 +703,7 @@ func (v *View) WithTaskCapabilities(caps json.RawMessage, stateless bool) json.R
 	var list, cancel, toolsCall bool
 	for _, name := range v.names {
 		u := v.ups[name]
-		u.mu.Lock()
-		c := u.client
-		u.mu.Unlock()
+		c := u.SharedClient()
 		if c == nil {
 			continue
 		}
@@ -717,9 +716,7 @@ func (v *View) WithTaskCapabilities(caps json.RawMessage, stateless bool) json.R
 			continue
 		}
 		if c.Modern() {
-			u.altMu.Lock()
-			c = u.alt
-			u.altMu.Unlock()
+			c = u.AltClient()
 			if c == nil {
 				continue
 			}

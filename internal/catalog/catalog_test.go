@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -86,7 +87,7 @@ func TestListFillsPages(t *testing.T) {
 				}
 			}
 			h := fakeHost(t, ups)
-			v := h.view(nil, true, tc.pageSize, true)
+			v := newView(h, nil, true, tc.pageSize, true)
 			pages, raw := listPages(t, v, Tools)
 			var got []string
 			var sizes []int
@@ -124,7 +125,7 @@ func TestListEveryKindFills(t *testing.T) {
 		"c": {tools: items("name", "t", 1)}, // offers none of them
 	}
 	h := fakeHost(t, ups)
-	v := h.View(nil, true)
+	v := NewView(h, nil, true)
 	for _, tc := range []struct {
 		kind ListKind
 		want []string
@@ -144,7 +145,7 @@ func TestListKeepsUpstreamMembersAndHints(t *testing.T) {
 	ups := map[string]*fakeUpstream{"a": {tools: items("name", "t", 2)}}
 	h := fakeHost(t, ups)
 	// Unprefixed, one page: the upstream's result as it was, less its cursor.
-	res, jerr := h.View(nil, false).List(context.Background(), Tools, nil)
+	res, jerr := NewView(h, nil, false).List(context.Background(), Tools, nil)
 	if jerr != nil {
 		t.Fatal(jerr)
 	}
@@ -157,7 +158,7 @@ func TestListKeepsUpstreamMembersAndHints(t *testing.T) {
 		"b": {tools: items("name", "t", 1), handleList: `,"ttlMs":5000,"cacheScope":"private","_meta":{"second":true}`},
 		"c": {tools: items("name", "t", 1)},
 	}
-	res, jerr = fakeHost(t, ups2).View(nil, true).List(context.Background(), Tools, nil)
+	res, jerr = NewView(fakeHost(t, ups2), nil, true).List(context.Background(), Tools, nil)
 	if jerr != nil {
 		t.Fatal(jerr)
 	}
@@ -170,7 +171,7 @@ func TestListKeepsUpstreamMembersAndHints(t *testing.T) {
 
 func TestListCursorErrors(t *testing.T) {
 	h := fakeHost(t, map[string]*fakeUpstream{"a": {tools: items("name", "t", 3), prompts: items("name", "p", 1), pageSize: 1}})
-	v := h.view(nil, true, 1, true)
+	v := newView(h, nil, true, 1, true)
 	res, jerr := v.List(context.Background(), Tools, nil)
 	if jerr != nil {
 		t.Fatal(jerr)
@@ -218,7 +219,7 @@ func readHandler(name string) func(string, json.RawMessage) (json.RawMessage, *j
 	}
 }
 
-func namingHost(t *testing.T, more ...func(map[string]*fakeUpstream)) (*Host, map[string]*fakeUpstream) {
+func namingHost(t *testing.T, more ...func(map[string]*fakeUpstream)) (*host.Host, map[string]*fakeUpstream) {
 	ups := map[string]*fakeUpstream{
 		"basic": {resources: []string{`{"uri":"ui://get-time/mcp-app.html","mimeType":"text/html;profile=mcp-app"}`, `{"uri":"file:///notes.md"}`},
 			templates: []string{`{"uriTemplate":"mem://items/{id}"}`, `{"uriTemplate":"file:///{name}"}`}},
@@ -237,7 +238,7 @@ func namingHost(t *testing.T, more ...func(map[string]*fakeUpstream)) (*Host, ma
 
 func TestURINaming(t *testing.T) {
 	h, ups := namingHost(t)
-	v := h.View(nil, true)
+	v := NewView(h, nil, true)
 	// Unique URIs are the upstream's own; only the shared one is explicit,
 	// and keeps its scheme.
 	pages, _ := listPages(t, v, Resources)
@@ -331,7 +332,7 @@ func TestUnlistedURIGoesToTheOnlyResourceUpstream(t *testing.T) {
 	}
 	ups["docs"].handle = readHandler("docs")
 	h := fakeHost(t, ups)
-	v := h.View(nil, true)
+	v := NewView(h, nil, true)
 	resp, jerr := read(t, v, "doc://unlisted")
 	if jerr != nil || resp.Error != nil || !strings.Contains(string(resp.Result), `"text":"docs"`) {
 		t.Fatalf("unlisted read = %v %v", resp, jerr)
@@ -370,7 +371,7 @@ func TestResultURIsNamed(t *testing.T) {
 			return readHandler("basic")(method, params)
 		}
 	})
-	v := h.View(nil, true)
+	v := NewView(h, nil, true)
 	ctx := context.Background()
 
 	app := "ui://get-time/mcp-app.html?mcpgw=basic"
@@ -444,7 +445,7 @@ func TestBareNames(t *testing.T) {
 		{"unknown bare", true, mcp.MethodToolsCall, "nothing", nil, "", "", "a bare name works while exactly one upstream has it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := h.view(nil, true, 0, tc.bare)
+			v := newView(h, nil, true, 0, tc.bare)
 			ctx := context.Background()
 			params, _ := rawjson.SetString(json.RawMessage(`{"arguments":{"k":1}}`), "name", tc.target)
 			pinned, jerr := v.Pin(ctx, tc.method, params, tc.visible)
@@ -507,7 +508,7 @@ func TestNamingAsUpstreamsChange(t *testing.T) {
 		u.handle = readHandler(n)
 	}
 	h := fakeHost(t, ups)
-	v := h.View(nil, true)
+	v := NewView(h, nil, true)
 	explicitA := "ui://app/x.html?mcpgw=a"
 	for _, uri := range []string{"ui://app/x.html", explicitA} {
 		if resp, jerr := read(t, v, uri); jerr != nil || resp.Error != nil {
@@ -519,7 +520,7 @@ func TestNamingAsUpstreamsChange(t *testing.T) {
 	}
 	// b comes to list the same URI and says so.
 	ups["b"].setResources([]string{`{"uri":"mem://b"}`, `{"uri":"ui://app/x.html"}`})
-	h.CatalogChanged("b", mcp.NotificationResourcesChanged)
+	Changed(h, "b", mcp.NotificationResourcesChanged)
 	pages, _ := listPages(t, v, Resources)
 	if want := []string{explicitA, "mem://b", "ui://app/x.html?mcpgw=b"}; !slices.Equal(pages[0], want) {
 		t.Errorf("after the collision: %v, want %v", pages[0], want)
@@ -540,7 +541,7 @@ func TestNamingAsUpstreamsChange(t *testing.T) {
 	}
 	// And once b drops it again, the raw URI is a's alone once more.
 	ups["b"].setResources([]string{`{"uri":"mem://b"}`})
-	h.CatalogChanged("b", mcp.NotificationResourcesChanged)
+	Changed(h, "b", mcp.NotificationResourcesChanged)
 	if resp, jerr := read(t, v, "ui://app/x.html"); jerr != nil || !strings.Contains(string(resp.Result), `"text":"a"`) {
 		t.Errorf("after b dropped it: %v %v", resp, jerr)
 	}
@@ -550,7 +551,7 @@ func TestNamingAsUpstreamsChange(t *testing.T) {
 func TestListFeedsTheIndex(t *testing.T) {
 	ups := map[string]*fakeUpstream{"a": {resources: items("uri", "mem://", 3)}, "b": {resources: items("uri", "mem://", 1)}}
 	h := fakeHost(t, ups)
-	v := h.View(nil, true)
+	v := NewView(h, nil, true)
 	pages, _ := listPages(t, v, Resources)
 	if want := []string{"mem://00?mcpgw=a", "mem://01", "mem://02", "mem://00?mcpgw=b"}; !slices.Equal(pages[0], want) {
 		t.Errorf("resources %v, want %v", pages[0], want)
@@ -563,11 +564,11 @@ func TestListFeedsTheIndex(t *testing.T) {
 func TestRouteView(t *testing.T) {
 	h := fakeHost(t, map[string]*fakeUpstream{"a": {tools: items("name", "t", 5)}})
 	off := false
-	v := h.RouteView(&config.Route{Path: "/mcp", PageSize: 2, BareNames: &off})
+	v := RouteView(h, &config.Route{Path: "/mcp", PageSize: 2, BareNames: &off})
 	if v.pageSize != 2 || v.bare || !v.prefixed {
 		t.Errorf("RouteView: page size %d, bare %v, prefixed %v", v.pageSize, v.bare, v.prefixed)
 	}
-	if v := h.RouteView(&config.Route{Path: "/mcp"}); v.pageSize != config.DefaultPageSize || !v.bare {
+	if v := RouteView(h, &config.Route{Path: "/mcp"}); v.pageSize != config.DefaultPageSize || !v.bare {
 		t.Errorf("RouteView defaults: page size %d, bare %v", v.pageSize, v.bare)
 	}
 	pages, _ := listPages(t, v, Tools)
@@ -591,7 +592,7 @@ func TestUnlistedURINotGuessedWhileAnotherUpstreamIsDown(t *testing.T) {
 		"fs":    {Protocol: "legacy", Timeout: config.Duration(10 * time.Second)},
 		"notes": {Protocol: "legacy", Timeout: config.Duration(10 * time.Second)},
 	}}
-	h := New(cfg, Options{Transport: func(name string) (client.Transport, error) {
+	h := host.New(cfg, host.Options{Transport: func(name string) (client.Transport, error) {
 		if name == "fs" {
 			return &memTransport{up: fs, done: make(chan struct{})}, nil
 		}
@@ -604,7 +605,7 @@ func TestUnlistedURINotGuessedWhileAnotherUpstreamIsDown(t *testing.T) {
 	if _, err := h.Upstream("fs").Client(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v := h.View(nil, true)
+	v := NewView(h, nil, true)
 	resp, jerr := read(t, v, "file:///notes.txt")
 	if jerr == nil && resp.Error == nil {
 		t.Fatalf("unlisted URI while notes is down was read from fs: %s", resp.Result)

@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -25,7 +25,7 @@ var uiResourceURIPaths = [][]string{{"_meta", "ui", "resourceUri"}, {"_meta", "u
 func (v *View) rewriteItem(ctx context.Context, kind ListKind, upstream string, it []byte) ([]byte, bool) {
 	id, ok := rawjson.GetString(it, kind.Field)
 	if !ok {
-		v.ups[upstream].log.Warn(kind.Method + " item without a string " + kind.Field + " left out")
+		v.ups[upstream].Logger().Warn(kind.Method + " item without a string " + kind.Field + " left out")
 		return nil, false
 	}
 	var name string

@@ -1,4 +1,4 @@
-package host_test
+package catalog_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
@@ -91,9 +92,9 @@ func TestParamHeadersMirroredByTheGateway(t *testing.T) {
 	if err := h.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	v := h.View([]string{"web"}, false)
+	v := catalog.NewView(h, []string{"web"}, false)
 
-	list, jerr := v.List(ctx, host.Tools, nil)
+	list, jerr := v.List(ctx, catalog.Tools, nil)
 	if jerr != nil {
 		t.Fatal(jerr)
 	}

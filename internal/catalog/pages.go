@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"bytes"
@@ -167,7 +167,7 @@ fill:
 				ids = appendIDs(ids, kind, p.items)
 			}
 			if p.next == "" {
-				if u := v.ups[name]; fromStart && kind != Tools && p.client == u.sharedClient() {
+				if u := v.ups[name]; fromStart && kind != Tools && p.client == u.SharedClient() {
 					// Walked whole: what the index holds for this
 					// upstream is now exactly this.
 					u.lists.put(kind.Method, newListing(p.client, kind, name, ids), gens[i])
@@ -234,9 +234,9 @@ fill:
 // fetchPage asks one upstream for one page of kind.
 func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params json.RawMessage, upCursor string) page {
 	u := v.ups[name]
-	c, err := u.listClient(ctx)
+	c, err := u.ListClient(ctx)
 	if err != nil {
-		u.log.Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))
+		u.Logger().Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))
 		return page{}
 	}
 	if !c.HasCapability(kind.Capability) {
@@ -251,11 +251,11 @@ func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params
 	}
 	resp, err := c.Call(ctx, kind.Method, p, client.CallOptions{})
 	if err != nil {
-		u.log.Warn(kind.Method+" failed; its items are left out of this page", zap.Error(err))
+		u.Logger().Warn(kind.Method+" failed; its items are left out of this page", zap.Error(err))
 		return page{}
 	}
 	if resp.Error != nil {
-		u.log.Warn(kind.Method+" answered an error; its items are left out of this page",
+		u.Logger().Warn(kind.Method+" answered an error; its items are left out of this page",
 			zap.Int("code", resp.Error.Code), zap.String("message", resp.Error.Message))
 		return page{}
 	}
@@ -283,10 +283,10 @@ func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params
 		err = itemsErr
 	}
 	if err != nil {
-		u.log.Warn(kind.Method+" result unreadable; its items are left out", zap.Error(err))
+		u.Logger().Warn(kind.Method+" result unreadable; its items are left out", zap.Error(err))
 		return page{}
 	}
-	if kind.Key == Tools.Key && !u.cfg.Stateful {
+	if kind.Key == Tools.Key && !u.Config().Stateful {
 		// What clients are shown is what calls are checked against.
 		u.schemas.observeItems(pg.items)
 	}

@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"encoding/json"

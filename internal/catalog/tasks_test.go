@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
@@ -176,13 +177,13 @@ func TestTaskTranslation(t *testing.T) {
 // (the view has no running upstream: a call would fail differently).
 func TestForwardTaskRefusals(t *testing.T) {
 	cfg := &config.Config{Upstreams: map[string]*config.Upstream{"up": {URL: "http://127.0.0.1:1/mcp"}}}
-	h := New(cfg, Options{})
+	h := host.New(cfg, host.Options{})
 	defer h.Close()
-	v := h.View(nil, false)
+	v := NewView(h, nil, false)
 	alice := TaskOwner{Route: "/mcp", Principal: "apikey\x00alice", Session: "s1"}
 	bob := TaskOwner{Route: "/mcp", Principal: "apikey\x00bob", Session: "s2"}
-	legacyTok := h.tasks.seal(claims("up", "u-1", formUtility, alice, false))
-	modernTok := h.tasks.seal(claims("up", "u-2", formExtension, alice, false))
+	legacyTok := tasksOf(h).seal(claims("up", "u-1", formUtility, alice, false))
+	modernTok := tasksOf(h).seal(claims("up", "u-2", formExtension, alice, false))
 	withExt := json.RawMessage(`{"extensions":{"io.modelcontextprotocol/tasks":{}}}`)
 	for _, tc := range []struct {
 		name   string
@@ -205,7 +206,7 @@ func TestForwardTaskRefusals(t *testing.T) {
 		{"tasks/result in 2026", alice, withExt, true, mcp.MethodTasksResult, modernTok, jsonrpc.CodeMethodNotFound, "inlines the result"},
 		{"tasks/update before 2026", alice, nil, false, mcp.MethodTasksUpdate, legacyTok, jsonrpc.CodeMethodNotFound, "tasks/result stream"},
 	} {
-		ctx := WithTaskOwner(WithCallerCapabilities(context.Background(), tc.caps), tc.owner)
+		ctx := WithTaskOwner(host.WithCallerCapabilities(context.Background(), tc.caps), tc.owner)
 		params, _ := json.Marshal(map[string]string{"taskId": tc.token})
 		resp, err := v.Forward(ctx, tc.method, params, client.CallOptions{PassInputRequired: tc.modern})
 		if resp != nil || err == nil || err.Code != tc.code || !strings.Contains(err.Message, tc.says) {

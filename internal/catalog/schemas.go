@@ -1,4 +1,4 @@
-package host
+package catalog
 
 import (
 	"bytes"
@@ -55,7 +55,7 @@ func (t *toolSchemas) observeItems(items [][]byte) {
 
 // toolDef returns the upstream's raw definition of tool name, listing the
 // upstream's tools when the cache is cold.
-func (u *Upstream) toolDef(ctx context.Context, name string) (json.RawMessage, bool) {
+func (u *upstreamState) toolDef(ctx context.Context, name string) (json.RawMessage, bool) {
 	t := &u.schemas
 	t.mu.Lock()
 	if t.complete {

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	// utime 250 and stime 50 ticks: 3 s; the command name holds a ") (".
+	stat := "1234 (role) (x) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 7 0 100 1000 10\n"
+	for _, tc := range []struct {
+		name, in string
+		want     time.Duration
+		err      bool
+	}{
+		{"ok", stat, 3 * time.Second, false},
+		{"no name", "1234 S 1", 0, true},
+		{"short", "1 (x) S 1 2", 0, true},
+		{"not numbers", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 a b", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseStatCPU([]byte(tc.in))
+			if (err != nil) != tc.err || got != tc.want {
+				t.Fatalf("parseStatCPU = %v, %v; want %v, error %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func TestParseStatusKB(t *testing.T) {
+	status := []byte("Name:\tx\nVmHWM:\t  9000 kB\nVmRSS:\t  2048 kB\n")
+	if got := parseStatusKB(status, "VmRSS:"); got != 2048 {
+		t.Fatalf("VmRSS = %d, want 2048", got)
+	}
+	if got := parseStatusKB(status, "VmSwap:"); got != 0 {
+		t.Fatalf("absent key = %d, want 0", got)
+	}
+}
+
+func TestPct(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50}, {90, 90}, {99, 99}, {100, 100}, {0, 1}} {
+		if got := pct(d, tc.p); got != tc.want {
+			t.Errorf("p%v = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if got := pct(nil, 50); got != 0 {
+		t.Errorf("p50 of nothing = %v, want 0", got)
+	}
+}
+
+func TestPayload(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"json", ` {"id":1}`, `{"id":1}`},
+		{"sse", "event: message\nid: 3\ndata: {\"id\":1}\n\n", `{"id":1}`},
+		{"sse, last event", "data: {\"method\":\"n\"}\n\ndata: {\"id\":2}\n\n", `{"id":2}`},
+		{"empty", "", ``},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(payload([]byte(tc.in))); got != tc.want {
+				t.Fatalf("payload = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCallBody(t *testing.T) {
+	got := string(callBody(nil, 7, "up__echo", `{"text":"hi"}`, false))
+	if want := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"up__echo","arguments":{"text":"hi"}}}`; got != want {
+		t.Fatalf("legacy body = %s, want %s", got, want)
+	}
+	got = string(callBody(nil, 8, "echo", `{}`, true))
+	if !strings.Contains(got, `"arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"`) {
+		t.Fatalf("stateless body lacks its _meta: %s", got)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		err  string
+		conc []int
+	}{
+		{"defaults", nil, "", []int{1, 32, 256}},
+		{"quick", []string{"-quick"}, "", []int{1, 32}},
+		{"quick, explicit c wins", []string{"-quick", "-c", "8"}, "", []int{8}},
+		{"unknown scenario", []string{"-scenarios", "call,nope"}, `unknown "nope"`, nil},
+		{"bad c", []string{"-c", "1,x"}, "not a positive integer", nil},
+		{"argument", []string{"call"}, "unexpected argument", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseFlags(tc.args, io.Discard)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(o.conc) != len(tc.conc) || o.conc[0] != tc.conc[0] {
+				t.Fatalf("conc = %v, want %v", o.conc, tc.conc)
+			}
+		})
+	}
+}

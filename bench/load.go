@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	legacyVersion    = "2025-11-25"
+	statelessVersion = "2026-07-28"
+	statelessMeta    = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+)
+
+// endpoint is one way to reach the echo server: its MCP URL, what its echo
+// tool is called there, and the process in the middle (nil: direct).
+type endpoint struct {
+	name   string
+	url    string
+	tool   string
+	middle *child
+}
+
+// caller is the load generator's HTTP side: keep-alive connections for
+// every worker, so no measured call opens one.
+type caller struct {
+	hc  *http.Client
+	ids atomic.Int64
+}
+
+func newCaller() *caller {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4096, 4096
+	tr.DisableCompression = true
+	return &caller{hc: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
+}
+
+// post sends one JSON-RPC message and reads the whole answer into buf.
+func (c *caller) post(ctx context.Context, url string, body []byte, h http.Header, buf *bytes.Buffer) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = h
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	buf.Reset()
+	_, err = io.Copy(buf, resp.Body)
+	resp.Body.Close()
+	return resp, err
+}
+
+// headers are a call's request headers; session "" is a stateless request.
+func headers(session, tool string) http.Header {
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+	if session != "" {
+		h["Mcp-Session-Id"] = []string{session}
+		h["Mcp-Protocol-Version"] = []string{legacyVersion}
+	} else {
+		h["Mcp-Protocol-Version"] = []string{statelessVersion}
+		h["Mcp-Method"] = []string{"tools/call"}
+		if tool != "" {
+			h["Mcp-Name"] = []string{tool}
+		}
+	}
+	return h
+}
+
+// openSession makes a legacy session: initialize, then initialized.
+func (c *caller) openSession(ctx context.Context, url string) (string, error) {
+	var buf bytes.Buffer
+	init := []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + legacyVersion + `","capabilities":{},"clientInfo":{"name":"mcpgw-bench","version":"1"}}}`)
+	h := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+	resp, err := c.post(ctx, url, init, h, &buf)
+	if err != nil {
+		return "", err
+	}
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		return "", fmt.Errorf("initialize at %s: status %d, session %q: %.300s", url, resp.StatusCode, sid, buf.Bytes())
+	}
+	resp, err = c.post(ctx, url, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), http.Header{
+		"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+		"Mcp-Session-Id": {sid}, "Mcp-Protocol-Version": {legacyVersion},
+	}, &buf)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		return "", fmt.Errorf("initialized at %s: status %d: %.300s", url, resp.StatusCode, buf.Bytes())
+	}
+	return sid, nil
+}
+
+// callBody appends a tools/call of tool with args to dst.
+func callBody(dst []byte, id int64, tool, args string, stateless bool) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = strconv.AppendInt(dst, id, 10)
+	dst = append(dst, `,"method":"tools/call","params":{"name":"`...)
+	dst = append(dst, tool...)
+	dst = append(dst, `","arguments":`...)
+	dst = append(dst, args...)
+	if stateless {
+		dst = append(dst, ',')
+		dst = append(dst, statelessMeta...)
+	}
+	return append(dst, "}}"...)
+}
+
+// payload returns the JSON-RPC message of an answer: the body itself, or
+// the last data of an SSE stream.
+func payload(body []byte) []byte {
+	t := bytes.TrimLeft(body, " \r\n\t")
+	if len(t) > 0 && t[0] == '{' {
+		return t
+	}
+	var last []byte
+	for line := range bytes.SplitSeq(body, []byte("\n")) {
+		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			last = bytes.TrimSpace(d)
+		}
+	}
+	return last
+}
+
+// checkResult fails unless msg is a successful tool result.
+func checkResult(msg []byte, want []byte) error {
+	if !bytes.Contains(msg, []byte(`"result"`)) || bytes.Contains(msg, []byte(`"isError":true`)) || !bytes.Contains(msg, want) {
+		return fmt.Errorf("not the expected result: %.300s", msg)
+	}
+	return nil
+}
+
+// load is one closed-loop run's parameters.
+type load struct {
+	conc      int
+	sessions  []string // legacy session ids; empty: stateless
+	tool      string
+	args      string
+	want      []byte // the result must contain this
+	dur       time.Duration
+	calls     int // when > 0, stop after this many calls instead of dur
+	stateless bool
+}
+
+// result is what one run measured.
+type result struct {
+	lat    []time.Duration
+	wall   time.Duration
+	errs   int
+	errMsg string
+}
+
+// run drives url with l.conc workers until the time or call budget ends.
+func (c *caller) run(ctx context.Context, url string, l load) result {
+	var (
+		mu     sync.Mutex
+		res    result
+		wg     sync.WaitGroup
+		budget atomic.Int64
+	)
+	budget.Store(int64(l.calls))
+	deadline := time.Now().Add(l.dur)
+	start := time.Now()
+	for w := range l.conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var (
+				lat  = make([]time.Duration, 0, 1024)
+				buf  bytes.Buffer
+				body []byte
+				errs int
+				msg  string
+			)
+			sid := ""
+			if len(l.sessions) > 0 {
+				sid = l.sessions[w%len(l.sessions)]
+			}
+			h := headers(sid, l.tool)
+			for ctx.Err() == nil {
+				if l.calls > 0 {
+					if budget.Add(-1) < 0 {
+						break
+					}
+				} else if time.Now().After(deadline) {
+					break
+				}
+				body = callBody(body[:0], c.ids.Add(1), l.tool, l.args, l.stateless)
+				t0 := time.Now()
+				resp, err := c.post(ctx, url, body, h, &buf)
+				d := time.Since(t0)
+				if err == nil && resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("status %d: %.200s", resp.StatusCode, buf.Bytes())
+				}
+				if err == nil {
+					err = checkResult(payload(buf.Bytes()), l.want)
+				}
+				if err != nil {
+					errs++
+					if msg == "" && !errors.Is(err, context.Canceled) {
+						msg = err.Error()
+					}
+					continue
+				}
+				lat = append(lat, d)
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.errs += errs
+			if res.errMsg == "" {
+				res.errMsg = msg
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.wall = time.Since(start)
+	return res
+}
+
+// pct returns the p-th percentile of sorted durations.
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p/100*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// toolsList pages through tools/list on a session and returns the number of
+// tools and pages.
+func (c *caller) toolsList(ctx context.Context, url, sid string) (tools, pages int, err error) {
+	var buf bytes.Buffer
+	cursor := ""
+	h := headers(sid, "")
+	for {
+		params := `{}`
+		if cursor != "" {
+			q, _ := json.Marshal(cursor)
+			params = `{"cursor":` + string(q) + `}`
+		}
+		body := []byte(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(c.ids.Add(1), 10) + `,"method":"tools/list","params":` + params + `}`)
+		resp, err := c.post(ctx, url, body, h, &buf)
+		if err != nil {
+			return 0, 0, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return 0, 0, fmt.Errorf("tools/list: status %d: %.300s", resp.StatusCode, buf.Bytes())
+		}
+		var m struct {
+			Result *struct {
+				Tools      []json.RawMessage `json:"tools"`
+				NextCursor string            `json:"nextCursor"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(payload(buf.Bytes()), &m); err != nil || m.Result == nil {
+			return 0, 0, fmt.Errorf("tools/list: not a list result (%v): %.300s", err, buf.Bytes())
+		}
+		tools += len(m.Result.Tools)
+		pages++
+		if m.Result.NextCursor == "" {
+			return tools, pages, nil
+		}
+		cursor = m.Result.NextCursor
+	}
+}
+
+// sortDurations sorts in place and returns d.
+func sortDurations(d []time.Duration) []time.Duration {
+	slices.Sort(d)
+	return d
+}
