@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 )
 
@@ -178,6 +180,13 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, metrics.Options{})
 	m.Request("/mcp", "tools/call", nil) // materialize the lazily created series
+	m.RequestDone("/mcp", "tools/call", metrics.OutcomeOK, time.Millisecond)
+	for _, k := range []mcp.Kind{mcp.KindTool, mcp.KindPrompt, mcp.KindResource} {
+		m.Target("/mcp", k, "x", metrics.OutcomeOK, time.Millisecond)
+	}
+	m.AuthFailure("unavailable")
+	m.PolicyDecision("/mcp", "deny")
+	m.RateLimited("/mcp")
 	u := m.Upstream("x")
 	u.CallDone("tools/call", u.CallStarted(), metrics.ReasonTimeout)
 	m.SetRouteSource(func() []metrics.RouteStats { return []metrics.RouteStats{{Route: "/mcp"}} })

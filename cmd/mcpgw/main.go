@@ -179,10 +179,24 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// logFormatHelp is the --log-format flag's help.
+const logFormatHelp = "log format: auto (json when stderr is not a terminal, console on one), json or console"
+
+// newLogger builds the process logger on w. Format "auto" is JSON unless w
+// is a terminal: a person at a terminal reads console lines, while a
+// container runtime, systemd or a pipe feeds a log shipper that wants one
+// JSON object a line. Either way, as zap's production config does, lines
+// carry their caller and errors a stack trace.
 func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	var lvl zapcore.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	if format == "auto" {
+		format = "json"
+		if isTerminal(w) {
+			format = "console"
+		}
 	}
 	var enc zapcore.Encoder
 	switch format {
@@ -195,16 +209,27 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 		ec.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
 		enc = zapcore.NewConsoleEncoder(ec)
 	default:
-		return nil, fmt.Errorf("--log-format %q: use json or console", format)
+		return nil, fmt.Errorf("--log-format %q: use auto, json or console", format)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl), zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)), nil
+}
+
+// isTerminal reports whether w is a terminal (a character device: a tty;
+// files, pipes and sockets are not).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0 && st.Mode()&os.ModeDevice != 0
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("mcpgw run [--config FILE] [flags]")
 	path := fs.String("config", "", "config `FILE` (default: the embedded demo config)")
 	fs.StringVar(path, "c", "", "shorthand for --config")
-	logFormat := fs.String("log-format", "console", "log format: json or console")
+	logFormat := fs.String("log-format", "auto", logFormatHelp)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	drain := fs.Duration("drain-timeout", 10*time.Second, "how long in-flight requests may finish on SIGTERM")
 	delay := fs.Duration("shutdown-delay", 0, "on SIGTERM, how long to keep serving after /readyz turns 503 (e.g. 5s behind a load balancer), before draining")

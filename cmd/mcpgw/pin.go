@@ -89,7 +89,7 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 		restricted.Upstreams = picked // start only these
 		cfg = &restricted
 	}
-	log, err := newLogger("console", *logLevel, stderr)
+	log, err := newLogger("auto", *logLevel, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "mcpgw pin:", err)
 		return exitUsage
@@ -126,6 +126,9 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 		wg.Go(func() { results[i].tools, results[i].err = listTools(ctx, h.Upstream(name)) })
 	}
 	wg.Wait()
+	// Stop the upstreams before writing to stderr: their supervisors log
+	// retries there meanwhile (a race on the writer, and noise).
+	h.Close()
 	for i, name := range names {
 		tools, err := results[i].tools, results[i].err
 		if err != nil {
@@ -150,7 +153,7 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 			hint += "; or pin the others alone, keeping the failed ones' approvals: mcpgw pin --upstream " + strings.Join(listed, " --upstream ")
 		}
 		fmt.Fprintf(stderr, "mcpgw pin: %d of %d upstreams could not be listed; %s was not written (%s)\n",
-			failed, len(h.Names()), dest, hint)
+			failed, len(names), dest, hint)
 		return exitError
 	}
 	if err := writeFileAtomic(dest, lock.Marshal()); err != nil {

@@ -5,8 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -217,10 +220,12 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 }
 
 const catalogUsage = `Usage:
-  mcpgw catalog --config FILE --catalog FILE.json [principal flags] [--route PATH] [--kind KIND] [--all | --json]
+  mcpgw catalog --config FILE (--catalog FILE.json | --live URL) [principal flags] [--route PATH] [--kind KIND] [--all | --json]
 
 Prints what a principal would see from a recorded catalog, without
-starting any upstream. FILE.json is a list result (tools/list,
+starting any upstream, or from a running gateway's live catalog: --live
+takes its admin listener's URL (e.g. http://127.0.0.1:9091) and asks
+/status/catalog?route=PATH. FILE.json is a list result (tools/list,
 prompts/list, resources/list, resources/templates/list), a JSON-RPC
 response carrying one, an object holding several of the arrays tools,
 prompts, resources and resourceTemplates, or a bare JSON array of items
@@ -236,6 +241,7 @@ func cmdCatalog(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "config `FILE`")
 	fs.StringVar(path, "c", "", "shorthand for --config")
 	catalog := fs.String("catalog", "", "recorded catalog `FILE.json` (- for stdin)")
+	live := fs.String("live", "", "a running gateway's admin `URL`: use its live catalog of the route")
 	route := fs.String("route", "", "route `PATH` (default: the first route)")
 	kindFlag := fs.String("kind", policy.KindTool, "item `KIND` of a bare array: tool, prompt or resource")
 	all := fs.Bool("all", false, "list every item with its decision and reason")
@@ -248,8 +254,12 @@ func cmdCatalog(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mcpgw catalog: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	if *catalog == "" {
-		fmt.Fprintln(stderr, "mcpgw catalog: --catalog FILE.json is required")
+	switch {
+	case *catalog == "" && *live == "":
+		fmt.Fprintln(stderr, "mcpgw catalog: --catalog FILE.json or --live URL is required")
+		return exitUsage
+	case *catalog != "" && *live != "":
+		fmt.Fprintln(stderr, "mcpgw catalog: --catalog and --live do not go together; give one")
 		return exitUsage
 	}
 	if *all && *asJSON {
@@ -272,9 +282,13 @@ func cmdCatalog(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	var data []byte
-	if *catalog == "-" {
+	switch {
+	case *live != "":
+		data, err = liveCatalog(*live, rt)
+		*catalog = *live + " (route " + rt + ")" // named in the messages below
+	case *catalog == "-":
 		data, err = io.ReadAll(os.Stdin)
-	} else {
+	default:
 		data, err = os.ReadFile(*catalog)
 	}
 	if err != nil {
@@ -332,6 +346,29 @@ func cmdCatalog(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s\n", out)
 	}
 	return 0
+}
+
+// liveCatalog asks a running gateway's admin listener for route's catalog.
+func liveCatalog(base, route string) ([]byte, error) {
+	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/status/catalog")
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--live %q: give the admin listener's URL, e.g. http://127.0.0.1:9091", base)
+	}
+	u.RawQuery = url.Values{"route": {route}}.Encode()
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("--live: %w (is the gateway running with admin.listen at %s?)", err, base)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("--live: reading %s: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("--live: %s answered HTTP %d: %s", u, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return body, nil
 }
 
 func firstNonSpace(b []byte) byte {

@@ -188,7 +188,7 @@ func TestCatalogErrors(t *testing.T) {
 		code int
 		err  string
 	}{
-		{[]string{"catalog", "--config", cfg}, 2, "--catalog FILE.json is required"},
+		{[]string{"catalog", "--config", cfg}, 2, "--catalog FILE.json or --live URL is required"},
 		{[]string{"catalog", "--catalog", tools}, 2, "--config FILE is required"},
 		{[]string{"catalog", "--config", cfg, "--catalog", tools, "--kind", "tools"}, 2, `--kind "tools"`},
 		{[]string{"catalog", "--config", cfg, "--catalog", tools, "--all", "--json"}, 2, "do not go together"},

@@ -21,7 +21,7 @@ func cmdStdio(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "config `FILE` (default: the embedded demo config)")
 	fs.StringVar(path, "c", "", "shorthand for --config")
 	route := fs.String("route", "", "the route `PATH` to serve (default: the first route)")
-	logFormat := fs.String("log-format", "console", "log format: json or console (written to stderr)")
+	logFormat := fs.String("log-format", "auto", logFormatHelp+" (written to stderr)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code

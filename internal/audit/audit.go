@@ -103,6 +103,10 @@ type Record struct {
 	Error     string
 	// Arguments are params.arguments as the client sent them (nil: none).
 	Arguments json.RawMessage
+	// RequestID is the HTTP request's id (X-Request-Id), the request_id of
+	// the process log's lines about the same request; TraceID is its trace,
+	// when tracing is on. Either joins a record to the rest of its story.
+	RequestID, TraceID string
 }
 
 // Rule names a policy decision's deciding rule.
@@ -235,6 +239,8 @@ func (l *Logger) Log(r *Record) {
 			fields = append(fields, zap.String(key, v))
 		}
 	}
+	add("request_id", r.RequestID)
+	add("trace_id", r.TraceID)
 	add("method", r.Method)
 	add("route", r.Route)
 	add("upstream", r.Upstream)

@@ -81,6 +81,7 @@ func TestLog(t *testing.T) {
 		Route:     "/mcp", Upstream: "gh", Method: "tools/call", Kind: "tool", Name: "gh__search",
 		Decision: audit.Allow, Rule: "policy.rules[1]", Pattern: "gh__*", Reason: "allowed by rule 1",
 		Duration: 1500 * time.Microsecond, Outcome: audit.OK, Arguments: args,
+		RequestID: "req-7", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
 	}
 	for _, include := range []bool{false, true} {
 		buf.Reset()
@@ -91,6 +92,7 @@ func TestLog(t *testing.T) {
 		}
 		want := map[string]any{
 			"time": "2026-01-02T03:04:05.000000006Z", "msg": "audit", "method": "tools/call", "route": "/mcp",
+			"request_id": "req-7", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
 			"upstream": "gh", "kind": "tool", "name": "gh__search",
 			"principal": map[string]any{"subject": "alice", "issuer": "https://idp", "groups": []any{"eng", "ops"}},
 			"decision":  "allow", "rule": "policy.rules[1]", "pattern": "gh__*", "reason": "allowed by rule 1",

@@ -18,11 +18,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
 // DeliverFunc receives one message from the upstream. related is the id of
@@ -134,6 +136,7 @@ type call struct {
 	orig  json.RawMessage // the caller's progress token
 	opts  CallOptions
 	done  chan *jsonrpc.Message // buffered 1
+	ctx   context.Context       // the caller's: its span, if any, records the upstream's requests
 }
 
 // CallOptions are per-call settings: where the messages an upstream sends
@@ -472,6 +475,13 @@ func (c *Client) Notify(ctx context.Context, method string, params json.RawMessa
 // response came: the connection failed, the context ended or the timeout
 // fired; in the last two cases notifications/cancelled is sent upstream.
 func (c *Client) Call(ctx context.Context, method string, params json.RawMessage, opts CallOptions) (*jsonrpc.Message, error) {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return c.tracedCall(ctx, method, params, opts) // span.go
+	}
+	return c.call(ctx, method, params, opts)
+}
+
+func (c *Client) call(ctx context.Context, method string, params json.RawMessage, opts CallOptions) (*jsonrpc.Message, error) {
 	if c.opts.Timeout > 0 && !opts.Background {
 		setting := c.opts.TimeoutSetting
 		if setting == "" {
@@ -492,7 +502,7 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 		return nil, fmt.Errorf("%s: params: %w", method, err)
 	}
 	id := jsonrpc.IntID(c.nextID.Add(1))
-	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), opts: opts}
+	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), opts: opts, ctx: ctx}
 	// Progress tokens are always replaced by one unique to this client, so
 	// that two callers using the same token value never see each other's
 	// progress; without a Progress callback the notifications are dropped.
@@ -528,6 +538,7 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 		if rerr := c.reinitialize(ctx); rerr != nil {
 			return nil, fmt.Errorf("%w; initializing again failed: %v", err, rerr)
 		}
+		trace.SpanFromContext(ctx).AddEvent(telemetry.EventResent) // nothing when untraced
 		err = c.t.Send(ctx, b)
 	}
 	if err != nil {
@@ -808,6 +819,9 @@ func (c *Client) answer(m *jsonrpc.Message, owner *call) {
 	case m.Method == mcp.MethodPing:
 		resp = jsonrpc.NewResult(m.ID, json.RawMessage(`{}`))
 	case handler != nil:
+		if owner != nil {
+			upstreamRequestEvent(owner.ctx, m.Method) // span.go
+		}
 		res, rerr := handler(c.ctx, m.Method, m.Params)
 		switch {
 		case rerr != nil:

@@ -18,6 +18,9 @@ import (
 // Trace is the trace context of one downstream request.
 type Trace struct {
 	Parent, State, Baggage string
+	// Own marks the gateway's own span (tracing on): it replaces a
+	// traceparent the caller put in params._meta, whose child it is.
+	Own bool
 }
 
 type traceKey struct{}
@@ -83,7 +86,7 @@ func traceMeta(ctx context.Context, params json.RawMessage) json.RawMessage {
 	if !ok {
 		meta = json.RawMessage(`{}`)
 	}
-	if _, has := rawjson.Get(meta, "traceparent"); has {
+	if _, has := rawjson.Get(meta, "traceparent"); has && !t.Own {
 		return params
 	}
 	m, err := rawjson.SetString(meta, "traceparent", t.Parent)

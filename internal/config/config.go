@@ -46,6 +46,9 @@ type Config struct {
 	Policy *Policy `yaml:"policy"`
 	// Audit configures the audit log (audit.go).
 	Audit *Audit `yaml:"audit"`
+	// Tracing configures OpenTelemetry tracing (tracing.go; off when absent
+	// unless the OTEL_* environment turns it on).
+	Tracing *Tracing `yaml:"tracing"`
 }
 
 // Upstream is one MCP server. Exactly one of URL or Command is set.
@@ -274,6 +277,12 @@ type APIKey struct {
 type Admin struct {
 	// Listen is the admin listener's address, e.g. 127.0.0.1:9091.
 	Listen string `yaml:"listen"`
+	// Pprof serves Go's profiles at /debug/pprof/ (off by default: a
+	// profile shows the process's internals to whoever reaches the port).
+	Pprof bool `yaml:"pprof"`
+	// MaxMetricNames bounds the tool, prompt and resource names given their
+	// own series in the per-name metrics (tracing.go).
+	MaxMetricNames int `yaml:"max_metric_names"`
 }
 
 // Sessions configures downstream sessions.

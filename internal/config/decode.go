@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -195,6 +196,13 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetInt(i)
+	case reflect.Float32, reflect.Float64:
+		f, err := strconv.ParseFloat(s, v.Type().Bits())
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			d.fail(n.Line, path, fmt.Sprintf("want a number, got %s; write e.g. 0.25", quoteValue(n, s)))
+			return
+		}
+		v.SetFloat(f)
 	default:
 		// Only reachable if a field of a type this decoder does not know is
 		// added to Config; the tests decode every field.

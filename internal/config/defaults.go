@@ -138,8 +138,9 @@ func applyDefaults(c *Config, d *decoder) {
 			r.PageSize = c.PageSize
 		}
 	}
-	policyDefaults(c, d) // policy.go
-	auditDefaults(c, d)  // audit.go
+	policyDefaults(c, d)  // policy.go
+	auditDefaults(c, d)   // audit.go
+	tracingDefaults(c, d) // tracing.go
 	if c.Auth != nil {
 		issuerDefaults("auth.oidc", c.Auth.OIDC, d)
 		for i, o := range c.Auth.Issuers {

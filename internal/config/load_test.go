@@ -270,7 +270,11 @@ func TestEveryField(t *testing.T) {
 				{Name: "dev", Key: "devkey", Principal: "dev"},
 			},
 		},
-		Admin: &config.Admin{Listen: "[::1]:9091"},
+		Admin: &config.Admin{Listen: "[::1]:9091", Pprof: true, MaxMetricNames: 50},
+		Tracing: &config.Tracing{
+			Endpoint: "http://127.0.0.1:4318", Protocol: config.TracingHTTP, SamplingRatio: new(0.25),
+			Headers: map[string]string{"Authorization": "Bearer t0k3n"}, ServiceName: "mcpgw",
+		},
 		Sessions: &config.Sessions{
 			KeyFile:     "/run/secrets/mcpgw-session-keys",
 			IdleTimeout: config.Duration(30 * time.Minute),

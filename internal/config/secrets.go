@@ -71,6 +71,14 @@ func (c *Config) Secrets() []string {
 			add(k.Key)
 		}
 	}
+	if c.Tracing != nil {
+		for _, v := range c.Tracing.Headers {
+			add(v)
+			if _, cred, ok := strings.Cut(strings.TrimSpace(v), " "); ok {
+				add(cred)
+			}
+		}
+	}
 	slices.SortFunc(out, func(a, b string) int {
 		return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b))
 	})

@@ -79,7 +79,8 @@ func (v *validator) validate() {
 	v.sessions()
 	v.limits() // limits.go
 	v.policy()
-	v.audit() // audit.go
+	v.audit()   // audit.go
+	v.tracing() // tracing.go
 }
 
 func (v *validator) separator() {

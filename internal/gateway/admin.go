@@ -1,29 +1,49 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"html/template"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	"gopkg.in/yaml.v3"
 
 	"github.com/mcpgw/mcpgw/internal/host"
 )
 
 // The admin listener serves operators and their tools, never MCP clients:
 //
-//	GET /metrics  Prometheus exposition of the gateway's registry
-//	GET /healthz  200 while the process is alive and serving HTTP
-//	GET /readyz   200 when the gateway should get traffic, else 503, with a
-//	              JSON report: config loaded, MCP listener up, every
-//	              upstream marked required: true ready, not shutting down
+//	GET /metrics            Prometheus exposition of the gateway's registry
+//	GET /healthz            200 while the process is alive and serving HTTP
+//	GET /readyz             200 when the gateway should get traffic, else 503,
+//	                        with a JSON report: config loaded, MCP listener up,
+//	                        every upstream marked required: true ready, not
+//	                        shutting down
+//	GET /                   the status page: HTML, no scripts or external
+//	                        assets (status.go, status.html)
+//	GET /status/upstreams   the upstreams, JSON
+//	GET /status/catalog     a route's merged catalog (?route=PATH), JSON
+//	GET /status/reloads     the reload history, JSON
+//	GET /status/config      the config in force, YAML, secrets redacted
+//	GET /debug/pprof/       Go's profiles, only with admin.pprof: true
 //
 // It is off unless admin.listen is configured (or Options.AdminListener is
 // given), and it is the last thing Shutdown closes, so probes see /readyz
-// turn 503 while the gateway drains.
+// turn 503 while the gateway drains. Everything is read-only.
+
+//go:embed status.html
+var statusHTML string
+
+var statusPage = template.Must(template.New("status").Parse(statusHTML))
 
 // listenAdmin opens the admin listener, if any.
 func (g *Gateway) listenAdmin() error {
@@ -54,7 +74,7 @@ func (g *Gateway) serveAdmin() {
 	if g.admin == nil {
 		return
 	}
-	g.log.Info("serving admin endpoints", zap.String("url", "http://"+g.adminLn.Addr().String()), zap.Strings("paths", []string{"/metrics", "/healthz", "/readyz"}))
+	g.log.Info("serving admin endpoints", zap.String("url", "http://"+g.adminLn.Addr().String()), zap.Strings("paths", []string{"/", "/status/...", "/metrics", "/healthz", "/readyz"}), zap.Bool("pprof", g.cfg.Load().Admin != nil && g.cfg.Load().Admin.Pprof))
 	go func() {
 		if err := g.admin.Serve(g.adminLn); err != nil && err != http.ErrServerClosed {
 			g.log.Error("admin listener failed", zap.Error(err))
@@ -129,7 +149,7 @@ func (g *Gateway) Readiness() Readiness {
 	return r
 }
 
-// AdminHandler serves /metrics, /healthz and /readyz.
+// AdminHandler serves the admin endpoints.
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", g.metrics.Handler())
@@ -146,8 +166,80 @@ func (g *Gateway) AdminHandler() http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(rep)
 	})
+	mux.HandleFunc("GET /{$}", g.serveStatusPage)
+	mux.HandleFunc("GET /status", g.serveStatusPage)
+	mux.HandleFunc("GET /status/upstreams", func(w http.ResponseWriter, _ *http.Request) {
+		writeAdminJSON(w, http.StatusOK, g.UpstreamStatuses())
+	})
+	mux.HandleFunc("GET /status/reloads", func(w http.ResponseWriter, _ *http.Request) {
+		writeAdminJSON(w, http.StatusOK, g.reloads.list())
+	})
+	mux.HandleFunc("GET /status/catalog", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), catalogTimeout)
+		defer cancel()
+		c, err := g.Catalog(ctx, r.URL.Query().Get("route"))
+		var nr *ErrNoRoute
+		if errors.As(err, &nr) {
+			http.Error(w, "mcpgw admin: "+err.Error()+"; ask /status/catalog?route=PATH", http.StatusNotFound)
+			return
+		}
+		writeAdminJSON(w, http.StatusOK, c)
+	})
+	mux.HandleFunc("GET /status/config", g.serveConfig)
+	if cfg := g.cfg.Load(); cfg.Admin != nil && cfg.Admin.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "mcpgw admin: no such endpoint "+r.URL.Path+"; try /metrics, /healthz or /readyz (MCP is served on the main listener)", http.StatusNotFound)
+		hint := "try /, /status/upstreams, /status/catalog, /status/config, /metrics, /healthz or /readyz (MCP is served on the main listener)"
+		if strings.HasPrefix(r.URL.Path, "/debug/pprof") {
+			hint = "profiles are off; set admin.pprof: true to serve /debug/pprof/"
+		}
+		http.Error(w, "mcpgw admin: no such endpoint "+r.URL.Path+"; "+hint, http.StatusNotFound)
 	})
 	return mux
+}
+
+func (g *Gateway) serveStatusPage(w http.ResponseWriter, r *http.Request) {
+	st := g.Status(r.Context())
+	var buf bytes.Buffer
+	if err := statusPage.Execute(&buf, st); err != nil {
+		http.Error(w, "mcpgw admin: status page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	// Nothing to load from anywhere: no scripts, no external assets.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// serveConfig shows the config in force as YAML: secrets replaced by
+// [redacted] by type (config.Redacted), and any secret that still shows
+// (inside a command line, say) scrubbed like a log line.
+func (g *Gateway) serveConfig(w http.ResponseWriter, _ *http.Request) {
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(g.cfg.Load().Redacted()); err != nil {
+		http.Error(w, "mcpgw admin: config: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte("# the config in force, secrets redacted\n" + g.red.scrub(b.String())))
+}
+
+func writeAdminJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }

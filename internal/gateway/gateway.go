@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/audit"
@@ -28,6 +29,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/router"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
+	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
 // Options configure a Gateway.
@@ -48,6 +50,11 @@ type Options struct {
 	// Auth tunes the authenticator (tests: HTTP client, clock, key refresh);
 	// its Logger is set by Start.
 	Auth auth.Options
+	// TracerProvider, when set, makes the spans instead of the OTLP
+	// exporter of the tracing: section or the OTEL_* environment (tests).
+	TracerProvider trace.TracerProvider
+	// Getenv reads the OTEL_* environment (nil: os.LookupEnv).
+	Getenv func(string) (string, bool)
 }
 
 // Gateway is one running mcpgw.
@@ -71,6 +78,10 @@ type Gateway struct {
 
 	audit *audit.Logger // nil when audit: is off; closed by Shutdown
 
+	tracing *telemetry.Provider // nil when tracing is off (or injected); flushed by Shutdown
+	started time.Time
+	reloads reloadHistory // the status page's reload history (status.go)
+
 	// Reload (reload.go): one at a time, never during Shutdown.
 	reloadMu  sync.Mutex
 	red       *redactor           // the log's secret scrubber; a reload adds the new secrets
@@ -90,10 +101,10 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	g := &Gateway{log: opts.Logger, red: red, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics}
+	g := &Gateway{log: opts.Logger, red: red, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics, started: time.Now()}
 	g.cfg.Store(cfg)
 	if g.metrics == nil && (opts.AdminListener != nil || cfg.Admin != nil) {
-		g.metrics = metrics.New(prometheus.NewRegistry(), metrics.Options{Version: opts.Version})
+		g.metrics = metrics.New(prometheus.NewRegistry(), metrics.Options{Version: opts.Version, MaxNames: cfg.Admin.MaxNames()})
 	}
 	authn, err := newAuthenticator(cfg, opts)
 	if err != nil {
@@ -115,6 +126,12 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.authn, g.pol = authn, pol
 	warnPolicy(cfg, opts.Logger)
+	tp, tracer, err := startTracing(cfg, opts, red) // tracing.go
+	if err != nil {
+		_ = g.audit.Close()
+		return nil, err
+	}
+	g.tracing = tp
 	w := newWiring()
 	g.host = host.New(cfg, w.hostOptions(host.Options{
 		Logger:     opts.Logger.Named("host"),
@@ -135,6 +152,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		IdleTimeout:  idle,
 		Replay:       replayLimits(cfg),
 		Metrics:      g.metrics,
+		Tracer:       tracer,
 		Auth:         authn,
 		Policy:       pol.policy,
 		Limiter:      pol.limiter,
@@ -145,6 +163,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.router = rt
 	g.metrics.SetRouteSource(rt.RouteStats)
 	g.metrics.ConfigLoaded()
+	g.reloads.add(ReloadEvent{Time: g.started, Initial: true, OK: true})
 
 	ln := opts.Listener
 	if ln == nil {
@@ -152,6 +171,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			rt.Close()
 			_ = g.audit.Close()
+			stopTracing(g.tracing, opts.Logger)
 			return nil, fmt.Errorf("listen %s: %w (is another mcpgw running? change listen:)", cfg.Listen, err)
 		}
 	}
@@ -159,6 +179,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		_ = ln.Close()
 		rt.Close()
 		_ = g.audit.Close()
+		stopTracing(g.tracing, opts.Logger)
 		return nil, err
 	}
 	g.ln = ln
@@ -231,6 +252,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		}
 		g.router.Close()
 		g.host.Close()
+		stopTracing(g.tracing, g.log) // the last spans, now that every call has ended
 		for _, a := range append(g.oldAudits, g.audit) {
 			if e := a.Close(); e != nil {
 				g.log.Warn("audit log: close failed; the last records may be lost", zap.Error(e))

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/router"
 )
 
@@ -31,6 +32,7 @@ func (g *Gateway) ReloadFrom(source string, load func() (*config.Config, error))
 	cfg, err := load()
 	if err != nil {
 		g.metrics.ConfigReload(false)
+		g.recordReload(err, nil) // status.go
 		g.log.Error("config reload failed; the running config is unchanged", zap.String("config", source), zap.Strings("problems", problemLines(err)))
 		return err
 	}
@@ -62,8 +64,10 @@ func problemLines(err error) []string {
 func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
+	var diff host.Diff
 	defer func() {
 		g.metrics.ConfigReload(err == nil)
+		g.recordReload(err, &diff) // status.go
 		if err != nil {
 			g.log.Error("config reload failed; the running config is unchanged", zap.Strings("problems", problemLines(err)))
 		}
@@ -100,7 +104,8 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 
 	// Swap: upstreams first (new views need them), then the router; then
 	// retire what nothing routes to any more.
-	diff, retire, err := g.host.Apply(newCfg)
+	var retire func()
+	diff, retire, err = g.host.Apply(newCfg)
 	if err != nil {
 		if auditChanged {
 			_ = aud.Close()
@@ -163,6 +168,15 @@ func restartOnly(old, next *config.Config) error {
 	}
 	if !reflect.DeepEqual(was.Redis, now.Redis) {
 		keys = append(keys, "sessions.redis")
+	}
+	if !reflect.DeepEqual(old.Tracing, next.Tracing) {
+		keys = append(keys, "tracing") // the exporter is built at start
+	}
+	if old.Admin.MaxNames() != next.Admin.MaxNames() {
+		keys = append(keys, "admin.max_metric_names")
+	}
+	if (old.Admin != nil && old.Admin.Pprof) != (next.Admin != nil && next.Admin.Pprof) {
+		keys = append(keys, "admin.pprof")
 	}
 	if len(keys) == 0 {
 		return nil

@@ -47,6 +47,11 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 		return err
 	}
 	defer func() { _ = aud.Close() }()
+	tp, tracer, err := startTracing(cfg, opts, nil) // tracing.go
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tp, opts.Logger)
 	// The same wiring as Start: upstream events reach the router once it exists.
 	wire := newWiring()
 	h := host.New(cfg, wire.hostOptions(host.Options{
@@ -61,6 +66,7 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 		Limiter:    pol.limiter,
 		Pinner:     pol.pinner,
 		Audit:      aud,
+		Tracer:     tracer,
 	})
 	wire.connect(h, rt)
 	h.Start()

@@ -299,6 +299,7 @@ type Upstream struct {
 	inflight atomic.Int64
 	retired  atomic.Bool
 	stopping atomic.Bool
+	restarts atomic.Int64 // reconnection attempts (status.go)
 
 	m *metrics.Upstream // nil-safe
 
@@ -538,6 +539,7 @@ func (u *Upstream) supervise(ctx context.Context) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		if attempt > 0 {
 			u.m.Restart()
+			u.restarts.Add(1)
 		}
 		c, err := u.connect(ctx)
 		open := false

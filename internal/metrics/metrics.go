@@ -69,11 +69,12 @@ const (
 	OutcomeInvalid                    // the client's mistake: unknown name or method, bad params
 	OutcomeUnavailable                // the upstream is down (or its connection broke mid-call)
 	OutcomeTimeout                    // timed out or cancelled
-	OutcomeDenied                     // refused by policy or authentication
+	OutcomeDenied                     // refused by the access policy or definition pinning
+	OutcomeRateLimited                // refused by a rate limit or concurrency cap
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "error", "invalid", "unavailable", "timeout", "denied"}
+var outcomeNames = [numOutcomes]string{"ok", "error", "invalid", "unavailable", "timeout", "denied", "rate_limited"}
 
 func (o Outcome) String() string { return outcomeNames[o] }
 
@@ -169,6 +170,8 @@ type Metrics struct {
 	tasksRefused  *prometheus.CounterVec
 
 	sources *sourceCollector
+
+	ops *opsMetrics // request latency and per-name series (ops.go)
 }
 
 // Options configure New.
@@ -177,6 +180,9 @@ type Options struct {
 	Version string
 	// NoRuntimeCollectors leaves out the Go runtime and process collectors.
 	NoRuntimeCollectors bool
+	// MaxNames bounds the tool, prompt and resource names of the per-name
+	// series, each kind apart (admin.max_metric_names; default 200).
+	MaxNames int
 }
 
 // New registers mcpgw's metrics (and the Go and process collectors) on reg.
@@ -187,7 +193,7 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	m := &Metrics{reg: reg, upstreams: map[string]*Upstream{}}
 	f := factory{reg}
 	m.requests = f.counterVec("requests_total",
-		"Downstream MCP requests answered, by route, method and outcome (ok, error, invalid, unavailable, timeout, denied).",
+		"Downstream MCP requests answered, by route, method and outcome (ok, error, invalid, unavailable, timeout, denied, rate_limited).",
 		"route", "method", "outcome")
 	m.callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "upstream_call_duration_seconds",
@@ -268,6 +274,7 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	info := f.gaugeVec("build_info", "Always 1; labels carry mcpgw's version and the Go version it was built with.", "version", "goversion")
 	info.WithLabelValues(opts.Version, runtime.Version()).Set(1)
 
+	m.ops = newOpsMetrics(f, opts.MaxNames) // ops.go
 	m.sources = newSourceCollector(m)
 	reg.MustRegister(m.sources)
 	if !opts.NoRuntimeCollectors {

@@ -96,7 +96,7 @@ func TestSeriesAndLint(t *testing.T) {
 	u.Unavailable()
 
 	want := `
-# HELP mcpgw_requests_total Downstream MCP requests answered, by route, method and outcome (ok, error, invalid, unavailable, timeout, denied).
+# HELP mcpgw_requests_total Downstream MCP requests answered, by route, method and outcome (ok, error, invalid, unavailable, timeout, denied, rate_limited).
 # TYPE mcpgw_requests_total counter
 mcpgw_requests_total{method="other",outcome="ok",route="/mcp"} 1
 mcpgw_requests_total{method="tools/call",outcome="ok",route="/mcp"} 3

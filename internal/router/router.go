@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/audit"
@@ -47,6 +48,8 @@ type Options struct {
 	KeepAlive time.Duration
 	// Metrics counts requests and streams (nil: none; see metrics.go).
 	Metrics *metrics.Metrics
+	// Tracer makes a server span per request (nil: tracing off).
+	Tracer trace.Tracer
 	// Auth authenticates every request on every route (nil: requests are
 	// anonymous).
 	Auth *auth.Authenticator
@@ -121,6 +124,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		Logger:       opts.Logger,
 		ServerInfo:   opts.ServerInfo,
 		Metrics:      opts.Metrics,
+		Tracer:       opts.Tracer,
 		SessionKeys:  opts.SessionKeys,
 		AdvertiseURL: opts.AdvertiseURL,
 		Current:      func() *core.Generation { return rt.current().Generation },
@@ -187,7 +191,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		}
 		// Authentication, after the edge checks and before any handler
 		// reads the body.
-		guard := edge.Guard{Auth: g.Auth, Route: r.Path, Resource: r.Resource, Scopes: r.Scopes, Log: rt.log}
+		guard := edge.Guard{Auth: g.Auth, Route: r.Path, Resource: r.Resource, Scopes: r.Scopes, Log: rt.log, Metrics: rt.opts.Metrics}
 		mux := mux.With(guard.Authenticate)
 		g.Routes = append(g.Routes, r)
 		g.ByPath[r.Path] = r

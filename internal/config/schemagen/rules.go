@@ -51,6 +51,10 @@ var rules = map[string]rule{
 	"Sessions.max_parked_calls_per_principal": {minimum: atLeast(1)},
 	"Upstream.max_sessions":                   {minimum: atLeast(1)},
 	"Upstream.max_sessions_per_principal":     {minimum: atLeast(1)},
+
+	// Tracing and the per-name metrics (config/tracing.go).
+	"Tracing.protocol":       {enum: []string{config.TracingHTTP, config.TracingGRPC}},
+	"Admin.max_metric_names": {minimum: atLeast(1)},
 }
 
 // required lists the keys an object must have, by Go type.
@@ -67,6 +71,7 @@ var required = map[string][]string{
 	"ToolRateLimit": {"tool", "rate"},
 	"RateLimit":     {"rate"},
 	"Pinning":       {"mode"},
+	"Tracing":       {"endpoint"},
 }
 
 // exactlyOne lists key sets of which an object must have exactly one, by Go

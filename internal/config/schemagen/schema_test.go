@@ -262,6 +262,7 @@ var agreement = []struct {
 	{"required ToolRateLimit.rate", url1 + "policy: {default: allow, rate_limits: {tools: [{tool: \"a__*\"}]}}", false},
 	{"required RateLimit.rate", url1 + "policy: {default: allow, rate_limits: {principal: {burst: 2}}}", false},
 	{"required Pinning.mode", url1 + "policy: {default: allow, pinning: {lock_file: /x.json}}", false},
+	{"required Tracing.endpoint", url1 + "tracing: {protocol: grpc}", false},
 
 	{"one of Upstream: both", "upstreams: {a: {url: \"https://api.example.com/mcp\", command: [srv]}}", false},
 	{"one of Upstream: neither", "upstreams: {a: {timeout: 1s}}", false},
@@ -289,6 +290,8 @@ var agreement = []struct {
 	{"min Sessions.max_parked_calls_per_principal", url1 + "sessions: {max_parked_calls_per_principal: 0}", false},
 	{"min Upstream.max_sessions", "upstreams: {a: {command: [srv], stateful: true, max_sessions: 0}}", false},
 	{"min Upstream.max_sessions_per_principal", "upstreams: {a: {command: [srv], stateful: true, max_sessions_per_principal: 0}}", false},
+	{"min Admin.max_metric_names", url1 + "admin: {listen: \"127.0.0.1:9091\", max_metric_names: 0}", false},
+	{"tracing", url1 + "tracing: {endpoint: \"http://127.0.0.1:4318\", sampling_ratio: 0.5}\nadmin: {listen: \"127.0.0.1:9091\", pprof: true, max_metric_names: 1}", true},
 	{"bounds at the minimum", "upstreams: {a: {command: [srv], stateful: true, max_sessions: 1, max_sessions_per_principal: 1}}\nsessions: {max_sessions: 1, max_sessions_per_principal: 1, max_requests_per_session: 1, max_replay_streams: 1, sse_queue: 1, max_parked_calls: 1, max_parked_calls_per_principal: 1}", true},
 	{"at the minimum", "upstreams: {a: {command: [srv], max_line_bytes: 1024}}\npolicy: {default: allow, rate_limits: {upstreams: {a: {max_concurrent: 0, rate: 1/s, burst: 1}}}}", true},
 	{"key pattern Config.upstreams", "upstreams: {\"a b\": {url: \"https://api.example.com/mcp\"}}", false},
@@ -334,6 +337,9 @@ var enumConfigs = map[string]func(v string) string{
 	},
 	"Audit.output":    func(v string) string { return url1 + "audit: {output: " + v + "}" },
 	"RouteTools.mode": func(v string) string { return url1 + "routes: [{path: /mcp, tools: {mode: " + v + "}}]" },
+	"Tracing.protocol": func(v string) string {
+		return url1 + "tracing: {endpoint: \"127.0.0.1:4317\", insecure: true, protocol: " + v + "}"
+	},
 }
 
 // Every value the schema lists for a key is one the loader accepts, and a

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/router/edge"
 )
 
 // The audit log (Generation.Audit): Handle opens an auditEntry for each
@@ -45,6 +46,8 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 		Principal: v.principal,
 		Route:     rte.Path,
 		Method:    msg.Method,
+		RequestID: edge.RequestID(ctx), // joins the process log's request_id
+		TraceID:   traceID(ctx),        // telemetry.go
 	}}
 	if v.targeted {
 		e.rec.Kind, e.rec.Name = v.kind, v.name

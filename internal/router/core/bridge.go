@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -21,6 +23,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
 // Bridging a session-revision upstream to a stateless (2026-07-28) caller.
@@ -103,9 +106,10 @@ type parkedCall struct {
 	mu      sync.Mutex
 	pending map[string]*inputNeed // asked of the client, not yet answered
 	seq     int
-	round   int  // input_required results returned so far
-	driven  bool // an HTTP request is waiting on this call now
-	again   bool // a retry left inputs unanswered: Next asks for them at once
+	round   int        // input_required results returned so far
+	driven  bool       // an HTTP request is waiting on this call now
+	again   bool       // a retry left inputs unanswered: Next asks for them at once
+	span    trace.Span // the request's server span (nil: tracing off; telemetry.go)
 }
 
 type inputNeed struct {
@@ -182,6 +186,7 @@ func (c *Core) Resume(sess *Session, msg *jsonrpc.Message) (call *Call, home str
 		return nil, home, nil
 	}
 	c.bridge.m.BridgeRound(metrics.BridgeResumed)
+	p.event(telemetry.EventBridgeResumed)
 	// Answer what the client answered; what it left out is asked again.
 	responses, _ := rawjson.Get(msg.Params, "inputResponses")
 	p.mu.Lock()
@@ -201,11 +206,12 @@ func (c *Core) Resume(sess *Session, msg *jsonrpc.Message) (call *Call, home str
 // takeAgain reports (once) that a retry left inputs unanswered.
 func (p *parkedCall) takeAgain() bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	again := p.again
 	p.again = false
+	p.mu.Unlock()
 	if again {
 		p.bridge.m.BridgeRound(metrics.BridgeAsked)
+		p.event(telemetry.EventBridgeInputRequired) // event takes p.mu
 	}
 	return again
 }
@@ -241,6 +247,7 @@ collect:
 		return Outcome{Err: lr.JSONRPC(), Refusal: lr}
 	}
 	p.bridge.m.BridgeRound(metrics.BridgeAsked)
+	p.event(telemetry.EventBridgeInputRequired)
 	return Outcome{InputRequired: p.inputRequired()}
 }
 

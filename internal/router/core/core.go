@@ -13,6 +13,7 @@ import (
 	"context"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/host"
@@ -38,6 +39,8 @@ type Options struct {
 	ServerInfo mcp.Implementation
 	// Metrics counts requests, decisions and bridged calls (nil: none).
 	Metrics *metrics.Metrics
+	// Tracer makes a server span per request (nil: tracing off; telemetry.go).
+	Tracer trace.Tracer
 	// SessionKeys (sessions.key_file) also key the bridge's requestStates,
 	// so that every replica can verify them; AdvertiseURL
 	// (sessions.advertise_url) names this replica in them.

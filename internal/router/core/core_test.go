@@ -79,7 +79,8 @@ func (noStored) All() []*Session        { return nil }
 func (noStored) Lookup(string) *Session { return nil }
 func (noStored) Remove(string)          {}
 
-func newFixture(t *testing.T, stateless bool) *fixture {
+// opts adjust the core's options (a tracer, say).
+func newFixture(t *testing.T, stateless bool, opts ...func(*Options)) *fixture {
 	t.Helper()
 	cfg, err := config.Parse("core_test.yaml", []byte("upstreams:\n  up: {url: http://up.test/mcp, timeout: 10s}\n"), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -100,7 +101,11 @@ func newFixture(t *testing.T, stateless bool) *fixture {
 	f := &fixture{gen: &Generation{ByPath: map[string]*Route{}, MaxBody: 1 << 20, Limits: LimitsOf(&config.Config{})}}
 	f.rte = &Route{Path: "/mcp", View: catalog.NewView(h, nil, true), Gen: f.gen}
 	f.gen.Routes, f.gen.ByPath["/mcp"] = []*Route{f.rte}, f.rte
-	f.core = New(h, Options{Logger: zaptest.NewLogger(t), Current: func() *Generation { return f.gen }, Sessions: noStored{}})
+	o := Options{Logger: zaptest.NewLogger(t), Current: func() *Generation { return f.gen }, Sessions: noStored{}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f.core = New(h, o)
 	t.Cleanup(func() { f.core.Close(func() {}) })
 	return f
 }

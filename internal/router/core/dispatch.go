@@ -30,9 +30,10 @@ var lists = map[string]catalog.ListKind{
 // Handle decides itself. What the upstream sends during a routed call goes
 // to cs (nil: the caller keeps no stream for it).
 func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict, cs *CallStream) (resp *jsonrpc.Message) {
-	rte := c.routeOf(sess)                                                      // one generation's route, view and policy for the whole request
-	defer func() { c.opts.Metrics.Request(rte.Path, msg.Method, resp.Error) }() // metrics
-	ctx, uncut := c.cuttable(ctx)                                               // shutdown.go
+	rte := c.routeOf(sess)                         // one generation's route, view and policy for the whole request
+	ctx, obs := c.observe(ctx, sess, rte, msg, cs) // metrics and the server span (telemetry.go)
+	defer func() { c.report(rte, msg, resp, &obs) }()
+	ctx, uncut := c.cuttable(ctx) // shutdown.go
 	defer uncut()
 	defer func() {
 		if cut := cutAnswer(ctx, msg.ID); cut != nil && (resp == nil || resp.Error != nil) {
@@ -120,6 +121,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	msg = &pm
 	release, gerr := c.guard(ctx, rte, msg, v, au)
 	if gerr != nil {
+		obs.refuse(gerr) // denied or rate_limited, not an error
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
 	defer release()

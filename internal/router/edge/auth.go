@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 )
 
 // Authentication on the MCP listener. Every endpoint of a route (POST, GET
@@ -27,6 +28,8 @@ type Guard struct {
 	Resource string
 	Scopes   []string
 	Log      *zap.Logger // fallback for requests without their own logger
+	// Metrics counts refusals by reason (mcpgw_auth_failures_total; nil: none).
+	Metrics *metrics.Metrics
 }
 
 // Authenticate is the middleware for the endpoints of one route. Without an
@@ -57,6 +60,7 @@ func (g Guard) Refuse(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &ae) {
 		ae = &auth.Error{Reason: auth.Malformed, Detail: "the credential could not be checked"}
 	}
+	g.Metrics.AuthFailure(string(ae.Reason)) // a fixed set (auth.Reason), never from the request
 	fields := []zap.Field{zap.String("route", g.Route), zap.String("reason", string(ae.Reason)), zap.String("detail", ae.Detail), zap.String("remote", r.RemoteAddr)}
 	log := Logger(r.Context(), g.Log)
 	switch ae.Reason {

@@ -185,7 +185,7 @@ func (c *pushConn) initializeLocked(msg *jsonrpc.Message) *jsonrpc.Message {
 	c.sess.Handshake(version, p.Capabilities, p.ClientInfo)
 	c.ready = true
 	c.t.log.Info("session started", zap.String("route", c.sess.Route().Path), zap.String("transport", c.transport),
-		zap.Stringer("protocol_version", version), zap.ByteString("client", p.ClientInfo))
+		zap.Stringer("protocol_version", version), core.ClientField(p.ClientInfo))
 	return jsonrpc.NewResult(msg.ID, c.t.core.InitializeResult(c.sess.Route(), version))
 }
 

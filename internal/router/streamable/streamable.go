@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
@@ -122,7 +123,7 @@ func (t *Transport) initialize(w http.ResponseWriter, r *http.Request, rte *core
 		refuse(w, msg.ID, err)
 		return
 	}
-	t.log.Info("session started", zap.String("route", rte.Path), zap.Stringer("protocol_version", version), zap.ByteString("client", p.ClientInfo))
+	t.log.Info("session started", zap.String("route", rte.Path), zap.Stringer("protocol_version", version), core.ClientField(p.ClientInfo))
 	w.Header().Set(mcp.HeaderSessionID, sess.ID())
 	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.InitializeResult(rte, version)))
 }
@@ -148,8 +149,9 @@ func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess
 	if !ok {
 		return v
 	}
-	g := edge.Guard{Auth: rte.Gen.Auth, Route: rte.Path, Resource: rte.Resource, Scopes: rte.Scopes, Log: t.log}
+	g := edge.Guard{Auth: rte.Gen.Auth, Route: rte.Path, Resource: rte.Resource, Scopes: rte.Scopes, Log: t.log, Metrics: t.core.Metrics()}
 	g.Refuse(w, r, &auth.Error{Reason: auth.InsufficientScope, Detail: detail, Scopes: required})
+	t.core.Metrics().RequestOutcome(rte.Path, msg.Method, metrics.OutcomeDenied) // refused by the policy before dispatch
 	return nil
 }
 
