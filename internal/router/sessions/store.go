@@ -4,7 +4,8 @@
 // store and its idle reaping, the sealed AEAD session ids any replica with
 // the key ring can serve (sessiontoken.go), and resumability, the bounded
 // log of what was sent on a session's streams that a client replays with
-// Last-Event-ID (events.go).
+// Last-Event-ID (events.go), shared by a fleet through Redis with the ids
+// of DELETEd sessions (redisstore.go).
 package sessions
 
 import (
