@@ -108,6 +108,9 @@ func redisOptions(rc *config.Redis) (*redis.UniversalOptions, error) {
 		ReadTimeout:   rc.ReadTimeout.D(),
 		// Every command is bounded by ReadTimeout; a retry would double it.
 		MaxRetries: -1,
+		// The callers' deadlines (RedisOptions.Timeout) bound dials too, so
+		// a black-holed Redis costs a rehydration at most read_timeout.
+		ContextTimeoutEnabled: true,
 	}
 	if rc.Addr != "" {
 		o.Addrs = []string{rc.Addr}

@@ -131,7 +131,8 @@ func (s *RedisEvents) Close() {
 	<-s.done
 }
 
-// Log implements EventStore.
+// Log implements EventStore. Unlike MemoryEvents it makes a new log each
+// time: the Store asks once per session, when it adds it.
 func (s *RedisEvents) Log(session string) EventLog {
 	return &redisLog{store: s, local: s.local.Log(session), key: s.o.Prefix + "{s:" + sessionHash(session) + "}", seqs: map[string]int{}, reqs: map[string]string{}, broken: map[string]bool{}, lost: map[string]bool{}, unseen: map[string]time.Time{}}
 }
