@@ -190,6 +190,9 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 	u := m.Upstream("x")
 	u.CallDone("tools/call", u.CallStarted(), metrics.ReasonTimeout)
 	m.SetRouteSource(func() []metrics.RouteStats { return []metrics.RouteStats{{Route: "/mcp"}} })
+	r := m.NewRedis() // registered only with sessions.redis
+	r.RedisDropped(metrics.RedisDroppedQueueFull, 1)
+	r.RedisError(metrics.RedisOpAppend)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

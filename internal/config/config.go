@@ -338,10 +338,54 @@ func (c *Config) ReplayLimits() Replay {
 	return r
 }
 
-// Redis is optional shared state between replicas.
+// Redis is the shared state of a fleet of replicas (sessions.redis): the
+// replay logs other replicas resume from and the ids of DELETEd sessions.
+// Exactly one of Addr, URL and Addrs says where it is; with Addrs,
+// MasterName means Sentinel and otherwise the addresses are Cluster seeds
+// (go-redis' universal client decides the same way).
 type Redis struct {
+	// Addr is one Redis at host:port.
 	Addr string `yaml:"addr"`
+	// URL is redis://[user[:password]@]host:port[/db], or rediss:// for TLS.
+	URL string `yaml:"url"`
+	// Addrs are Sentinel addresses (with MasterName) or Cluster seeds.
+	Addrs []string `yaml:"addrs"`
+	// MasterName is the Sentinel master set's name.
+	MasterName string `yaml:"master_name"`
+	// Cluster makes a single Addr a Cluster seed (e.g. a configuration
+	// endpoint).
+	Cluster bool `yaml:"cluster"`
+	// TLS, when present, dials Redis over TLS.
+	TLS *RedisTLS `yaml:"tls"`
+	// Username and PasswordFile authenticate (ACL or requirepass).
+	Username     string `yaml:"username"`
+	PasswordFile string `yaml:"password_file"`
+	// KeyPrefix starts every key mcpgw writes (default "mcpgw:"), so
+	// several fleets can share one Redis.
+	KeyPrefix string `yaml:"key_prefix"`
+	// DialTimeout and ReadTimeout bound each connect and each command
+	// (defaults 2s and 500ms; writes use ReadTimeout too).
+	DialTimeout Duration `yaml:"dial_timeout"`
+	ReadTimeout Duration `yaml:"read_timeout"`
+	// Queue bounds the events waiting to be copied to Redis (default
+	// 10000); past it an event is not copied and its stream cannot be
+	// resumed on another replica.
+	Queue int `yaml:"queue"`
 }
+
+// RedisTLS configures TLS to Redis: the system roots unless CAFile.
+type RedisTLS struct {
+	CAFile     string `yaml:"ca_file"`
+	ServerName string `yaml:"server_name"`
+}
+
+// Defaults of sessions.redis.
+const (
+	DefaultRedisKeyPrefix   = "mcpgw:"
+	DefaultRedisDialTimeout = 2 * time.Second
+	DefaultRedisReadTimeout = 500 * time.Millisecond
+	DefaultRedisQueue       = 10000
+)
 
 // Policy, PolicyRule, PolicyMatch and the rest of the policy: section are
 // in policy.go.

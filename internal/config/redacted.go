@@ -58,10 +58,15 @@ func (c *Config) Redacted() *Config {
 	return &out
 }
 
-// redactURL hides a password in a URL's userinfo.
+// redactURL hides a password in a URL's userinfo (config dumps and error
+// messages); a URL that does not parse is not shown at all, since where its
+// password would be cannot be told.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User == nil {
 		return raw
 	}
 	if _, has := u.User.Password(); !has {

@@ -568,11 +568,62 @@ func (v *validator) sessions() {
 		}
 	}
 	if s.Redis != nil {
-		if s.Redis.Addr == "" {
-			v.add("sessions.redis.addr", "is not set; give the Redis address, e.g. 127.0.0.1:6379, or remove redis:")
-		} else {
-			v.address("sessions.redis.addr", s.Redis.Addr, "127.0.0.1:6379")
+		v.redis(s.Redis, s.KeyFile != "")
+	}
+}
+
+// redis checks sessions.redis.
+func (v *validator) redis(r *Redis, keyRing bool) {
+	const p = "sessions.redis"
+	n := 0
+	for _, set := range []bool{r.Addr != "", r.URL != "", len(r.Addrs) > 0} {
+		if set {
+			n++
 		}
+	}
+	switch {
+	case n == 0:
+		v.add(p, "says nowhere where Redis is; set addr (e.g. 127.0.0.1:6379), url (redis://host:6379/0) or addrs (Sentinel or Cluster), or remove redis:")
+	case n > 1:
+		v.add(p, "sets more than one of addr, url and addrs; keep one")
+	}
+	if r.Addr != "" {
+		v.address(p+".addr", r.Addr, "127.0.0.1:6379")
+	}
+	if r.URL != "" {
+		u, err := url.Parse(r.URL)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			v.add(p+".url", fmt.Sprintf("%q is not a redis:// or rediss:// URL; write e.g. redis://127.0.0.1:6379/0", redactURL(r.URL)))
+		} else if _, set := u.User.Password(); set {
+			v.add(p+".url", "carries a password; put it in password_file instead, so it stays out of the config")
+		}
+		if r.Cluster {
+			v.add(p+".cluster", "does not go with url; give the Cluster seeds as addr or addrs")
+		}
+	}
+	for i, a := range r.Addrs {
+		v.address(fmt.Sprintf("%s.addrs[%d]", p, i), a, "10.0.0.5:26379")
+	}
+	if r.MasterName != "" && len(r.Addrs) == 0 {
+		v.add(p+".master_name", "needs addrs, the Sentinel addresses; add them, or remove master_name")
+	}
+	if r.MasterName != "" && r.Cluster {
+		v.add(p+".cluster", "does not go with master_name (Sentinel); keep one")
+	}
+	if r.DialTimeout < 0 {
+		v.add(p+".dial_timeout", "must not be negative; set e.g. 2s, or remove it for the default")
+	}
+	if r.ReadTimeout < 0 {
+		v.add(p+".read_timeout", "must not be negative; set e.g. 500ms, or remove it for the default")
+	}
+	if r.Queue < 0 {
+		v.add(p+".queue", fmt.Sprintf("must not be negative; set e.g. %d, or remove it for the default", DefaultRedisQueue))
+	}
+	if strings.ContainsAny(r.KeyPrefix, " \t\r\n") {
+		v.add(p+".key_prefix", fmt.Sprintf("%q has white space; use e.g. %q", r.KeyPrefix, DefaultRedisKeyPrefix))
+	}
+	if !keyRing {
+		v.add(p, "needs sessions.key_file: replicas sharing Redis must share the key ring that seals session ids; add it, or remove redis:")
 	}
 }
 

@@ -81,6 +81,7 @@ type Gateway struct {
 	tracing *telemetry.Provider // nil when tracing is off (or injected); flushed by Shutdown
 	started time.Time
 	reloads reloadHistory // the status page's reload history (status.go)
+	shared  *shared       // sessions.redis (redis.go); closed by Shutdown
 
 	// Reload (reload.go): one at a time, never during Shutdown.
 	reloadMu  sync.Mutex
@@ -119,9 +120,13 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	if cfg.Sessions != nil && cfg.Sessions.Redis != nil {
-		opts.Logger.Warn("sessions.redis is reserved and not used yet: each replica keeps its own streams, subscriptions and rate-limit buckets; route legacy clients to one replica (sticky sessions)")
+		opts.Logger.Warn("sessions.redis shares replay logs and DELETEd session ids; GET streams, subscriptions and rate-limit buckets stay on each replica: route legacy clients that need them to one replica (sticky sessions)")
 	}
 	if g.audit, err = openAudit(cfg, opts.Logger); err != nil { // audit.go
+		return nil, err
+	}
+	if g.shared, err = newShared(cfg, g.metrics, opts.Logger, red); err != nil { // redis.go
+		_ = g.audit.Close()
 		return nil, err
 	}
 	g.authn, g.pol = authn, pol
@@ -151,6 +156,8 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		ServerInfo:   mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		IdleTimeout:  idle,
 		Replay:       replayLimits(cfg),
+		Events:       g.shared.eventStore(),
+		Revocations:  g.shared.revocations(),
 		Metrics:      g.metrics,
 		Tracer:       tracer,
 		Auth:         authn,
@@ -170,6 +177,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		var err error
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			rt.Close()
+			g.shared.close()
 			_ = g.audit.Close()
 			stopTracing(g.tracing, opts.Logger)
 			return nil, fmt.Errorf("listen %s: %w (is another mcpgw running? change listen:)", cfg.Listen, err)
@@ -178,6 +186,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err := g.listenAdmin(); err != nil { // admin.go
 		_ = ln.Close()
 		rt.Close()
+		g.shared.close()
 		_ = g.audit.Close()
 		stopTracing(g.tracing, opts.Logger)
 		return nil, err
@@ -251,6 +260,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			_ = g.srv.Close()
 		}
 		g.router.Close()
+		g.shared.close() // after the router: its last events are copied
 		g.host.Close()
 		stopTracing(g.tracing, g.log) // the last spans, now that every call has ended
 		for _, a := range append(g.oldAudits, g.audit) {

@@ -68,6 +68,12 @@ type Options struct {
 	// Replay bounds the sessions' replay logs (sessions.replay; the zero
 	// value: config's defaults).
 	Replay sessions.Limits
+	// Events keeps the sessions' replay logs (nil: a MemoryEvents bounded
+	// by Replay); with sessions.redis, a RedisEvents the caller closes.
+	Events sessions.EventStore
+	// Revocations shares the ids of DELETEd sessions with the fleet (nil:
+	// each replica remembers its own).
+	Revocations sessions.Revocations
 	// Pinner checks tool definitions against the pinning lock (nil: off).
 	Pinner *policy.Pinner
 	// Audit records tool calls, prompt gets, resource reads and refusals
@@ -112,10 +118,15 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		opts.Replay = sessions.Limits{SessionEvents: r.SessionEvents, SessionBytes: r.SessionBytes, TotalBytes: r.TotalBytes}
 	}
 	rt := &Router{log: opts.Logger, opts: opts, host: h}
+	events := opts.Events
+	if events == nil {
+		events = sessions.NewMemoryEvents(opts.Replay, opts.Metrics)
+	}
 	rt.sessions = sessions.NewStore(sessions.StoreOptions{
-		Keys:    opts.SessionKeys,
-		Events:  sessions.NewMemoryEvents(opts.Replay, opts.Metrics),
-		Metrics: opts.Metrics, // refusals by the session bounds
+		Keys:        opts.SessionKeys,
+		Events:      events,
+		Revocations: opts.Revocations,
+		Metrics:     opts.Metrics, // refusals by the session bounds
 		OnEnd: func(s *sessions.Session) {
 			rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
 		},

@@ -67,7 +67,6 @@ var required = map[string][]string{
 	"Introspection": {"url", "client_id"},
 	"UpstreamOAuth": {"token_url", "client_id"},
 	"Admin":         {"listen"},
-	"Redis":         {"addr"},
 	"ToolRateLimit": {"tool", "rate"},
 	"RateLimit":     {"rate"},
 	"Pinning":       {"mode"},
@@ -81,4 +80,5 @@ var exactlyOne = map[string][]string{
 	"APIKey":        {"key", "key_file"},
 	"Introspection": {"client_secret", "client_secret_file"},
 	"UpstreamOAuth": {"client_secret", "client_secret_file"},
+	"Redis":         {"addr", "url", "addrs"},
 }

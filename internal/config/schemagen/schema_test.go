@@ -272,6 +272,8 @@ var agreement = []struct {
 	{"one of Introspection: neither", withJWT + "auth: {introspection: {url: \"https://idp.example.com/i\", client_id: gw}}", false},
 	{"one of UpstreamOAuth: both", "upstreams: {a: {url: \"https://api.example.com/mcp\", oauth: {token_url: \"https://idp.example.com/t\", client_id: gw, client_secret: s, client_secret_file: /s}}}", false},
 	{"one of UpstreamOAuth: neither", "upstreams: {a: {url: \"https://api.example.com/mcp\", oauth: {token_url: \"https://idp.example.com/t\", client_id: gw}}}", false},
+	{"one of Redis: both", url1 + "sessions: {key_file: /k, redis: {addr: \"127.0.0.1:6379\", url: \"redis://127.0.0.1:6379\"}}", false},
+	{"one of Redis: neither", url1 + "sessions: {key_file: /k, redis: {key_prefix: a}}", false},
 
 	{"min Config.max_body_bytes", url1 + "max_body_bytes: 0", false},
 	{"min Upstream.max_line_bytes", "upstreams: {a: {command: [srv], max_line_bytes: 1023}}", false},

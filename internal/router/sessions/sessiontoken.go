@@ -24,10 +24,10 @@ import (
 // first: tokens are sealed with the first, opened with any.
 //
 // What a token cannot carry stays with the replica that holds it: GET
-// streams, replay logs, subscriptions, in-flight calls. A DELETE ends the
-// session on the replica that receives it (and is remembered there until the
-// token would expire anyway); another replica would still accept the token —
-// sharing that is what sessions.redis is reserved for.
+// streams, subscriptions, in-flight calls, and — without sessions.redis —
+// replay logs. A DELETE ends the session on the replica that receives it
+// (and is remembered there until the token would expire anyway); with
+// sessions.redis it is revoked for every replica too (redisstore.go).
 
 const (
 	sessionTokenPrefix = "s1."

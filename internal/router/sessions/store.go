@@ -4,7 +4,8 @@
 // store and its idle reaping, the sealed AEAD session ids any replica with
 // the key ring can serve (sessiontoken.go), and resumability, the bounded
 // log of what was sent on a session's streams that a client replays with
-// Last-Event-ID (events.go).
+// Last-Event-ID (events.go), shared by a fleet through Redis with the ids
+// of DELETEd sessions (redisstore.go).
 package sessions
 
 import (
@@ -108,8 +109,10 @@ type Store struct {
 	// any replica with the key ring can serve (sessiontoken.go); ended
 	// remembers the tokens ended here until they would expire anyway
 	// (ended.go).
-	sealer *sealer
-	ended  endedSet
+	sealer  *sealer
+	ended   endedSet
+	revoked Revocations       // the fleet's DELETEd ids (nil: this replica's ended only)
+	hashes  map[string]string // sealed session ids by sessionHash, to end one revoked elsewhere
 
 	now func() time.Time
 }
@@ -124,6 +127,9 @@ type StoreOptions struct {
 	Keys [][]byte
 	// Events keeps the sessions' replay logs.
 	Events EventStore
+	// Revocations shares DELETEd sealed ids with the fleet (nil: each
+	// replica remembers its own).
+	Revocations Revocations
 	// Metrics counts the refusals of the session bounds (nil: none).
 	Metrics *metrics.Metrics
 	// OnEnd is called once for every session that ends (nil: nothing).
@@ -138,9 +144,12 @@ func NewStore(o StoreOptions) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	st := &Store{sessions: make(map[string]*Session), byOwner: map[string]int{}, events: o.Events, onEnd: o.OnEnd, m: o.Metrics, now: o.Now}
+	st := &Store{sessions: make(map[string]*Session), byOwner: map[string]int{}, events: o.Events, revoked: o.Revocations, hashes: map[string]string{}, onEnd: o.OnEnd, m: o.Metrics, now: o.Now}
 	// Keys come from ParseSessionKeys, which checks their sizes.
 	st.sealer, _ = newSealer(o.Keys)
+	if st.revoked != nil && st.sealer != nil {
+		st.revoked.Watch(st.revokedElsewhere)
+	}
 	return st
 }
 
@@ -193,6 +202,9 @@ func (st *Store) add(id string, rt *core.Route, version mcp.Revision, caps, info
 	}
 	s.Events = st.events.Log(id)
 	st.sessions[id] = s
+	if st.revoked != nil && st.sealer != nil && !serial {
+		st.hashes[sessionHash(id)] = id
+	}
 	if owner != "" {
 		st.byOwner[owner]++
 	}
@@ -232,6 +244,13 @@ func (st *Store) Rehydrate(id string, rt *core.Route, p *auth.Principal) (*Sessi
 	if !ok || c.Route != rt.Path || c.Owner != p.Key() {
 		return nil, nil
 	}
+	// Asked only of a genuine token, so garbage ids cost Redis nothing.
+	if st.revoked != nil && st.revoked.Revoked(id) {
+		st.mu.Lock()
+		st.ended.add(id, now, sessionTokenMaxAge, endedPerSession*rt.Gen.Limits.MaxSessions)
+		st.mu.Unlock()
+		return nil, nil
+	}
 	return st.add(id, rt, c.Version, c.Caps, c.Info, p, false)
 }
 
@@ -248,6 +267,9 @@ func (st *Store) Remove(id string) *Session {
 	s := st.sessions[id]
 	delete(st.sessions, id)
 	if s != nil {
+		if st.revoked != nil && !s.serial {
+			delete(st.hashes, sessionHash(id))
+		}
 		if o := s.Owner(); o != "" {
 			if st.byOwner[o]--; st.byOwner[o] <= 0 {
 				delete(st.byOwner, o)
@@ -267,6 +289,30 @@ func (st *Store) Remove(id string) *Session {
 		}
 	}
 	return s
+}
+
+// Delete ends the session with id because its client said so (DELETE):
+// unlike an idle end, which only this replica saw, the id is revoked for
+// the whole fleet (Revocations) until its token would expire.
+func (st *Store) Delete(id string) *Session {
+	s := st.Remove(id)
+	if s != nil && st.sealer != nil && st.revoked != nil && !s.serial {
+		if c, ok := st.sealer.open(id, st.now()); ok {
+			st.revoked.Revoke(id, time.Unix(c.Issued, 0).Add(sessionTokenMaxAge).Sub(st.now()))
+		}
+	}
+	return s
+}
+
+// revokedElsewhere ends, here, the session another replica revoked
+// (Revocations.Watch), so a DELETE reaches a copy already in memory.
+func (st *Store) revokedElsewhere(hash string) {
+	st.mu.Lock()
+	id, ok := st.hashes[hash]
+	st.mu.Unlock()
+	if ok {
+		st.Remove(id)
+	}
 }
 
 // Reap ends sessions idle for longer than idle.

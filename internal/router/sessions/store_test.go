@@ -125,3 +125,71 @@ func TestRehydrate(t *testing.T) {
 		t.Error("an expired token opened")
 	}
 }
+
+// fakeRevocations is a fleet's revocation list in memory.
+type fakeRevocations struct {
+	mu      sync.Mutex
+	ttl     map[string]time.Duration
+	watcher func(string)
+}
+
+func (f *fakeRevocations) Revoke(id string, ttl time.Duration) {
+	f.mu.Lock()
+	f.ttl[id] = ttl
+	f.mu.Unlock()
+}
+
+func (f *fakeRevocations) Revoked(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.ttl[id]
+	return ok
+}
+
+func (f *fakeRevocations) Watch(fn func(string)) { f.watcher = fn }
+
+// A DELETE revokes the id for the fleet with the token's remaining life;
+// idle reaping does not (another replica may serve the session); a
+// revoked id is not rehydrated, and a revocation published by another
+// replica ends the copy held here.
+func TestStoreRevocations(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	key := make([]byte, 32)
+	rev := &fakeRevocations{ttl: map[string]time.Duration{}}
+	newStore := func() *Store {
+		return NewStore(StoreOptions{Keys: [][]byte{key}, Events: NewMemoryEvents(Limits{SessionEvents: 8, SessionBytes: 1 << 10, TotalBytes: 1 << 10}, nil), Revocations: rev, Now: clock.now})
+	}
+	here, there := newStore(), newStore()
+	rte := testRoute(10)
+	p := &auth.Principal{Subject: "alice", Issuer: "https://idp"}
+	deleted, _ := here.Create(rte, mcp.Version20251125, nil, nil, p)
+	reaped, _ := here.Create(rte, mcp.Version20251125, nil, nil, p)
+	moved, _ := here.Create(rte, mcp.Version20251125, nil, nil, p)
+	clock.advance(2 * time.Hour)
+
+	if s, _ := there.Rehydrate(moved.ID(), rte, p); s == nil {
+		t.Fatal("a sealed id not revoked was refused elsewhere")
+	}
+	here.Delete(deleted.ID())
+	here.Reap(time.Hour) // reaped and moved end here, idle
+	if got, want := rev.ttl[deleted.ID()], 22*time.Hour; got != want {
+		t.Errorf("revoked for %v, want the token's remaining %v", got, want)
+	}
+	if rev.Revoked(reaped.ID()) {
+		t.Error("an idle end was revoked for the whole fleet")
+	}
+	for name, tc := range map[string]struct {
+		id   string
+		want bool
+	}{"deleted": {deleted.ID(), false}, "reaped here": {reaped.ID(), true}} {
+		if s, _ := there.Rehydrate(tc.id, rte, p); (s != nil) != tc.want {
+			t.Errorf("%s: rehydrated elsewhere = %v, want %v", name, s != nil, tc.want)
+		}
+	}
+	// Another replica revokes moved: the copy there ends.
+	there.revoked.Revoke(moved.ID(), time.Hour)
+	rev.watcher(sessionHash(moved.ID()))
+	if there.Lookup(moved.ID()) != nil {
+		t.Error("a session revoked elsewhere is still held")
+	}
+}

@@ -268,7 +268,7 @@ func (t *Transport) Delete(w http.ResponseWriter, r *http.Request, rte *core.Rou
 	if !ok {
 		return
 	}
-	t.sessions.Remove(sess.ID())
+	t.sessions.Delete(sess.ID())
 	t.log.Info("session ended by client", zap.String("route", rte.Path))
 	w.WriteHeader(http.StatusNoContent)
 }
