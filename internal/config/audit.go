@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 )
 
 // This file holds the audit: section (types, defaults and validation);
@@ -38,15 +40,15 @@ type Audit struct {
 	RedactFields []string `yaml:"redact_fields"`
 }
 
-func auditDefaults(c *Config, d *decoder) {
+func auditDefaults(c *Config, d *strictyaml.Decoder) {
 	a := c.Audit
 	if a == nil {
 		return
 	}
-	if !d.set["audit.output"] {
+	if !d.Set("audit.output") {
 		a.Output = AuditStdout
 	}
-	if !d.set["audit.redact_fields"] {
+	if !d.Set("audit.redact_fields") {
 		a.RedactFields = append([]string(nil), DefaultRedactFields...)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 )
 
 // Defaults applied by Parse to keys that are absent (or empty: "key:").
@@ -54,49 +56,49 @@ const (
 // applyDefaults fills in what the file leaves out. A key the file sets, even
 // to zero or "", is left for validation to judge: an explicit "timeout: 0s"
 // is a mistake to report, not a request for the default.
-func issuerDefaults(p string, o *OIDC, d *decoder) {
+func issuerDefaults(p string, o *OIDC, d *strictyaml.Decoder) {
 	if o == nil {
 		return
 	}
-	if !d.set[p+".leeway"] {
+	if !d.Set(p + ".leeway") {
 		o.Leeway = Duration(DefaultLeeway)
 	}
-	if !d.set[p+".groups_claim"] {
+	if !d.Set(p + ".groups_claim") {
 		o.GroupsClaim = DefaultGroupsClaim
 	}
-	if !d.set[p+".algorithms"] {
+	if !d.Set(p + ".algorithms") {
 		o.Algorithms = slices.Clone(DefaultAlgorithms)
 	}
 }
 
-func applyDefaults(c *Config, d *decoder) {
-	if !d.set["listen"] {
+func applyDefaults(c *Config, d *strictyaml.Decoder) {
+	if !d.Set("listen") {
 		c.Listen = DefaultListen
 	}
-	if !d.set["separator"] {
+	if !d.Set("separator") {
 		c.Separator = DefaultSeparator
 	}
-	if !d.set["max_body_bytes"] {
+	if !d.Set("max_body_bytes") {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if !d.set["page_size"] {
+	if !d.Set("page_size") {
 		c.PageSize = DefaultPageSize
 	}
 	for name, u := range c.Upstreams {
 		if u == nil {
 			continue
 		}
-		p := joinPath("upstreams", name)
-		if !d.set[joinPath(p, "timeout")] {
+		p := strictyaml.JoinPath("upstreams", name)
+		if !d.Set(strictyaml.JoinPath(p, "timeout")) {
 			u.Timeout = Duration(DefaultTimeout)
 		}
-		if !d.set[joinPath(p, "startup_timeout")] {
+		if !d.Set(strictyaml.JoinPath(p, "startup_timeout")) {
 			u.StartupTimeout = Duration(DefaultStartupTimeout)
 		}
-		if !d.set[joinPath(p, "max_line_bytes")] {
+		if !d.Set(strictyaml.JoinPath(p, "max_line_bytes")) {
 			u.MaxLineBytes = DefaultMaxLineBytes
 		}
-		if !d.set[joinPath(p, "startup_list_wait")] {
+		if !d.Set(strictyaml.JoinPath(p, "startup_list_wait")) {
 			w := DefaultStartupListWait
 			if st := u.StartupTimeout.D(); st > 0 && st < w {
 				w = st // never longer than the attempt it waits for
@@ -105,7 +107,7 @@ func applyDefaults(c *Config, d *decoder) {
 		}
 		stderrDefaults(p, u, d)        // stderr.go
 		upstreamOAuthDefaults(p, u, d) // upstream_oauth.go
-		if !d.set[joinPath(p, "transport")] {
+		if !d.Set(strictyaml.JoinPath(p, "transport")) {
 			// Only when the kind is unambiguous; validation reports the rest.
 			hasURL, hasCmd := u.kind(p, d)
 			switch {
@@ -123,18 +125,18 @@ func applyDefaults(c *Config, d *decoder) {
 	limitsDefaults(c, d) // limits.go
 	if c.Sessions != nil && c.Sessions.Replay != nil {
 		r := c.Sessions.Replay
-		if !d.set["sessions.replay.session_events"] {
+		if !d.Set("sessions.replay.session_events") {
 			r.SessionEvents = DefaultReplaySessionEvents
 		}
-		if !d.set["sessions.replay.session_bytes"] {
+		if !d.Set("sessions.replay.session_bytes") {
 			r.SessionBytes = DefaultReplaySessionBytes
 		}
-		if !d.set["sessions.replay.total_bytes"] {
+		if !d.Set("sessions.replay.total_bytes") {
 			r.TotalBytes = DefaultReplayTotalBytes
 		}
 	}
 	for i, r := range c.Routes {
-		if r != nil && !d.set[fmt.Sprintf("routes[%d].page_size", i)] {
+		if r != nil && !d.Set(fmt.Sprintf("routes[%d].page_size", i)) {
 			r.PageSize = c.PageSize
 		}
 	}
@@ -152,6 +154,6 @@ func applyDefaults(c *Config, d *decoder) {
 // kind reports whether the upstream at path p has a url and a command. A key
 // that is present counts even if its value was empty or failed to decode, so
 // that one mistake is not reported again as "neither url nor command".
-func (u *Upstream) kind(p string, d *decoder) (hasURL, hasCmd bool) {
-	return u.URL != "" || d.set[joinPath(p, "url")], len(u.Command) > 0 || d.set[joinPath(p, "command")]
+func (u *Upstream) kind(p string, d *strictyaml.Decoder) (hasURL, hasCmd bool) {
+	return u.URL != "" || d.Set(strictyaml.JoinPath(p, "url")), len(u.Command) > 0 || d.Set(strictyaml.JoinPath(p, "command"))
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 	"gopkg.in/yaml.v3"
 )
 
@@ -58,7 +59,7 @@ func configKeys(typ reflect.Type, path string, seen map[string]bool, out *[]docK
 		return
 	}
 	seen[path] = true
-	index, names := yamlFields(typ)
+	index, names := strictyaml.Fields(typ)
 	for _, name := range names {
 		*out = append(*out, docKey{section: path, key: name})
 		child := name

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 )
 
 // Bounds on what clients can make the gateway hold (DESIGN.md invariant 7).
@@ -30,11 +32,11 @@ const (
 )
 
 // limitsDefaults fills in the bounds the file leaves out.
-func limitsDefaults(c *Config, d *decoder) {
-	if !d.set["read_header_timeout"] {
+func limitsDefaults(c *Config, d *strictyaml.Decoder) {
+	if !d.Set("read_header_timeout") {
 		c.ReadHeaderTimeout = Duration(DefaultReadHeaderTimeout)
 	}
-	if !d.set["read_body_timeout"] {
+	if !d.Set("read_body_timeout") {
 		c.ReadBodyTimeout = Duration(DefaultReadBodyTimeout)
 	}
 	if c.Sessions == nil {
@@ -54,22 +56,22 @@ func limitsDefaults(c *Config, d *decoder) {
 		{"max_parked_calls", &s.MaxParkedCalls, DefaultMaxParkedCalls},
 		{"max_parked_calls_per_principal", &s.MaxParkedCallsPerPrincipal, DefaultMaxParkedPerPrincipal},
 	} {
-		if !d.set["sessions."+b.key] {
+		if !d.Set("sessions." + b.key) {
 			*b.v = b.def
 		}
 	}
-	if !d.set["sessions.sse_write_timeout"] {
+	if !d.Set("sessions.sse_write_timeout") {
 		s.SSEWriteTimeout = Duration(DefaultSSEWriteTimeout)
 	}
 	for name, u := range c.Upstreams {
 		if u == nil {
 			continue
 		}
-		p := joinPath("upstreams", name)
-		if !d.set[joinPath(p, "max_sessions")] {
+		p := strictyaml.JoinPath("upstreams", name)
+		if !d.Set(strictyaml.JoinPath(p, "max_sessions")) {
 			u.MaxSessions = DefaultMaxStatefulSessions
 		}
-		if !d.set[joinPath(p, "max_sessions_per_principal")] {
+		if !d.Set(strictyaml.JoinPath(p, "max_sessions_per_principal")) {
 			u.MaxSessionsPerPrincipal = DefaultMaxStatefulSessionsPerPrincipal
 		}
 	}
@@ -101,15 +103,15 @@ func (v *validator) limits() {
 func (v *validator) statefulLimits(p string, u *Upstream) {
 	if !u.Stateful {
 		for _, k := range []string{"max_sessions", "max_sessions_per_principal"} {
-			if v.dec.set[joinPath(p, k)] {
-				v.add(joinPath(p, k), "applies only to a stateful upstream (one connection per session); set stateful: true, or remove it")
+			if v.dec.Set(strictyaml.JoinPath(p, k)) {
+				v.add(strictyaml.JoinPath(p, k), "applies only to a stateful upstream (one connection per session); set stateful: true, or remove it")
 			}
 		}
 		return
 	}
-	v.atLeastOne(joinPath(p, "max_sessions"), u.MaxSessions, DefaultMaxStatefulSessions)
-	v.atLeastOne(joinPath(p, "max_sessions_per_principal"), u.MaxSessionsPerPrincipal, DefaultMaxStatefulSessionsPerPrincipal)
-	v.share(joinPath(p, "max_sessions_per_principal"), u.MaxSessionsPerPrincipal, joinPath(p, "max_sessions"), u.MaxSessions)
+	v.atLeastOne(strictyaml.JoinPath(p, "max_sessions"), u.MaxSessions, DefaultMaxStatefulSessions)
+	v.atLeastOne(strictyaml.JoinPath(p, "max_sessions_per_principal"), u.MaxSessionsPerPrincipal, DefaultMaxStatefulSessionsPerPrincipal)
+	v.share(strictyaml.JoinPath(p, "max_sessions_per_principal"), u.MaxSessionsPerPrincipal, strictyaml.JoinPath(p, "max_sessions"), u.MaxSessions)
 }
 
 func (v *validator) atLeastOne(p string, n, def int) {

@@ -11,55 +11,17 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 	"gopkg.in/yaml.v3"
 )
 
 // Problem is one thing wrong with a config file. Msg says what is wrong and
-// how to fix it.
-type Problem struct {
-	// File is the name given to Parse (the path for Load); may be empty.
-	File string
-	// Line is 1-based; 0 when the problem has no single location.
-	Line int
-	// Path locates the value, e.g. "upstreams.fs.command[0]"; empty for the
-	// whole file.
-	Path string
-	Msg  string
-}
+// Problem is one thing wrong with a config file: where, and the fix.
+type Problem = strictyaml.Problem
 
-// String formats the problem as FILE:LINE: PATH: MESSAGE, leaving out the
-// parts that are unknown.
-func (p Problem) String() string {
-	var b strings.Builder
-	if p.File != "" {
-		b.WriteString(p.File)
-		if p.Line > 0 {
-			fmt.Fprintf(&b, ":%d", p.Line)
-		}
-		b.WriteString(": ")
-	} else if p.Line > 0 {
-		fmt.Fprintf(&b, "line %d: ", p.Line)
-	}
-	if p.Path != "" {
-		b.WriteString(p.Path)
-		b.WriteString(": ")
-	}
-	b.WriteString(p.Msg)
-	return b.String()
-}
-
-// Problems is every problem found in a config file. Parse returns all of
-// them at once so an operator can fix a file in one pass.
-type Problems []Problem
-
-// Error prints one problem per line.
-func (ps Problems) Error() string {
-	lines := make([]string, len(ps))
-	for i, p := range ps {
-		lines[i] = p.String()
-	}
-	return strings.Join(lines, "\n")
-}
+// Problems is every problem found in a config file; it is the error Parse
+// and Load return.
+type Problems = strictyaml.Problems
 
 // Load reads the config file at path and parses it with Parse. env looks up
 // environment variables for ${VAR} expansion (os.LookupEnv in production).
@@ -87,16 +49,16 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 		return nil, Problems{*prob}
 	}
 
-	d := newDecoder(env)
+	d := strictyaml.New(env)
 	cfg := &Config{}
 	if root != nil {
-		d.decode(root, reflect.ValueOf(cfg).Elem(), "")
+		d.Decode(root, reflect.ValueOf(cfg).Elem(), "")
 	}
 	applyDefaults(cfg, d)
 	v := &validator{cfg: cfg, dec: d}
 	v.validate()
 
-	ps := append(d.problems, v.problems...)
+	ps := append(d.Problems(), v.problems...)
 	if len(ps) == 0 {
 		return cfg, nil
 	}

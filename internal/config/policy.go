@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 	"github.com/mcpgw/mcpgw/internal/policy/cond"
 	"github.com/mcpgw/mcpgw/internal/policy/pattern"
 )
@@ -168,7 +169,7 @@ func (r Rate) MarshalYAML() (any, error) { return r.String(), nil }
 func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
 	const fix = "write a count per unit, e.g. 10/s, 600/m, 1000/h or 5/10s"
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a rate, got %s; %s", describe(n), fix)
+		return fmt.Errorf("want a rate, got %s; %s", strictyaml.Describe(n), fix)
 	}
 	num, unit, ok := strings.Cut(strings.TrimSpace(n.Value), "/")
 	if !ok {
@@ -204,33 +205,33 @@ func DefaultBurst(r Rate) int {
 
 // policyDefaults fills in the policy section: the default decision (deny
 // when auth is configured) and rate-limit sizes.
-func policyDefaults(c *Config, d *decoder) {
+func policyDefaults(c *Config, d *strictyaml.Decoder) {
 	if c.Policy == nil {
 		c.Policy = &Policy{Default: DefaultPolicy}
 	}
-	if !d.set["policy.default"] && c.Auth.Enabled() {
+	if !d.Set("policy.default") && c.Auth.Enabled() {
 		c.Policy.Default = PolicyDeny
 	}
 	rl := c.Policy.RateLimits
 	if rl == nil {
 		return
 	}
-	if !d.set["policy.rate_limits.idle_timeout"] {
+	if !d.Set("policy.rate_limits.idle_timeout") {
 		rl.IdleTimeout = Duration(DefaultRateLimitIdle)
 	}
-	if !d.set["policy.rate_limits.max_buckets"] {
+	if !d.Set("policy.rate_limits.max_buckets") {
 		rl.MaxBuckets = DefaultMaxBuckets
 	}
-	if b := rl.Principal; b != nil && !d.set["policy.rate_limits.principal.burst"] {
+	if b := rl.Principal; b != nil && !d.Set("policy.rate_limits.principal.burst") {
 		b.Burst = DefaultBurst(b.Rate)
 	}
 	for i, t := range rl.Tools {
-		if t != nil && !d.set[fmt.Sprintf("policy.rate_limits.tools[%d].burst", i)] {
+		if t != nil && !d.Set(fmt.Sprintf("policy.rate_limits.tools[%d].burst", i)) {
 			t.Burst = DefaultBurst(t.Rate)
 		}
 	}
 	for name, u := range rl.Upstreams {
-		if u != nil && !u.Rate.IsZero() && !d.set[joinPath(joinPath("policy.rate_limits.upstreams", name), "burst")] {
+		if u != nil && !u.Rate.IsZero() && !d.Set(strictyaml.JoinPath(strictyaml.JoinPath("policy.rate_limits.upstreams", name), "burst")) {
 			u.Burst = DefaultBurst(u.Rate)
 		}
 	}
@@ -244,7 +245,7 @@ func (v *validator) policy() {
 		v.add("policy.default", "is not set; set allow or deny (the decision for names no rule matches)")
 	default:
 		msg := fmt.Sprintf("%q is not a policy mode; use allow or deny", pol.Default)
-		if s := closest(pol.Default, []string{PolicyAllow, PolicyDeny}); s != "" {
+		if s := strictyaml.Closest(pol.Default, []string{PolicyAllow, PolicyDeny}); s != "" {
 			msg = fmt.Sprintf("%q is not a policy mode; did you mean %q? (allow or deny)", pol.Default, s)
 		}
 		v.add("policy.default", msg)
@@ -259,14 +260,14 @@ func (v *validator) policy() {
 			v.add(p, "the rule has no allow: or deny: patterns, so it decides nothing; add them, or remove the rule")
 		}
 		v.policyMatch(p+".match", r.Match)
-		if r.When != "" || v.dec.set[p+".when"] {
+		if r.When != "" || v.dec.Set(p+".when") {
 			v.condition(p+".when", r.When)
 		}
 		v.patterns(p+".allow", r.Allow)
 		v.patterns(p+".deny", r.Deny)
 	}
 	for _, g := range slices.Sorted(maps.Keys(pol.ToolScopes)) {
-		p := joinPath("policy.tool_scopes", g)
+		p := strictyaml.JoinPath("policy.tool_scopes", g)
 		if kind, _ := pattern.SplitKind(g); kind != pattern.KindAny {
 			v.add(p, fmt.Sprintf("%q has a kind prefix, but tool_scopes keys are globs over tool names; write %q", g, strings.TrimPrefix(g, kind+":")))
 		} else if _, err := pattern.Compile(g); err != nil {
@@ -314,7 +315,7 @@ func (v *validator) patterns(p string, pats []string) {
 		// almost certainly a misspelt kind prefix.
 		if kind, _ := pattern.SplitKind(s); kind == pattern.KindAny {
 			if word, _, ok := strings.Cut(s, ":"); ok && word != "" && !strings.ContainsAny(word, "*?\\+_/.") {
-				if k := closest(word, pattern.Kinds); k != "" && k != word {
+				if k := strictyaml.Closest(word, pattern.Kinds); k != "" && k != word {
 					v.add(ip, fmt.Sprintf("%q starts with %q, which is not a kind; did you mean %q? (kinds are tool:, prompt: and resource:; write resource:%s to match a URI with that scheme)", s, word+":", k+":", s))
 				}
 			}
@@ -370,7 +371,7 @@ func (v *validator) policyMatch(p string, m *PolicyMatch) {
 // noSuch explains a reference to a name that is not defined.
 func (v *validator) noSuch(what, name string, known []string, define string) string {
 	msg := fmt.Sprintf("there is no %s %q", what, name)
-	switch s := closest(name, known); {
+	switch s := strictyaml.Closest(name, known); {
 	case s != "":
 		return msg + fmt.Sprintf("; did you mean %q?", s)
 	case len(known) > 0:
@@ -402,7 +403,7 @@ func (v *validator) rateLimits(rl *RateLimits) {
 	}
 	known := slices.Sorted(maps.Keys(v.cfg.Upstreams))
 	for _, name := range slices.Sorted(maps.Keys(rl.Upstreams)) {
-		up := joinPath(p+".upstreams", name)
+		up := strictyaml.JoinPath(p+".upstreams", name)
 		if !slices.Contains(known, name) {
 			v.add(up, v.noSuch("upstream", name, known, "define it under upstreams:"))
 		}
@@ -450,7 +451,7 @@ func (v *validator) pinning(pn *Pinning) {
 		v.add(p+".mode", "is not set; set off, warn (log changed tools) or enforce (hide and deny them until approved)")
 	default:
 		msg := fmt.Sprintf("%q is not a pinning mode; use off, warn or enforce", pn.Mode)
-		if s := closest(pn.Mode, []string{PinOff, PinWarn, PinEnforce}); s != "" {
+		if s := strictyaml.Closest(pn.Mode, []string{PinOff, PinWarn, PinEnforce}); s != "" {
 			msg = fmt.Sprintf("%q is not a pinning mode; did you mean %q? (off, warn or enforce)", pn.Mode, s)
 		}
 		v.add(p+".mode", msg)

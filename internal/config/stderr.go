@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 )
 
 // Stderr configures how a stdio child's stderr is logged. A child's
@@ -41,24 +43,24 @@ var DefaultStderrRate = Rate{N: 10, Per: time.Second}
 var StderrLevels = []string{"debug", "info", "warn", "error"}
 
 // stderrDefaults gives a command upstream its stderr settings.
-func stderrDefaults(p string, u *Upstream, d *decoder) {
+func stderrDefaults(p string, u *Upstream, d *strictyaml.Decoder) {
 	if _, hasCmd := u.kind(p, d); !hasCmd {
 		return // an HTTP upstream has no stderr; validation reports the key
 	}
-	sp := joinPath(p, "stderr")
+	sp := strictyaml.JoinPath(p, "stderr")
 	if u.Stderr == nil {
 		u.Stderr = &Stderr{}
 	}
-	if !d.set[joinPath(sp, "level")] {
+	if !d.Set(strictyaml.JoinPath(sp, "level")) {
 		u.Stderr.Level = DefaultStderrLevel
 	}
-	if !d.set[joinPath(sp, "rate")] {
+	if !d.Set(strictyaml.JoinPath(sp, "rate")) {
 		u.Stderr.Rate = DefaultStderrRate
 	}
-	if !d.set[joinPath(sp, "burst")] {
+	if !d.Set(strictyaml.JoinPath(sp, "burst")) {
 		u.Stderr.Burst = DefaultStderrBurst
 	}
-	if !d.set[joinPath(sp, "max_line_bytes")] {
+	if !d.Set(strictyaml.JoinPath(sp, "max_line_bytes")) {
 		u.Stderr.MaxLineBytes = DefaultStderrMaxLineBytes
 	}
 }
@@ -66,7 +68,7 @@ func stderrDefaults(p string, u *Upstream, d *decoder) {
 // stderr validates upstreams.NAME.stderr.
 func (v *validator) stderr(p string, u *Upstream, hasURL bool) {
 	s := u.Stderr
-	sp := joinPath(p, "stderr")
+	sp := strictyaml.JoinPath(p, "stderr")
 	if s == nil {
 		return
 	}
@@ -75,15 +77,15 @@ func (v *validator) stderr(p string, u *Upstream, hasURL bool) {
 		return
 	}
 	if !slices.Contains(StderrLevels, s.Level) {
-		v.add(joinPath(sp, "level"), fmt.Sprintf("%q is not a log level; use one of %s (default %s)", s.Level, strings.Join(StderrLevels, ", "), DefaultStderrLevel))
+		v.add(strictyaml.JoinPath(sp, "level"), fmt.Sprintf("%q is not a log level; use one of %s (default %s)", s.Level, strings.Join(StderrLevels, ", "), DefaultStderrLevel))
 	}
 	if s.Rate.IsZero() {
-		v.add(joinPath(sp, "rate"), fmt.Sprintf("must be a rate above 0, e.g. 10/s; remove it for the default (%s)", DefaultStderrRate))
+		v.add(strictyaml.JoinPath(sp, "rate"), fmt.Sprintf("must be a rate above 0, e.g. 10/s; remove it for the default (%s)", DefaultStderrRate))
 	}
 	if s.Burst < 1 {
-		v.add(joinPath(sp, "burst"), fmt.Sprintf("must be at least 1; remove it for the default (%d)", DefaultStderrBurst))
+		v.add(strictyaml.JoinPath(sp, "burst"), fmt.Sprintf("must be at least 1; remove it for the default (%d)", DefaultStderrBurst))
 	}
 	if s.MaxLineBytes < MinStderrMaxLineBytes || s.MaxLineBytes > MaxStderrMaxLineBytes {
-		v.add(joinPath(sp, "max_line_bytes"), fmt.Sprintf("must be from %d to %d bytes; remove it for the default (%d)", MinStderrMaxLineBytes, MaxStderrMaxLineBytes, DefaultStderrMaxLineBytes))
+		v.add(strictyaml.JoinPath(sp, "max_line_bytes"), fmt.Sprintf("must be from %d to %d bytes; remove it for the default (%d)", MinStderrMaxLineBytes, MaxStderrMaxLineBytes, DefaultStderrMaxLineBytes))
 	}
 }

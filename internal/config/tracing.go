@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/url"
 	"strings"
+
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 )
 
 // This file holds the tracing: section (types, defaults, validation) and
@@ -58,18 +60,18 @@ func (t *Tracing) Ratio() float64 {
 	return *t.SamplingRatio
 }
 
-func tracingDefaults(c *Config, d *decoder) {
-	if a := c.Admin; a != nil && !d.set["admin.max_metric_names"] {
+func tracingDefaults(c *Config, d *strictyaml.Decoder) {
+	if a := c.Admin; a != nil && !d.Set("admin.max_metric_names") {
 		a.MaxMetricNames = DefaultMaxMetricNames
 	}
 	t := c.Tracing
 	if t == nil {
 		return
 	}
-	if !d.set["tracing.protocol"] {
+	if !d.Set("tracing.protocol") {
 		t.Protocol = TracingHTTP
 	}
-	if !d.set["tracing.service_name"] {
+	if !d.Set("tracing.service_name") {
 		t.ServiceName = DefaultTracingServiceName
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 )
 
 // UpstreamOAuth makes the gateway obtain its own access token for an HTTP
@@ -60,8 +62,8 @@ const (
 // upstreamOAuthDefaults fills in the resource parameter for a token_url
 // client: the upstream's URL. A discovering client learns it from the
 // upstream's metadata.
-func upstreamOAuthDefaults(p string, u *Upstream, d *decoder) {
-	if u.OAuth != nil && u.OAuth.TokenURL != "" && !d.set[joinPath(joinPath(p, "oauth"), "resource")] {
+func upstreamOAuthDefaults(p string, u *Upstream, d *strictyaml.Decoder) {
+	if u.OAuth != nil && u.OAuth.TokenURL != "" && !d.Set(strictyaml.JoinPath(strictyaml.JoinPath(p, "oauth"), "resource")) {
 		u.OAuth.Resource = u.URL
 	}
 }
@@ -73,7 +75,7 @@ func (o *UpstreamOAuth) Discovers() bool { return o.TokenURL == "" && (o.Issuer 
 // upstreamOAuth validates upstreams.NAME.oauth.
 func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 	o := u.OAuth
-	op := joinPath(p, "oauth")
+	op := strictyaml.JoinPath(p, "oauth")
 	if o == nil {
 		return
 	}
@@ -83,7 +85,7 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 	}
 	for k := range u.Headers {
 		if strings.EqualFold(k, "Authorization") {
-			v.add(joinPath(joinPath(p, "headers"), k), "an Authorization header is set together with oauth:, which sends its own bearer token on every request; remove one of them")
+			v.add(strictyaml.JoinPath(strictyaml.JoinPath(p, "headers"), k), "an Authorization header is set together with oauth:, which sends its own bearer token on every request; remove one of them")
 		}
 	}
 	sources := 0
@@ -99,13 +101,13 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 		v.add(op, "more than one of token_url, issuer and discover is set, three ways to find the token endpoint; keep one")
 	}
 	if o.TokenURL != "" {
-		v.oauthServerURL(joinPath(op, "token_url"), o.TokenURL, "https://idp.example.com/oauth2/token")
+		v.oauthServerURL(strictyaml.JoinPath(op, "token_url"), o.TokenURL, "https://idp.example.com/oauth2/token")
 	}
-	if o.Issuer != "" && v.oauthServerURL(joinPath(op, "issuer"), o.Issuer, "https://idp.example.com") {
+	if o.Issuer != "" && v.oauthServerURL(strictyaml.JoinPath(op, "issuer"), o.Issuer, "https://idp.example.com") {
 		// RFC 8414 section 2: an issuer has no query (nor fragment, which
 		// oauthServerURL refuses).
 		if t, _ := url.Parse(o.Issuer); t.RawQuery != "" {
-			v.add(joinPath(op, "issuer"), fmt.Sprintf("%q has a ?query, which an issuer identifier must not (RFC 8414); remove it", o.Issuer))
+			v.add(strictyaml.JoinPath(op, "issuer"), fmt.Sprintf("%q has a ?query, which an issuer identifier must not (RFC 8414); remove it", o.Issuer))
 		}
 	}
 	if strings.TrimSpace(o.ClientID) == "" {
@@ -117,21 +119,21 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 	case o.ClientSecret == "" && o.ClientSecretFile == "":
 		v.add(op, "neither client_secret nor client_secret_file is set (the client-credentials grant needs a confidential client); set client_secret_file: /run/secrets/NAME, or client_secret: ${ENV_VAR}")
 	}
-	v.scopes(joinPath(op, "scopes"), o.Scopes)
+	v.scopes(strictyaml.JoinPath(op, "scopes"), o.Scopes)
 	if o.Resource != "" {
 		// RFC 8707 section 2: an absolute URI without a fragment.
 		r, err := url.Parse(o.Resource)
 		switch {
 		case err != nil || !r.IsAbs() || r.Host == "" && r.Opaque == "":
-			v.add(joinPath(op, "resource"), fmt.Sprintf("%q is not an absolute URI; write the upstream's resource identifier, e.g. https://api.example.com/mcp, or remove resource: for the default (the upstream url)", o.Resource))
+			v.add(strictyaml.JoinPath(op, "resource"), fmt.Sprintf("%q is not an absolute URI; write the upstream's resource identifier, e.g. https://api.example.com/mcp, or remove resource: for the default (the upstream url)", o.Resource))
 		case r.Fragment != "":
-			v.add(joinPath(op, "resource"), fmt.Sprintf("%q has a #fragment, which a resource indicator must not (RFC 8707); remove it", o.Resource))
+			v.add(strictyaml.JoinPath(op, "resource"), fmt.Sprintf("%q has a #fragment, which a resource indicator must not (RFC 8707); remove it", o.Resource))
 		}
 	}
 	switch o.AuthMethod {
 	case "", AuthMethodBasic, AuthMethodPost:
 	default:
-		v.add(joinPath(op, "auth_method"), fmt.Sprintf("%q is not a client authentication method; use %s or %s, or remove it to try both", o.AuthMethod, AuthMethodBasic, AuthMethodPost))
+		v.add(strictyaml.JoinPath(op, "auth_method"), fmt.Sprintf("%q is not a client authentication method; use %s or %s, or remove it to try both", o.AuthMethod, AuthMethodBasic, AuthMethodPost))
 	}
 }
 

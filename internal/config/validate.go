@@ -11,12 +11,14 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
 )
 
 // validator checks a decoded, defaulted Config and collects every problem.
 type validator struct {
 	cfg      *Config
-	dec      *decoder
+	dec      *strictyaml.Decoder
 	problems Problems
 }
 
@@ -24,7 +26,7 @@ type validator struct {
 // inside or around it, already failed to decode: the check would only see a
 // zero value and repeat the decode problem in a confusing form.
 func (v *validator) add(p, msg string) {
-	for _, f := range v.dec.failed {
+	for _, f := range v.dec.Failed() {
 		if within(f, p) || within(p, f) {
 			return
 		}
@@ -41,13 +43,13 @@ func (v *validator) addAlways(p, msg string) {
 // line finds the line that sets p or, failing that, its closest parent.
 func (v *validator) line(p string) int {
 	for {
-		if l, ok := v.dec.lines[p]; ok {
+		if l, ok := v.dec.Line(p); ok {
 			return l
 		}
 		if p == "" {
 			return 0
 		}
-		p = parentPath(p)
+		p = strictyaml.ParentPath(p)
 	}
 }
 
@@ -132,7 +134,7 @@ func (v *validator) upstreams() {
 }
 
 func (v *validator) upstream(name string, u *Upstream) {
-	p := joinPath("upstreams", name)
+	p := strictyaml.JoinPath("upstreams", name)
 	sep := v.cfg.Separator
 	switch {
 	case !validName(name):
@@ -152,60 +154,60 @@ func (v *validator) upstream(name string, u *Upstream) {
 	case !hasURL && !hasCmd:
 		v.add(p, "neither url nor command is set; give url: for an HTTP server or command: [program, args...] for a stdio child")
 	case hasURL:
-		v.httpURL(joinPath(p, "url"), u.URL, "https://api.example.com/mcp")
+		v.httpURL(strictyaml.JoinPath(p, "url"), u.URL, "https://api.example.com/mcp")
 		if u.Transport != TransportStreamable && u.Transport != TransportSSE {
-			v.add(joinPath(p, "transport"), fmt.Sprintf("%q is not a transport for a url upstream; use streamable (Streamable HTTP, the default) or sse (legacy HTTP+SSE)", u.Transport))
+			v.add(strictyaml.JoinPath(p, "transport"), fmt.Sprintf("%q is not a transport for a url upstream; use streamable (Streamable HTTP, the default) or sse (legacy HTTP+SSE)", u.Transport))
 		}
 		if len(u.Env) > 0 {
-			v.add(joinPath(p, "env"), "env applies only to command upstreams (it sets the child's environment); remove it, or send values to an HTTP server with headers:")
+			v.add(strictyaml.JoinPath(p, "env"), "env applies only to command upstreams (it sets the child's environment); remove it, or send values to an HTTP server with headers:")
 		}
 		if u.Dir != "" {
-			v.add(joinPath(p, "dir"), "dir applies only to command upstreams (the child's working directory); remove it")
+			v.add(strictyaml.JoinPath(p, "dir"), "dir applies only to command upstreams (the child's working directory); remove it")
 		}
 	case hasCmd:
 		switch {
 		case len(u.Command) == 0:
-			v.add(joinPath(p, "command"), "is empty; give the program and its arguments, e.g. [node, server.js]")
+			v.add(strictyaml.JoinPath(p, "command"), "is empty; give the program and its arguments, e.g. [node, server.js]")
 		case strings.TrimSpace(u.Command[0]) == "":
-			v.add(joinPath(p, "command")+"[0]", "the program name is empty; put the program to run first, e.g. [node, server.js]")
+			v.add(strictyaml.JoinPath(p, "command")+"[0]", "the program name is empty; put the program to run first, e.g. [node, server.js]")
 		}
 		if u.Transport != TransportStdio {
-			v.add(joinPath(p, "transport"), fmt.Sprintf("%q does not apply to a command upstream, which always speaks stdio; remove transport, or use url: for an HTTP server", u.Transport))
+			v.add(strictyaml.JoinPath(p, "transport"), fmt.Sprintf("%q does not apply to a command upstream, which always speaks stdio; remove transport, or use url: for an HTTP server", u.Transport))
 		}
 		if len(u.Headers) > 0 {
-			v.add(joinPath(p, "headers"), "headers apply only to url upstreams; remove them, or pass values to the child with env:")
+			v.add(strictyaml.JoinPath(p, "headers"), "headers apply only to url upstreams; remove them, or pass values to the child with env:")
 		}
 	}
 	if u.Timeout <= 0 {
-		v.add(joinPath(p, "timeout"), fmt.Sprintf("must be more than 0; remove it for the default (%s) or set e.g. 30s", DefaultTimeout))
+		v.add(strictyaml.JoinPath(p, "timeout"), fmt.Sprintf("must be more than 0; remove it for the default (%s) or set e.g. 30s", DefaultTimeout))
 	}
 	if u.StartupTimeout <= 0 {
-		v.add(joinPath(p, "startup_timeout"), fmt.Sprintf("must be more than 0; remove it for the default (%s) or set e.g. 10s", DefaultStartupTimeout))
+		v.add(strictyaml.JoinPath(p, "startup_timeout"), fmt.Sprintf("must be more than 0; remove it for the default (%s) or set e.g. 10s", DefaultStartupTimeout))
 	}
 	switch {
 	case u.StartupListWait < 0:
-		v.add(joinPath(p, "startup_list_wait"), fmt.Sprintf("must not be negative; use 0s to never wait for the upstream, or remove it for the default (%s)", DefaultStartupListWait))
+		v.add(strictyaml.JoinPath(p, "startup_list_wait"), fmt.Sprintf("must not be negative; use 0s to never wait for the upstream, or remove it for the default (%s)", DefaultStartupListWait))
 	case u.StartupTimeout > 0 && u.StartupListWait > u.StartupTimeout:
-		v.add(joinPath(p, "startup_list_wait"), fmt.Sprintf("%s is longer than startup_timeout (%s), which ends the first connection attempt; set it to at most %s", u.StartupListWait.D(), u.StartupTimeout.D(), u.StartupTimeout.D()))
+		v.add(strictyaml.JoinPath(p, "startup_list_wait"), fmt.Sprintf("%s is longer than startup_timeout (%s), which ends the first connection attempt; set it to at most %s", u.StartupListWait.D(), u.StartupTimeout.D(), u.StartupTimeout.D()))
 	}
 	v.stderr(p, u, hasURL && !hasCmd) // stderr.go
 	if u.MaxLineBytes < 1024 {
-		v.add(joinPath(p, "max_line_bytes"), fmt.Sprintf("must be at least 1024 bytes; remove it for the default (%d, 8 MiB) or set e.g. 16777216", DefaultMaxLineBytes))
+		v.add(strictyaml.JoinPath(p, "max_line_bytes"), fmt.Sprintf("must be at least 1024 bytes; remove it for the default (%d, 8 MiB) or set e.g. 16777216", DefaultMaxLineBytes))
 	}
 	switch u.Protocol {
 	case "", "auto", "2026", "legacy":
 	default:
-		v.add(joinPath(p, "protocol"), fmt.Sprintf("%q is not a protocol choice; use auto (the default), 2026 or legacy", u.Protocol))
+		v.add(strictyaml.JoinPath(p, "protocol"), fmt.Sprintf("%q is not a protocol choice; use auto (the default), 2026 or legacy", u.Protocol))
 	}
 	if u.ExactCapabilities && u.Protocol == "2026" {
-		v.add(joinPath(p, "exact_capabilities"), `has no effect with protocol: "2026", where every request carries its caller's capabilities; remove it, or use protocol: auto`)
+		v.add(strictyaml.JoinPath(p, "exact_capabilities"), `has no effect with protocol: "2026", where every request carries its caller's capabilities; remove it, or use protocol: auto`)
 	}
 	v.upstreamOAuth(p, u, hasCmd && !hasURL) // upstream_oauth.go
 	v.statefulLimits(p, u)                   // limits.go
 	for i, r := range u.Roots {
 		rp := fmt.Sprintf("%s.roots[%d]", p, i)
 		if !strings.HasPrefix(r.URI, "file://") {
-			v.add(joinPath(rp, "uri"), fmt.Sprintf("%q must be a file:// URI (MCP roots are filesystem locations); write it as e.g. file:///srv/data", r.URI))
+			v.add(strictyaml.JoinPath(rp, "uri"), fmt.Sprintf("%q must be a file:// URI (MCP roots are filesystem locations); write it as e.g. file:///srv/data", r.URI))
 		}
 	}
 }
@@ -234,7 +236,7 @@ func (v *validator) routes() {
 				v.add(up, fmt.Sprintf("%q is listed twice; remove one", name))
 			case !slices.Contains(known, name):
 				msg := fmt.Sprintf("there is no upstream named %q", name)
-				if s := closest(name, known); s != "" {
+				if s := strictyaml.Closest(name, known); s != "" {
 					msg += fmt.Sprintf("; did you mean %q?", s)
 				} else if len(known) > 0 {
 					msg += "; use one of: " + strings.Join(known, ", ")
@@ -245,7 +247,7 @@ func (v *validator) routes() {
 			}
 			listed[name] = true
 		}
-		if v.dec.set[p+".page_size"] {
+		if v.dec.Set(p + ".page_size") {
 			v.pageSize(p+".page_size", r.PageSize) // else the top level's, judged there
 		}
 		if r.BareNames != nil && !r.Prefixed() {
@@ -272,7 +274,7 @@ func (v *validator) routeTools(p string, r *Route) {
 		v.add(p+".mode", fmt.Sprintf("unknown mode %q; use one of: %s (all lists every tool, search lists only %s%ssearch_tools and %s%scall_tool, auto searches above threshold tools)",
 			t.Mode, strings.Join(modes, ", "), MetaUpstream, v.cfg.Separator, MetaUpstream, v.cfg.Separator))
 	}
-	if v.dec.set[p+".threshold"] {
+	if v.dec.Set(p + ".threshold") {
 		switch {
 		case r.ToolsMode() != ToolsAuto:
 			v.add(p+".threshold", fmt.Sprintf("applies only to mode: auto (this route's mode is %s); remove threshold, or set mode: auto", r.ToolsMode()))
@@ -468,7 +470,7 @@ func (v *validator) issuer(p string, o *OIDC, seen map[string]string) {
 			v.add(ap, fmt.Sprintf("%q is a shared-secret algorithm, which a resource server cannot verify safely (the gateway holds only the issuer's public keys); use the issuer's asymmetric algorithm, e.g. RS256 or ES256", alg))
 		default:
 			msg := fmt.Sprintf("%q is not a supported signature algorithm; use one of %s", alg, strings.Join(allowedAlgorithms, ", "))
-			if s := closest(alg, allowedAlgorithms); s != "" {
+			if s := strictyaml.Closest(alg, allowedAlgorithms); s != "" {
 				msg = fmt.Sprintf("%q is not a supported signature algorithm; did you mean %q?", alg, s)
 			}
 			v.add(ap, msg)
@@ -721,49 +723,4 @@ func validName(s string) bool {
 
 func isSpace(r rune) bool {
 	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' || r == 0x85 || r == 0xA0
-}
-
-// closest returns the candidate nearest to s by edit distance (ignoring
-// case), or "" when none is near enough to be a plausible typo.
-func closest(s string, candidates []string) string {
-	best, bestDist := "", -1
-	for _, c := range candidates {
-		d := editDistance(strings.ToLower(s), strings.ToLower(c))
-		if bestDist < 0 || d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	limit := max(1, len(s)/3)
-	if best == "" || bestDist > limit {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the optimal-string-alignment distance: insertions,
-// deletions, substitutions and adjacent transpositions ("headres") cost 1.
-func editDistance(a, b string) int {
-	ar, br := []rune(a), []rune(b)
-	// Three rolling rows: two back for transpositions.
-	prev2 := make([]int, len(br)+1)
-	prev := make([]int, len(br)+1)
-	cur := make([]int, len(br)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ar); i++ {
-		cur[0] = i
-		for j := 1; j <= len(br); j++ {
-			cost := 1
-			if ar[i-1] == br[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && ar[i-1] == br[j-2] && ar[i-2] == br[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(br)]
 }

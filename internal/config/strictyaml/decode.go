@@ -1,4 +1,9 @@
-package config
+// Package strictyaml decodes a YAML document into Go structs by their
+// yaml tags, strictly: every unknown key, type error and failed ${VAR}
+// expansion is reported with its line and path, all of them at once, and
+// decoding goes on after a mistake. It knows nothing of mcpgw's config; the
+// config package gives it the types and reads back what was set.
+package strictyaml
 
 import (
 	"fmt"
@@ -6,7 +11,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -16,12 +20,12 @@ import (
 // config reload.
 const maxValues = 100_000
 
-// decoder walks a yaml.Node tree against Go types by reflection, following
+// Decoder walks a yaml.Node tree against Go types by reflection, following
 // the yaml struct tags. Doing the walk ourselves (rather than yaml.v3's
 // Decode with KnownFields) lets it report every unknown key and type error
 // with its line and path, expand ${VAR} only in scalar values, and keep going
 // after a mistake.
-type decoder struct {
+type Decoder struct {
 	env      func(string) (string, bool)
 	problems Problems
 	// lines maps a path to the line that sets it, so validation problems
@@ -41,8 +45,8 @@ type decoder struct {
 	budget int
 }
 
-func newDecoder(env func(string) (string, bool)) *decoder {
-	return &decoder{
+func New(env func(string) (string, bool)) *Decoder {
+	return &Decoder{
 		env:    env,
 		lines:  map[string]int{},
 		set:    map[string]bool{},
@@ -51,18 +55,18 @@ func newDecoder(env func(string) (string, bool)) *decoder {
 	}
 }
 
-func (d *decoder) add(line int, path, msg string) {
+func (d *Decoder) add(line int, path, msg string) {
 	d.problems = append(d.problems, Problem{Line: line, Path: path, Msg: msg})
 }
 
 // fail records a problem for a value that could not be decoded.
-func (d *decoder) fail(line int, path, msg string) {
+func (d *Decoder) fail(line int, path, msg string) {
 	d.add(line, path, msg)
 	d.failed = append(d.failed, path)
 }
 
 // spend takes one unit of the value budget and reports whether any is left.
-func (d *decoder) spend(n *yaml.Node) bool {
+func (d *Decoder) spend(n *yaml.Node) bool {
 	d.budget--
 	if d.budget == -1 {
 		// Failing the root keeps validation from reporting the values that
@@ -73,7 +77,7 @@ func (d *decoder) spend(n *yaml.Node) bool {
 }
 
 // decode stores node n into v, which must be settable.
-func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+func (d *Decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if !d.spend(n) {
 		return
 	}
@@ -118,14 +122,14 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
+func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.typeError(n, v.Type(), path)
 		return
 	}
-	index, names := yamlFields(v.Type())
+	index, names := Fields(v.Type())
 	for _, p := range d.pairs(n, path) {
-		kp := joinPath(path, p.name)
+		kp := JoinPath(path, p.name)
 		i, ok := index[p.name]
 		if !ok {
 			d.add(p.key.Line, kp, unknownKey(p.name, names))
@@ -136,7 +140,7 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
+func (d *Decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.typeError(n, v.Type(), path)
 		return
@@ -145,7 +149,7 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 		v.Set(reflect.MakeMap(v.Type()))
 	}
 	for _, p := range d.pairs(n, path) {
-		kp := joinPath(path, p.name)
+		kp := JoinPath(path, p.name)
 		d.lines[kp] = p.key.Line
 		elem := reflect.New(v.Type().Elem()).Elem()
 		d.decode(p.val, elem, kp)
@@ -153,7 +157,7 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
+func (d *Decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.SequenceNode {
 		d.typeError(n, v.Type(), path)
 		return
@@ -167,7 +171,7 @@ func (d *decoder) sequence(n *yaml.Node, v reflect.Value, path string) {
 	v.Set(s)
 }
 
-func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
+func (d *Decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.ScalarNode {
 		d.typeError(n, v.Type(), path)
 		return
@@ -212,7 +216,7 @@ func (d *decoder) scalar(n *yaml.Node, v reflect.Value, path string) {
 
 // unmarshaler hands the node to a type's own UnmarshalYAML, after expanding
 // ${VAR} in a scalar.
-func (d *decoder) unmarshaler(n *yaml.Node, u yaml.Unmarshaler, path string) {
+func (d *Decoder) unmarshaler(n *yaml.Node, u yaml.Unmarshaler, path string) {
 	// Work on a copy: an anchored node can be decoded more than once through
 	// aliases and must not be expanded twice.
 	c := *n
@@ -232,7 +236,7 @@ func (d *decoder) unmarshaler(n *yaml.Node, u yaml.Unmarshaler, path string) {
 
 // expand applies ${VAR} expansion to a scalar's value. It reports false after
 // recording the problems when a reference cannot be expanded.
-func (d *decoder) expand(n *yaml.Node, path string) (string, bool) {
+func (d *Decoder) expand(n *yaml.Node, path string) (string, bool) {
 	s, errs := expandVars(n.Value, d.env)
 	for _, e := range errs {
 		d.fail(n.Line, path, e)
@@ -249,7 +253,7 @@ type pair struct {
 // pairs returns a mapping's entries. Keys set twice are problems. Keys
 // merged in with "<<: *anchor" fill in only what the mapping does not set
 // itself, the first merged source winning, as YAML's merge key specifies.
-func (d *decoder) pairs(n *yaml.Node, path string) []pair {
+func (d *Decoder) pairs(n *yaml.Node, path string) []pair {
 	var out []pair
 	seen := map[string]int{} // name -> line
 	var merges []*yaml.Node
@@ -270,7 +274,7 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
-			d.add(k.Line, joinPath(path, k.Value), fmt.Sprintf("key %q is set twice (first on line %d); keep one", k.Value, first))
+			d.add(k.Line, JoinPath(path, k.Value), fmt.Sprintf("key %q is set twice (first on line %d); keep one", k.Value, first))
 			continue
 		}
 		seen[k.Value] = k.Line
@@ -297,7 +301,7 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 
 // mergeSources returns the mappings a "<<" value names: one mapping, an
 // alias to one, or a list of them.
-func (d *decoder) mergeSources(m *yaml.Node, path string) []*yaml.Node {
+func (d *Decoder) mergeSources(m *yaml.Node, path string) []*yaml.Node {
 	items := []*yaml.Node{m}
 	if m.Kind == yaml.SequenceNode {
 		items = m.Content
@@ -320,7 +324,7 @@ func (d *decoder) mergeSources(m *yaml.Node, path string) []*yaml.Node {
 }
 
 // typeError reports a value of the wrong shape for typ.
-func (d *decoder) typeError(n *yaml.Node, typ reflect.Type, path string) {
+func (d *Decoder) typeError(n *yaml.Node, typ reflect.Type, path string) {
 	var want, fix string
 	switch typ.Kind() {
 	case reflect.Struct, reflect.Map:
@@ -343,11 +347,11 @@ func (d *decoder) typeError(n *yaml.Node, typ reflect.Type, path string) {
 	default:
 		want, fix = "a single value", "write one value after the colon, quoted if it contains special characters"
 	}
-	d.fail(n.Line, path, fmt.Sprintf("want %s, got %s; %s", want, describe(n), fix))
+	d.fail(n.Line, path, fmt.Sprintf("want %s, got %s; %s", want, Describe(n), fix))
 }
 
-// describe names what a node holds, for "want X, got Y" messages.
-func describe(n *yaml.Node) string {
+// Describe names what a node holds, for "want X, got Y" messages.
+func Describe(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
@@ -392,9 +396,9 @@ func parseInt(s string, bits int) (int64, error) {
 	return strconv.ParseInt(s, 10, bits)
 }
 
-// yamlFields maps a struct type's YAML keys to field indexes, and lists the
+// Fields maps a struct type's YAML keys to field indexes, and lists the
 // keys in declaration order for messages.
-func yamlFields(t reflect.Type) (map[string]int, []string) {
+func Fields(t reflect.Type) (map[string]int, []string) {
 	index := map[string]int{}
 	var names []string
 	for i := range t.NumField() {
@@ -417,15 +421,15 @@ func yamlFields(t reflect.Type) (map[string]int, []string) {
 
 // unknownKey explains an unknown key and suggests the closest known one.
 func unknownKey(name string, known []string) string {
-	if s := closest(name, known); s != "" {
+	if s := Closest(name, known); s != "" {
 		return fmt.Sprintf("unknown key %q; did you mean %q?", name, s)
 	}
 	return fmt.Sprintf("unknown key %q; remove it or use one of: %s", name, strings.Join(known, ", "))
 }
 
-// joinPath appends a key to a path, quoting keys that are not plain words
+// JoinPath appends a key to a path, quoting keys that are not plain words
 // so that paths stay unambiguous (upstreams["a.b"].url).
-func joinPath(path, key string) string {
+func JoinPath(path, key string) string {
 	plain := key != ""
 	for _, r := range key {
 		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
@@ -443,8 +447,8 @@ func joinPath(path, key string) string {
 	}
 }
 
-// parentPath strips the last element of a path made by joinPath or an index.
-func parentPath(p string) string {
+// ParentPath strips the last element of a path made by joinPath or an index.
+func ParentPath(p string) string {
 	if strings.HasSuffix(p, `"]`) {
 		if i := strings.LastIndex(p, `["`); i >= 0 {
 			return p[:i]
@@ -461,21 +465,114 @@ func parentPath(p string) string {
 	return ""
 }
 
-// UnmarshalYAML accepts a Go duration string such as "30s" or "1m30s".
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a duration, got %s; write one value such as 30s or 1m30s", describe(n))
-	}
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("%q is not a duration; write a number with a unit (ms, s, m, h), e.g. 30s or 1m30s", n.Value)
-	}
-	*d = Duration(v)
-	return nil
+// how to fix it.
+type Problem struct {
+	// File is the name given to Parse (the path for Load); may be empty.
+	File string
+	// Line is 1-based; 0 when the problem has no single location.
+	Line int
+	// Path locates the value, e.g. "upstreams.fs.command[0]"; empty for the
+	// whole file.
+	Path string
+	Msg  string
 }
 
-// MarshalYAML writes the duration back in the form UnmarshalYAML reads.
-func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+// String formats the problem as FILE:LINE: PATH: MESSAGE, leaving out the
+// parts that are unknown.
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.File != "" {
+		b.WriteString(p.File)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, ":%d", p.Line)
+		}
+		b.WriteString(": ")
+	} else if p.Line > 0 {
+		fmt.Fprintf(&b, "line %d: ", p.Line)
+	}
+	if p.Path != "" {
+		b.WriteString(p.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(p.Msg)
+	return b.String()
+}
 
-// String formats the duration like time.Duration ("1m30s").
-func (d Duration) String() string { return time.Duration(d).String() }
+// Problems is every problem found in a config file. Parse returns all of
+// them at once so an operator can fix a file in one pass.
+type Problems []Problem
+
+// Error prints one problem per line.
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Problems returns what decoding found wrong, in the order found.
+func (d *Decoder) Problems() Problems { return d.problems }
+
+// Set reports whether path was given a non-null value: an explicit zero
+// (an error for a timeout) is told from an absent key (defaulted).
+func (d *Decoder) Set(path string) bool { return d.set[path] }
+
+// Line returns the line that sets path.
+func (d *Decoder) Line(path string) (int, bool) {
+	l, ok := d.lines[path]
+	return l, ok
+}
+
+// Failed returns the paths whose value could not be decoded: validation
+// keeps quiet about them, since it would only see a zero value.
+func (d *Decoder) Failed() []string { return d.failed }
+
+// Decode decodes n into v (a settable struct value) at path ("" for the
+// document).
+func (d *Decoder) Decode(n *yaml.Node, v reflect.Value, path string) { d.decode(n, v, path) }
+
+// Closest returns the candidate nearest to s by edit distance (ignoring
+// case), or "" when none is near enough to be a plausible typo.
+func Closest(s string, candidates []string) string {
+	best, bestDist := "", -1
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(s), strings.ToLower(c))
+		if bestDist < 0 || d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	limit := max(1, len(s)/3)
+	if best == "" || bestDist > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the optimal-string-alignment distance: insertions,
+// deletions, substitutions and adjacent transpositions ("headres") cost 1.
+func editDistance(a, b string) int {
+	ar, br := []rune(a), []rune(b)
+	// Three rolling rows: two back for transpositions.
+	prev2 := make([]int, len(br)+1)
+	prev := make([]int, len(br)+1)
+	cur := make([]int, len(br)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ar); i++ {
+		cur[0] = i
+		for j := 1; j <= len(br); j++ {
+			cost := 1
+			if ar[i-1] == br[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ar[i-1] == br[j-2] && ar[i-2] == br[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(br)]
+}
