@@ -97,6 +97,10 @@ func (t *Transport) drive(w http.ResponseWriter, r *http.Request, call *core.Cal
 			finish(w, sw, jsonrpc.NewError(id, out.Err))
 			return
 		case out.InputRequired != nil:
+			// Parked before the client can read the answer: its retry may
+			// arrive before this handler has returned, and must find the
+			// call released, not "already being retried".
+			call.Release()
 			res := jsonrpc.NewResult(id, out.InputRequired)
 			if sw != nil {
 				b, _ := jsonrpc.Encode(res)
