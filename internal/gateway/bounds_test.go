@@ -32,7 +32,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
-	"github.com/mcpgw/mcpgw/internal/limits"
+	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
@@ -121,8 +121,8 @@ func wantError(t *testing.T, what string, m *jsonrpc.Message, bound string, id s
 		RetryAfter int    `json:"retryAfterSeconds"`
 	}
 	_ = json.Unmarshal(m.Error.Data, &data)
-	if m.Error.Code != limits.Code || data.Bound != bound || data.Max < 1 || data.RetryAfter < 1 || !strings.Contains(m.Error.Message, bound) {
-		t.Errorf("%s: error %d %q data %s; want %d naming %s", what, m.Error.Code, m.Error.Message, m.Error.Data, limits.Code, bound)
+	if m.Error.Code != mcp.CodeRateLimited || data.Bound != bound || data.Max < 1 || data.RetryAfter < 1 || !strings.Contains(m.Error.Message, bound) {
+		t.Errorf("%s: error %d %q data %s; want %d naming %s", what, m.Error.Code, m.Error.Message, m.Error.Data, mcp.CodeRateLimited, bound)
 	}
 	if id != "" && string(m.ID) != id {
 		t.Errorf("%s: error has id %s, want the request's %s", what, m.ID, id)

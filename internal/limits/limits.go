@@ -16,11 +16,6 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
-// Code is the JSON-RPC error code of a refusal: the one rate limits use
-// (implementation-defined range), since a client handles both alike — it
-// waits data.retryAfterSeconds and retries.
-const Code = -32004
-
 // DefaultRetryAfter is the Retry-After of a refusal that does not say.
 const DefaultRetryAfter = 5
 
@@ -67,7 +62,7 @@ func (r *Refusal) JSONRPC() *jsonrpc.Error {
 		Max        int    `json:"max"`
 		RetryAfter int    `json:"retryAfterSeconds"`
 	}{r.Bound, r.Max, r.retryAfter()})
-	return &jsonrpc.Error{Code: Code, Message: r.Error(), Data: data}
+	return &jsonrpc.Error{Code: mcp.CodeRateLimited, Message: r.Error(), Data: data}
 }
 
 // Write answers an HTTP request with the refusal: its status, Retry-After

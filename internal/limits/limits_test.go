@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
 func TestRefusal(t *testing.T) {
@@ -38,8 +39,8 @@ func TestRefusal(t *testing.T) {
 			if err := json.Unmarshal(m.Error.Data, &data); err != nil || data.Bound != tc.r.Bound || data.Max != tc.r.Max || data.RetryAfter < 1 {
 				t.Errorf("data %s", m.Error.Data)
 			}
-			if m.Error.Code != Code || !strings.Contains(m.Error.Message, tc.r.Bound) || !strings.Contains(m.Error.Message, tc.r.What) {
-				t.Errorf("error %d %q: want %d naming %s and what is full", m.Error.Code, m.Error.Message, Code, tc.r.Bound)
+			if m.Error.Code != mcp.CodeRateLimited || !strings.Contains(m.Error.Message, tc.r.Bound) || !strings.Contains(m.Error.Message, tc.r.What) {
+				t.Errorf("error %d %q: want %d naming %s and what is full", m.Error.Code, m.Error.Message, mcp.CodeRateLimited, tc.r.Bound)
 			}
 		})
 	}

@@ -87,6 +87,10 @@ const (
 	// CodeUpstreamUnavailable marks a call whose upstream is down or unreachable
 	// (implementation-defined range -32000..-32019).
 	CodeUpstreamUnavailable = -32003
+	// CodeRateLimited refuses a request over a rate limit or a configured
+	// bound that is full; data carries retryAfterSeconds, and a client
+	// handles both alike: it waits and retries.
+	CodeRateLimited = -32004
 	// CodeEventsPurged: a Last-Event-ID replay asked for events the replay
 	// log no longer holds; the stream's request is answered with it.
 	CodeEventsPurged = -32005

@@ -35,7 +35,7 @@ import (
 
 // CodeRateLimited is the JSON-RPC error for a request over a rate limit;
 // its data carries retryAfterSeconds (implementation-defined range).
-const CodeRateLimited = core.CodeRateLimited
+const CodeRateLimited = mcp.CodeRateLimited
 
 // Options configure a Router.
 type Options struct {

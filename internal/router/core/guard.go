@@ -29,10 +29,6 @@ func mustCompileAllowAll() *policy.Policy {
 	return p
 }
 
-// CodeRateLimited is the JSON-RPC error for a request over a rate limit;
-// its data carries retryAfterSeconds (implementation-defined range).
-const CodeRateLimited = -32004
-
 // target is what a request is about, in policy terms: a tool, a prompt or
 // a resource, by its canonical name on the route (catalog.View.Canonical: a
 // bare name's prefixed one, <upstream>+<uri> for a resource).
@@ -178,7 +174,7 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 			c.opts.Metrics.RateLimited(route)
 			au.refuse(audit.RateLimited, audit.RuleRateLimits, "", lr.String())
 			data, _ := json.Marshal(map[string]any{"retryAfterSeconds": lr.RetryAfterSeconds(), "limit": lr.Limit})
-			return release, &jsonrpc.Error{Code: CodeRateLimited, Message: lr.String(), Data: data}
+			return release, &jsonrpc.Error{Code: mcp.CodeRateLimited, Message: lr.String(), Data: data}
 		}
 		release = rel
 	}

@@ -104,7 +104,7 @@ func metaParent(params []byte) (trace.SpanContext, bool) {
 // access policy or pinning (denied), whatever error code the client sees.
 func (o *observed) refuse(gerr *jsonrpc.Error) {
 	o.refused = metrics.OutcomeDenied
-	if gerr.Code == CodeRateLimited {
+	if gerr.Code == mcp.CodeRateLimited {
 		o.refused = metrics.OutcomeRateLimited
 	}
 }
