@@ -88,12 +88,7 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 			v.add(strictyaml.JoinPath(strictyaml.JoinPath(p, "headers"), k), "an Authorization header is set together with oauth:, which sends its own bearer token on every request; remove one of them")
 		}
 	}
-	sources := 0
-	for _, set := range []bool{o.TokenURL != "", o.Issuer != "", o.Discover} {
-		if set {
-			sources++
-		}
-	}
+	sources := countSet(o.TokenURL != "", o.Issuer != "", o.Discover)
 	switch {
 	case sources == 0:
 		v.add(op, "token_url is not set, nor issuer or discover; set token_url (the token endpoint, e.g. https://idp.example.com/oauth2/token), issuer (the authorization server, whose metadata names the endpoint), or discover: true (the authorization server the upstream's protected-resource metadata names)")

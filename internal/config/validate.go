@@ -574,15 +574,22 @@ func (v *validator) sessions() {
 	}
 }
 
-// redis checks sessions.redis.
-func (v *validator) redis(r *Redis, keyRing bool) {
-	const p = "sessions.redis"
+// countSet counts the alternatives a section sets, for "exactly one of"
+// checks.
+func countSet(set ...bool) int {
 	n := 0
-	for _, set := range []bool{r.Addr != "", r.URL != "", len(r.Addrs) > 0} {
-		if set {
+	for _, s := range set {
+		if s {
 			n++
 		}
 	}
+	return n
+}
+
+// redis checks sessions.redis.
+func (v *validator) redis(r *Redis, keyRing bool) {
+	const p = "sessions.redis"
+	n := countSet(r.Addr != "", r.URL != "", len(r.Addrs) > 0)
 	switch {
 	case n == 0:
 		v.add(p, "says nowhere where Redis is; set addr (e.g. 127.0.0.1:6379), url (redis://host:6379/0) or addrs (Sentinel or Cluster), or remove redis:")
