@@ -53,7 +53,7 @@ type httpSession struct {
 
 	mu       sync.Mutex
 	getOpen  bool
-	inflight map[string]context.CancelFunc
+	inflight inflight
 	cut      map[string][]sse.Event // drop: the rest of each cut stream
 	cutOrder []string
 }
@@ -79,9 +79,7 @@ func (h *HTTPHandler) InFlight() int {
 	defer h.mu.Unlock()
 	n := 0
 	for _, sess := range h.sessions {
-		sess.mu.Lock()
-		n += len(sess.inflight)
-		sess.mu.Unlock()
+		n += sess.inflight.len()
 	}
 	return n
 }
@@ -149,7 +147,6 @@ func (h *HTTPHandler) create(version string) *httpSession {
 		ctx:      ctx,
 		end:      end,
 		outbox:   make(chan []byte, outboxSize),
-		inflight: map[string]context.CancelFunc{},
 		cut:      map[string][]sse.Event{},
 	}
 	h.sessions[sess.id] = sess
@@ -240,7 +237,7 @@ func (h *HTTPHandler) post(w http.ResponseWriter, r *http.Request) {
 	switch msg.Kind() {
 	case jsonrpc.KindNotification:
 		if msg.Method == mcp.NotificationCancelled {
-			sess.cancel(msg.Params)
+			sess.inflight.cancel(msg.Params)
 		}
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindResponse:
@@ -276,7 +273,7 @@ func (h *HTTPHandler) stateless(w http.ResponseWriter, r *http.Request, msg *jso
 	// A session of this request alone: nothing outlives it.
 	ctx, end := context.WithCancel(context.Background())
 	defer end()
-	sess := &httpSession{ctx: ctx, end: end, inflight: map[string]context.CancelFunc{}, cut: map[string][]sse.Event{}}
+	sess := &httpSession{ctx: ctx, end: end, cut: map[string][]sse.Event{}}
 	h.call(w, r, sess, msg, f, true)
 }
 
@@ -319,21 +316,6 @@ func (h *HTTPHandler) listen(w http.ResponseWriter, r *http.Request, msg *jsonrp
 	}
 }
 
-func (sess *httpSession) cancel(params json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return
-	}
-	sess.mu.Lock()
-	cancel := sess.inflight[string(p.RequestID)]
-	sess.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-}
-
 // call serves one fault over HTTP; mod marks a 2026-07-28 request, which
 // has no session to expire and no stream to resume.
 func (h *HTTPHandler) call(w http.ResponseWriter, r *http.Request, sess *httpSession, msg *jsonrpc.Message, f Fault, mod bool) {
@@ -353,14 +335,8 @@ func (h *HTTPHandler) call(w http.ResponseWriter, r *http.Request, sess *httpSes
 	defer context.AfterFunc(sess.ctx, end)()
 	ctx, cancel := context.WithCancel(life)
 	defer cancel()
-	sess.mu.Lock()
-	sess.inflight[string(msg.ID)] = cancel
-	sess.mu.Unlock()
-	defer func() {
-		sess.mu.Lock()
-		delete(sess.inflight, string(msg.ID))
-		sess.mu.Unlock()
-	}()
+	sess.inflight.track(json.RawMessage(msg.ID), cancel)
+	defer sess.inflight.untrack(json.RawMessage(msg.ID))
 	// After a crash nothing more is written: the handler aborts, which
 	// closes the connection without an answer.
 	defer func() {

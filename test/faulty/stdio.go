@@ -27,7 +27,7 @@ const maxStdinLine = 16 << 20
 // ends when in does (EOF or close), which a crash does not wait for.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
-	c := &stdioConn{s: s, out: out, inflight: map[string]context.CancelFunc{}, crashed: make(chan struct{})}
+	c := &stdioConn{s: s, out: out, crashed: make(chan struct{})}
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
@@ -82,15 +82,15 @@ func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 			switch msg.Kind() {
 			case jsonrpc.KindNotification:
 				if msg.Method == mcp.NotificationCancelled {
-					c.cancel(msg.Params)
+					c.inflight.cancel(msg.Params)
 				}
 			case jsonrpc.KindRequest:
 				rctx, rcancel := context.WithCancel(ctx)
-				c.track(msg.ID, rcancel)
+				c.inflight.track(json.RawMessage(msg.ID), rcancel)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					defer c.untrack(msg.ID)
+					defer c.inflight.untrack(json.RawMessage(msg.ID))
 					defer rcancel()
 					c.serve(rctx, ctx, msg)
 				}()
@@ -135,8 +135,7 @@ type stdioConn struct {
 	dead        atomic.Bool // crashed: nothing more is written
 	initialized atomic.Bool // an initialize came: a legacy connection
 
-	mu       sync.Mutex
-	inflight map[string]context.CancelFunc
+	inflight inflight
 
 	crashOnce sync.Once
 	crashed   chan struct{}
@@ -161,33 +160,6 @@ func (c *stdioConn) send(m *jsonrpc.Message) {
 func (c *stdioConn) crash() {
 	c.dead.Store(true)
 	c.crashOnce.Do(func() { close(c.crashed) })
-}
-
-func (c *stdioConn) track(id jsonrpc.ID, cancel context.CancelFunc) {
-	c.mu.Lock()
-	c.inflight[string(id)] = cancel
-	c.mu.Unlock()
-}
-
-func (c *stdioConn) untrack(id jsonrpc.ID) {
-	c.mu.Lock()
-	delete(c.inflight, string(id))
-	c.mu.Unlock()
-}
-
-func (c *stdioConn) cancel(params json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return
-	}
-	c.mu.Lock()
-	cancel := c.inflight[string(p.RequestID)]
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
 }
 
 // serve answers one request; ctx is the request's (cancelled by
