@@ -111,21 +111,20 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	pol, err := buildPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
 	sessionKeys, err := loadSessionKeys(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Sessions != nil && cfg.Sessions.Redis != nil {
-		opts.Logger.Warn("sessions.redis shares replay logs and DELETEd session ids; GET streams, subscriptions and rate-limit buckets stay on each replica: route legacy clients that need them to one replica (sticky sessions)")
 	}
 	if g.audit, err = openAudit(cfg, opts.Logger); err != nil { // audit.go
 		return nil, err
 	}
 	if g.shared, err = newShared(cfg, g.metrics, opts.Logger, red); err != nil { // redis.go
+		_ = g.audit.Close()
+		return nil, err
+	}
+	pol, err := buildPolicy(cfg, g.shared.limiterOptions()...)
+	if err != nil {
+		g.shared.close()
 		_ = g.audit.Close()
 		return nil, err
 	}
@@ -158,6 +157,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Replay:       replayLimits(cfg),
 		Events:       g.shared.eventStore(),
 		Revocations:  g.shared.revocations(),
+		Relay:        g.shared.relayer(),
 		Metrics:      g.metrics,
 		Tracer:       tracer,
 		Auth:         authn,
@@ -314,7 +314,7 @@ type policySet struct {
 
 // buildPolicy compiles the policy section; a policy that cannot be
 // enforced as written stops the gateway rather than serving without it.
-func buildPolicy(cfg *config.Config) (policySet, error) {
+func buildPolicy(cfg *config.Config, limiterOpts ...policy.LimiterOption) (policySet, error) {
 	pol, err := policy.Compile(cfg.Policy)
 	if err != nil {
 		return policySet{}, fmt.Errorf("policy: %w", err)
@@ -323,7 +323,7 @@ func buildPolicy(cfg *config.Config) (policySet, error) {
 	if err != nil {
 		return policySet{}, err
 	}
-	return policySet{policy: pol, limiter: policy.NewLimiter(cfg.Policy.RateLimits), pinner: pinner}, nil
+	return policySet{policy: pol, limiter: policy.NewLimiter(cfg.Policy.RateLimits, limiterOpts...), pinner: pinner}, nil
 }
 
 // replayLimits are the bounds of the sessions' replay logs (sessions.replay).

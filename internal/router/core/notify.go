@@ -80,7 +80,7 @@ func (c *Core) coalesce() {
 				b, _ := jsonrpc.Encode(jsonrpc.NewNotification(method, nil))
 				for _, s := range c.opts.Sessions.All() {
 					if slices.ContainsFunc(s.Route().View.Upstreams(), func(u string) bool { return ups[u] }) {
-						s.Send(b)
+						s.SendHere(b) // every replica hears its own upstreams' changes
 					}
 				}
 				for _, s := range c.listenersFor(method, ups) {

@@ -1,0 +1,46 @@
+// The TypeScript SDK client of the fleet test (test/fleet, run by its Go
+// test with the HAProxy URL): one session through a round-robin balancer
+// in front of three mcpgw replicas. It calls up__whoami 12 times (each
+// answer names the replica whose upstream connection ran it), lists the
+// tools, subscribes to the doc resource, touches it, and waits for the
+// update on the SDK's GET stream. It prints one JSON line for the Go test
+// to check; any failure exits non-zero.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const url = process.argv[2];
+if (!url) {
+  console.error('usage: node fleet.client.mjs URL');
+  process.exit(2);
+}
+const client = new Client({ name: 'fleet-ts', version: '1' });
+let updated;
+const gotUpdate = new Promise((resolve) => {
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+    updated = n.params.uri;
+    resolve();
+  });
+});
+const transport = new StreamableHTTPClientTransport(new URL(url));
+await client.connect(transport);
+
+const replicas = [];
+for (let i = 0; i < 12; i++) {
+  const r = await client.callTool({ name: 'up__whoami', arguments: {} });
+  const text = r.content?.[0]?.text ?? '';
+  if (r.isError || !text.startsWith('replica=')) throw new Error(`call ${i}: ${JSON.stringify(r)}`);
+  replicas.push(text.slice('replica='.length));
+}
+const tools = (await client.listTools()).tools.map((t) => t.name);
+const doc = (await client.listResources()).resources.find((r) => r.uri.includes('doc'));
+if (!doc) throw new Error('no doc resource listed');
+// The SDK opens its GET stream after initialize; give it a moment to be
+// held by a replica before the update is caused.
+await new Promise((r) => setTimeout(r, 300));
+await client.subscribeResource({ uri: doc.uri });
+await client.callTool({ name: 'up__touch', arguments: {} });
+await Promise.race([gotUpdate, new Promise((r) => setTimeout(r, 10000))]);
+await transport.terminateSession();
+await client.close();
+console.log(JSON.stringify({ replicas, tools, updated: updated ?? '' }));
