@@ -3,12 +3,12 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"sync"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
