@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
+	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
 )
 
@@ -28,6 +30,7 @@ type shared struct {
 	events  *sessions.RedisEvents
 	revoked *sessions.RedisRevocations
 	relay   *sessions.RedisRelay
+	subs    *sessions.RedisSubscriptions
 	buckets *policy.RedisBuckets
 	health  *redisHealth
 	timeout time.Duration
@@ -78,6 +81,7 @@ func newShared(cfg *config.Config, m *metrics.Metrics, log *zap.Logger, red *red
 		events:  sessions.NewRedisEvents(sessions.NewMemoryEvents(so.Limits, m), m, so),
 		revoked: sessions.NewRedisRevocations(so),
 		relay:   sessions.NewRedisRelay(so),
+		subs:    sessions.NewRedisSubscriptions(so, rand.Text()), // a replica id for this process
 		buckets: policy.NewRedisBuckets(client, prefix),
 		health:  startRedisHealth(client, o.ReadTimeout, so.Metrics, so.Logger),
 		timeout: o.ReadTimeout,
@@ -92,6 +96,14 @@ func (s *shared) relayer() sessions.Relay {
 		return nil
 	}
 	return s.relay
+}
+
+// subscriptions is the router's SharedSubscriptions (nil: none).
+func (s *shared) subscriptions() core.SharedSubscriptions {
+	if s.subs == nil {
+		return nil
+	}
+	return s.subs
 }
 
 // limiterOptions make policy.rate_limits' buckets the fleet's.
@@ -276,6 +288,7 @@ func (s *shared) close() {
 	}
 	s.health.close()
 	s.relay.Close()
+	s.subs.Close()
 	s.events.Close()
 	s.revoked.Close()
 	_ = s.client.Close()

@@ -77,6 +77,9 @@ type Options struct {
 	// Relay carries what a session is sent to the replica holding its GET
 	// stream (nil: each replica delivers to its own streams only).
 	Relay sessions.Relay
+	// Subscriptions record which replica holds each session's resource
+	// subscriptions (nil: this replica alone).
+	Subscriptions core.SharedSubscriptions
 	// Pinner checks tool definitions against the pinning lock (nil: off).
 	Pinner *policy.Pinner
 	// Audit records tool calls, prompt gets, resource reads and refusals
@@ -144,6 +147,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		AdvertiseURL: opts.AdvertiseURL,
 		Current:      func() *core.Generation { return rt.current().Generation },
 		Sessions:     stored{rt.sessions},
+		Shared:       opts.Subscriptions,
 	})
 	rt.streamable = streamable.New(rt.core, rt.sessions, opts.KeepAlive)
 	rt.serial = serial.New(rt.core, rt.sessions, opts.KeepAlive) // 2024-11-05 HTTP+SSE endpoints and stdio

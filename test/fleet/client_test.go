@@ -23,8 +23,9 @@ import (
 // the tools answer with, so the test sees which replica's connection ran a
 // call.
 type upstream struct {
-	srv  *mcp.Server
-	subs sync.Map // replica -> *atomic.Int64: resources/subscribe received
+	srv    *mcp.Server
+	subs   sync.Map // replica -> *atomic.Int64: resources/subscribe received
+	unsubs sync.Map // replica -> *atomic.Int64: resources/unsubscribe received
 }
 
 const docURI = "mem://doc"
@@ -37,7 +38,11 @@ func newUpstream() *upstream {
 			n.(*atomic.Int64).Add(1)
 			return nil
 		},
-		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+		UnsubscribeHandler: func(_ context.Context, req *mcp.UnsubscribeRequest) error {
+			n, _ := u.unsubs.LoadOrStore(replicaOf(req.Extra), &atomic.Int64{})
+			n.(*atomic.Int64).Add(1)
+			return nil
+		},
 	})
 	u.srv.AddResource(&mcp.Resource{URI: docURI, Name: "doc", MIMEType: "text/plain"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: docURI, Text: "doc"}}}, nil
@@ -69,6 +74,14 @@ func newUpstream() *upstream {
 		return text(fmt.Sprintf("ticked %d on %s", a.N, replicaOf(req.Extra))), nil, nil
 	})
 	return u
+}
+
+func count(m *sync.Map, replica string) int64 {
+	n, ok := m.Load(replica)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
 }
 
 func (u *upstream) subscribes() map[string]int64 {

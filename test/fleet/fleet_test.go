@@ -13,6 +13,7 @@ package fleet_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -202,15 +203,16 @@ func testTypeScript(t *testing.T, f *fleet) {
 		t.Fatalf("node fleet.client.mjs: %v\n%s\n%s", err, out, stderr)
 	}
 	var rep struct {
-		Replicas []string `json:"replicas"`
-		Tools    []string `json:"tools"`
-		Updated  string   `json:"updated"`
+		Replicas []string       `json:"replicas"`
+		Tools    []string       `json:"tools"`
+		Updated  string         `json:"updated"`
+		MS       map[string]int `json:"ms"`
 	}
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("fleet.client.mjs printed %q: %v", out, err)
 	}
 	distinct := slices.Compact(slices.Sorted(slices.Values(rep.Replicas)))
-	t.Logf("TypeScript client: calls ran on %v; update for %s", distinct, rep.Updated)
+	t.Logf("TypeScript client: calls ran on %v; update for %s; ms since start %v", distinct, rep.Updated, rep.MS)
 	if len(rep.Replicas) != 12 || len(distinct) < 2 {
 		t.Errorf("TypeScript client's 12 calls ran on %v: want all answered, on more than one replica", rep.Replicas)
 	}
@@ -345,6 +347,52 @@ func testSubscription(t *testing.T, f *fleet) {
 	}
 	if got := f.replica(subBy).metric("mcpgw_redis_relayed_total", `outcome="delivered"`); got != relayed+1 {
 		t.Errorf("%s relayed %v updates through Redis, want 1", subBy, got-relayed)
+	}
+
+	// Subscribed again through another replica: still held once (one
+	// upstream subscription, one update per change).
+	upSubs := f.up.subscribes()
+	for {
+		a := c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":54,"method":"resources/subscribe","params":{"uri":%q}}`, uri))
+		if m := a.last(t); m.Error != nil {
+			t.Fatalf("subscribe again: %v", m.Error)
+		}
+		if a.by != subBy {
+			break
+		}
+	}
+	c.call(55, "up__touch", "")
+	if _, ok := get.next(10 * time.Second); !ok {
+		t.Fatal("no update after subscribing again")
+	}
+	if ev, ok := get.next(time.Second); ok {
+		t.Errorf("a second update for one change (%s %s): the subscription is held twice", ev.msg.Method, ev.msg.Params)
+	}
+	if now := f.up.subscribes(); !maps.Equal(now, upSubs) {
+		t.Errorf("upstream subscriptions went from %v to %v: subscribing again through another replica subscribed upstream again", upSubs, now)
+	}
+
+	// Unsubscribed through another replica than the holder: the holder
+	// unsubscribes upstream, and no more updates come.
+	get2 := c.open(http.MethodGet, "", "")
+	defer get2.close()
+	before := count(&f.up.unsubs, subBy)
+	for {
+		a := c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":56,"method":"resources/unsubscribe","params":{"uri":%q}}`, uri))
+		if m := a.last(t); m.Error != nil {
+			t.Fatalf("unsubscribe: %v", m.Error)
+		}
+		if a.by != subBy {
+			break
+		}
+		c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":57,"method":"resources/subscribe","params":{"uri":%q}}`, uri))
+	}
+	eventually(t, 5*time.Second, subBy+" unsubscribes upstream after an unsubscribe through another replica", func() bool {
+		return count(&f.up.unsubs, subBy) > before
+	})
+	c.call(58, "up__touch", "")
+	if ev, ok := get2.next(1500 * time.Millisecond); ok {
+		t.Errorf("after unsubscribe the stream still got %s %s", ev.msg.Method, ev.msg.Params)
 	}
 }
 

@@ -10,6 +10,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const url = process.argv[2];
+const t0 = Date.now();
+const ms = {};
+const mark = (k) => { ms[k] = Date.now() - t0; };
 if (!url) {
   console.error('usage: node fleet.client.mjs URL');
   process.exit(2);
@@ -24,6 +27,7 @@ const gotUpdate = new Promise((resolve) => {
 });
 const transport = new StreamableHTTPClientTransport(new URL(url));
 await client.connect(transport);
+mark('connected');
 
 const replicas = [];
 for (let i = 0; i < 12; i++) {
@@ -32,6 +36,7 @@ for (let i = 0; i < 12; i++) {
   if (r.isError || !text.startsWith('replica=')) throw new Error(`call ${i}: ${JSON.stringify(r)}`);
   replicas.push(text.slice('replica='.length));
 }
+mark('calls');
 const tools = (await client.listTools()).tools.map((t) => t.name);
 const doc = (await client.listResources()).resources.find((r) => r.uri.includes('doc'));
 if (!doc) throw new Error('no doc resource listed');
@@ -40,7 +45,12 @@ if (!doc) throw new Error('no doc resource listed');
 await new Promise((r) => setTimeout(r, 300));
 await client.subscribeResource({ uri: doc.uri });
 await client.callTool({ name: 'up__touch', arguments: {} });
-await Promise.race([gotUpdate, new Promise((r) => setTimeout(r, 10000))]);
+mark('touched');
+let timer;
+await Promise.race([gotUpdate, new Promise((r) => { timer = setTimeout(r, 10000); })]);
+clearTimeout(timer); // else it keeps node running
+mark('updated');
 await transport.terminateSession();
 await client.close();
-console.log(JSON.stringify({ replicas, tools, updated: updated ?? '' }));
+mark('closed');
+console.log(JSON.stringify({ replicas, tools, updated: updated ?? '', ms }));

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -218,5 +219,109 @@ func (r *RedisRelay) Close() {
 		close(r.stop)
 		_ = r.sub.Close()
 		r.done.Wait()
+	})
+}
+
+// RedisSubscriptions are the fleet's record of which replica holds each
+// session's resource subscriptions (core.SharedSubscriptions): one key per
+// subscription, "<prefix>{o:<h>}:sub:<u>" (h the session's hash, u a hash
+// of upstream and URI), set if absent to the holder's replica id, expiring
+// with the session's idle timeout (RedisOptions.TTL); releases are
+// published on "<prefix>subs" for the holder to drop its own. Redis down:
+// every replica holds what is made through it, as without a fleet.
+type RedisSubscriptions struct {
+	o       RedisOptions
+	replica string
+	sub     *redis.PubSub
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+// NewRedisSubscriptions makes the record for the replica named replica.
+func NewRedisSubscriptions(o RedisOptions, replica string) *RedisSubscriptions {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 500 * time.Millisecond
+	}
+	if o.TTL <= 0 {
+		o.TTL = time.Hour
+	}
+	return &RedisSubscriptions{o: o, replica: replica, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (r *RedisSubscriptions) key(session, upstream, uri string) string {
+	return r.o.Prefix + "{o:" + sessionHash(session) + "}:sub:" + sessionHash(upstream+"\x00"+uri)
+}
+
+func (r *RedisSubscriptions) channel() string { return r.o.Prefix + "subs" }
+
+// Hold implements core.SharedSubscriptions.
+func (r *RedisSubscriptions) Hold(session, upstream, uri string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), r.o.Timeout)
+	defer cancel()
+	ok, err := r.o.Client.SetNX(ctx, r.key(session, upstream, uri), r.replica, r.o.TTL).Result()
+	if err != nil {
+		r.o.Metrics.RedisError(metrics.RedisOpSubscription)
+		r.o.Logger.Warn("redis: cannot record a resource subscription; held on this replica", zap.Error(err))
+		return true
+	}
+	if !ok {
+		// Ours already (a release that did not reach Redis)?
+		v, err := r.o.Client.Get(ctx, r.key(session, upstream, uri)).Result()
+		return err == nil && v == r.replica
+	}
+	return true
+}
+
+// Release implements core.SharedSubscriptions.
+func (r *RedisSubscriptions) Release(session, upstream, uri string) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.o.Timeout)
+	defer cancel()
+	pipe := r.o.Client.Pipeline()
+	pipe.Del(ctx, r.key(session, upstream, uri))
+	pipe.Publish(ctx, r.channel(), r.replica+"\n"+sessionHash(session)+"\n"+upstream+"\n"+uri)
+	if _, err := pipe.Exec(ctx); err != nil {
+		r.o.Metrics.RedisError(metrics.RedisOpSubscription)
+		r.o.Logger.Warn("redis: cannot release a resource subscription; another replica may go on holding it until the session ends there", zap.Error(err))
+	}
+}
+
+// Watch implements core.SharedSubscriptions: one subscriber goroutine,
+// stopped by Close.
+func (r *RedisSubscriptions) Watch(drop func(match func(id string) bool, upstream, uri string)) {
+	r.sub = r.o.Client.Subscribe(context.Background(), r.channel())
+	go func() {
+		defer close(r.done)
+		ch := r.sub.Channel()
+		for {
+			select {
+			case m, ok := <-ch:
+				if !ok {
+					return
+				}
+				parts := strings.SplitN(m.Payload, "\n", 4)
+				if len(parts) != 4 || parts[0] == r.replica {
+					continue // malformed, or our own: dropped already
+				}
+				hash := parts[1]
+				drop(func(id string) bool { return sessionHash(id) == hash }, parts[2], parts[3])
+			case <-r.stop:
+				return
+			}
+		}
+	}()
+}
+
+// Close stops Watch's subscriber.
+func (r *RedisSubscriptions) Close() {
+	r.once.Do(func() {
+		close(r.stop)
+		if r.sub != nil {
+			_ = r.sub.Close()
+			<-r.done
+		}
 	})
 }
