@@ -43,7 +43,7 @@ func (m *Metrics) NewRedis() *Redis {
 		return nil
 	}
 	f := factory{m.reg}
-	return &Redis{
+	r := &Redis{
 		queue: f.gauge("redis_queue",
 			"Events waiting to be copied to Redis (bounded by sessions.redis.queue)."),
 		dropped: f.counterVec("redis_dropped_total",
@@ -60,6 +60,11 @@ func (m *Metrics) NewRedis() *Redis {
 		fallback: f.counter("rate_limit_local_fallback_total",
 			"Rate-limit decisions taken with this replica's own buckets because the shared Redis buckets could not be asked in time."),
 	}
+	// Every outcome from the start, so a rate of them is 0, not absent.
+	for _, o := range []string{RedisRelayDelivered, RedisRelayNoStream, RedisRelayDropped, RedisRelayFailed} {
+		r.relayed.WithLabelValues(o)
+	}
+	return r
 }
 
 // RedisUp records whether Redis answers.

@@ -179,42 +179,15 @@ func httpGet(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// haproxy is the load balancer in front: round robin, no stickiness, each
-// request balanced on its own; every answer says which replica served it
-// (X-Served-By), and a replica is taken out only when its /readyz fails.
+// haproxy is the load balancer in front, run with deploy/fleet/haproxy.cfg:
+// round robin, no stickiness, each request balanced on its own; every
+// answer says which replica served it (X-Served-By), and a replica is
+// taken out only when its /readyz fails.
 type haproxy struct {
 	port int
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *bytes.Buffer
-}
-
-// haproxyConfig is the configuration the test runs (deploy/haproxy has
-// the same shape for operators).
-func haproxyConfig(port int, rs []*replica) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, `global
-    maxconn 2000
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 60s
-    timeout server 60s
-    # SSE streams stay open for as long as the client reads them.
-    timeout tunnel 1h
-frontend mcp
-    bind 127.0.0.1:%d
-    default_backend mcpgw
-backend mcpgw
-    balance roundrobin
-    option httpchk GET /readyz
-    http-check expect status 200
-    http-response set-header X-Served-By %%s
-`, port)
-	for _, r := range rs {
-		fmt.Fprintf(&b, "    server %s 127.0.0.1:%d check port %d inter 500ms fall 2 rise 1\n", r.name, r.port, r.admin)
-	}
-	return b.String()
 }
 
 func startHAProxy(t *testing.T, dir string, rs []*replica) *haproxy {
@@ -223,15 +196,23 @@ func startHAProxy(t *testing.T, dir string, rs []*replica) *haproxy {
 	if err != nil {
 		t.Fatal("haproxy not found: apt-get install haproxy")
 	}
-	h := &haproxy{port: freePort(t), done: make(chan struct{}), log: &bytes.Buffer{}}
-	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(haproxyConfig(h.port, rs)), 0o644); err != nil {
-		t.Fatal(err)
+	if len(rs) != 3 {
+		t.Fatalf("deploy/fleet/haproxy.cfg names three replicas, not %d", len(rs))
 	}
-	if out, err := exec.Command(bin, "-c", "-f", cfg).CombinedOutput(); err != nil {
+	h := &haproxy{port: freePort(t), done: make(chan struct{}), log: &bytes.Buffer{}}
+	// The operators' example itself, addresses from the environment.
+	cfg := filepath.Join(repoRoot(t), "deploy", "fleet", "haproxy.cfg")
+	env := append(os.Environ(), "MCPGW_LB=127.0.0.1:"+strconv.Itoa(h.port))
+	for i, r := range rs {
+		env = append(env, fmt.Sprintf("MCPGW_R%d=127.0.0.1:%d", i+1, r.port), fmt.Sprintf("MCPGW_R%d_ADMIN_PORT=%d", i+1, r.admin))
+	}
+	check := exec.Command(bin, "-c", "-f", cfg)
+	check.Env = env
+	if out, err := check.CombinedOutput(); err != nil {
 		t.Fatalf("haproxy -c: %v\n%s", err, out)
 	}
 	h.cmd = exec.Command(bin, "-db", "-f", cfg)
+	h.cmd.Env = env
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)
