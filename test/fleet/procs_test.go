@@ -196,14 +196,15 @@ func startHAProxy(t *testing.T, dir string, rs []*replica) *haproxy {
 	if err != nil {
 		t.Fatal("haproxy not found: apt-get install haproxy")
 	}
-	if len(rs) != 3 {
-		t.Fatalf("deploy/fleet/haproxy.cfg names three replicas, not %d", len(rs))
+	if len(rs) == 0 || len(rs) > 3 {
+		t.Fatalf("deploy/fleet/haproxy.cfg names three servers; %d replicas do not fit", len(rs))
 	}
 	h := &haproxy{port: freePort(t), done: make(chan struct{}), log: &bytes.Buffer{}}
 	// The operators' example itself, addresses from the environment.
 	cfg := filepath.Join(repoRoot(t), "deploy", "fleet", "haproxy.cfg")
 	env := append(os.Environ(), "MCPGW_LB=127.0.0.1:"+strconv.Itoa(h.port))
-	for i, r := range rs {
+	for i := range 3 { // fewer replicas (the benchmark's one) fill the three servers in turn
+		r := rs[i%len(rs)]
 		env = append(env, fmt.Sprintf("MCPGW_R%d=127.0.0.1:%d", i+1, r.port), fmt.Sprintf("MCPGW_R%d_ADMIN_PORT=%d", i+1, r.admin))
 	}
 	check := exec.Command(bin, "-c", "-f", cfg)
@@ -240,11 +241,11 @@ func startHAProxy(t *testing.T, dir string, rs []*replica) *haproxy {
 			}
 		}
 		delete(seen, "")
-		if len(seen) == len(rs) {
+		if len(seen) == 3 {
 			return h
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("haproxy did not reach all %d replicas within 10s (saw %v):\n%s", len(rs), seen, h.log)
+			t.Fatalf("haproxy did not reach all 3 servers within 10s (saw %v):\n%s", seen, h.log)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -16,6 +16,10 @@ import (
 
 // fleetOptions are one replica's Redis options, counting into reg.
 func fleetOptions(t *testing.T, addr string, reg *prometheus.Registry) RedisOptions {
+	return fleetOptionsTB(t, addr, reg)
+}
+
+func fleetOptionsTB(t testing.TB, addr string, reg *prometheus.Registry) RedisOptions {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
