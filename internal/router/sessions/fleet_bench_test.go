@@ -95,4 +95,3 @@ func benchOptions(b *testing.B, addr string) RedisOptions {
 	o.Queue = 1024
 	return o
 }
-
