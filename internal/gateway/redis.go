@@ -113,7 +113,9 @@ func (s *shared) limiterOptions() []policy.LimiterOption {
 	}
 	return []policy.LimiterOption{policy.WithShared(healthyBuckets{s}, s.timeout, func(err error) {
 		s.m.RateLimitFallback()
-		s.health.failed(err)
+		if !errors.Is(err, errRedisDown) {
+			s.health.failed(err) // news to the health check: ping now
+		}
 	})}
 }
 
