@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"errors"
-	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,11 +12,11 @@ import (
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
 )
 
-// Two Limiters over one Redis (two replicas) share their buckets: calls
-// spread over both, as fast as they come for a second, get burst + rate
-// within 10%, not twice that; a call refused by one bucket spends no token
-// of another (all or none, in the script); the refusal names its bucket
-// and a retry within one interval.
+// Two Limiters over one Redis (two replicas) share their buckets: 20
+// calls alternating between them get the bucket's 5 tokens between them,
+// not 5 each (the rate, 1/min, refills nothing meanwhile); the refusal
+// names its bucket and when a token comes back. (How closely a fleet
+// holds a rate under load is measured by test/fleet, as real processes.)
 func TestSharedBucketsAcrossReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
@@ -26,7 +25,7 @@ func TestSharedBucketsAcrossReplicas(t *testing.T) {
   default: allow
   rate_limits:
     tools:
-      - {tool: "github__hot", rate: 50/s, burst: 5}
+      - {tool: "github__hot", rate: 1/m, burst: 5}
     upstreams:
       github: {rate: 1000/s, burst: 1000}
 `)
@@ -36,28 +35,27 @@ func TestSharedBucketsAcrossReplicas(t *testing.T) {
 	}
 	replicas := []*Limiter{limiter(), limiter()}
 	p := Principal{Subject: "alice"}
-	allowed := 0
-	start := time.Now()
+	allowed := map[int]int{}
 	var refusal Limited
-	for i := 0; time.Since(start) < time.Second; i++ {
+	for i := range 20 {
 		release, r := replicas[i%2].Allow(p, "github", "github__hot")
 		release()
 		if r.Allowed {
-			allowed++
+			allowed[i%2]++
 		} else {
 			refusal = r
 		}
 	}
-	want := 5 + 50*time.Since(start).Seconds()
-	if math.Abs(float64(allowed)-want) > 0.1*want {
-		t.Errorf("two replicas allowed %d calls in 1s, want %.0f ± 10%% (burst 5 + 50/s for the fleet)", allowed, want)
+	if allowed[0]+allowed[1] != 5 || allowed[0] == 0 || allowed[1] == 0 {
+		t.Errorf("allowed %v: want 5 for the fleet, from both replicas", allowed)
 	}
-	if refusal.Limit != "tool github__hot" || refusal.RetryAfter <= 0 || refusal.RetryAfter > 20*time.Millisecond {
-		t.Errorf("refusal %+v: want tool github__hot, retry within one interval (20ms)", refusal)
+	if refusal.Limit != "tool github__hot" || refusal.RetryAfter <= 0 || refusal.RetryAfter > time.Minute {
+		t.Errorf("refusal %+v: want tool github__hot, a token back within a minute", refusal)
 	}
 	if fallbacks.Load() != 0 {
 		t.Errorf("%d fallbacks with Redis up", fallbacks.Load())
 	}
+
 	// All or none: a take refused by B spends nothing of A.
 	ctx := context.Background()
 	sb := NewRedisBuckets(c, "t:")
