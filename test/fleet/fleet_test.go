@@ -546,7 +546,7 @@ func testRotation(t *testing.T, f *fleet) {
 		}
 		return false
 	})
-	for _, c := range []*client{old, fresh} {
+	for i, c := range []*client{old, fresh} {
 		served := map[string]int{}
 		for i := range 9 {
 			a := c.call(300+i, "up__whoami", "")
@@ -559,6 +559,7 @@ func testRotation(t *testing.T, f *fleet) {
 		if len(served) != len(f.replicas) {
 			t.Errorf("after rotation a session reached only %v", served)
 		}
+		t.Logf("after rotation (and %s restarted), the session made %s it served by %v", r3.name, []string{"before", "after"}[i], served)
 	}
 }
 
