@@ -28,11 +28,13 @@ quiet() { "$@" 2> >(grep -v 'found symbolic link in path' >&2); }
 
 quiet helm lint --strict "$chart"
 quiet helm lint --strict "$chart" -f "$full"
+quiet helm lint --strict "$chart" -f "$chart/ci/fleet-values.yaml"
 
 render() { local name=$1; shift; quiet helm template edge "$chart" --namespace mcp "$@" >"$out/$name.yaml"; }
 render default
 render full -f "$full"
 render existing-secret --set existingSecret=mine
+render fleet -f "$chart/ci/fleet-values.yaml"
 
 # Refusals: each must fail, with the message that names the fix.
 refuse() {
@@ -51,5 +53,7 @@ refuse "additional properties 'listn' not allowed" --set config.listn=0.0.0.0:80
 refuse "mcpPort is 8081" --set mcpPort=8081
 refuse "config.admin.listen is on loopback" --set config.admin.listen=127.0.0.1:9091 --set adminPort=9091
 refuse "httpRoute.enabled needs httpRoute.parentRefs" --set httpRoute.enabled=true
+refuse "redis.enabled needs sessionKeys.existingSecret or sessionKeys.keys" --set redis.enabled=true
+refuse "redis.enabled writes config.sessions.redis" -f "$chart/ci/fleet-values.yaml" --set config.sessions.key_file=/x
 
 MCPGW_HELM_RENDERED="$out" go test -race -count=1 -v -run '^TestHelmRendered$' ./deploy

@@ -99,6 +99,35 @@ var helmSets = []struct {
 			}
 		},
 	},
+	{
+		name:  "fleet",
+		kinds: []string{"ConfigMap", "Deployment", "Pod", "PodDisruptionBudget", "Secret", "Secret", "Service", "Service", "ServiceAccount"},
+		check: func(t *testing.T, b *bundle, configs map[string]*config.Config) {
+			d := all[*appsv1.Deployment](b)[0]
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+				t.Errorf("replicas %v, want 3 (redis.replicaCount) for a fleet", d.Spec.Replicas)
+			}
+			cfg := configs["Deployment "+d.Name]
+			if cfg == nil || cfg.Sessions == nil || cfg.Sessions.Redis == nil || cfg.Sessions.Redis.Addr != "redis.mcp.svc.cluster.local:6379" ||
+				cfg.Sessions.Redis.PasswordFile != "/etc/mcpgw/redis/password" || cfg.Sessions.KeyFile != "/etc/mcpgw/session-keys/keys" {
+				t.Errorf("the fleet's sessions config: %+v", cfg)
+			}
+			for _, svc := range all[*corev1.Service](b) {
+				if svc.Spec.Ports[0].Name == "mcp" && svc.Spec.SessionAffinity != corev1.ServiceAffinityNone {
+					t.Errorf("Service %s keeps sessionAffinity %s: a fleet needs none", svc.Name, svc.Spec.SessionAffinity)
+				}
+			}
+			var keys *corev1.Secret
+			for _, s := range all[*corev1.Secret](b) {
+				if strings.HasSuffix(s.Name, "-session-keys") {
+					keys = s
+				}
+			}
+			if keys == nil || !strings.Contains(keys.StringData["keys"], "q5x2Wb7y") {
+				t.Errorf("the session key Secret: %+v", keys)
+			}
+		},
+	},
 }
 
 // TestHelmRendered checks the chart as real Helm renders it.
@@ -141,7 +170,7 @@ func TestHelmRendered(t *testing.T) {
 				t.Fatalf("rendered kinds %v, want %v", got, set.kinds)
 			}
 			// The full set mounts Secrets and a ConfigMap made outside the chart.
-			for _, ext := range []string{"Secret/search-oauth", "Secret/session-keys", "ConfigMap/mcpgw-pins"} {
+			for _, ext := range []string{"Secret/search-oauth", "Secret/session-keys", "ConfigMap/mcpgw-pins", "Secret/redis-auth"} {
 				b.external[ext] = true
 			}
 			configs := b.check()

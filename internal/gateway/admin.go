@@ -117,6 +117,9 @@ type Readiness struct {
 	ConfigLoaded bool                         `json:"config_loaded"`
 	Listener     bool                         `json:"listener"`
 	Upstreams    map[string]UpstreamReadiness `json:"upstreams"`
+	// Redis is sessions.redis' state: "degraded" while it does not
+	// answer, which never makes the replica not ready.
+	Redis *RedisReadiness `json:"redis,omitempty"`
 	// Reasons say why the gateway is not ready.
 	Reasons []string `json:"reasons,omitempty"`
 }
@@ -145,6 +148,7 @@ func (g *Gateway) Readiness() Readiness {
 		}
 		r.Upstreams[name] = ur
 	}
+	r.Redis = g.shared.readiness()
 	r.Ready = len(r.Reasons) == 0
 	return r
 }

@@ -111,21 +111,20 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	pol, err := buildPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
 	sessionKeys, err := loadSessionKeys(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.Sessions != nil && cfg.Sessions.Redis != nil {
-		opts.Logger.Warn("sessions.redis shares replay logs and DELETEd session ids; GET streams, subscriptions and rate-limit buckets stay on each replica: route legacy clients that need them to one replica (sticky sessions)")
 	}
 	if g.audit, err = openAudit(cfg, opts.Logger); err != nil { // audit.go
 		return nil, err
 	}
 	if g.shared, err = newShared(cfg, g.metrics, opts.Logger, red); err != nil { // redis.go
+		_ = g.audit.Close()
+		return nil, err
+	}
+	pol, err := buildPolicy(cfg, g.shared.limiterOptions()...)
+	if err != nil {
+		g.shared.close()
 		_ = g.audit.Close()
 		return nil, err
 	}
@@ -150,21 +149,23 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		idle = cfg.Sessions.IdleTimeout.D()
 	}
 	rt := router.New(cfg, g.host, router.Options{
-		SessionKeys:  sessionKeys,
-		AdvertiseURL: sessionsSection(cfg).AdvertiseURL,
-		Logger:       opts.Logger.Named("router"),
-		ServerInfo:   mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		IdleTimeout:  idle,
-		Replay:       replayLimits(cfg),
-		Events:       g.shared.eventStore(),
-		Revocations:  g.shared.revocations(),
-		Metrics:      g.metrics,
-		Tracer:       tracer,
-		Auth:         authn,
-		Policy:       pol.policy,
-		Limiter:      pol.limiter,
-		Pinner:       pol.pinner,
-		Audit:        g.audit,
+		SessionKeys:   sessionKeys,
+		AdvertiseURL:  sessionsSection(cfg).AdvertiseURL,
+		Logger:        opts.Logger.Named("router"),
+		ServerInfo:    mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+		IdleTimeout:   idle,
+		Replay:        replayLimits(cfg),
+		Events:        g.shared.eventStore(),
+		Revocations:   g.shared.revocations(),
+		Relay:         g.shared.relayer(),
+		Subscriptions: g.shared.subscriptions(),
+		Metrics:       g.metrics,
+		Tracer:        tracer,
+		Auth:          authn,
+		Policy:        pol.policy,
+		Limiter:       pol.limiter,
+		Pinner:        pol.pinner,
+		Audit:         g.audit,
 	})
 	w.connect(g.host, rt)
 	g.router = rt
@@ -314,7 +315,7 @@ type policySet struct {
 
 // buildPolicy compiles the policy section; a policy that cannot be
 // enforced as written stops the gateway rather than serving without it.
-func buildPolicy(cfg *config.Config) (policySet, error) {
+func buildPolicy(cfg *config.Config, limiterOpts ...policy.LimiterOption) (policySet, error) {
 	pol, err := policy.Compile(cfg.Policy)
 	if err != nil {
 		return policySet{}, fmt.Errorf("policy: %w", err)
@@ -323,7 +324,7 @@ func buildPolicy(cfg *config.Config) (policySet, error) {
 	if err != nil {
 		return policySet{}, err
 	}
-	return policySet{policy: pol, limiter: policy.NewLimiter(cfg.Policy.RateLimits), pinner: pinner}, nil
+	return policySet{policy: pol, limiter: policy.NewLimiter(cfg.Policy.RateLimits, limiterOpts...), pinner: pinner}, nil
 }
 
 // replayLimits are the bounds of the sessions' replay logs (sessions.replay).

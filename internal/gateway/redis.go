@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +17,8 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/policy"
+	"github.com/mcpgw/mcpgw/internal/router/core"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
 )
 
@@ -23,6 +29,13 @@ type shared struct {
 	client  redis.UniversalClient
 	events  *sessions.RedisEvents
 	revoked *sessions.RedisRevocations
+	relay   *sessions.RedisRelay
+	subs    *sessions.RedisSubscriptions
+	buckets *policy.RedisBuckets
+	health  *redisHealth
+	timeout time.Duration
+	m       *metrics.Redis
+	log     *zap.Logger
 }
 
 // newShared connects to sessions.redis (nil cfg: no Redis). Redis need not
@@ -67,7 +80,190 @@ func newShared(cfg *config.Config, m *metrics.Metrics, log *zap.Logger, red *red
 		client:  client,
 		events:  sessions.NewRedisEvents(sessions.NewMemoryEvents(so.Limits, m), m, so),
 		revoked: sessions.NewRedisRevocations(so),
+		relay:   sessions.NewRedisRelay(so),
+		subs:    sessions.NewRedisSubscriptions(so, rand.Text()), // a replica id for this process
+		buckets: policy.NewRedisBuckets(client, prefix),
+		health:  startRedisHealth(client, o.ReadTimeout, so.Metrics, so.Logger),
+		timeout: o.ReadTimeout,
+		m:       so.Metrics,
+		log:     so.Logger,
 	}, nil
+}
+
+// relayer is the router's Relay (nil: none).
+func (s *shared) relayer() sessions.Relay {
+	if s.relay == nil {
+		return nil
+	}
+	return s.relay
+}
+
+// subscriptions is the router's SharedSubscriptions (nil: none).
+func (s *shared) subscriptions() core.SharedSubscriptions {
+	if s.subs == nil {
+		return nil
+	}
+	return s.subs
+}
+
+// limiterOptions make policy.rate_limits' buckets the fleet's.
+func (s *shared) limiterOptions() []policy.LimiterOption {
+	if s.client == nil {
+		return nil
+	}
+	return []policy.LimiterOption{policy.WithShared(healthyBuckets{s}, s.timeout, func(err error) {
+		s.m.RateLimitFallback()
+		if !errors.Is(err, errRedisDown) {
+			s.health.failed(err) // news to the health check: ping now
+		}
+	})}
+}
+
+// healthyBuckets asks Redis only while the health check finds it up: a
+// down Redis costs a call nothing (the replica's own buckets decide).
+type healthyBuckets struct{ s *shared }
+
+func (h healthyBuckets) Take(ctx context.Context, b []policy.SharedBucket) (bool, int, time.Duration, error) {
+	if !h.s.health.isUp() {
+		return false, 0, 0, errRedisDown
+	}
+	ok, refused, retry, err := h.s.buckets.Take(ctx, b)
+	if err != nil {
+		h.s.m.RedisError(metrics.RedisOpRateLimit)
+	}
+	return ok, refused, retry, err
+}
+
+var errRedisDown = errors.New("redis is down")
+
+// RedisReadiness is the Redis line of /readyz: degraded, never not-ready
+// (a replica without Redis still serves calls and new sessions).
+type RedisReadiness struct {
+	// State is "up" or "degraded".
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	Error string    `json:"error,omitempty"`
+	// Degraded says what stops while Redis is down.
+	Degraded string `json:"degraded,omitempty"`
+}
+
+// readiness reports Redis' state (nil without Redis).
+func (s *shared) readiness() *RedisReadiness {
+	if s.health == nil {
+		return nil
+	}
+	up, since, err := s.health.state()
+	r := &RedisReadiness{State: "up", Since: since}
+	if !up {
+		r.State = "degraded"
+		r.Degraded = "cross-replica resumption and delivery stop and rate limits are per replica until Redis answers again; calls, new sessions and same-replica resumption go on"
+		if err != nil {
+			r.Error = err.Error()
+		}
+	}
+	return r
+}
+
+// redisHealth pings Redis — every second while it answers, with backoff
+// (250ms doubling to 5s) while it does not — and keeps the state that
+// /readyz, mcpgw_redis_up and the rate limiter read. go-redis redials on
+// demand; the pings are what notice the way back.
+type redisHealth struct {
+	client  redis.UniversalClient
+	timeout time.Duration
+	m       *metrics.Redis
+	log     *zap.Logger
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+
+	mu    sync.Mutex
+	up    bool
+	since time.Time
+	err   error
+}
+
+func startRedisHealth(c redis.UniversalClient, timeout time.Duration, m *metrics.Redis, log *zap.Logger) *redisHealth {
+	h := &redisHealth{client: c, timeout: timeout, m: m, log: log, up: true, since: time.Now(), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	m.RedisUp(true)
+	go h.run()
+	return h
+}
+
+func (h *redisHealth) run() {
+	defer close(h.done)
+	wait := time.Duration(0)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
+		err := h.client.Ping(ctx).Err()
+		cancel()
+		h.set(err)
+		switch {
+		case err == nil:
+			wait = 0
+		case wait == 0: // just went down: the backoff starts short
+			wait = 250 * time.Millisecond
+		default:
+			wait = min(2*wait, 5*time.Second)
+		}
+		next := wait
+		if next == 0 {
+			next = time.Second
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-t.C:
+		case <-h.kick:
+			t.Stop()
+		case <-h.stop:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// failed is told of a command that failed: the next ping comes at once.
+func (h *redisHealth) failed(error) {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (h *redisHealth) set(err error) {
+	h.mu.Lock()
+	was := h.up
+	h.up, h.err = err == nil, err
+	if was != h.up {
+		h.since = time.Now()
+	}
+	h.mu.Unlock()
+	if was == (err == nil) {
+		return
+	}
+	h.m.RedisUp(err == nil)
+	if err != nil {
+		h.log.Warn("redis: unreachable; degraded to this replica alone (cross-replica resumption and delivery stop, rate limits per replica) until it answers", zap.Error(err))
+	} else {
+		h.log.Info("redis: reachable again; the fleet's shared state is back")
+	}
+}
+
+func (h *redisHealth) isUp() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.up
+}
+
+func (h *redisHealth) state() (bool, time.Time, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.up, h.since, h.err
+}
+
+func (h *redisHealth) close() {
+	close(h.stop)
+	<-h.done
 }
 
 // eventStore is the router's EventStore (nil: its own MemoryEvents).
@@ -92,6 +288,9 @@ func (s *shared) close() {
 	if s.client == nil {
 		return
 	}
+	s.health.close()
+	s.relay.Close()
+	s.subs.Close()
 	s.events.Close()
 	s.revoked.Close()
 	_ = s.client.Close()

@@ -352,3 +352,88 @@ func mustAtoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// A fleet (sessions.redis) refuses to start without a usable key ring,
+// saying what to do: no key_file in the config, a key_file that does not
+// exist, one with no key in it.
+func TestRedisNeedsKeyRing(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("# no key yet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, sessions, want string
+	}{
+		{"no key_file", `{redis: {addr: "127.0.0.1:1"}}`, "needs sessions.key_file: replicas sharing Redis must share the key ring"},
+		{"missing file", fmt.Sprintf(`{key_file: %q, redis: {addr: "127.0.0.1:1"}}`, filepath.Join(dir, "nope")), "create it with one key per line"},
+		{"no key in it", fmt.Sprintf(`{key_file: %q, redis: {addr: "127.0.0.1:1"}}`, empty), "no key in the file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := "listen: 127.0.0.1:0\nupstreams:\n  up: {url: http://127.0.0.1:1/mcp}\nsessions: " + c.sessions + "\n"
+			cfg, err := config.Parse("test.yaml", []byte(src), func(string) (string, bool) { return "", false })
+			if err == nil {
+				ln, lerr := net.Listen("tcp", "127.0.0.1:0")
+				if lerr != nil {
+					t.Fatal(lerr)
+				}
+				defer ln.Close()
+				var gw *gateway.Gateway
+				gw, err = gateway.Start(cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+				if err == nil {
+					_ = gw.Shutdown(context.Background())
+					t.Fatal("started")
+				}
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q, want it to say %q", err, c.want)
+			}
+		})
+	}
+}
+
+// /readyz's redis detail follows Redis: up, then degraded (still ready)
+// while it is stopped, then up again once it is back.
+func TestRedisReadinessDegraded(t *testing.T) {
+	f := newFleet(t, "")
+	cfg, err := config.Parse("test.yaml", []byte(f.cfg), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.Start(cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gw.Shutdown(context.Background()) })
+	wait := func(state string) gateway.Readiness {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := gw.Readiness()
+			if r.Redis != nil && r.Redis.State == state {
+				return r
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redis state %+v, want %s", r.Redis, state)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	wait("up")
+	f.redis.Stop()
+	r := wait("degraded")
+	if r.Redis.Error == "" || r.Redis.Degraded == "" {
+		t.Errorf("degraded without the error or what stops: %+v", r.Redis)
+	}
+	for _, reason := range r.Reasons {
+		if strings.Contains(reason, "redis") {
+			t.Errorf("Redis down made the replica not ready: %v", r.Reasons)
+		}
+	}
+	f.redis.Restart()
+	wait("up")
+}

@@ -87,7 +87,13 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 			return err
 		}
 	}
-	pol, err := buildPolicy(newCfg)
+	pol, err := buildPolicy(newCfg, g.shared.limiterOptions()...)
+	if err != nil {
+		return err
+	}
+	// The key ring is reread on every reload: a rotation (new key first,
+	// old kept until no session uses it) drops no session.
+	keys, err := loadSessionKeys(newCfg)
 	if err != nil {
 		return err
 	}
@@ -111,6 +117,10 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 			_ = aud.Close()
 		}
 		return fmt.Errorf("config reload: %w", err)
+	}
+	if keys != nil {
+		// Cannot fail: restartOnly refused a ring turned on or off.
+		_ = g.router.SetSessionKeys(keys)
 	}
 	everything := authChanged(old, newCfg) || !reflect.DeepEqual(old.Policy, newCfg.Policy) ||
 		(newCfg.Policy != nil && newCfg.Policy.Pinning != nil && newCfg.Policy.Pinning.Mode != config.PinOff)

@@ -5,9 +5,12 @@ import "github.com/prometheus/client_golang/prometheus"
 // Redis is the metrics of sessions.redis, the state a fleet of replicas
 // shares: registered only when Redis is configured (NewRedis).
 type Redis struct {
-	queue   prometheus.Gauge
-	dropped *prometheus.CounterVec
-	errors  *prometheus.CounterVec
+	queue    prometheus.Gauge
+	dropped  *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	up       prometheus.Gauge
+	relayed  *prometheus.CounterVec
+	fallback prometheus.Counter
 }
 
 // What a Redis copy dropped (RedisDropped) and the operations that fail
@@ -19,6 +22,18 @@ const (
 	RedisOpReplay         = "replay"
 	RedisOpRevoke         = "revoke"
 	RedisOpRevoked        = "revoked_check"
+	RedisOpRelay          = "relay"
+	RedisOpRateLimit      = "rate_limit"
+	RedisOpSubscription   = "subscription"
+)
+
+// What became of a server→client message relayed to the replica holding
+// its session's GET stream (RedisRelayed).
+const (
+	RedisRelayDelivered = "delivered"  // published and a replica holds the stream
+	RedisRelayNoStream  = "no_stream"  // published, but no replica holds a stream
+	RedisRelayDropped   = "queue_full" // Redis slow or down: not published
+	RedisRelayFailed    = "failed"     // Redis refused the publish
 )
 
 // NewRedis registers the Redis metrics on m's registry (nil m: a Redis
@@ -28,7 +43,7 @@ func (m *Metrics) NewRedis() *Redis {
 		return nil
 	}
 	f := factory{m.reg}
-	return &Redis{
+	r := &Redis{
 		queue: f.gauge("redis_queue",
 			"Events waiting to be copied to Redis (bounded by sessions.redis.queue)."),
 		dropped: f.counterVec("redis_dropped_total",
@@ -37,6 +52,44 @@ func (m *Metrics) NewRedis() *Redis {
 		errors: f.counterVec("redis_errors_total",
 			"Redis commands that failed, by operation (append, replay, revoke, revoked_check).",
 			"op"),
+		up: f.gauge("redis_up",
+			"1 while this replica reaches sessions.redis, 0 while it does not (degraded: cross-replica resumption and delivery stop, rate limits fall back to per-replica buckets; calls go on)."),
+		relayed: f.counterVec("redis_relayed_total",
+			"Server→client messages for a session whose GET stream this replica does not hold, published through Redis, by outcome (delivered, no_stream, queue_full, failed).",
+			"outcome"),
+		fallback: f.counter("rate_limit_local_fallback_total",
+			"Rate-limit decisions taken with this replica's own buckets because the shared Redis buckets could not be asked in time."),
+	}
+	// Every outcome from the start, so a rate of them is 0, not absent.
+	for _, o := range []string{RedisRelayDelivered, RedisRelayNoStream, RedisRelayDropped, RedisRelayFailed} {
+		r.relayed.WithLabelValues(o)
+	}
+	return r
+}
+
+// RedisUp records whether Redis answers.
+func (r *Redis) RedisUp(up bool) {
+	if r == nil {
+		return
+	}
+	if up {
+		r.up.Set(1)
+	} else {
+		r.up.Set(0)
+	}
+}
+
+// RedisRelayed counts a relayed message by outcome (RedisRelay*).
+func (r *Redis) RedisRelayed(outcome string) {
+	if r != nil {
+		r.relayed.WithLabelValues(outcome).Inc()
+	}
+}
+
+// RateLimitFallback counts a decision taken with the local buckets.
+func (r *Redis) RateLimitFallback() {
+	if r != nil {
+		r.fallback.Inc()
 	}
 }
 

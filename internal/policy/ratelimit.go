@@ -2,6 +2,7 @@ package policy
 
 import (
 	"container/list"
+	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -35,6 +36,11 @@ type Limiter struct {
 	idle time.Duration
 	max  int
 
+	// shared, when set, are the fleet's buckets (sharedlimit.go).
+	shared        SharedBuckets
+	sharedTimeout time.Duration
+	fallback      func(error)
+
 	mu      sync.Mutex
 	lru     *list.List // of *entry, most recently used first
 	entries map[string]*list.Element
@@ -56,6 +62,7 @@ type toolLimit struct {
 
 type upstreamLimit struct {
 	bucket *rate.Limiter // nil: no rate
+	spec   bucketSpec
 	slots  chan struct{} // nil: no cap
 }
 
@@ -124,7 +131,7 @@ func NewLimiter(rl *config.RateLimits, opts ...LimiterOption) *Limiter {
 		ul := &upstreamLimit{}
 		if !u.Rate.IsZero() {
 			s := newSpec(u.Rate, u.Burst)
-			ul.bucket = rate.NewLimiter(s.limit, s.burst)
+			ul.bucket, ul.spec = rate.NewLimiter(s.limit, s.burst), s
 		}
 		if u.MaxConcurrent > 0 {
 			ul.slots = make(chan struct{}, u.MaxConcurrent)
@@ -189,15 +196,18 @@ func (l *Limiter) Allow(p Principal, upstream, tool string) (release func(), res
 		}
 	}
 
+	// The buckets that apply, by key (the shared buckets' names too).
 	type named struct {
-		lim  *rate.Limiter
+		key  string
+		spec bucketSpec
+		lim  *rate.Limiter // the upstream's own bucket; others by key
 		name string
 	}
 	var buckets [3]named
 	n := 0
 	pk := p.Key()
 	if l.principal != nil {
-		buckets[n] = named{l.bucket("p\x00"+pk, *l.principal, now), "principal"}
+		buckets[n] = named{key: "p\x00" + pk, spec: *l.principal, name: "principal"}
 		n++
 	}
 	if tool != "" {
@@ -209,14 +219,42 @@ func (l *Limiter) Allow(p Principal, upstream, tool string) (release func(), res
 			if t.perPrincipal {
 				key += "\x00" + pk
 			}
-			buckets[n] = named{l.bucket(key, t.spec, now), "tool " + t.text}
+			buckets[n] = named{key: key, spec: t.spec, name: "tool " + t.text}
 			n++
 			break // the first matching entry applies
 		}
 	}
 	if ul != nil && ul.bucket != nil {
-		buckets[n] = named{ul.bucket, "upstream " + upstream}
+		buckets[n] = named{key: "u\x00" + upstream, spec: ul.spec, lim: ul.bucket, name: "upstream " + upstream}
 		n++
+	}
+	if n == 0 {
+		return release, Limited{Allowed: true}
+	}
+
+	if l.shared != nil {
+		var sb [3]SharedBucket
+		for i := range n {
+			sb[i] = SharedBucket{Key: buckets[i].key, Interval: time.Duration(float64(time.Second) / float64(buckets[i].spec.limit)), Burst: buckets[i].spec.burst}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.sharedTimeout)
+		ok, refused, retry, err := l.shared.Take(ctx, sb[:n])
+		cancel()
+		if err == nil {
+			if ok {
+				return release, Limited{Allowed: true}
+			}
+			release()
+			return noop, Limited{Limit: buckets[refused].name, RetryAfter: retry}
+		}
+		if l.fallback != nil {
+			l.fallback(err) // decided below with this replica's own buckets
+		}
+	}
+	for i := range n {
+		if buckets[i].lim == nil {
+			buckets[i].lim = l.bucket(buckets[i].key, buckets[i].spec, now)
+		}
 	}
 
 	var rs [3]*rate.Reservation

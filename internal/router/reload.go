@@ -54,7 +54,7 @@ func (rt *Router) Reload(cfg *config.Config, o Options, touched []string, everyt
 		if changed(prev, cur) {
 			for _, m := range listMethods {
 				if b, err := jsonrpc.Encode(jsonrpc.NewNotification(m, nil)); err == nil {
-					s.Send(b)
+					s.SendHere(b) // each replica of a fleet reloads, and tells, for itself
 				}
 			}
 		}

@@ -74,6 +74,12 @@ type Options struct {
 	// Revocations shares the ids of DELETEd sessions with the fleet (nil:
 	// each replica remembers its own).
 	Revocations sessions.Revocations
+	// Relay carries what a session is sent to the replica holding its GET
+	// stream (nil: each replica delivers to its own streams only).
+	Relay sessions.Relay
+	// Subscriptions record which replica holds each session's resource
+	// subscriptions (nil: this replica alone).
+	Subscriptions core.SharedSubscriptions
 	// Pinner checks tool definitions against the pinning lock (nil: off).
 	Pinner *policy.Pinner
 	// Audit records tool calls, prompt gets, resource reads and refusals
@@ -126,6 +132,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		Keys:        opts.SessionKeys,
 		Events:      events,
 		Revocations: opts.Revocations,
+		Relay:       opts.Relay,
 		Metrics:     opts.Metrics, // refusals by the session bounds
 		OnEnd: func(s *sessions.Session) {
 			rt.core.EndSession(s.Session) // subscriptions, stateful upstreams' per-session connections
@@ -140,6 +147,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		AdvertiseURL: opts.AdvertiseURL,
 		Current:      func() *core.Generation { return rt.current().Generation },
 		Sessions:     stored{rt.sessions},
+		Shared:       opts.Subscriptions,
 	})
 	rt.streamable = streamable.New(rt.core, rt.sessions, opts.KeepAlive)
 	rt.serial = serial.New(rt.core, rt.sessions, opts.KeepAlive) // 2024-11-05 HTTP+SSE endpoints and stdio
@@ -228,6 +236,10 @@ func (rt *Router) current() *generation { return rt.gen.Load() }
 
 // ServeHTTP serves the MCP listener with the generation in force.
 func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.current().mux.ServeHTTP(w, r) }
+
+// SetSessionKeys swaps in a rotated session key ring (sessions.key_file
+// reread by a reload): sessions sealed with a key still in it go on.
+func (rt *Router) SetSessionKeys(keys [][]byte) error { return rt.sessions.SetKeys(keys) }
 
 // Drain prepares a graceful stop: new sessions are refused and GET streams
 // end (clients reconnect elsewhere), while in-flight requests go on.

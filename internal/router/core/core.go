@@ -50,6 +50,27 @@ type Options struct {
 	Current func() *Generation
 	// Sessions are the stored sessions.
 	Sessions Stored
+	// Shared, in a fleet (sessions.redis), says which replica holds each
+	// stored session's resource subscriptions (nil: this replica alone).
+	Shared SharedSubscriptions
+}
+
+// SharedSubscriptions tell a fleet which replica holds each stored
+// session's resource subscriptions, so that one made through replica A and
+// ended through B (round robin sends them anywhere) is released on A, and
+// one made again through B is not held twice (which would deliver every
+// update twice).
+type SharedSubscriptions interface {
+	// Hold records that this replica holds session's subscription to the
+	// upstream's uri; false when another replica already does. When the
+	// fleet cannot be asked it answers true: held here.
+	Hold(session, upstream, uri string) bool
+	// Release ends the record and tells the other replicas, so that the
+	// one holding it drops it.
+	Release(session, upstream, uri string)
+	// Watch calls drop for every Release by another replica (match tells
+	// the session by its id). Call it once.
+	Watch(drop func(match func(id string) bool, upstream, uri string))
 }
 
 // Core answers requests and fans out upstream notifications. Its
@@ -111,6 +132,9 @@ func New(h *host.Host, opts Options) *Core {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.coalesce()
+	if opts.Shared != nil {
+		opts.Shared.Watch(c.releasedElsewhere)
+	}
 	return c
 }
 

@@ -80,7 +80,7 @@ func (c *Core) coalesce() {
 				b, _ := jsonrpc.Encode(jsonrpc.NewNotification(method, nil))
 				for _, s := range c.opts.Sessions.All() {
 					if slices.ContainsFunc(s.Route().View.Upstreams(), func(u string) bool { return ups[u] }) {
-						s.Send(b)
+						s.SendHere(b) // every replica hears its own upstreams' changes
 					}
 				}
 				for _, s := range c.listenersFor(method, ups) {
@@ -124,6 +124,17 @@ func (c *Core) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Messag
 		st.mu.Unlock()
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 	}
+	st.mu.Unlock()
+	if c.shared(sess, key) && !c.opts.Shared.Hold(sess.id, key.upstream, key.uri) {
+		// Another replica holds it, and relays its updates to the stream.
+		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
+	}
+	st.mu.Lock()
+	set = st.subs[key]
+	if set[sess] {
+		st.mu.Unlock()
+		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
+	}
 	first := len(set) == 0
 	if set == nil {
 		set = map[*Session]bool{}
@@ -152,34 +163,71 @@ func (c *Core) unsubscribe(ctx context.Context, sess *Session, msg *jsonrpc.Mess
 		_, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
-	c.dropSubscription(sess, key, true)
+	if !c.dropSubscription(sess, key, true) && c.shared(sess, key) {
+		// Not held here: wherever it is, it goes.
+		c.opts.Shared.Release(sess.id, key.upstream, key.uri)
+	}
 	return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 }
 
-// dropSubscription removes sess from key's subscribers and, when it was the
-// last one and tell is set, unsubscribes upstream.
-func (c *Core) dropSubscription(sess *Session, key subKey, tell bool) {
+// shared reports whether sess's subscription to key is the fleet's
+// business: a stored session's, on a shared upstream connection (a
+// stateful upstream's are per session, on the replica serving it).
+func (c *Core) shared(sess *Session, key subKey) bool {
+	return c.opts.Shared != nil && sess.id != "" && key.session == ""
+}
+
+// releasedElsewhere drops, here, a subscription another replica released
+// (Shared.Watch).
+func (c *Core) releasedElsewhere(match func(id string) bool, upstream, uri string) {
+	key := subKey{upstream: upstream, uri: uri}
+	c.subs.mu.Lock()
+	var held []*Session
+	for s := range c.subs.subs[key] {
+		if s.id != "" && match(s.id) {
+			held = append(held, s)
+		}
+	}
+	c.subs.mu.Unlock()
+	for _, s := range held {
+		c.Go(func() { c.drop(s, key, true, false) })
+	}
+}
+
+// dropSubscription removes sess from key's subscribers (and the fleet's
+// record of it) and, when it was the last one and tell is set,
+// unsubscribes upstream. It reports whether sess held key here.
+func (c *Core) dropSubscription(sess *Session, key subKey, tell bool) bool {
+	return c.drop(sess, key, tell, true)
+}
+
+func (c *Core) drop(sess *Session, key subKey, tell, release bool) bool {
 	st := c.subs
 	st.mu.Lock()
 	set := st.subs[key]
+	had := set[sess]
 	delete(set, sess)
-	last := set != nil && len(set) == 0
+	last := had && len(set) == 0
 	if last {
 		delete(st.subs, key)
 	}
 	st.mu.Unlock()
+	if had && release && c.shared(sess, key) {
+		c.opts.Shared.Release(sess.id, key.upstream, key.uri)
+	}
 	if !last || !tell {
-		return
+		return had
 	}
 	u := c.host.Upstream(key.upstream)
 	if u == nil || (key.session != "" && sess.ctx.Err() != nil) {
-		return // a stateful upstream's connection closes with its session
+		return true // a stateful upstream's connection closes with its session
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, unsubscribeTimeout)
 	defer cancel()
 	if err := upstreamSubscription(host.WithSession(ctx, key.session), u, mcp.MethodResourcesUnsubscribe, key.uri); err != nil {
 		c.log.Debug("upstream unsubscribe failed", zap.String("upstream", key.upstream), zap.Error(err))
 	}
+	return true
 }
 
 // upstreamSubscription sends resources/subscribe or unsubscribe for uri

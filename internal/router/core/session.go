@@ -43,6 +43,12 @@ type Session struct {
 	// outbox carries server→client messages that belong to no request (list
 	// changes, resource updates) to the session's stream.
 	outbox chan []byte
+	// relay, set for a stored session of a fleet (sessions.redis), carries
+	// what Send is given to the replica that holds the session's GET
+	// stream while no stream on this replica reads the outbox; held counts
+	// those that do.
+	relay atomic.Pointer[func([]byte) bool]
+	held  atomic.Int32
 
 	mu       sync.Mutex
 	logLevel string
@@ -212,10 +218,34 @@ func (s *Session) RefuseOutgoing(err *jsonrpc.Error) {
 	}
 }
 
-// Send queues a message for the session's stream; when the client keeps no
-// stream open or reads too slowly the message is dropped (these are hints
-// such as list_changed, which a client re-reads anyway).
+// SetRelay makes Send hand its messages to relay while no stream on this
+// replica reads the outbox (HoldOutbox).
+func (s *Session) SetRelay(relay func([]byte) bool) { s.relay.Store(&relay) }
+
+// HoldOutbox records that a stream on this replica reads the outbox, until
+// the returned func is called.
+func (s *Session) HoldOutbox() (release func()) {
+	s.held.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { s.held.Add(-1) }) }
+}
+
+// Send queues a message for the session's stream, wherever it is: here,
+// or through the relay on the replica holding it. When the client keeps
+// no stream open or reads too slowly the message is dropped (these are
+// hints such as a resource update, which a client re-reads anyway).
 func (s *Session) Send(msg []byte) bool {
+	if r := s.relay.Load(); r != nil && s.held.Load() == 0 {
+		return (*r)(msg)
+	}
+	return s.SendHere(msg)
+}
+
+// SendHere queues a message for a stream of the session on this replica
+// only: for what every replica sees for itself (list changes, each
+// replica's own upstream connections report them) and for what the relay
+// delivers.
+func (s *Session) SendHere(msg []byte) bool {
 	select {
 	case s.outbox <- msg:
 		return true

@@ -499,16 +499,31 @@ type Revocations interface {
 
 // RedisRevocations keeps the Revocations in Redis: one key per id
 // ("<prefix>ended:<h>", h as for the Streams), expiring when the token
-// would. When Redis cannot be asked, a token is accepted (counted and
-// logged): the fleet degrades to what each replica remembers, as without
-// Redis, rather than refusing every session that moves.
+// would.
+//
+// When Redis cannot be asked, the check fails open — a token is accepted
+// (counted and logged) — and this is a decision, not an accident: the
+// replica that saw the DELETE still refuses the id (Store's ended set,
+// without Redis), and failing closed would end every session that moves
+// between replicas while Redis is down, which is what the fleet must
+// survive. What is lost is bounded: a DELETE that could not be recorded is
+// kept (at most maxPendingRevocations) and recorded once Redis answers, so
+// the window in which another replica accepts a DELETEd id is the outage,
+// not the token's life. docs/security.md says so.
 type RedisRevocations struct {
 	o    RedisOptions
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 	sub  *redis.PubSub
+
+	pendingMu sync.Mutex
+	pending   map[string]time.Time // ids whose Revoke failed, by expiry
+	retryDone chan struct{}
 }
+
+// maxPendingRevocations bounds the DELETEs kept for Redis' return.
+const maxPendingRevocations = 10000
 
 // NewRedisRevocations makes the list (o.Client, Prefix, Timeout, Metrics,
 // Logger are used).
@@ -519,7 +534,44 @@ func NewRedisRevocations(o RedisOptions) *RedisRevocations {
 	if o.Timeout <= 0 {
 		o.Timeout = 500 * time.Millisecond
 	}
-	return &RedisRevocations{o: o, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &RedisRevocations{o: o, stop: make(chan struct{}), done: make(chan struct{}), pending: map[string]time.Time{}, retryDone: make(chan struct{})}
+	go r.retry()
+	return r
+}
+
+// retry records the pending revocations, every second, until Close.
+func (r *RedisRevocations) retry() {
+	defer close(r.retryDone)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		r.pendingMu.Lock()
+		ids := make(map[string]time.Time, len(r.pending))
+		for id, exp := range r.pending {
+			ids[id] = exp
+		}
+		r.pendingMu.Unlock()
+		for id, exp := range ids {
+			if r.record(id, time.Until(exp)) != nil {
+				break // still down: the next tick tries again
+			}
+			r.pendingMu.Lock()
+			delete(r.pending, id)
+			r.pendingMu.Unlock()
+		}
+	}
+}
+
+// Pending is how many DELETEs wait for Redis to be recorded.
+func (r *RedisRevocations) Pending() int {
+	r.pendingMu.Lock()
+	defer r.pendingMu.Unlock()
+	return len(r.pending)
 }
 
 func (r *RedisRevocations) key(id string) string { return r.o.Prefix + "ended:" + sessionHash(id) }
@@ -551,6 +603,7 @@ func (r *RedisRevocations) Watch(ended func(hash string)) {
 func (r *RedisRevocations) Close() {
 	r.once.Do(func() {
 		close(r.stop)
+		<-r.retryDone
 		if r.sub != nil {
 			_ = r.sub.Close()
 			<-r.done
@@ -563,15 +616,29 @@ func (r *RedisRevocations) Revoke(id string, ttl time.Duration) {
 	if ttl <= 0 {
 		return // the token is expired anyway
 	}
+	if err := r.record(id, ttl); err != nil {
+		r.o.Metrics.RedisError(metrics.RedisOpRevoke)
+		r.pendingMu.Lock()
+		kept := len(r.pending) < maxPendingRevocations
+		if kept {
+			r.pending[id] = time.Now().Add(ttl)
+		}
+		r.pendingMu.Unlock()
+		r.o.Logger.Warn("redis: cannot record a DELETEd session; other replicas accept its id until Redis answers and it is recorded", zap.Bool("kept_for_retry", kept), zap.Error(err))
+	}
+}
+
+func (r *RedisRevocations) record(id string, ttl time.Duration) error {
+	if ttl <= 0 {
+		return nil // expired meanwhile
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.o.Timeout)
 	defer cancel()
 	pipe := r.o.Client.Pipeline()
 	pipe.Set(ctx, r.key(id), "1", ttl)
 	pipe.Publish(ctx, r.channel(), sessionHash(id))
-	if _, err := pipe.Exec(ctx); err != nil {
-		r.o.Metrics.RedisError(metrics.RedisOpRevoke)
-		r.o.Logger.Warn("redis: cannot record a DELETEd session; other replicas accept its id until it expires", zap.Error(err))
-	}
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // Revoked implements Revocations.

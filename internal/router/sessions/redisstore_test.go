@@ -305,3 +305,34 @@ func TestRedisRevocations(t *testing.T) {
 		t.Fatal("the bearer id itself was published")
 	}
 }
+
+// A DELETE that could not be recorded (Redis down) is kept and recorded
+// once Redis answers: the other replicas refuse the id from then on.
+func TestRedisRevocationsRetriedAfterOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer c.Close()
+	r1 := NewRedisRevocations(RedisOptions{Client: c, Prefix: "t:", Timeout: 200 * time.Millisecond})
+	r2 := NewRedisRevocations(RedisOptions{Client: c, Prefix: "t:", Timeout: 200 * time.Millisecond})
+	defer r1.Close()
+	defer r2.Close()
+	srv.Stop()
+	r1.Revoke("s1.down", time.Hour)
+	if r1.Pending() != 1 {
+		t.Fatalf("Pending() = %d after a failed Revoke, want 1", r1.Pending())
+	}
+	if r2.Revoked("s1.down") {
+		t.Fatal("Revoked with Redis down: the check fails open (documented)")
+	}
+	srv.Restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for !r2.Revoked("s1.down") {
+		if time.Now().After(deadline) {
+			t.Fatal("the DELETE made during the outage was never recorded")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if r1.Pending() != 0 {
+		t.Errorf("Pending() = %d once recorded", r1.Pending())
+	}
+}

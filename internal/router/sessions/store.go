@@ -11,7 +11,9 @@ package sessions
 import (
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
@@ -35,6 +37,11 @@ type Session struct {
 	// is this session; the Streamable HTTP endpoints never serve it.
 	serial bool
 
+	// relay, in a fleet, delivers here what other replicas have for the
+	// session while its standalone stream is open on this replica.
+	relay   Relay
+	release func() // of the relay's hold and the outbox's, while the stream is open
+
 	mu         sync.Mutex
 	lastUsed   time.Time
 	streamOpen bool
@@ -57,12 +64,21 @@ func (s *Session) OpenStream() bool {
 		return false
 	}
 	s.streamOpen = true
+	if s.relay != nil {
+		held := s.HoldOutbox()
+		unhold := s.relay.Hold(s.ID(), func(b []byte) { s.SendHere(b) })
+		s.release = func() { unhold(); held() }
+	}
 	return true
 }
 
 // CloseStream marks the standalone stream closed (and the session used).
 func (s *Session) CloseStream() {
 	s.mu.Lock()
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
 	s.streamOpen = false
 	s.lastUsed = s.now()
 	s.mu.Unlock()
@@ -109,9 +125,10 @@ type Store struct {
 	// any replica with the key ring can serve (sessiontoken.go); ended
 	// remembers the tokens ended here until they would expire anyway
 	// (ended.go).
-	sealer  *sealer
+	sealer  atomic.Pointer[sealer] // swapped by SetKeys (a rotated key ring)
 	ended   endedSet
 	revoked Revocations       // the fleet's DELETEd ids (nil: this replica's ended only)
+	relay   Relay             // carries server→client messages to the replica holding a stream (nil: none)
 	hashes  map[string]string // sealed session ids by sessionHash, to end one revoked elsewhere
 
 	now func() time.Time
@@ -130,6 +147,9 @@ type StoreOptions struct {
 	// Revocations shares DELETEd sealed ids with the fleet (nil: each
 	// replica remembers its own).
 	Revocations Revocations
+	// Relay carries what a session is sent to the replica holding its
+	// GET stream (nil: each replica delivers only to its own streams).
+	Relay Relay
 	// Metrics counts the refusals of the session bounds (nil: none).
 	Metrics *metrics.Metrics
 	// OnEnd is called once for every session that ends (nil: nothing).
@@ -144,10 +164,11 @@ func NewStore(o StoreOptions) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	st := &Store{sessions: make(map[string]*Session), byOwner: map[string]int{}, events: o.Events, revoked: o.Revocations, hashes: map[string]string{}, onEnd: o.OnEnd, m: o.Metrics, now: o.Now}
+	st := &Store{sessions: make(map[string]*Session), byOwner: map[string]int{}, events: o.Events, revoked: o.Revocations, relay: o.Relay, hashes: map[string]string{}, onEnd: o.OnEnd, m: o.Metrics, now: o.Now}
 	// Keys come from ParseSessionKeys, which checks their sizes.
-	st.sealer, _ = newSealer(o.Keys)
-	if st.revoked != nil && st.sealer != nil {
+	sl, _ := newSealer(o.Keys)
+	st.sealer.Store(sl)
+	if st.revoked != nil && sl != nil {
 		st.revoked.Watch(st.revokedElsewhere)
 	}
 	return st
@@ -157,8 +178,8 @@ func NewStore(o StoreOptions) *Store {
 // refuses with a *limits.Refusal when a bound is full.
 func (st *Store) Create(rt *core.Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) (*Session, error) {
 	id := newSessionID()
-	if st.sealer != nil {
-		id = st.sealer.seal(sessionClaims{Route: rt.Path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: st.now().Unix()})
+	if sl := st.sealer.Load(); sl != nil {
+		id = sl.seal(sessionClaims{Route: rt.Path, Owner: p.Key(), Version: version, Caps: caps, Info: info, Issued: st.now().Unix()})
 	}
 	return st.add(id, rt, version, caps, info, p, false)
 }
@@ -200,9 +221,14 @@ func (st *Store) add(id string, rt *core.Route, version mcp.Revision, caps, info
 		lastUsed: st.now(),
 		serial:   serial,
 	}
+	if st.relay != nil && !serial {
+		relay := st.relay
+		s.relay = relay
+		s.SetRelay(func(b []byte) bool { return relay.Publish(id, b) })
+	}
 	s.Events = st.events.Log(id)
 	st.sessions[id] = s
-	if st.revoked != nil && st.sealer != nil && !serial {
+	if st.revoked != nil && st.sealer.Load() != nil && !serial {
 		st.hashes[sessionHash(id)] = id
 	}
 	if owner != "" {
@@ -225,12 +251,30 @@ func (st *Store) Get(id string, rt *core.Route) *Session {
 	return s
 }
 
+// SetKeys replaces the key ring (sessions.key_file reread on a reload):
+// new sessions are sealed with its first key, and every key in it opens a
+// token, so a rotation that puts the new key first and keeps the old
+// drops no session. Turning the ring on or off needs a restart (the
+// caller refuses it); keys come from ParseSessionKeys.
+func (st *Store) SetKeys(keys [][]byte) error {
+	if st.sealer.Load() == nil || len(keys) == 0 {
+		return errors.New("sessions.key_file cannot be added or removed by a reload; restart mcpgw")
+	}
+	sl, err := newSealer(keys)
+	if err != nil {
+		return err
+	}
+	st.sealer.Store(sl)
+	return nil
+}
+
 // Rehydrate recreates, on this replica, a session another replica (or this
 // one before a restart) created: its id is a token sealed with our key
 // ring, for this route, not ended here. The caller checks the principal.
 // A *limits.Refusal when a bound is full.
 func (st *Store) Rehydrate(id string, rt *core.Route, p *auth.Principal) (*Session, error) {
-	if st.sealer == nil {
+	sl := st.sealer.Load()
+	if sl == nil {
 		return nil, nil
 	}
 	now := st.now()
@@ -240,7 +284,7 @@ func (st *Store) Rehydrate(id string, rt *core.Route, p *auth.Principal) (*Sessi
 	if gone {
 		return nil, nil
 	}
-	c, ok := st.sealer.open(id, now)
+	c, ok := sl.open(id, now)
 	if !ok || c.Route != rt.Path || c.Owner != p.Key() {
 		return nil, nil
 	}
@@ -275,7 +319,7 @@ func (st *Store) Remove(id string) *Session {
 				delete(st.byOwner, o)
 			}
 		}
-		if st.sealer != nil && !s.serial {
+		if st.sealer.Load() != nil && !s.serial {
 			// A token stays valid elsewhere until it expires; here it is over.
 			st.ended.add(id, st.now(), sessionTokenMaxAge, endedPerSession*s.Route().Gen.Limits.MaxSessions)
 		}
@@ -296,8 +340,8 @@ func (st *Store) Remove(id string) *Session {
 // the whole fleet (Revocations) until its token would expire.
 func (st *Store) Delete(id string) *Session {
 	s := st.Remove(id)
-	if s != nil && st.sealer != nil && st.revoked != nil && !s.serial {
-		if c, ok := st.sealer.open(id, st.now()); ok {
+	if sl := st.sealer.Load(); s != nil && sl != nil && st.revoked != nil && !s.serial {
+		if c, ok := sl.open(id, st.now()); ok {
 			st.revoked.Revoke(id, time.Unix(c.Issued, 0).Add(sessionTokenMaxAge).Sub(st.now()))
 		}
 	}

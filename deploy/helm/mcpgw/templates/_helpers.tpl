@@ -69,6 +69,19 @@ fix; values.schema.json checks each value on its own.
 {{- if hasPrefix "127.0.0.1:" $admin -}}
 {{- fail "config.admin.listen is on loopback, where the kubelet's probes cannot reach it; set config.admin.listen: 0.0.0.0:PORT (restrict it with networkPolicy.adminFrom)" -}}
 {{- end -}}
+{{- if .Values.redis.enabled -}}
+{{- if not (or .Values.sessionKeys.existingSecret .Values.sessionKeys.keys) -}}
+{{- fail "redis.enabled needs sessionKeys.existingSecret or sessionKeys.keys: the replicas must share the key ring that seals session ids (one key per line, e.g. `openssl rand -base64 32`)" -}}
+{{- end -}}
+{{- if not (or .Values.redis.addr .Values.redis.url) -}}
+{{- fail "redis.enabled needs redis.addr (host:port) or redis.url" -}}
+{{- end -}}
+{{- with .Values.config.sessions -}}
+{{- if or .redis .key_file -}}
+{{- fail "redis.enabled writes config.sessions.redis and config.sessions.key_file itself; remove them from config (or turn redis.enabled off and set them by hand)" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.httpRoute.enabled (not .Values.httpRoute.parentRefs) -}}
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs: the Gateway(s) to attach to, e.g. [{name: gateway, namespace: gateway-system}]" -}}
 {{- end -}}
@@ -79,4 +92,27 @@ fix; values.schema.json checks each value on its own.
 app.kubernetes.io/name: {{ include "mcpgw.name" . }}-test
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: test
+{{- end -}}
+
+{{/*
+mcpgw.config is the config.yaml the pods read: .Values.config, plus with
+redis.enabled the fleet's sessions.redis and sessions.key_file.
+*/}}
+{{- define "mcpgw.config" -}}
+{{- $cfg := deepCopy .Values.config -}}
+{{- if .Values.redis.enabled -}}
+{{- $r := dict -}}
+{{- if .Values.redis.url }}{{ $_ := set $r "url" .Values.redis.url }}{{ else }}{{ $_ := set $r "addr" .Values.redis.addr }}{{ end -}}
+{{- with .Values.redis.keyPrefix }}{{ $_ := set $r "key_prefix" . }}{{ end -}}
+{{- if .Values.redis.passwordSecret }}{{ $_ := set $r "password_file" "/etc/mcpgw/redis/password" }}{{ end -}}
+{{- $s := default (dict) (get $cfg "sessions") -}}
+{{- $_ := set $s "redis" $r -}}
+{{- $_ := set $s "key_file" "/etc/mcpgw/session-keys/keys" -}}
+{{- $_ := set $cfg "sessions" $s -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{- define "mcpgw.sessionKeysSecret" -}}
+{{- default (printf "%s-session-keys" (include "mcpgw.fullname" .)) .Values.sessionKeys.existingSecret -}}
 {{- end -}}
