@@ -30,6 +30,8 @@ type userSource struct {
 	mu      sync.Mutex
 	stale   map[string]bool
 	refused []string
+	// mustAuthorize are the subjects who must authorize the gateway first.
+	mustAuthorize map[string]bool
 }
 
 func (s *userSource) Kind() credentials.Kind { return credentials.KindPerUser }
@@ -40,6 +42,9 @@ func (s *userSource) Token(_ context.Context, sub credentials.Subject) (string, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.mustAuthorize[sub.Principal.Subject] {
+		return "", &credentials.AuthorizationRequiredError{Upstream: "u", URL: "https://mcp.example.com/oauth/upstream/u/start?s=1", ElicitationID: "e-" + sub.Principal.Subject}
+	}
 	if s.stale[sub.Principal.Subject] {
 		return "stale-" + sub.Principal.Subject, nil
 	}
@@ -99,7 +104,7 @@ func principal(name string) *auth.Principal {
 // connection.
 func TestActingForConnections(t *testing.T) {
 	url, seen := userBoundUpstream(t)
-	src := &userSource{stale: map[string]bool{"carol": true}}
+	src := &userSource{stale: map[string]bool{"carol": true}, mustAuthorize: map[string]bool{"dave": true}}
 	cfg := &config.Config{Separator: "__", Upstreams: map[string]*config.Upstream{"u": {URL: url}}}
 	h := host.New(cfg, host.Options{
 		Logger: zaptest.NewLogger(t),
@@ -200,6 +205,19 @@ func TestActingForConnections(t *testing.T) {
 		if _, auth, _ := strings.Cut(s, " "); auth == "" {
 			t.Errorf("a request without a credential reached the upstream: %q", s)
 		}
+	}
+	// A user who must authorize first gets the Source's
+	// AuthorizationRequiredError unchanged, before a connection exists and
+	// on one that does.
+	var are *credentials.AuthorizationRequiredError
+	if _, _, err := call(as(principal("dave"), "s4")); !errors.As(err, &are) || are.ElicitationID != "e-dave" {
+		t.Errorf("dave, who must authorize: %v (%T), want the AuthorizationRequiredError", err, err)
+	}
+	src.mu.Lock()
+	src.mustAuthorize["bob"] = true
+	src.mu.Unlock()
+	if _, _, err := call(as(principal("bob"), "s2")); !errors.As(err, &are) || are.ElicitationID != "e-bob" {
+		t.Errorf("bob's session after his authorization was dropped: %v (%T), want the AuthorizationRequiredError", err, err)
 	}
 	h.ReleaseSession("s1")
 	if n := u.SessionConnections(); n != 3 {
