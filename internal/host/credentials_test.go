@@ -223,4 +223,28 @@ func TestActingForConnections(t *testing.T) {
 	if n := u.SessionConnections(); n != 3 {
 		t.Errorf("%d connections after s1 ended, want 3", n)
 	}
+
+	// A stateless principal's connection has no session end: it is closed
+	// once unused for 10 minutes, and a later call makes a new one.
+	src.mu.Lock()
+	delete(src.mustAuthorize, "bob") // he authorized again
+	src.mu.Unlock()
+	var mu sync.Mutex
+	now := time.Now()
+	host.SetSessionClock(u, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	if _, c, err := call(auth.WithPrincipal(ctx, principal("alice"))); err != nil || c != conns["alice"] {
+		t.Fatalf("alice stateless: %v, same connection %v", err, c == conns["alice"])
+	}
+	mu.Lock()
+	now = now.Add(11 * time.Minute)
+	mu.Unlock()
+	if got, _, err := call(as(principal("bob"), "s2")); err != nil || got != "bob" { // any handout reaps
+		t.Fatalf("bob after 11 minutes: %q, %v", got, err)
+	}
+	if n := u.SessionConnections(); n != 2 {
+		t.Errorf("%d connections after alice's stateless one idled 11 minutes, want 2 (s2, s3)", n)
+	}
+	if got, c, err := call(auth.WithPrincipal(ctx, principal("alice"))); err != nil || got != "alice" || c == conns["alice"] {
+		t.Errorf("alice stateless again: %q, %v, reused the closed connection %v", got, err, c == conns["alice"])
+	}
 }

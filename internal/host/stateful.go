@@ -61,6 +61,7 @@ type perSession struct {
 	// upstream was last handed out: no session end releases those, so
 	// they are closed once idle for principalConnIdle (reapLocked).
 	lastUse map[string]time.Time
+	now     func() time.Time // nil: time.Now (tests set it)
 }
 
 // principalConnIdle is how long a stateless principal's own connection of
@@ -104,6 +105,9 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	now := time.Now()
+	if ps.now != nil {
+		now = ps.now()
+	}
 	if idle := ps.reapLocked(now); len(idle) > 0 {
 		u.closeLater(idle)
 	}
