@@ -283,19 +283,22 @@ func (u *Upstream) closeSessions() {
 }
 
 // ListClient is the connection a list is asked on: the session's own for a
-// stateful upstream (its lists may depend on the session's state), else the
-// shared one. An upstream still making its first connection is waited for
+// stateful upstream (its lists may depend on the session's state), the
+// caller's own for an acting-for upstream without a credential of its own,
+// else the shared one. An upstream still making its first connection is waited for
 // only briefly (startup.go).
 func (u *Upstream) ListClient(ctx context.Context) (*client.Client, error) {
 	if err := u.awaitStartForList(ctx); err != nil {
 		return nil, err
 	}
+	if u.ActsForCaller() && !u.onDemand() && !u.cfg.Stateful {
+		// Its own credential (oauth:, a header) lists the catalog on the
+		// shared connection; only calls act for the caller (credentials.go).
+		return u.Client(ctx)
+	}
 	if key, err := u.ownConnection(ctx); err != nil || key != "" { // credentials.go
 		if err != nil {
 			return nil, err
-		}
-		if !u.onDemand() && sessionFrom(ctx) == "" {
-			return u.Client(ctx) // a stateless list: the upstream's own connection serves it
 		}
 		return u.sessionClient(ctx, key)
 	}
