@@ -68,19 +68,20 @@ type perSession struct {
 // an acting-for upstream is kept unused before it is closed.
 const principalConnIdle = 10 * time.Minute
 
-// reapLocked closes the stateless principals' connections idle since
-// before cutoff (none is handed out while ps.mu is held, so none is in a
-// call that began after its last use; one still in a call that long has
-// outlived any upstream timeout). It returns them for closing.
+// reapLocked takes out the stateless principals' connections unused for
+// principalConnIdle and awaiting no answer (a call still running keeps
+// its connection), and returns them for closing.
 func (ps *perSession) reapLocked(now time.Time) []*client.Client {
 	var idle []*client.Client
 	for key, at := range ps.lastUse {
-		if now.Sub(at) > principalConnIdle {
-			if c := ps.conns[key]; c != nil {
-				idle = append(idle, c)
-			}
-			ps.dropLocked(key)
+		c := ps.conns[key]
+		if now.Sub(at) <= principalConnIdle || (c != nil && c.Pending() > 0) {
+			continue
 		}
+		if c != nil {
+			idle = append(idle, c)
+		}
+		ps.dropLocked(key)
 	}
 	return idle
 }
