@@ -62,6 +62,9 @@ func (c *Config) Secrets() []string {
 		if u.OAuth != nil {
 			add(u.OAuth.ClientSecret)
 		}
+		if u.Auth != nil && u.Auth.TokenExchange != nil {
+			add(u.Auth.TokenExchange.ClientSecret)
+		}
 	}
 	if c.Auth != nil {
 		if c.Auth.Introspection != nil {

@@ -3,14 +3,18 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/limits"
 )
 
@@ -50,11 +54,43 @@ type perSession struct {
 	conns   map[string]*client.Client
 	owner   map[string]string // session key -> principal key, for those that have one
 	byOwner map[string]int
+	// subjects are whom an acting-for upstream's connections act for, by
+	// session key (credentials.go).
+	subjects map[string]*subjectCell
+	// lastUse is when a stateless principal's connection of an acting-for
+	// upstream was last handed out: no session end releases those, so
+	// they are closed once idle for principalConnIdle (reapLocked).
+	lastUse map[string]time.Time
+	now     func() time.Time // nil: time.Now (tests set it)
+}
+
+// principalConnIdle is how long a stateless principal's own connection of
+// an acting-for upstream is kept unused before it is closed.
+const principalConnIdle = 10 * time.Minute
+
+// reapLocked takes out the stateless principals' connections unused for
+// principalConnIdle and awaiting no answer (a call still running keeps
+// its connection), and returns them for closing.
+func (ps *perSession) reapLocked(now time.Time) []*client.Client {
+	var idle []*client.Client
+	for key, at := range ps.lastUse {
+		c := ps.conns[key]
+		if now.Sub(at) <= principalConnIdle || (c != nil && c.Pending() > 0) {
+			continue
+		}
+		if c != nil {
+			idle = append(idle, c)
+		}
+		ps.dropLocked(key)
+	}
+	return idle
 }
 
 // dropLocked forgets the connection of session key.
 func (ps *perSession) dropLocked(key string) {
 	delete(ps.conns, key)
+	delete(ps.subjects, key)
+	delete(ps.lastUse, key)
 	if o, ok := ps.owner[key]; ok {
 		delete(ps.owner, key)
 		if ps.byOwner[o]--; ps.byOwner[o] <= 0 {
@@ -69,19 +105,44 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 	ps := &u.perSession
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	now := time.Now()
+	if ps.now != nil {
+		now = ps.now()
+	}
+	if idle := ps.reapLocked(now); len(idle) > 0 {
+		u.closeLater(idle)
+	}
+	if strings.HasPrefix(key, principalConnPrefix) {
+		if ps.lastUse == nil {
+			ps.lastUse = map[string]time.Time{}
+		}
+		defer func() {
+			if ps.conns[key] != nil {
+				ps.lastUse[key] = now
+			}
+		}()
+	}
+	owner := auth.FromContext(ctx).Key() // "": anonymous, only the upstream's bound applies
 	if c := ps.conns[key]; c != nil {
 		select {
 		case <-c.Done():
 			_ = c.Close()
 			ps.dropLocked(key)
 		default:
+			if o := ps.owner[key]; o != owner && (o != "" || u.ActsForCaller()) {
+				// Sessions are bound to their principal before they get
+				// here; a connection is too, whatever happens above.
+				return nil, &UnavailableError{Upstream: u.name, State: StateReady, Cause: errors.New("this session's upstream connection belongs to another principal")}
+			}
+			if cell := ps.subjects[key]; cell != nil {
+				cell.update(credentials.SubjectOf(ctx)) // the principal's freshest token
+			}
 			return c, nil
 		}
 	}
 	if u.ctx.Err() != nil {
 		return nil, &UnavailableError{Upstream: u.name, State: StateStopped}
 	}
-	owner := auth.FromContext(ctx).Key() // "": anonymous, only the upstream's bound applies
 	max, share := u.cfg.MaxSessions, u.cfg.MaxSessionsPerPrincipal
 	if max <= 0 { // a config not made by config.Parse
 		max, share = config.DefaultMaxStatefulSessions, config.DefaultMaxStatefulSessionsPerPrincipal
@@ -99,14 +160,24 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 		u.host.opts.Metrics.LimitRefused(refused.Bound)
 		return nil, refused
 	}
-	c, err := u.connectSession(ctx, key)
+	var cell *subjectCell
+	if u.ActsForCaller() {
+		cell = &subjectCell{sub: credentials.SubjectOf(ctx)} // captured: this connection acts for them only
+	}
+	c, err := u.connectSession(ctx, key, cell)
 	if err != nil {
+		if cerr := credentialFailure(err); cerr != nil { // credentials.go
+			return nil, cerr
+		}
 		return nil, &UnavailableError{Upstream: u.name, State: StateDown, Cause: err}
 	}
 	if ps.conns == nil {
-		ps.conns, ps.owner, ps.byOwner = map[string]*client.Client{}, map[string]string{}, map[string]int{}
+		ps.conns, ps.owner, ps.byOwner, ps.subjects = map[string]*client.Client{}, map[string]string{}, map[string]int{}, map[string]*subjectCell{}
 	}
 	ps.conns[key] = c
+	if cell != nil {
+		ps.subjects[key] = cell
+	}
 	if owner != "" {
 		ps.owner[key] = owner
 		ps.byOwner[owner]++
@@ -117,10 +188,18 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 
 // connectSession connects like the shared connection, but its notifications
 // are the session's own.
-func (u *Upstream) connectSession(ctx context.Context, key string) (*client.Client, error) {
+func (u *Upstream) connectSession(ctx context.Context, key string, cell *subjectCell) (*client.Client, error) {
 	notify := u.host.opts.OnSessionNotification
-	return u.connectOpts(ctx, u.cfg.Protocol, func(method string, params json.RawMessage) {
-		if notify != nil {
+	hc := u.httpc
+	if cell != nil {
+		hc = u.actingClient(cell) // credentials.go: authorized for cell's principal only
+	}
+	t, err := u.transportWith(hc)
+	if err != nil {
+		return nil, err
+	}
+	return u.dial(ctx, t, u.cfg.Protocol, func(method string, params json.RawMessage) {
+		if notify != nil && !strings.HasPrefix(key, principalConnPrefix) {
 			notify(key, u.name, method, params)
 		}
 	})
@@ -167,6 +246,32 @@ func (h *Host) ReleaseSession(key string) {
 	}()
 }
 
+// closeLater closes connections on a goroutine the host owns (closing a
+// stdio child takes its stop graces).
+func (u *Upstream) closeLater(conns []*client.Client) {
+	h := u.host
+	h.mu.Lock()
+	closed := h.closed
+	if !closed {
+		h.wg.Add(1)
+	}
+	h.mu.Unlock()
+	if closed {
+		// Shutting down: Close may already be waiting, so no goroutine
+		// of its own; these are out of the maps closeSessions empties.
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		return
+	}
+	go func() {
+		defer h.wg.Done()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+}
+
 // closeSessions closes every per-session connection (host shutdown).
 func (u *Upstream) closeSessions() {
 	u.perSession.mu.Lock()
@@ -179,14 +284,23 @@ func (u *Upstream) closeSessions() {
 }
 
 // ListClient is the connection a list is asked on: the session's own for a
-// stateful upstream (its lists may depend on the session's state), else the
-// shared one. An upstream still making its first connection is waited for
+// stateful upstream (its lists may depend on the session's state), the
+// caller's own for an acting-for upstream without a credential of its own,
+// else the shared one. An upstream still making its first connection is waited for
 // only briefly (startup.go).
 func (u *Upstream) ListClient(ctx context.Context) (*client.Client, error) {
 	if err := u.awaitStartForList(ctx); err != nil {
 		return nil, err
 	}
-	if key := sessionFrom(ctx); key != "" && u.cfg.Stateful {
+	if u.ActsForCaller() && !u.onDemand() && !u.cfg.Stateful {
+		// Its own credential (oauth:, a header) lists the catalog on the
+		// shared connection; only calls act for the caller (credentials.go).
+		return u.Client(ctx)
+	}
+	if key, err := u.ownConnection(ctx); err != nil || key != "" { // credentials.go
+		if err != nil {
+			return nil, err
+		}
 		return u.sessionClient(ctx, key)
 	}
 	return u.Client(ctx)
