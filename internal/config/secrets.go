@@ -65,6 +65,9 @@ func (c *Config) Secrets() []string {
 		if u.Auth != nil && u.Auth.PerUser != nil {
 			add(u.Auth.PerUser.ClientSecret)
 		}
+		if u.Auth != nil && u.Auth.TokenExchange != nil {
+			add(u.Auth.TokenExchange.ClientSecret)
+		}
 	}
 	if c.Auth != nil {
 		if c.Auth.Introspection != nil {

@@ -125,19 +125,10 @@ func TokenPath(name string) string { return "/oauth/upstream/" + name + "/token"
 // upstreamPerUser validates upstreams.NAME.auth.per_user.
 func (v *validator) upstreamPerUser(pp, name string, u *Upstream, hasCmd bool) {
 	pu := u.Auth.PerUser
-	up := strictyaml.ParentPath(strictyaml.ParentPath(pp))
 	c := v.cfg
 	if hasCmd {
 		v.add(pp, "per_user applies only to url upstreams (the gateway sends each caller's token on its HTTP requests); remove it, or use a url: upstream")
 		return
-	}
-	if u.OAuth != nil {
-		v.add(pp, "is set together with oauth:, the gateway's own client-credentials token; an upstream's requests carry one credential: keep per_user (each caller's own) or oauth (the gateway's), not both")
-	}
-	for k := range u.Headers {
-		if strings.EqualFold(k, "Authorization") {
-			v.add(strictyaml.JoinPath(strictyaml.JoinPath(up, "headers"), k), "an Authorization header is set together with auth.per_user, which sends each caller's own bearer token; remove the header")
-		}
 	}
 	if !c.Auth.Enabled() {
 		v.add(pp, "needs downstream authentication: a token is kept for each authenticated caller, and without auth every caller would be the same anonymous one; configure auth.oidc, auth.issuers or auth.api_keys")
