@@ -2,9 +2,6 @@ package peruser
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"html/template"
@@ -22,28 +19,39 @@ import (
 // bearer token, so the start page trusts only what it can open: the link
 // it was given (sealed for this upstream, unexpired, used once). It binds
 // the flow to this browser with a cookie (HttpOnly, SameSite=Lax, scoped
-// to the callback) whose hash the state carries, and sends the browser
+// to the callback) sealed with the state's nonce and the flow (its PKCE
+// verifier), and sends the browser
 // only ever to the authorization server's endpoint. The callback trusts
 // only its state (sealed, unexpired, used once) and that cookie, so a
 // callback forged or replayed in another browser is refused (CSRF), and
 // every refusal is a plain page naming what was wrong, never a redirect.
 
 // stateClaims is what the state parameter carries, sealed: the flow's
-// principal and elicitation, its PKCE verifier (encrypted, so only the
-// gateway can redeem the code), and the hash of the browser's cookie.
+// principal, elicitation, expiry and nonce (its single use).
 type stateClaims struct {
 	Principal   string `json:"p"`
 	Elicitation string `json:"e"`
 	Expires     int64  `json:"x"`
 	Nonce       string `json:"n"`
-	Verifier    string `json:"v"`
-	Cookie      string `json:"c"`
 }
+
+// cookieClaims is what the flow cookie carries, sealed: the state's nonce
+// (binding this browser to that state) and what the client needs to
+// complete the flow (the PKCE verifier among it, so the verifier never
+// appears in a URL).
+type cookieClaims struct {
+	Nonce string          `json:"n"`
+	Flow  json.RawMessage `json:"f"`
+}
+
+func (s *Source) cookieAD() []byte { return []byte(purposeState + "\x00cookie\x00" + s.o.Upstream) }
 
 func (s *Source) stateAD() []byte { return []byte(purposeState + "\x00" + s.o.Upstream) }
 
 // cookieName is the flow cookie's name, per upstream.
-func (s *Source) cookieName() string { return "mcpgw_oauth_" + strings.ReplaceAll(s.o.Upstream, ".", "_") }
+func (s *Source) cookieName() string {
+	return "mcpgw_oauth_" + strings.ReplaceAll(s.o.Upstream, ".", "_")
+}
 
 func (s *Source) secure() bool { return strings.HasPrefix(s.o.PublicURL, "https:") }
 
@@ -74,22 +82,21 @@ func (s *Source) ServeStart(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, reasonReplay, "This authorization link was already used; each link works once. Retry the request in your app to get a new link.")
 		return
 	}
-	cookie := randomID(32)
-	h := sha256.Sum256([]byte(cookie))
-	st := stateClaims{Principal: c.Principal, Elicitation: c.Elicitation, Expires: now.Add(s.o.LinkLifetime).Unix(),
-		Nonce: randomID(16), Verifier: randomID(32), Cookie: base64.RawURLEncoding.EncodeToString(h[:])}
+	st := stateClaims{Principal: c.Principal, Elicitation: c.Elicitation, Expires: now.Add(s.o.LinkLifetime).Unix(), Nonce: randomID(16)}
 	sp, _ := json.Marshal(st)
 	state := s.states.sealString(sp, s.stateAD())
-	to, err := s.o.Client.AuthCodeURL(r.Context(), state, st.Verifier, s.redirect)
+	flow, err := s.o.Client.Begin(r.Context(), state, s.redirect)
 	if err != nil {
 		s.o.Logger.Warn("per-user authorization: no authorization request", zap.String("upstream", s.o.Upstream), zap.Error(err))
-		s.refuse(w, r, http.StatusBadGateway, reasonUnavailable, "The gateway could not reach the authorization server of "+s.o.Upstream+". Retry later; if it persists, tell the gateway's operator: "+err.Error())
+		s.refuse(w, r, http.StatusBadGateway, reasonUnavailable, "The gateway could not start the authorization at the authorization server of "+s.o.Upstream+". Retry later; if it persists, tell the gateway's operator: "+err.Error())
 		return
 	}
+	cp, _ := json.Marshal(cookieClaims{Nonce: st.Nonce, Flow: flow.Data})
 	http.SetCookie(w, &http.Cookie{
-		Name: s.cookieName(), Value: cookie, Path: callbackPath(s.redirect),
+		Name: s.cookieName(), Value: s.states.sealString(cp, s.cookieAD()), Path: callbackPath(s.redirect),
 		MaxAge: int(s.o.LinkLifetime / time.Second), HttpOnly: true, Secure: s.secure(), SameSite: http.SameSiteLaxMode,
 	})
+	to := flow.AuthURL
 	s.o.Metrics.flow(s.o.Upstream, "started")
 	w.Header().Set("Location", to)
 	w.WriteHeader(http.StatusFound)
@@ -118,9 +125,15 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, reasonExpired, "This authorization took too long and has expired. Retry the request in your app to get a new link.")
 		return
 	}
+	var cc cookieClaims
 	ck, err := r.Cookie(s.cookieName())
-	h := sha256.Sum256([]byte(cookieValue(ck, err)))
-	if err != nil || subtle.ConstantTimeCompare([]byte(base64.RawURLEncoding.EncodeToString(h[:])), []byte(st.Cookie)) != 1 {
+	if err == nil {
+		plain, ok := s.states.openString(ck.Value, s.cookieAD())
+		if !ok || json.Unmarshal(plain, &cc) != nil {
+			err = http.ErrNoCookie
+		}
+	}
+	if err != nil || cc.Nonce != st.Nonce {
 		s.refuse(w, r, http.StatusBadRequest, reasonCSRF, "This authorization answer did not come back to the browser that started it (its sign-in cookie is missing or different), so it was refused: someone may be trying to attach their account to yours. Open the link from your app again, in this browser.")
 		return
 	}
@@ -145,20 +158,15 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, reasonDenied, msg+". Nothing was stored; retry the request in your app to try again.")
 		return
 	}
-	code := q.Get("code")
-	if code == "" {
-		s.refuse(w, r, http.StatusBadRequest, reasonExchange, "The authorization answer carries no code. Retry the request in your app to get a new link.")
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	t, err := s.o.Client.Exchange(ctx, code, st.Verifier, s.redirect, q.Get("iss"))
+	t, err := s.o.Client.Complete(ctx, &Flow{Data: cc.Flow}, q)
 	if err != nil {
 		s.o.Logger.Info("per-user authorization: code not redeemed", zap.String("upstream", s.o.Upstream), zap.Error(err))
-		s.refuse(w, r, http.StatusBadGateway, reasonExchange, "The gateway could not redeem this authorization: "+err.Error()+". Nothing was stored; retry the request in your app.")
+		s.refuse(w, r, http.StatusBadGateway, reasonExchange, "The gateway could not complete this authorization: "+err.Error()+". Nothing was stored; retry the request in your app.")
 		return
 	}
-	rec := s.newRecord(st.Principal, t, "")
+	rec := s.newRecord(st.Principal, t, nil)
 	rec.ElicitationFor = st.Elicitation
 	if err := s.tokens.put(ctx, rec); err != nil {
 		if errors.Is(err, ErrFull) {
@@ -176,13 +184,6 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 	if s.o.OnComplete != nil {
 		s.o.OnComplete(st.Elicitation)
 	}
-}
-
-func cookieValue(c *http.Cookie, err error) string {
-	if err != nil {
-		return ""
-	}
-	return c.Value
 }
 
 // ServeRevoke is DELETE <public>/oauth/upstream/NAME/token, behind the

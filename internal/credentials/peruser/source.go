@@ -178,7 +178,7 @@ func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error
 			s.drop(ctx, key)
 			return "", s.authorizationRequired(key)
 		}
-		t, err := s.o.Client.Refresh(ctx, r.Refresh)
+		t, err := s.o.Client.Refresh(ctx, r.Grant, r.Refresh)
 		if errors.Is(err, ErrInvalidGrant) {
 			s.o.Metrics.refreshed(s.o.Upstream, "invalid_grant")
 			s.o.Logger.Info("per-user refresh token refused (invalid_grant); the user must authorize again", zap.String("upstream", s.o.Upstream))
@@ -194,7 +194,7 @@ func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error
 			return "", fmt.Errorf("upstream %q: refreshing your authorization failed: %w; retry later", s.o.Upstream, err)
 		}
 		s.o.Metrics.refreshed(s.o.Upstream, "ok")
-		nr := s.newRecord(key, t, r.Refresh)
+		nr := s.newRecord(key, t, r)
 		nr.AfterRefusal = r.Access == "" // a refresh the upstream's refusal made: used once
 		if err := s.tokens.put(ctx, nr); err != nil {
 			return "", s.unavailable(err)
@@ -208,17 +208,19 @@ func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error
 }
 
 // newRecord makes the record of a token endpoint answer; a refresh that
-// returned no new refresh token keeps the old one.
-func (s *Source) newRecord(key string, t *Token, oldRefresh string) *record {
-	r := &record{Access: t.AccessToken, Refresh: t.RefreshToken, Stored: s.o.Clock().Unix(), Principal: key, Upstream: s.o.Upstream}
-	if r.Refresh == "" {
-		r.Refresh = oldRefresh
+// returned no new refresh token (or grant) keeps old's.
+func (s *Source) newRecord(key string, t *Token, old *record) *record {
+	r := &record{Access: t.AccessToken, Refresh: t.RefreshToken, Grant: t.Grant, Stored: s.o.Clock().Unix(), Principal: key, Upstream: s.o.Upstream}
+	if old != nil {
+		if r.Refresh == "" {
+			r.Refresh, r.RefreshExpiry = old.Refresh, old.RefreshExpiry
+		}
+		if len(r.Grant) == 0 {
+			r.Grant = old.Grant
+		}
 	}
 	if !t.Expiry.IsZero() {
 		r.Expiry = t.Expiry.Unix()
-	}
-	if !t.RefreshExpiry.IsZero() {
-		r.RefreshExpiry = t.RefreshExpiry.Unix()
 	}
 	return r
 }

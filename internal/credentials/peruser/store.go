@@ -36,15 +36,16 @@ var ErrFull = errors.New("the token store is full (upstreams.NAME.auth.per_user.
 // the store. Access is empty once the upstream refused it (the refresh
 // token is then used once).
 type record struct {
-	Access         string `json:"a,omitempty"`
-	Refresh        string `json:"r,omitempty"`
-	Expiry         int64  `json:"x,omitempty"`  // unix seconds; 0: unknown
-	RefreshExpiry  int64  `json:"rx,omitempty"` // unix seconds; 0: unknown
-	AfterRefusal   bool   `json:"f,omitempty"`  // Access came from the refresh a refusal made
-	Stored         int64  `json:"t"`
-	Principal      string `json:"p"`
-	Upstream       string `json:"u"`
-	ElicitationFor string `json:"e,omitempty"` // the elicitation the flow that made it completed
+	Access         string          `json:"a,omitempty"`
+	Refresh        string          `json:"r,omitempty"`
+	Expiry         int64           `json:"x,omitempty"`  // unix seconds; 0: unknown
+	RefreshExpiry  int64           `json:"rx,omitempty"` // unix seconds; 0: unknown
+	AfterRefusal   bool            `json:"f,omitempty"`  // Access came from the refresh a refusal made
+	Stored         int64           `json:"t"`
+	Principal      string          `json:"p"`
+	Upstream       string          `json:"u"`
+	ElicitationFor string          `json:"e,omitempty"` // the elicitation the flow that made it completed
+	Grant          json.RawMessage `json:"g,omitempty"` // where and as whom to refresh (Client's)
 }
 
 func (r *record) expiry() time.Time {
