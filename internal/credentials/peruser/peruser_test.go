@@ -74,7 +74,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{t: t, public: "http://" + ln.Addr().String(), keys: [][]byte{key(1)}, store: filepath.Join(t.TempDir(), "state", "tokens-gh.json"),
 		clock: &clock{t: time.Now()}, done: make(chan string, 8), max: 100}
 	e.idp = idptest.Start(t, idptest.Config{
-		Users: []idptest.User{{ID: "alice", Username: "alice", Password: "pw-a"}, {ID: "bob", Username: "bob", Password: "pw-b"}},
+		Users:   []idptest.User{{ID: "alice", Username: "alice", Password: "pw-a"}, {ID: "bob", Username: "bob", Password: "pw-b"}},
 		Clients: []idptest.Client{{ID: "mcpgw", Type: "web", Secret: "s3cret", RedirectURIs: []string{e.public + config.RedirectPath(name)}}},
 	})
 	// The upstream publishes its RFC 9728 metadata naming the OP.
