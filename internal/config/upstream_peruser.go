@@ -37,10 +37,10 @@ type UpstreamPerUser struct {
 	// metadata (RFC 9728). Exactly one is set.
 	Issuer   string `yaml:"issuer"`
 	Discover bool   `yaml:"discover"`
-	// Scopes asked for (empty: those the upstream's metadata publishes).
+	// Scopes asked for, on top of those the upstream's challenge or
+	// metadata names. The RFC 8707 resource is the one the upstream's
+	// protected-resource metadata publishes.
 	Scopes []string `yaml:"scopes"`
-	// Resource is the RFC 8707 resource parameter (default: the upstream url).
-	Resource string `yaml:"resource"`
 	// AuthMethod is the token endpoint client authentication:
 	// client_secret_basic, client_secret_post or none (a public client).
 	// Empty: basic with a secret, none without.
@@ -83,9 +83,6 @@ func perUserDefaults(p string, c *Config, u *Upstream, d *strictyaml.Decoder) {
 	}
 	if !d.Set(strictyaml.JoinPath(pp, "max_tokens")) {
 		pu.MaxTokens = DefaultPerUserMaxTokens
-	}
-	if !d.Set(strictyaml.JoinPath(pp, "resource")) {
-		pu.Resource = u.URL
 	}
 	if pu.Store == nil {
 		if c.Sessions != nil && c.Sessions.Redis != nil {
@@ -180,15 +177,6 @@ func (v *validator) upstreamPerUser(pp, name string, u *Upstream, hasCmd bool) {
 		v.add(strictyaml.JoinPath(pp, "discover"), "with a client secret the authorization server must be pinned: discover would send the secret to whichever server the upstream names; set issuer instead")
 	}
 	v.scopes(strictyaml.JoinPath(pp, "scopes"), pu.Scopes)
-	if pu.Resource != "" {
-		r, err := url.Parse(pu.Resource)
-		switch {
-		case err != nil || !r.IsAbs() || r.Host == "":
-			v.add(strictyaml.JoinPath(pp, "resource"), fmt.Sprintf("%q is not an absolute URI; write the upstream's resource identifier, e.g. https://api.example.com/mcp, or remove resource: for the default (the upstream url)", pu.Resource))
-		case r.Fragment != "":
-			v.add(strictyaml.JoinPath(pp, "resource"), fmt.Sprintf("%q has a #fragment, which a resource indicator must not (RFC 8707); remove it", pu.Resource))
-		}
-	}
 	switch pu.AuthMethod {
 	case "", AuthMethodBasic, AuthMethodPost:
 		if pu.AuthMethod != "" && !secret {

@@ -63,6 +63,7 @@ type OAuthClient struct {
 	upstreamURL string
 	issuer      string // pinned; "" when discovered
 	name        string
+	scopes      []string // asked for on top of what the upstream's metadata says
 }
 
 // NewOAuthClient returns the client of upstream name (at upstreamURL)
@@ -85,12 +86,14 @@ func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, hc *h
 	if hc == nil {
 		hc = &http.Client{Timeout: oauthclient.DefaultTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	return &OAuthClient{c: oauthclient.New(oc, hc, log), upstreamURL: upstreamURL, issuer: cfg.Issuer, name: name}, nil
+	return &OAuthClient{c: oauthclient.New(oc, hc, log), upstreamURL: upstreamURL, issuer: cfg.Issuer, name: name, scopes: cfg.Scopes}, nil
 }
 
 // Begin implements Client.
 func (o *OAuthClient) Begin(ctx context.Context, state, redirectURI string) (*Flow, error) {
-	f, err := o.c.Begin(ctx, oauthclient.Request{UpstreamURL: o.upstreamURL, RedirectURI: redirectURI, State: state})
+	// The configured scopes join those the challenge or metadata name
+	// (the client asks for the union with Previous).
+	f, err := o.c.Begin(ctx, oauthclient.Request{UpstreamURL: o.upstreamURL, RedirectURI: redirectURI, State: state, Previous: o.scopes})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -122,4 +123,17 @@ func (t *tokens) put(ctx context.Context, r *record) error {
 
 func (t *tokens) drop(ctx context.Context, principal string) (bool, error) {
 	return t.b.Delete(ctx, StoreKey(t.upstream, principal))
+}
+
+// PrincipalKey is the binding key (auth.Principal.Key) of a principal as
+// logs and the CLI name it: "apikey:NAME" for an API key, "SUB@ISSUER"
+// for a token (the issuer is the URL after the last "@http").
+func PrincipalKey(s string) (string, error) {
+	if name, ok := strings.CutPrefix(s, "apikey:"); ok && name != "" {
+		return "apikey\x00" + name, nil
+	}
+	if i := strings.LastIndex(s, "@http"); i > 0 {
+		return "oidc\x00" + s[i+1:] + "\x00" + s[:i], nil
+	}
+	return "", fmt.Errorf("%q names no principal; write SUB@ISSUER (e.g. alice@https://login.example.com/, as the gateway logs it) or apikey:NAME", s)
 }

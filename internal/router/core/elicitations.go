@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // URL-mode elicitations the gateway handed out (-32042 for per-user
@@ -31,6 +32,26 @@ type elicitations struct {
 	mu    sync.Mutex
 	byID  map[string]elicitation
 	order []string // oldest first
+}
+
+// elicit answers a request whose upstream needs the caller's own
+// authorization first (catalog's -32042 for a
+// credentials.AuthorizationRequiredError): a caller that declared
+// capabilities.elicitation.url gets the URLElicitationRequiredError as is
+// (and its session is told when the user is done); an older caller gets,
+// for tools/call, a tool result with isError whose text carries the link
+// (so the model can show it), and for other methods an error whose
+// message does.
+func (c *Core) elicit(sess *Session, msg *jsonrpc.Message, e *jsonrpc.Error) *jsonrpc.Message {
+	if _, ok := rawjson.Lookup(sess.caps, []string{"elicitation", "url"}); ok {
+		c.noteElicitation(sess, e)
+		return jsonrpc.NewError(msg.ID, e)
+	}
+	if msg.Method == mcp.MethodToolsCall {
+		res, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": e.Message}}, "isError": true})
+		return sessionResult(sess, jsonrpc.NewResult(msg.ID, res))
+	}
+	return jsonrpc.NewError(msg.ID, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: e.Message})
 }
 
 // noteElicitation remembers the elicitation ids a -32042 error for sess
