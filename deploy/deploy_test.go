@@ -193,6 +193,8 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 	r := m.NewRedis() // registered only with sessions.redis
 	r.RedisDropped(metrics.RedisDroppedQueueFull, 1)
 	r.RedisError(metrics.RedisOpAppend)
+	m.TokenExchange("u", metrics.ExchangeOK)
+	m.ExchangeCache("u", 1, 1)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -64,5 +64,9 @@ func credentialError(err error) *jsonrpc.Error {
 	if errors.As(err, &ee) {
 		return &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: ee.Error()}
 	}
+	var ce *host.CredentialError
+	if errors.As(err, &ce) {
+		return &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: ce.Error()}
+	}
 	return nil
 }

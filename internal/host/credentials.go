@@ -201,7 +201,7 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	tok, err := t.src.Token(req.Context(), sub)
 	if err != nil {
 		closeBody(req.Body)
-		return nil, err
+		return nil, t.failure(err)
 	}
 	resp, err := t.send(req, req.Body, tok)
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
@@ -225,13 +225,39 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(body)
 		if err != nil {
 			drain(resp)
-			return nil, err
+			return nil, t.failure(err)
 		}
 		return resp, nil
 	}
 	drain(resp)
 	return t.send(req, body, again)
 }
+
+// failure is a Source's error as the caller gets it: an authorization
+// the user must give, or an exchange refusal, as it is; anything else as a
+// *CredentialError naming the upstream.
+func (t *sourceTransport) failure(err error) error {
+	if cerr := credentialFailure(err); cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &CredentialError{Upstream: t.upstream, Err: err}
+}
+
+// CredentialError is a Source's failure to provide a caller's upstream
+// credential, other than an authorization the user must give.
+type CredentialError struct {
+	Upstream string
+	Err      error
+}
+
+func (e *CredentialError) Error() string {
+	return fmt.Sprintf("upstream %q: cannot obtain its credential for you: %v", e.Upstream, e.Err)
+}
+
+func (e *CredentialError) Unwrap() error { return e.Err }
 
 func (t *sourceTransport) send(req *http.Request, body io.ReadCloser, tok string) (*http.Response, error) {
 	r := req.Clone(req.Context())
@@ -262,6 +288,10 @@ func credentialFailure(err error) error {
 	var ee *ExchangeError
 	if errors.As(err, &ee) {
 		return ee
+	}
+	var ce *CredentialError
+	if errors.As(err, &ce) {
+		return ce
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -56,12 +57,38 @@ type perSession struct {
 	// subjects are whom an acting-for upstream's connections act for, by
 	// session key (credentials.go).
 	subjects map[string]*subjectCell
+	// lastUse is when a stateless principal's connection of an acting-for
+	// upstream was last handed out: no session end releases those, so
+	// they are closed once idle for principalConnIdle (reapLocked).
+	lastUse map[string]time.Time
+}
+
+// principalConnIdle is how long a stateless principal's own connection of
+// an acting-for upstream is kept unused before it is closed.
+const principalConnIdle = 10 * time.Minute
+
+// reapLocked closes the stateless principals' connections idle since
+// before cutoff (none is handed out while ps.mu is held, so none is in a
+// call that began after its last use; one still in a call that long has
+// outlived any upstream timeout). It returns them for closing.
+func (ps *perSession) reapLocked(now time.Time) []*client.Client {
+	var idle []*client.Client
+	for key, at := range ps.lastUse {
+		if now.Sub(at) > principalConnIdle {
+			if c := ps.conns[key]; c != nil {
+				idle = append(idle, c)
+			}
+			ps.dropLocked(key)
+		}
+	}
+	return idle
 }
 
 // dropLocked forgets the connection of session key.
 func (ps *perSession) dropLocked(key string) {
 	delete(ps.conns, key)
 	delete(ps.subjects, key)
+	delete(ps.lastUse, key)
 	if o, ok := ps.owner[key]; ok {
 		delete(ps.owner, key)
 		if ps.byOwner[o]--; ps.byOwner[o] <= 0 {
@@ -76,6 +103,20 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 	ps := &u.perSession
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	now := time.Now()
+	if idle := ps.reapLocked(now); len(idle) > 0 {
+		u.closeLater(idle)
+	}
+	if strings.HasPrefix(key, principalConnPrefix) {
+		if ps.lastUse == nil {
+			ps.lastUse = map[string]time.Time{}
+		}
+		defer func() {
+			if ps.conns[key] != nil {
+				ps.lastUse[key] = now
+			}
+		}()
+	}
 	owner := auth.FromContext(ctx).Key() // "": anonymous, only the upstream's bound applies
 	if c := ps.conns[key]; c != nil {
 		select {
@@ -187,6 +228,32 @@ func (h *Host) ReleaseSession(key string) {
 	if closed {
 		// Shutting down: Close may already be waiting, so no goroutine of
 		// its own; these are out of the maps closeSessions empties.
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		return
+	}
+	go func() {
+		defer h.wg.Done()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+}
+
+// closeLater closes connections on a goroutine the host owns (closing a
+// stdio child takes its stop graces).
+func (u *Upstream) closeLater(conns []*client.Client) {
+	h := u.host
+	h.mu.Lock()
+	closed := h.closed
+	if !closed {
+		h.wg.Add(1)
+	}
+	h.mu.Unlock()
+	if closed {
+		// Shutting down: Close may already be waiting, so no goroutine
+		// of its own; these are out of the maps closeSessions empties.
 		for _, c := range conns {
 			_ = c.Close()
 		}
