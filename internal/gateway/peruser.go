@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,12 +46,8 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 		}
 		pu := u.Auth.PerUser
 		l := log.Named("peruser").With(zap.String("upstream", name))
-		client, err := peruser.NewOAuthClient(name, u.URL, pu, nil, log.Named("peruser"), nil)
-		if err != nil {
-			return nil, err
-		}
 		o := peruser.Options{
-			Upstream: name, PublicURL: cfg.PublicURL, Client: client, Keys: keys,
+			Upstream: name, PublicURL: cfg.PublicURL, Keys: keys,
 			LinkLifetime: pu.LinkLifetime.D(), Logger: l, Metrics: pm,
 			OnComplete: func(id string) {
 				if rt := p.rt.Load(); rt != nil {
@@ -58,6 +55,7 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 				}
 			},
 		}
+		var regs peruser.Backend // dynamic registrations, beside the tokens
 		switch {
 		case pu.Store.Redis:
 			if sh.client == nil {
@@ -69,12 +67,23 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 			}
 			o.Backend = peruser.NewRedis(sh.client, prefix, name, pu.MaxTokens)
 			o.Once = peruser.NewRedisOnce(sh.client, prefix)
+			regs = peruser.NewRedis(sh.client, prefix, name+".registrations", maxRegistrations)
 		default:
 			b, err := peruser.OpenFile(pu.Store.File, pu.MaxTokens, nil)
 			if err != nil {
 				return nil, fmt.Errorf("upstreams.%s.auth.per_user.store: %w", name, err)
 			}
 			o.Backend = b
+			if regs, err = peruser.OpenFile(strings.TrimSuffix(pu.Store.File, ".json")+".registrations.json", maxRegistrations, nil); err != nil {
+				return nil, fmt.Errorf("upstreams.%s.auth.per_user.store: %w", name, err)
+			}
+		}
+		rs, err := peruser.NewRegistrations(regs, keys, l)
+		if err != nil {
+			return nil, err
+		}
+		if o.Client, err = peruser.NewOAuthClient(name, u.URL, pu, rs, nil, log.Named("peruser"), nil); err != nil {
+			return nil, err
 		}
 		src, err := peruser.New(o)
 		if err != nil {
@@ -85,6 +94,10 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 	}
 	return p, nil
 }
+
+// maxRegistrations bounds an upstream's stored dynamic registrations (one
+// per authorization server it names, and redirect URI).
+const maxRegistrations = 64
 
 // source is the host's Options.CredentialSource.
 func (p *perUser) source(_ context.Context, name string, u *config.Upstream) (credentials.Source, error) {

@@ -67,10 +67,11 @@ type OAuthClient struct {
 }
 
 // NewOAuthClient returns the client of upstream name (at upstreamURL)
-// configured by cfg. The client secret file is read now: a rotated secret
-// needs a restart (or reload).
-func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, hc *http.Client, log *zap.Logger, now func() time.Time) (*OAuthClient, error) {
-	oc := oauthclient.Config{Name: name, ClientName: "mcpgw", MetadataDocumentURL: cfg.ClientMetadataURL, Offline: true, Now: now}
+// configured by cfg; regs keeps its dynamic registrations (nil: in
+// memory, lost at a restart). The client secret file is read now: a
+// rotated secret needs a restart.
+func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, regs oauthclient.RegistrationStore, hc *http.Client, log *zap.Logger, now func() time.Time) (*OAuthClient, error) {
+	oc := oauthclient.Config{Name: name, ClientName: "mcpgw", MetadataDocumentURL: cfg.ClientMetadataURL, Offline: true, Now: now, Registrations: regs}
 	if cfg.ClientID != "" {
 		secret := cfg.ClientSecret
 		if cfg.ClientSecretFile != "" {

@@ -19,12 +19,12 @@ import (
 // bearer token, so the start page trusts only what it can open: the link
 // it was given (sealed for this upstream, unexpired, used once). It binds
 // the flow to this browser with a cookie (HttpOnly, SameSite=Lax, scoped
-// to the callback) sealed with the state's nonce and the flow (its PKCE
-// verifier), and sends the browser
-// only ever to the authorization server's endpoint. The callback trusts
-// only its state (sealed, unexpired, used once) and that cookie, so a
-// callback forged or replayed in another browser is refused (CSRF), and
-// every refusal is a plain page naming what was wrong, never a redirect.
+// to the callback) that seals the state's nonce and the flow (its PKCE
+// verifier), and sends the browser only ever to the authorization
+// server's endpoint. The callback trusts only its state (sealed,
+// unexpired, used once) and that cookie, so a callback forged or replayed
+// in another browser is refused (CSRF); every refusal is a plain page
+// naming what was wrong, never a redirect.
 
 // stateClaims is what the state parameter carries, sealed: the flow's
 // principal, elicitation, expiry and nonce (its single use).

@@ -108,7 +108,7 @@ func (e *env) restart() {
 	e.reg = prometheus.NewRegistry()
 	e.metrics = peruser.NewMetrics(e.reg)
 	cfg := &config.UpstreamPerUser{ClientID: "mcpgw", ClientSecret: "s3cret", Issuer: e.idp.Issuer, Scopes: []string{"openid"}}
-	client, err := peruser.NewOAuthClient(name, e.upstream, cfg, nil, nil, e.clock.Now)
+	client, err := peruser.NewOAuthClient(name, e.upstream, cfg, nil, nil, nil, e.clock.Now)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
 )
@@ -189,5 +191,37 @@ func TestMemoryOnce(t *testing.T) {
 	}
 	if first, _ := o.Use(ctx, "a", until); first {
 		t.Fatal("second use accepted")
+	}
+}
+
+func TestRegistrationsSurviveARestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens-gh.registrations.json")
+	open := func() *peruser.Registrations {
+		b, err := peruser.OpenFile(path, 4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := peruser.NewRegistrations(b, [][]byte{key(5)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	reg := oauthclient.Registration{Issuer: "https://as.example.com", RedirectURI: "https://mcp.example.com/oauth/upstream/gh/callback", Kind: oauthclient.KindDynamic, ClientID: "dyn-1", ClientSecret: "dyn-secret-0123"}
+	open().Store(reg)
+	r := open() // a restart
+	got, ok := r.Load(reg.Issuer, reg.RedirectURI)
+	if !ok || got != reg {
+		t.Fatalf("after a restart: %+v %v", got, ok)
+	}
+	if _, ok := r.Load("https://other.example.com", reg.RedirectURI); ok {
+		t.Fatal("another server's registration was found")
+	}
+	if data, _ := os.ReadFile(path); strings.Contains(string(data), reg.ClientSecret) || strings.Contains(string(data), reg.ClientID) {
+		t.Fatal("the registration is stored in clear")
+	}
+	r.Delete(reg.Issuer, reg.RedirectURI)
+	if _, ok := open().Load(reg.Issuer, reg.RedirectURI); ok {
+		t.Fatal("deleted, yet loaded")
 	}
 }
