@@ -228,11 +228,11 @@ func (c *Client) Refresh(ctx context.Context, g Grant, refreshToken string) (*To
 }
 
 type tokenResponse struct {
-	AccessToken  string          `json:"access_token"`
-	TokenType    string          `json:"token_type"`
-	RefreshToken string          `json:"refresh_token"`
+	AccessToken  string    `json:"access_token"`
+	TokenType    string    `json:"token_type"`
+	RefreshToken string    `json:"refresh_token"`
 	ExpiresIn    expiresIn `json:"expires_in"`
-	Scope        string          `json:"scope"`
+	Scope        string    `json:"scope"`
 	oauthError
 }
 
