@@ -58,7 +58,7 @@ func (c *Client) Begin(ctx context.Context, r Request) (*Flow, error) {
 		// the client must refuse to proceed.
 		return nil, c.fail("discovery", "the authorization server metadata at %s does not list S256 in code_challenge_methods_supported (it lists %q), so PKCE cannot be relied on; refusing to authorize with it", asURL, as.CodeChallengeMethods)
 	}
-	scopes, err := c.scopes(ch, prm, as, r.Previous)
+	scopes, err := c.scopes(ch, prm, as, r.Previous, r.Scopes)
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +121,11 @@ func withQuery(endpoint string, q url.Values) (string, error) {
 }
 
 // scopes chooses what to ask for (MCP "Scope Selection Strategy"): the
-// challenge's scope, else the resource's scopes_supported, else nothing;
+// configured scopes, else the challenge's scope, else the resource's scopes_supported, else nothing;
 // with the previous authorization's scopes added on re-authorization
 // (SEP-2350), and offline_access where the server lists it and refresh
 // tokens are wanted (SEP-2207, which forbids it otherwise).
-func (c *Client) scopes(ch Challenge, prm *ResourceMetadata, as *ServerMetadata, previous []string) ([]string, error) {
+func (c *Client) scopes(ch Challenge, prm *ResourceMetadata, as *ServerMetadata, previous, configured []string) ([]string, error) {
 	if ch.InsufficientScope() && len(previous) > 0 && len(ch.Scopes) > 0 && containsAll(previous, ch.Scopes) {
 		// Asking again for what was already asked for would loop: the
 		// upstream's refusal stands.
@@ -133,6 +133,8 @@ func (c *Client) scopes(ch Challenge, prm *ResourceMetadata, as *ServerMetadata,
 	}
 	var want []string
 	switch {
+	case len(configured) > 0:
+		want = configured
 	case len(ch.Scopes) > 0:
 		want = ch.Scopes
 	case len(prm.ScopesSupported) > 0:
@@ -245,7 +247,9 @@ func (c *Client) token(ctx context.Context, step string, g Grant, form url.Value
 	switch g.AuthMethod {
 	case AuthMethodBasic, AuthMethodPost:
 		if !known || secret == "" {
-			return nil, c.fail(step, "the client %q registered with %s is no longer known (its secret is gone); authorize again", g.ClientID, g.Issuer)
+			e := c.fail(step, "the client %q registered with %s is no longer known (its secret is gone); authorize again", g.ClientID, g.Issuer)
+			e.Reauthorize = true
+			return nil, e
 		}
 	case AuthMethodNone:
 	default:

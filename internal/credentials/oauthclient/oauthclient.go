@@ -162,6 +162,10 @@ type Request struct {
 	// upstream asked for: a re-authorization asks for their union with
 	// the new ones (SEP-2350).
 	Previous []string
+	// Scopes, when set, are asked for instead of the challenge's or the
+	// resource's scopes_supported (an operator's choice); offline_access
+	// and the union with Previous still apply.
+	Scopes []string
 }
 
 // Flow is one authorization in progress: what the callback needs, to be
@@ -209,6 +213,10 @@ type Error struct {
 	Cause       string
 	Code        string // the OAuth error code, when the server answered one
 	Description string // its error_description
+	// Reauthorize: the grant cannot be used any more (the server's
+	// invalid_grant, or a client the gateway no longer knows): the subject
+	// must authorize again.
+	Reauthorize bool
 }
 
 func (e *Error) Error() string {
@@ -223,11 +231,13 @@ func (e *Error) Error() string {
 	return s
 }
 
-// IsInvalidGrant reports whether err is the server's invalid_grant (the
-// code or refresh token is no longer good: drop it and authorize again).
+// IsInvalidGrant reports whether err means the grant is gone: the
+// server's invalid_grant (the code or refresh token is no longer good), or
+// a grant whose client the gateway no longer knows (a dynamic registration
+// not kept across a restart). Drop the tokens and authorize again.
 func IsInvalidGrant(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Code == "invalid_grant"
+	return errors.As(err, &e) && (e.Code == "invalid_grant" || e.Reauthorize)
 }
 
 func (c *Client) fail(step, format string, args ...any) *Error {

@@ -154,6 +154,7 @@ func TestBegin(t *testing.T) {
 		cfg       Config
 		challenge string
 		previous  []string
+		scopes    []string
 		meta      map[string]any
 		prm       map[string]any
 		wantErr   string
@@ -167,6 +168,7 @@ func TestBegin(t *testing.T) {
 		{name: "offline_access where listed", cfg: Config{Offline: true}, challenge: `Bearer scope="a"`, meta: map[string]any{"scopes_supported": []string{"a", "offline_access"}}, wantScope: "a offline_access", wantID: "dyn-1", wantRegs: 1},
 		{name: "no offline_access where not listed", cfg: Config{Offline: true}, challenge: `Bearer scope="a"`, meta: map[string]any{"scopes_supported": []string{"a"}}, wantScope: "a", wantID: "dyn-1", wantRegs: 1},
 		{name: "offline_access from a challenge dropped where not listed", challenge: `Bearer scope="a offline_access"`, wantScope: "a", wantID: "dyn-1", wantRegs: 1},
+		{name: "configured scopes win", cfg: Config{}, scopes: []string{"cfg"}, challenge: `Bearer scope="a"`, wantScope: "cfg", wantID: "dyn-1", wantRegs: 1},
 		{name: "step-up asks for the union", challenge: `Bearer error="insufficient_scope", scope="w"`, previous: []string{"r"}, wantScope: "r w", wantID: "dyn-1", wantRegs: 1},
 		{name: "step-up for what was asked stops", challenge: `Bearer error="insufficient_scope", scope="r"`, previous: []string{"r"}, wantErr: `still refuses with insufficient_scope for ["r"]`},
 		{name: "pre-registered client, no registration", cfg: Config{Preregistered: map[string]Credentials{"": {ClientID: "pre", ClientSecret: "s"}}}, wantScope: "-", wantID: "pre"},
@@ -194,7 +196,7 @@ func TestBegin(t *testing.T) {
 			if tc.challenge != "" {
 				ch = []string{tc.challenge + `, resource_metadata="` + f.rs.URL + `/.well-known/oauth-protected-resource/mcp"`}
 			}
-			flow, err := c.Begin(context.Background(), Request{UpstreamURL: f.upstream(), Challenge: ch, RedirectURI: testRedirect, Previous: tc.previous})
+			flow, err := c.Begin(context.Background(), Request{UpstreamURL: f.upstream(), Challenge: ch, RedirectURI: testRedirect, Previous: tc.previous, Scopes: tc.scopes})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), `upstream "up"`) {
 					t.Fatalf("err = %v, want one naming the upstream and %q", err, tc.wantErr)
@@ -393,7 +395,7 @@ func TestRefresh(t *testing.T) {
 	gone := tok.Grant
 	gone.ClientID = "forgotten"
 	n := len(f.tokenReqs)
-	if _, err := c.Refresh(context.Background(), gone, "rt-1"); err == nil || !strings.Contains(err.Error(), "is no longer known") || len(f.tokenReqs) != n {
+	if _, err := c.Refresh(context.Background(), gone, "rt-1"); !IsInvalidGrant(err) || !strings.Contains(err.Error(), "is no longer known") || len(f.tokenReqs) != n {
 		t.Errorf("err = %v after %d requests, want a refusal without one", err, len(f.tokenReqs)-n)
 	}
 }
