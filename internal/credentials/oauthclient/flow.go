@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -29,7 +30,11 @@ func (c *Client) Begin(ctx context.Context, r Request) (*Flow, error) {
 	if r.RedirectURI == "" {
 		return nil, c.fail("authorization", "no redirect URI")
 	}
-	ch := ParseChallenge(r.Challenge)
+	challenge := r.Challenge
+	if challenge == nil && !r.NoProbe {
+		challenge = c.probe(ctx, r.UpstreamURL)
+	}
+	ch := ParseChallenge(challenge)
 	prm, prmURL, err := c.disc.ProtectedResource(ctx, r.UpstreamURL, ch)
 	if err != nil {
 		return nil, c.fail("discovery", "%v", err)
@@ -103,6 +108,35 @@ func (c *Client) Begin(ctx context.Context, r Request) (*Flow, error) {
 			Resource: resource, Scopes: scopes, RedirectURI: r.RedirectURI,
 		},
 	}, nil
+}
+
+// probeBody is the request that asks an upstream for its challenge: a
+// ping, which a server that wants a token refuses with 401 before reading.
+const probeBody = `{"jsonrpc":"2.0","id":"mcpgw-oauth-probe","method":"ping"}`
+
+// probe sends the upstream an unauthenticated request and returns the
+// WWW-Authenticate values of its 401 or 403; nil for any other answer (or
+// none), so discovery falls back to the well-known URLs.
+func (c *Client) probe(ctx context.Context, upstreamURL string) []string {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstreamURL, strings.NewReader(probeBody))
+	if err != nil {
+		return nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.log.Debug("upstream challenge probe failed", zap.String("upstream", c.cfg.Name), zap.Error(err))
+		return nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxDocumentBytes))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return nil
+	}
+	return resp.Header.Values("WWW-Authenticate")
 }
 
 // withQuery adds q to an endpoint URL, keeping the query it has (RFC 6749

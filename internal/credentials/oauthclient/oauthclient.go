@@ -150,8 +150,12 @@ type Request struct {
 	// UpstreamURL is the MCP server's URL (the protected resource).
 	UpstreamURL string
 	// Challenge is the WWW-Authenticate values of the upstream's 401 (or
-	// 403 insufficient_scope); nil when there was none yet.
+	// 403 insufficient_scope). nil: Begin asks the upstream for one (an
+	// unauthenticated ping, as an MCP client's first request would get
+	// it), unless NoProbe.
 	Challenge []string
+	// NoProbe: with no Challenge, discover from the well-known URLs alone.
+	NoProbe bool
 	// RedirectURI is where the authorization server sends the user back
 	// (the gateway's callback page), registered exactly.
 	RedirectURI string

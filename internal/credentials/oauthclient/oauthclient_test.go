@@ -26,6 +26,9 @@ type fakeAS struct {
 	prm      map[string]any // overrides of the protected resource metadata
 	regReply map[string]any // overrides of the registration answer
 
+	prmPath     string // where the resource metadata is (default the well-known URL)
+	rsChallenge string // the resource's 401 challenge ({RS}: its URL); "" answers 404
+
 	mu        sync.Mutex
 	regs      []map[string]any // registration requests
 	tokenReqs []tokenReq
@@ -52,7 +55,18 @@ func newFakeAS(t *testing.T) *fakeAS {
 func (f *fakeAS) upstream() string { return f.rs.URL + "/mcp" }
 
 func (f *fakeAS) serveRS(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/.well-known/oauth-protected-resource/mcp" {
+	f.mu.Lock()
+	prmPath, challenge := f.prmPath, f.rsChallenge
+	f.mu.Unlock()
+	if prmPath == "" {
+		prmPath = "/.well-known/oauth-protected-resource/mcp"
+	}
+	if r.URL.Path == "/mcp" && challenge != "" {
+		w.Header().Set("WWW-Authenticate", strings.ReplaceAll(challenge, "{RS}", f.rs.URL))
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	if r.URL.Path != prmPath {
 		http.NotFound(w, r)
 		return
 	}
@@ -411,5 +425,27 @@ func TestFlowCarriesNoSecret(t *testing.T) {
 	b, _ := json.Marshal(flow)
 	if strings.Contains(string(b), "dyn-secret") || flow.Verifier == "" || len(flow.State) < 32 {
 		t.Errorf("flow %s", b)
+	}
+}
+
+// TestBeginProbes: without a challenge, Begin gets the upstream's own (an
+// unauthenticated request), so a resource_metadata only the challenge names
+// and the challenge's scope are used; NoProbe discovers from the
+// well-known URLs alone.
+func TestBeginProbes(t *testing.T) {
+	f := newFakeAS(t)
+	f.prmPath = "/custom/meta.json"
+	f.rsChallenge = `Bearer scope="probed", resource_metadata="{RS}/custom/meta.json"`
+	c := f.client(Config{})
+	flow, err := c.Begin(context.Background(), Request{UpstreamURL: f.upstream(), RedirectURI: testRedirect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := url.Parse(flow.AuthURL); u.Query().Get("scope") != "probed" {
+		t.Errorf("scope = %q, want the probed challenge's", u.Query().Get("scope"))
+	}
+	_, err = c.Begin(context.Background(), Request{UpstreamURL: f.upstream(), RedirectURI: testRedirect, NoProbe: true})
+	if err == nil || !strings.Contains(err.Error(), "published no protected resource metadata (asked "+f.rs.URL+"/.well-known/oauth-protected-resource/mcp, ") {
+		t.Errorf("err = %v, want no metadata at the well-known URLs", err)
 	}
 }
