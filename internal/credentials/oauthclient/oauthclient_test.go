@@ -274,6 +274,15 @@ func TestRegistrationPerServer(t *testing.T) {
 		reg["token_endpoint_auth_method"] != AuthMethodBasic || fmt.Sprint(reg["redirect_uris"]) != "["+testRedirect+"]" || reg["client_name"] != "gw" {
 		t.Errorf("registration request %v", reg)
 	}
+	// A registration whose secret has expired is made anew.
+	f.regReply["client_secret_expires_at"] = 1500 // the test clock is at 1000
+	c.cfg.Now = func() time.Time { return time.Unix(1000, 0) }
+	c.regs.Delete(f.as.URL, testRedirect)
+	begin()
+	c.cfg.Now = func() time.Time { return time.Unix(2000, 0) }
+	if again := begin(); len(f.regs) != 3 || again.Grant.ClientID != "dyn-3" {
+		t.Errorf("after the secret expired: %d registrations, client %q; want a new one", len(f.regs), again.Grant.ClientID)
+	}
 	f.prm["authorization_servers"] = []string{other.as.URL}
 	other.regReply["client_id"] = "at-other"
 	moved := begin()
