@@ -4,7 +4,8 @@
 // that the records can be shipped apart from the operational log.
 //
 // A record says who (the principal: subject, issuer, client, API key,
-// groups, scopes), where (route, upstream), what (method, kind, name), the
+// groups, scopes), where (route, upstream, and the kind of credential the
+// upstream call carried for that principal — never the credential), what (method, kind, name), the
 // decision and what made it (rule, reason), how long it took, how it ended
 // (Outcome) and a SHA-256 hash of the call's arguments exactly as the client
 // sent them ("sha256:<hex>" over the raw bytes of params.arguments, so equal
@@ -88,7 +89,12 @@ type Record struct {
 	Route     string
 	// Upstream owns the name ("" when no upstream does).
 	Upstream string
-	Method   string
+	// Credential is the kind of credential the upstream call carried
+	// (credentials.Kind: none, static, client_credentials, exchanged,
+	// per_user), acting for Principal; never the credential itself. Empty
+	// when nothing reached an upstream.
+	Credential string
+	Method     string
 	// Kind is tool, prompt or resource; Name the tool or prompt name or the
 	// resource URI, as the client sent it.
 	Kind, Name string
@@ -244,6 +250,7 @@ func (l *Logger) Log(r *Record) {
 	add("method", r.Method)
 	add("route", r.Route)
 	add("upstream", r.Upstream)
+	add("credential", r.Credential)
 	add("kind", r.Kind)
 	add("name", r.Name)
 	fields = append(fields, zap.Object("principal", principal(r.Principal)))

@@ -41,6 +41,22 @@ type Principal struct {
 	// policy conditions; nil for API keys and introspected tokens. Shared
 	// between requests: read only.
 	Claims map[string]any
+	// bearer is the validated bearer token the principal was read from
+	// ("" for an API key). It travels with the principal so that every
+	// context a call is re-derived in keeps it; only an upstream token
+	// exchange reads it (BearerToken), as the subject token it presents to
+	// an authorization server. It is never logged nor sent upstream.
+	bearer string
+}
+
+// BearerToken is the validated bearer token the principal authenticated
+// with, "" for an API key or nil. Only an RFC 8693 exchange may use it
+// (credentials.Subject.Token); it must never reach an upstream.
+func (p *Principal) BearerToken() string {
+	if p == nil {
+		return ""
+	}
+	return p.bearer
 }
 
 // Key identifies the principal for binding state (sessions, parked calls)

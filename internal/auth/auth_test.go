@@ -85,15 +85,16 @@ func TestAuthenticateValidToken(t *testing.T) {
 	a := setup(t, is, "", auth.Options{})
 	c := is.Claims("alice", resource, "mcp:tools", "mcp:read")
 	c["realm_access"] = map[string]any{"roles": []string{"eng", "ops"}}
-	p, err := a.Authenticate(request(is.Token(c)), resource)
+	tok := is.Token(c)
+	p, err := a.Authenticate(request(tok), resource)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := p.Claims["realm_access"]; got == nil || p.Claims["sub"] != "alice" {
 		t.Errorf("claims for policy conditions: %v", p.Claims)
 	}
-	want := &auth.Principal{Subject: "alice", Issuer: is.URL, ClientID: "test-client", Scopes: []string{"mcp:tools", "mcp:read"}, Groups: []string{"eng", "ops"}, Expiry: p.Expiry, Claims: p.Claims}
-	if !reflect.DeepEqual(p, want) {
+	want := auth.WithBearer(auth.Principal{Subject: "alice", Issuer: is.URL, ClientID: "test-client", Scopes: []string{"mcp:tools", "mcp:read"}, Groups: []string{"eng", "ops"}, Expiry: p.Expiry, Claims: p.Claims}, tok)
+	if !reflect.DeepEqual(*p, want) {
 		t.Errorf("principal:\n got %+v\nwant %+v", p, want)
 	}
 	if p.Expiry.IsZero() || p.Key() != "oidc\x00"+is.URL+"\x00alice" || p.String() != "alice@"+is.URL {

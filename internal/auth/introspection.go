@@ -201,7 +201,7 @@ func (in *introspector) introspect(ctx context.Context, token string, now time.T
 		return refuse(introspectionInactiveTTL, Malformed, "the introspection answer's aud is not a string or a list of strings")
 	}
 	e.aud = aud
-	p := &Principal{Subject: a.Subject, Issuer: a.Issuer, ClientID: a.ClientID, Expiry: exp, Scopes: strings.Fields(a.Scope)}
+	p := &Principal{Subject: a.Subject, Issuer: a.Issuer, ClientID: a.ClientID, Expiry: exp, Scopes: strings.Fields(a.Scope), bearer: token}
 	if p.Subject == "" {
 		p.Subject = a.ClientID // a client-credentials token: the client is the caller
 	}

@@ -110,7 +110,7 @@ func TestIntrospection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := auth.Principal{Subject: "alice", Issuer: "https://as.example.com", ClientID: "app", Scopes: []string{"mcp:tools", "mcp:admin"}, Groups: []string{"eng"}, Expiry: time.Unix(exp, 0)}
+			want := auth.WithBearer(auth.Principal{Subject: "alice", Issuer: "https://as.example.com", ClientID: "app", Scopes: []string{"mcp:tools", "mcp:admin"}, Groups: []string{"eng"}, Expiry: time.Unix(exp, 0)}, "opaque-alice")
 			if fmt.Sprint(*p) != fmt.Sprint(want) {
 				t.Errorf("principal = %+v, want %+v", *p, want)
 			}

@@ -212,6 +212,7 @@ func (is *issuer) verify(ctx context.Context, token, alg string, audiences []str
 		Issuer:   c.Issuer,
 		ClientID: c.ClientID,
 		Expiry:   exp,
+		bearer:   token, // a cached principal is found by this token's hash only
 	}
 	if p.ClientID == "" {
 		p.ClientID = c.AZP

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -139,6 +140,15 @@ const resolveWait = 5 * time.Second
 // to its upstream and the upstream's own name for it; false when nothing
 // on the route has it or it is ambiguous. It may list an upstream it has
 // not indexed yet, for at most resolveWait.
+// CredentialKind is the kind of credential the named upstream's calls
+// carry ("" for an unknown upstream), for the audit record.
+func (v *View) CredentialKind(upstream string) credentials.Kind {
+	if u := v.ups[upstream]; u != nil {
+		return u.CredentialKind()
+	}
+	return ""
+}
+
 func (v *View) Resolve(uri bool, external string) (upstream, internal string, ok bool) {
 	kind := mcp.KindTool
 	if uri {

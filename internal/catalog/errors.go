@@ -2,8 +2,11 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 
+	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -35,6 +38,31 @@ func connectError(ctx context.Context, upstream string, err error) *jsonrpc.Erro
 	var lr *limits.Refusal
 	if errors.As(err, &lr) {
 		return lr.JSONRPC()
+	}
+	return credentialError(err)
+}
+
+// credentialError is the answer to a call whose upstream credential could
+// not be had for the caller (nil for other errors): a user who must
+// authorize the gateway first gets URLElicitationRequiredError (-32042)
+// with the authorization URL (the router may turn it into a tool error for
+// a client without elicitation.url); a refused token exchange gets its
+// message, which names the upstream and the authorization server's error.
+func credentialError(err error) *jsonrpc.Error {
+	var are *credentials.AuthorizationRequiredError
+	if errors.As(err, &are) {
+		type elicitation struct {
+			Mode          string `json:"mode"`
+			ElicitationID string `json:"elicitationId"`
+			URL           string `json:"url"`
+			Message       string `json:"message"`
+		}
+		data, _ := json.Marshal(map[string][]elicitation{"elicitations": {{Mode: "url", ElicitationID: are.ElicitationID, URL: are.URL, Message: are.Error()}}})
+		return &jsonrpc.Error{Code: mcp.CodeURLElicitationRequired, Message: are.Error(), Data: data}
+	}
+	var ee *host.ExchangeError
+	if errors.As(err, &ee) {
+		return &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: ee.Error()}
 	}
 	return nil
 }

@@ -318,6 +318,9 @@ func declaresTasksExtension(ctx context.Context) bool {
 
 // callError is the gateway's error for a call that got no answer.
 func callError(upstream string, err error) *jsonrpc.Error {
+	if cerr := credentialError(err); cerr != nil { // errors.go: an upstream credential for the caller
+		return cerr
+	}
 	var te *client.TimeoutError
 	switch {
 	case errors.As(err, &te):

@@ -63,6 +63,10 @@ type Upstream struct {
 	// OAuth obtains the gateway's own access token for this HTTP upstream
 	// (client-credentials grant, upstream_oauth.go).
 	OAuth *UpstreamOAuth `yaml:"oauth"`
+	// Auth authorizes the upstream's requests for the calling principal
+	// (upstream_auth.go): token_exchange, a token exchanged for the
+	// caller's (RFC 8693); per_user, each caller's own OAuth token.
+	Auth *UpstreamAuth `yaml:"auth"`
 	// Command is the argv of a stdio child; no shell is involved.
 	Command []string `yaml:"command"`
 	// Env is added to the child's environment.

@@ -202,8 +202,9 @@ func (v *validator) upstream(name string, u *Upstream) {
 	if u.ExactCapabilities && u.Protocol == "2026" {
 		v.add(strictyaml.JoinPath(p, "exact_capabilities"), `has no effect with protocol: "2026", where every request carries its caller's capabilities; remove it, or use protocol: auto`)
 	}
-	v.upstreamOAuth(p, u, hasCmd && !hasURL) // upstream_oauth.go
-	v.statefulLimits(p, u)                   // limits.go
+	v.upstreamOAuth(p, u, hasCmd && !hasURL)      // upstream_oauth.go
+	v.upstreamAuth(p, name, u, hasCmd && !hasURL) // upstream_auth.go
+	v.statefulLimits(p, u)                        // limits.go
 	for i, r := range u.Roots {
 		rp := fmt.Sprintf("%s.roots[%d]", p, i)
 		if !strings.HasPrefix(r.URI, "file://") {

@@ -95,3 +95,15 @@ func SubjectFrom(ctx context.Context) (Subject, bool) {
 	s, ok := ctx.Value(subjectKey{}).(Subject)
 	return s, ok
 }
+
+// SubjectOf is whom a request acts for: the Subject ctx carries if any,
+// else the authenticated principal in ctx with the bearer token it was
+// validated from (which travels with the principal, so every context a
+// call is re-derived in keeps it).
+func SubjectOf(ctx context.Context) Subject {
+	if s, ok := SubjectFrom(ctx); ok {
+		return s
+	}
+	p := auth.FromContext(ctx)
+	return Subject{Principal: p, Token: p.BearerToken()}
+}

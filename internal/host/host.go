@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
@@ -88,6 +89,12 @@ type Options struct {
 	// default catalog.DefaultMaxTasks). See internal/catalog/tasks.go.
 	TaskKeys [][]byte
 	MaxTasks int
+	// CredentialSource, when set, is asked first for each upstream's
+	// credentials.Source (credentials.go): the per-user OAuth source plugs
+	// in here. A Source of kind exchanged or per_user makes the upstream
+	// act for its callers: one connection per session (per principal for
+	// stateless callers), each authorized for its own principal.
+	CredentialSource SourceFunc
 }
 
 // Host owns one upstream client per configured upstream.
@@ -189,6 +196,7 @@ func (h *Host) newUpstream(name string, ucfg *config.Upstream, sep string) *Upst
 		done:   make(chan struct{}),
 	}
 	u.httpc = h.upstreamHTTPClient(ctx, name, ucfg) // oauth.go
+	u.source = h.credentialSource(ctx, name, ucfg)  // credentials.go
 	u.startedAt.Store(time.Now().UnixNano())
 	if len(ucfg.Command) > 0 {
 		u.stderr = client.NewStderrLog(stderrOptions(name, ucfg, u.log, u.m)) // startup.go
@@ -318,6 +326,9 @@ type Upstream struct {
 	// httpc serves an HTTP upstream's requests: the shared client, or with
 	// oauth: one that adds the upstream's access token (oauth.go).
 	httpc *http.Client
+	// source authorizes an acting-for upstream's requests for their
+	// caller (nil: the upstream's own credential, if any; credentials.go).
+	source credentials.Source
 
 	mu      sync.Mutex
 	client  *client.Client
@@ -408,6 +419,10 @@ func (u *Upstream) Client(ctx context.Context) (*client.Client, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.client == nil {
+		if u.onDemand() {
+			return nil, &UnavailableError{Upstream: u.name, State: u.state, Cause: errors.New(
+				"it acts for each caller and has no connection of its own (give it oauth: or an Authorization header for one)")}
+		}
 		return nil, &UnavailableError{Upstream: u.name, State: u.state, Cause: u.lastErr}
 	}
 	return u.client, nil
@@ -420,7 +435,10 @@ func (u *Upstream) Client(ctx context.Context) (*client.Client, error) {
 // If that connection cannot be made, the primary one serves (and the
 // gateway bridges input_required results).
 func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Client, error) {
-	if key := sessionFrom(ctx); key != "" && u.cfg.Stateful {
+	if key, err := u.ownConnection(ctx); err != nil || key != "" { // credentials.go
+		if err != nil {
+			return nil, err
+		}
 		return u.sessionClient(ctx, key)
 	}
 	c, err := u.Client(ctx)
@@ -518,6 +536,15 @@ func (u *Upstream) setState(s State, c *client.Client, err error) {
 // upstream is then tried once per BreakerCooldown until a connection stays
 // up for BreakerWindow.
 func (u *Upstream) supervise(ctx context.Context) {
+	if u.onDemand() {
+		// No shared connection to keep (credentials.go): the upstream is
+		// ready for callers, who each get their own.
+		u.setState(StateReady, nil, nil)
+		close(u.first)
+		<-ctx.Done()
+		u.setState(StateStopped, nil, errors.New("gateway shutting down"))
+		return
+	}
 	opts := u.host.opts
 	backoff := opts.MinBackoff
 	firstDone := false
@@ -725,6 +752,12 @@ func (u *Upstream) CallOptions(opts client.CallOptions) client.CallOptions {
 }
 
 func (u *Upstream) transport() (client.Transport, error) {
+	return u.transportWith(u.httpc)
+}
+
+// transportWith makes a connection's transport; an HTTP one sends its
+// requests with hc.
+func (u *Upstream) transportWith(httpc *http.Client) (client.Transport, error) {
 	if mk := u.host.opts.Transport; mk != nil {
 		return mk(u.name)
 	}
@@ -739,7 +772,7 @@ func (u *Upstream) transport() (client.Transport, error) {
 			Stderr:       u.stderr,
 		}), nil
 	case u.cfg.URL != "":
-		hc := client.HTTPConfig{URL: u.cfg.URL, Headers: u.cfg.Headers, Client: u.httpc, Logger: u.log}
+		hc := client.HTTPConfig{URL: u.cfg.URL, Headers: u.cfg.Headers, Client: httpc, Logger: u.log}
 		if u.cfg.Transport == "sse" {
 			return client.NewLegacySSE(hc), nil
 		}

@@ -3,7 +3,9 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -11,6 +13,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/limits"
 )
 
@@ -50,11 +53,15 @@ type perSession struct {
 	conns   map[string]*client.Client
 	owner   map[string]string // session key -> principal key, for those that have one
 	byOwner map[string]int
+	// subjects are whom an acting-for upstream's connections act for, by
+	// session key (credentials.go).
+	subjects map[string]*subjectCell
 }
 
 // dropLocked forgets the connection of session key.
 func (ps *perSession) dropLocked(key string) {
 	delete(ps.conns, key)
+	delete(ps.subjects, key)
 	if o, ok := ps.owner[key]; ok {
 		delete(ps.owner, key)
 		if ps.byOwner[o]--; ps.byOwner[o] <= 0 {
@@ -69,19 +76,27 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 	ps := &u.perSession
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	owner := auth.FromContext(ctx).Key() // "": anonymous, only the upstream's bound applies
 	if c := ps.conns[key]; c != nil {
 		select {
 		case <-c.Done():
 			_ = c.Close()
 			ps.dropLocked(key)
 		default:
+			if o := ps.owner[key]; o != owner && (o != "" || u.ActsForCaller()) {
+				// Sessions are bound to their principal before they get
+				// here; a connection is too, whatever happens above.
+				return nil, &UnavailableError{Upstream: u.name, State: StateReady, Cause: errors.New("this session's upstream connection belongs to another principal")}
+			}
+			if cell := ps.subjects[key]; cell != nil {
+				cell.update(credentials.SubjectOf(ctx)) // the principal's freshest token
+			}
 			return c, nil
 		}
 	}
 	if u.ctx.Err() != nil {
 		return nil, &UnavailableError{Upstream: u.name, State: StateStopped}
 	}
-	owner := auth.FromContext(ctx).Key() // "": anonymous, only the upstream's bound applies
 	max, share := u.cfg.MaxSessions, u.cfg.MaxSessionsPerPrincipal
 	if max <= 0 { // a config not made by config.Parse
 		max, share = config.DefaultMaxStatefulSessions, config.DefaultMaxStatefulSessionsPerPrincipal
@@ -99,14 +114,24 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 		u.host.opts.Metrics.LimitRefused(refused.Bound)
 		return nil, refused
 	}
-	c, err := u.connectSession(ctx, key)
+	var cell *subjectCell
+	if u.ActsForCaller() {
+		cell = &subjectCell{sub: credentials.SubjectOf(ctx)} // captured: this connection acts for them only
+	}
+	c, err := u.connectSession(ctx, key, cell)
 	if err != nil {
+		if cerr := credentialFailure(err); cerr != nil { // credentials.go
+			return nil, cerr
+		}
 		return nil, &UnavailableError{Upstream: u.name, State: StateDown, Cause: err}
 	}
 	if ps.conns == nil {
-		ps.conns, ps.owner, ps.byOwner = map[string]*client.Client{}, map[string]string{}, map[string]int{}
+		ps.conns, ps.owner, ps.byOwner, ps.subjects = map[string]*client.Client{}, map[string]string{}, map[string]int{}, map[string]*subjectCell{}
 	}
 	ps.conns[key] = c
+	if cell != nil {
+		ps.subjects[key] = cell
+	}
 	if owner != "" {
 		ps.owner[key] = owner
 		ps.byOwner[owner]++
@@ -117,10 +142,18 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 
 // connectSession connects like the shared connection, but its notifications
 // are the session's own.
-func (u *Upstream) connectSession(ctx context.Context, key string) (*client.Client, error) {
+func (u *Upstream) connectSession(ctx context.Context, key string, cell *subjectCell) (*client.Client, error) {
 	notify := u.host.opts.OnSessionNotification
-	return u.connectOpts(ctx, u.cfg.Protocol, func(method string, params json.RawMessage) {
-		if notify != nil {
+	hc := u.httpc
+	if cell != nil {
+		hc = u.actingClient(cell) // credentials.go: authorized for cell's principal only
+	}
+	t, err := u.transportWith(hc)
+	if err != nil {
+		return nil, err
+	}
+	return u.dial(ctx, t, u.cfg.Protocol, func(method string, params json.RawMessage) {
+		if notify != nil && !strings.HasPrefix(key, principalConnPrefix) {
 			notify(key, u.name, method, params)
 		}
 	})
@@ -186,7 +219,13 @@ func (u *Upstream) ListClient(ctx context.Context) (*client.Client, error) {
 	if err := u.awaitStartForList(ctx); err != nil {
 		return nil, err
 	}
-	if key := sessionFrom(ctx); key != "" && u.cfg.Stateful {
+	if key, err := u.ownConnection(ctx); err != nil || key != "" { // credentials.go
+		if err != nil {
+			return nil, err
+		}
+		if !u.onDemand() && sessionFrom(ctx) == "" {
+			return u.Client(ctx) // a stateless list: the upstream's own connection serves it
+		}
 		return u.sessionClient(ctx, key)
 	}
 	return u.Client(ctx)

@@ -51,6 +51,7 @@ const (
 	MethodRootsList              = "roots/list"
 	MethodSamplingCreateMessage  = "sampling/createMessage"
 	MethodElicitationCreate      = "elicitation/create"
+	NotificationElicitationDone  = "notifications/elicitation/complete" // 2025-11-25: a URL-mode elicitation finished
 	NotificationRootsListChanged = "notifications/roots/list_changed"
 	MethodTasksGet               = "tasks/get"
 	MethodTasksResult            = "tasks/result" // 2025-11-25 only
@@ -100,6 +101,10 @@ const (
 	CodeMissingRequiredClientCapability = -32021
 	// CodeUnsupportedProtocolVersion: the requested revision is not spoken here.
 	CodeUnsupportedProtocolVersion = -32022
+	// CodeURLElicitationRequired (URLElicitationRequiredError, 2025-11-25):
+	// the request needs the user to visit a URL first; data.elicitations
+	// lists the URL-mode elicitations (mode, elicitationId, url, message).
+	CodeURLElicitationRequired = -32042
 )
 
 // Implementation is the clientInfo/serverInfo object.

@@ -128,7 +128,8 @@ type RouteStats struct {
 
 // Metrics is every mcpgw metric, registered on one registry.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg  *prometheus.Registry
+	cred *credentialSeries // upstream credentials (credentials.go)
 
 	requests *prometheus.CounterVec
 	routes   sync.Map // route path -> *routeSeries
@@ -245,6 +246,7 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		m.bridgeRounds.WithLabelValues(o)
 	}
 
+	m.cred = newCredentialSeries(f) // credentials.go
 	m.limitRefusals = f.counterVec("limit_refusals_total",
 		"Requests refused, and clients disconnected, because a configured bound was full, by bound (its config key, e.g. sessions.max_sessions).",
 		"bound")

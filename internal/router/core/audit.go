@@ -52,6 +52,7 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 	if v.targeted {
 		e.rec.Kind, e.rec.Name = v.kind, v.name
 		e.rec.Upstream, _, _ = rte.View.Resolve(v.kind == policy.KindResource, v.name)
+		e.rec.Credential = string(rte.View.CredentialKind(e.rec.Upstream))
 	}
 	if msg.Method == mcp.MethodToolsCall || msg.Method == mcp.MethodPromptsGet {
 		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {
@@ -88,6 +89,7 @@ func (e *auditEntry) end(resp *jsonrpc.Message) {
 	e.rec.SetResponse(resp, errors.Is(e.ctx.Err(), context.Canceled))
 	if e.refused {
 		e.rec.Outcome = outcome
+		e.rec.Credential = "" // nothing reached the upstream
 	}
 	if e.rec.Decision == "" {
 		e.rec.Decision = audit.Allow // no access policy

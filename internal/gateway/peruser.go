@@ -1,0 +1,152 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
+	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/router"
+)
+
+// perUser holds the per-user authorization sources of the upstreams with
+// auth.per_user (package peruser), built once at start: the host asks it
+// for their credentials.Source, the router serves their pages, and a
+// finished flow tells the router (notifications/elicitation/complete).
+type perUser struct {
+	sources map[string]*peruser.Source
+	rt      atomic.Pointer[router.Router]
+}
+
+// newPerUser builds the sources of cfg's per_user upstreams.
+func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metrics, log *zap.Logger) (*perUser, error) {
+	p := &perUser{sources: map[string]*peruser.Source{}}
+	var pm *peruser.Metrics
+	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
+		u := cfg.Upstreams[name]
+		if u == nil || u.Auth == nil || u.Auth.PerUser == nil {
+			continue
+		}
+		if pm == nil {
+			var reg prometheus.Registerer
+			if r := m.Registry(); r != nil {
+				reg = r
+			}
+			pm = peruser.NewMetrics(reg)
+		}
+		pu := u.Auth.PerUser
+		l := log.Named("peruser").With(zap.String("upstream", name))
+		client, err := peruser.NewOAuthClient(name, u.URL, pu, nil, log.Named("peruser"), nil)
+		if err != nil {
+			return nil, err
+		}
+		o := peruser.Options{
+			Upstream: name, PublicURL: cfg.PublicURL, Client: client, Keys: keys,
+			LinkLifetime: pu.LinkLifetime.D(), Logger: l, Metrics: pm,
+			OnComplete: func(id string) {
+				if rt := p.rt.Load(); rt != nil {
+					rt.ElicitationComplete(id)
+				}
+			},
+		}
+		switch {
+		case pu.Store.Redis:
+			if sh.client == nil {
+				return nil, fmt.Errorf("upstreams.%s.auth.per_user.store.redis needs sessions.redis", name)
+			}
+			prefix := cfg.Sessions.Redis.KeyPrefix
+			if prefix == "" {
+				prefix = config.DefaultRedisKeyPrefix
+			}
+			o.Backend = peruser.NewRedis(sh.client, prefix, name, pu.MaxTokens)
+			o.Once = peruser.NewRedisOnce(sh.client, prefix)
+		default:
+			b, err := peruser.OpenFile(pu.Store.File, pu.MaxTokens, nil)
+			if err != nil {
+				return nil, fmt.Errorf("upstreams.%s.auth.per_user.store: %w", name, err)
+			}
+			o.Backend = b
+		}
+		src, err := peruser.New(o)
+		if err != nil {
+			return nil, err
+		}
+		p.sources[name] = src
+		l.Info("per-user authorization on", zap.String("redirect_uri", src.RedirectURI()))
+	}
+	return p, nil
+}
+
+// source is the host's Options.CredentialSource.
+func (p *perUser) source(_ context.Context, name string, u *config.Upstream) (credentials.Source, error) {
+	if u.Auth == nil || u.Auth.PerUser == nil {
+		return nil, nil
+	}
+	if s := p.sources[name]; s != nil {
+		return s, nil
+	}
+	// Fail closed: a per_user upstream a reload added has no pages or
+	// store yet.
+	return nil, fmt.Errorf("auth.per_user was added by a config reload; restart mcpgw to serve its authorization pages and token store")
+}
+
+// RevokeTokens drops per-user tokens of upstream from the store cfg
+// configures for it, as an administrator (mcpgw tokens revoke): the
+// principal's (as logged: "SUB@ISSUER" or "apikey:NAME"), or with all
+// every principal's. A running gateway sees it on its next request (the
+// file is locked and re-read; Redis is shared). It returns how many were
+// dropped.
+func RevokeTokens(ctx context.Context, cfg *config.Config, upstream, principal string, all bool) (int, error) {
+	u := cfg.Upstreams[upstream]
+	if u == nil || u.Auth == nil || u.Auth.PerUser == nil {
+		var names []string
+		for _, n := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
+			if x := cfg.Upstreams[n]; x != nil && x.Auth != nil && x.Auth.PerUser != nil {
+				names = append(names, n)
+			}
+		}
+		return 0, fmt.Errorf("upstream %q has no auth.per_user; upstreams with per-user tokens: %v", upstream, names)
+	}
+	pu := u.Auth.PerUser
+	var b peruser.Backend
+	if pu.Store.Redis {
+		o, err := redisOptions(cfg.Sessions.Redis)
+		if err != nil {
+			return 0, err
+		}
+		client := redis.NewUniversalClient(o)
+		defer client.Close()
+		prefix := cfg.Sessions.Redis.KeyPrefix
+		if prefix == "" {
+			prefix = config.DefaultRedisKeyPrefix
+		}
+		b = peruser.NewRedis(client, prefix, upstream, pu.MaxTokens)
+	} else {
+		fb, err := peruser.OpenFile(pu.Store.File, pu.MaxTokens, nil)
+		if err != nil {
+			return 0, err
+		}
+		b = fb
+	}
+	if all {
+		return b.Clear(ctx)
+	}
+	key, err := peruser.PrincipalKey(principal)
+	if err != nil {
+		return 0, err
+	}
+	ok, err := b.Delete(ctx, peruser.StoreKey(upstream, key))
+	if ok {
+		return 1, err
+	}
+	return 0, err
+}

@@ -1,0 +1,267 @@
+package host
+
+// What an upstream's requests carry, and for whom (internal/credentials).
+// Every upstream has a credential kind: none, static (an Authorization
+// header from config), client_credentials (oauth:, oauth.go), or one that
+// acts for the caller — exchanged (auth.token_exchange, exchange.go) or
+// per_user (Options.CredentialSource) — given by a credentials.Source.
+//
+// An acting-for upstream runs each request as its caller, and MCP servers
+// bind their sessions to the user they were opened for, so it never shares
+// a connection between callers: each downstream session gets its own (the
+// stateful machinery, stateful.go), and a stateless caller one per
+// principal. A connection captures its principal when it is made; its
+// transport asks the Source for that principal's token on every request
+// (the freshest downstream token the principal called with rides along,
+// for an exchange) and, on a 401, tells the Source and retries once. A
+// connection is only ever used for the principal that made it.
+//
+// Its shared connection (lists without a session, health) carries the
+// upstream's own credential, oauth: or an Authorization header; without
+// one there is no shared connection at all (nothing could authorize it),
+// and every list goes through the caller's own connection.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials"
+)
+
+// SourceFunc builds an upstream's credentials.Source (Options.
+// CredentialSource): nil and no error leaves the upstream to the built-in
+// kinds. The per-user OAuth source plugs in here.
+type SourceFunc func(ctx context.Context, upstream string, cfg *config.Upstream) (credentials.Source, error)
+
+// credentialSource picks the upstream's acting-for Source: the hook's, else
+// token_exchange's, else none.
+func (h *Host) credentialSource(ctx context.Context, name string, cfg *config.Upstream) credentials.Source {
+	if mk := h.opts.CredentialSource; mk != nil {
+		src, err := mk(ctx, name, cfg)
+		if err != nil {
+			// Fail closed: every request of the upstream gets the error.
+			h.opts.Logger.Error("upstream credential source could not be built; its calls are refused", zap.String("upstream", name), zap.Error(err))
+			return failingSource{err: fmt.Errorf("upstream %q: its credentials could not be set up: %w", name, err)}
+		}
+		if src != nil {
+			return src
+		}
+	}
+	if cfg.Auth != nil && cfg.Auth.TokenExchange != nil && cfg.URL != "" {
+		rt := h.opts.HTTPClient.Transport
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		return newExchangeSource(ctx, name, cfg.URL, cfg.Auth.TokenExchange,
+			&http.Client{Transport: rt, Timeout: tokenFetchTimeout}, h.opts.Metrics, h.opts.Logger.With(zap.String("upstream", name)))
+	}
+	return nil
+}
+
+// failingSource refuses every request with the error its construction
+// failed with.
+type failingSource struct{ err error }
+
+func (f failingSource) Kind() credentials.Kind { return credentials.KindPerUser }
+func (f failingSource) Token(context.Context, credentials.Subject) (string, error) {
+	return "", f.err
+}
+func (f failingSource) Refused(context.Context, credentials.Subject, string) {}
+
+// CredentialKind is what the upstream's calls carry: the Source's kind for
+// an acting-for upstream, else client_credentials (oauth:), static (an
+// Authorization header) or none. Audit records carry it.
+func (u *Upstream) CredentialKind() credentials.Kind {
+	switch {
+	case u.source != nil:
+		return u.source.Kind()
+	case u.cfg.OAuth != nil:
+		return credentials.KindClientCredentials
+	case hasAuthorizationHeader(u.cfg):
+		return credentials.KindStatic
+	}
+	return credentials.KindNone
+}
+
+func hasAuthorizationHeader(cfg *config.Upstream) bool {
+	for k := range cfg.Headers {
+		if strings.EqualFold(k, "Authorization") {
+			return true
+		}
+	}
+	return false
+}
+
+// ActsForCaller reports whether the upstream's requests run as their
+// caller (exchanged or per-user credentials).
+func (u *Upstream) ActsForCaller() bool {
+	if u.source == nil {
+		return false
+	}
+	k := u.source.Kind()
+	return k == credentials.KindExchanged || k == credentials.KindPerUser
+}
+
+// onDemand reports whether the upstream has no shared connection: it acts
+// for callers and has no credential of its own to open one with.
+func (u *Upstream) onDemand() bool {
+	return u.ActsForCaller() && u.cfg.OAuth == nil && !hasAuthorizationHeader(u.cfg) && u.host.opts.Transport == nil
+}
+
+// principalConnPrefix marks the connection key of a stateless caller of
+// an acting-for upstream (a session key never starts with it).
+const principalConnPrefix = "principal\x00"
+
+// ownConnection is the key of the connection a request must use instead
+// of the shared one ("" for the shared one): the session's own for a
+// stateful or acting-for upstream, and for a stateless caller of an
+// acting-for upstream the principal's own.
+func (u *Upstream) ownConnection(ctx context.Context) (string, error) {
+	key := sessionFrom(ctx)
+	if key != "" && (u.cfg.Stateful || u.ActsForCaller()) {
+		return key, nil
+	}
+	if !u.ActsForCaller() {
+		return "", nil
+	}
+	p := auth.FromContext(ctx)
+	if p == nil {
+		return "", &ExchangeError{Upstream: u.name, TokenURL: "-", Cause: "the request is not authenticated, so there is no caller to act for; configure auth.oidc"}
+	}
+	return principalConnPrefix + p.Key(), nil
+}
+
+// subjectCell is whom one acting-for connection acts for: its principal,
+// fixed when it was made, and the latest downstream token that principal
+// called with (its token may be renewed during a session).
+type subjectCell struct {
+	mu  sync.Mutex
+	sub credentials.Subject
+}
+
+func (c *subjectCell) get() credentials.Subject {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sub
+}
+
+// update takes s's token if s is the same principal (never another's).
+func (c *subjectCell) update(s credentials.Subject) {
+	if s.Principal == nil || s.Token == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sub.Key() == s.Key() {
+		c.sub = s
+	}
+}
+
+// actingClient is the HTTP client of one acting-for connection.
+func (u *Upstream) actingClient(cell *subjectCell) *http.Client {
+	base := u.host.opts.HTTPClient
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return &http.Client{
+		Transport:     &sourceTransport{upstream: u.name, origin: originOf(u.cfg.URL), src: u.source, cell: cell, base: rt},
+		CheckRedirect: base.CheckRedirect,
+		Timeout:       base.Timeout,
+	}
+}
+
+// sourceTransport authorizes one acting-for connection's requests with the
+// Source's token for the connection's subject. Requests to another origin
+// (a redirect) go without it; the caller's own token never goes out.
+type sourceTransport struct {
+	upstream string
+	origin   string
+	src      credentials.Source
+	cell     *subjectCell
+	base     http.RoundTripper
+}
+
+func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if originOf(req.URL.String()) != t.origin {
+		r := req.Clone(req.Context())
+		r.Header.Del("Authorization")
+		return t.base.RoundTrip(r)
+	}
+	sub := t.cell.get()
+	tok, err := t.src.Token(req.Context(), sub)
+	if err != nil {
+		closeBody(req.Body)
+		return nil, err
+	}
+	resp, err := t.send(req, req.Body, tok)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		return resp, err
+	}
+	// The upstream refused the token: the Source drops it, and the
+	// request (not processed) goes once more with a new one, if its body
+	// can be made again.
+	t.src.Refused(req.Context(), sub, tok)
+	body := io.ReadCloser(http.NoBody)
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			return resp, nil
+		}
+		if body, err = req.GetBody(); err != nil {
+			return resp, nil
+		}
+	}
+	again, err := t.src.Token(req.Context(), sub)
+	if err != nil || again == tok {
+		closeBody(body)
+		if err != nil {
+			drain(resp)
+			return nil, err
+		}
+		return resp, nil
+	}
+	drain(resp)
+	return t.send(req, body, again)
+}
+
+func (t *sourceTransport) send(req *http.Request, body io.ReadCloser, tok string) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.Body = body
+	r.Header.Set("Authorization", "Bearer "+tok)
+	return t.base.RoundTrip(r)
+}
+
+func closeBody(b io.ReadCloser) {
+	if b != nil {
+		_ = b.Close()
+	}
+}
+
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+}
+
+// credentialFailure returns the credential error inside err (a Source's
+// refusal), if there is one: it goes to the caller as it is, not as the
+// upstream being unavailable.
+func credentialFailure(err error) error {
+	var are *credentials.AuthorizationRequiredError
+	if errors.As(err, &are) {
+		return are
+	}
+	var ee *ExchangeError
+	if errors.As(err, &ee) {
+		return ee
+	}
+	return nil
+}
