@@ -68,6 +68,10 @@ type Config struct {
 	// document, used as the client_id with servers that say
 	// client_id_metadata_document_supported.
 	MetadataDocumentURL string
+	// NoDynamicRegistration: never register dynamically (RFC 7591); a
+	// server the pre-registered client or the metadata document does not
+	// cover is refused.
+	NoDynamicRegistration bool
 	// Offline asks for refresh tokens: offline_access in the scope where
 	// the server lists it, refresh_token among a registration's
 	// grant_types.

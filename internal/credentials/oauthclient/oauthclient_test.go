@@ -188,6 +188,7 @@ func TestBegin(t *testing.T) {
 		{name: "pre-registered client, no registration", cfg: Config{Preregistered: map[string]Credentials{"": {ClientID: "pre", ClientSecret: "s"}}}, wantScope: "-", wantID: "pre"},
 		{name: "client ID metadata document", cfg: Config{MetadataDocumentURL: "https://gw.example/client.json"}, meta: map[string]any{"client_id_metadata_document_supported": true}, wantScope: "-", wantID: "https://gw.example/client.json"},
 		{name: "metadata document not supported: registration", cfg: Config{MetadataDocumentURL: "https://gw.example/client.json"}, wantScope: "-", wantID: "dyn-1", wantRegs: 1},
+		{name: "metadata document only, server without it", cfg: Config{MetadataDocumentURL: "https://gw.example/client.json", NoDynamicRegistration: true}, wantErr: "it does not accept client ID metadata documents"},
 		{name: "no S256", meta: map[string]any{"code_challenge_methods_supported": []string{"plain"}}, wantErr: `does not list S256 in code_challenge_methods_supported (it lists ["plain"])`},
 		{name: "no PKCE methods listed", meta: map[string]any{"code_challenge_methods_supported": nil}, wantErr: `does not list S256`},
 		{name: "issuer mismatch", meta: map[string]any{"issuer": "https://attacker.example"}, wantErr: `names issuer "https://attacker.example", not`},

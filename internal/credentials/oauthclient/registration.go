@@ -120,6 +120,13 @@ func (c *Client) registration(ctx context.Context, as *ServerMetadata, redirectU
 	if r, ok := c.regs.Load(as.Issuer, redirectURI); ok && (r.SecretExpires.IsZero() || c.cfg.Now().Before(r.SecretExpires)) {
 		return r, nil
 	}
+	if c.cfg.NoDynamicRegistration {
+		how := "no client is configured for it"
+		if c.cfg.MetadataDocumentURL != "" {
+			how = "it does not accept client ID metadata documents (client_id_metadata_document_supported)"
+		}
+		return Registration{}, c.fail("registration", "the authorization server %s cannot be used: %s, and dynamic registration is off; register the gateway there with redirect URI %s and configure its client_id, or allow dynamic registration", as.Issuer, how, redirectURI)
+	}
 	if as.RegistrationEndpoint == "" {
 		return Registration{}, c.fail("registration", "the authorization server %s offers no dynamic client registration (no registration_endpoint) and no client is configured for it; register the gateway there with redirect URI %s and configure its client_id and client_secret", as.Issuer, redirectURI)
 	}

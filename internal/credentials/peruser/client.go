@@ -70,7 +70,7 @@ type OAuthClient struct {
 // configured by cfg. The client secret file is read now: a rotated secret
 // needs a restart (or reload).
 func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, hc *http.Client, log *zap.Logger, now func() time.Time) (*OAuthClient, error) {
-	oc := oauthclient.Config{Name: name, ClientName: "mcpgw", MetadataDocumentURL: cfg.ClientMetadataURL, Offline: true, Now: now}
+	oc := oauthclient.Config{Name: name, ClientName: "mcpgw", MetadataDocumentURL: cfg.ClientMetadataURL, Offline: true, NoDynamicRegistration: !cfg.DynamicRegistration, Now: now}
 	if cfg.ClientID != "" {
 		secret := cfg.ClientSecret
 		if cfg.ClientSecretFile != "" {
