@@ -37,9 +37,9 @@ type UpstreamPerUser struct {
 	// metadata (RFC 9728). Exactly one is set.
 	Issuer   string `yaml:"issuer"`
 	Discover bool   `yaml:"discover"`
-	// Scopes asked for, on top of those the upstream's challenge or
-	// metadata names. The RFC 8707 resource is the one the upstream's
-	// protected-resource metadata publishes.
+	// Scopes asked for instead of those the upstream's challenge or
+	// metadata names (empty: those). The RFC 8707 resource is the one the
+	// upstream's protected-resource metadata publishes.
 	Scopes []string `yaml:"scopes"`
 	// AuthMethod is the token endpoint client authentication:
 	// client_secret_basic, client_secret_post or none (a public client).

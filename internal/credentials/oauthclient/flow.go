@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -29,7 +30,11 @@ func (c *Client) Begin(ctx context.Context, r Request) (*Flow, error) {
 	if r.RedirectURI == "" {
 		return nil, c.fail("authorization", "no redirect URI")
 	}
-	ch := ParseChallenge(r.Challenge)
+	challenge := r.Challenge
+	if challenge == nil && !r.NoProbe {
+		challenge = c.probe(ctx, r.UpstreamURL)
+	}
+	ch := ParseChallenge(challenge)
 	prm, prmURL, err := c.disc.ProtectedResource(ctx, r.UpstreamURL, ch)
 	if err != nil {
 		return nil, c.fail("discovery", "%v", err)
@@ -58,7 +63,7 @@ func (c *Client) Begin(ctx context.Context, r Request) (*Flow, error) {
 		// the client must refuse to proceed.
 		return nil, c.fail("discovery", "the authorization server metadata at %s does not list S256 in code_challenge_methods_supported (it lists %q), so PKCE cannot be relied on; refusing to authorize with it", asURL, as.CodeChallengeMethods)
 	}
-	scopes, err := c.scopes(ch, prm, as, r.Previous)
+	scopes, err := c.scopes(ch, prm, as, r.Previous, r.Scopes)
 	if err != nil {
 		return nil, err
 	}
@@ -105,6 +110,35 @@ func (c *Client) Begin(ctx context.Context, r Request) (*Flow, error) {
 	}, nil
 }
 
+// probeBody is the request that asks an upstream for its challenge: a
+// ping, which a server that wants a token refuses with 401 before reading.
+const probeBody = `{"jsonrpc":"2.0","id":"mcpgw-oauth-probe","method":"ping"}`
+
+// probe sends the upstream an unauthenticated request and returns the
+// WWW-Authenticate values of its 401 or 403; nil for any other answer (or
+// none), so discovery falls back to the well-known URLs.
+func (c *Client) probe(ctx context.Context, upstreamURL string) []string {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstreamURL, strings.NewReader(probeBody))
+	if err != nil {
+		return nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.log.Debug("upstream challenge probe failed", zap.String("upstream", c.cfg.Name), zap.Error(err))
+		return nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, MaxDocumentBytes))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return nil
+	}
+	return resp.Header.Values("WWW-Authenticate")
+}
+
 // withQuery adds q to an endpoint URL, keeping the query it has (RFC 6749
 // section 3.1).
 func withQuery(endpoint string, q url.Values) (string, error) {
@@ -121,11 +155,11 @@ func withQuery(endpoint string, q url.Values) (string, error) {
 }
 
 // scopes chooses what to ask for (MCP "Scope Selection Strategy"): the
-// challenge's scope, else the resource's scopes_supported, else nothing;
+// configured scopes, else the challenge's scope, else the resource's scopes_supported, else nothing;
 // with the previous authorization's scopes added on re-authorization
 // (SEP-2350), and offline_access where the server lists it and refresh
 // tokens are wanted (SEP-2207, which forbids it otherwise).
-func (c *Client) scopes(ch Challenge, prm *ResourceMetadata, as *ServerMetadata, previous []string) ([]string, error) {
+func (c *Client) scopes(ch Challenge, prm *ResourceMetadata, as *ServerMetadata, previous, configured []string) ([]string, error) {
 	if ch.InsufficientScope() && len(previous) > 0 && len(ch.Scopes) > 0 && containsAll(previous, ch.Scopes) {
 		// Asking again for what was already asked for would loop: the
 		// upstream's refusal stands.
@@ -133,6 +167,8 @@ func (c *Client) scopes(ch Challenge, prm *ResourceMetadata, as *ServerMetadata,
 	}
 	var want []string
 	switch {
+	case len(configured) > 0:
+		want = configured
 	case len(ch.Scopes) > 0:
 		want = ch.Scopes
 	case len(prm.ScopesSupported) > 0:
@@ -228,11 +264,11 @@ func (c *Client) Refresh(ctx context.Context, g Grant, refreshToken string) (*To
 }
 
 type tokenResponse struct {
-	AccessToken  string          `json:"access_token"`
-	TokenType    string          `json:"token_type"`
-	RefreshToken string          `json:"refresh_token"`
+	AccessToken  string    `json:"access_token"`
+	TokenType    string    `json:"token_type"`
+	RefreshToken string    `json:"refresh_token"`
 	ExpiresIn    expiresIn `json:"expires_in"`
-	Scope        string          `json:"scope"`
+	Scope        string    `json:"scope"`
 	oauthError
 }
 
@@ -245,7 +281,9 @@ func (c *Client) token(ctx context.Context, step string, g Grant, form url.Value
 	switch g.AuthMethod {
 	case AuthMethodBasic, AuthMethodPost:
 		if !known || secret == "" {
-			return nil, c.fail(step, "the client %q registered with %s is no longer known (its secret is gone); authorize again", g.ClientID, g.Issuer)
+			e := c.fail(step, "the client %q registered with %s is no longer known (its secret is gone); authorize again", g.ClientID, g.Issuer)
+			e.Reauthorize = true
+			return nil, e
 		}
 	case AuthMethodNone:
 	default:

@@ -68,6 +68,10 @@ type Config struct {
 	// document, used as the client_id with servers that say
 	// client_id_metadata_document_supported.
 	MetadataDocumentURL string
+	// NoDynamicRegistration: never register dynamically (RFC 7591); a
+	// server the pre-registered client or the metadata document does not
+	// cover is refused.
+	NoDynamicRegistration bool
 	// Offline asks for refresh tokens: offline_access in the scope where
 	// the server lists it, refresh_token among a registration's
 	// grant_types.
@@ -150,8 +154,12 @@ type Request struct {
 	// UpstreamURL is the MCP server's URL (the protected resource).
 	UpstreamURL string
 	// Challenge is the WWW-Authenticate values of the upstream's 401 (or
-	// 403 insufficient_scope); nil when there was none yet.
+	// 403 insufficient_scope). nil: Begin asks the upstream for one (an
+	// unauthenticated ping, as an MCP client's first request would get
+	// it), unless NoProbe.
 	Challenge []string
+	// NoProbe: with no Challenge, discover from the well-known URLs alone.
+	NoProbe bool
 	// RedirectURI is where the authorization server sends the user back
 	// (the gateway's callback page), registered exactly.
 	RedirectURI string
@@ -162,6 +170,10 @@ type Request struct {
 	// upstream asked for: a re-authorization asks for their union with
 	// the new ones (SEP-2350).
 	Previous []string
+	// Scopes, when set, are asked for instead of the challenge's or the
+	// resource's scopes_supported (an operator's choice); offline_access
+	// and the union with Previous still apply.
+	Scopes []string
 }
 
 // Flow is one authorization in progress: what the callback needs, to be
@@ -209,6 +221,10 @@ type Error struct {
 	Cause       string
 	Code        string // the OAuth error code, when the server answered one
 	Description string // its error_description
+	// Reauthorize: the grant cannot be used any more (the server's
+	// invalid_grant, or a client the gateway no longer knows): the subject
+	// must authorize again.
+	Reauthorize bool
 }
 
 func (e *Error) Error() string {
@@ -223,11 +239,13 @@ func (e *Error) Error() string {
 	return s
 }
 
-// IsInvalidGrant reports whether err is the server's invalid_grant (the
-// code or refresh token is no longer good: drop it and authorize again).
+// IsInvalidGrant reports whether err means the grant is gone: the
+// server's invalid_grant (the code or refresh token is no longer good), or
+// a grant whose client the gateway no longer knows (a dynamic registration
+// not kept across a restart). Drop the tokens and authorize again.
 func IsInvalidGrant(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Code == "invalid_grant"
+	return errors.As(err, &e) && (e.Code == "invalid_grant" || e.Reauthorize)
 }
 
 func (c *Client) fail(step, format string, args ...any) *Error {

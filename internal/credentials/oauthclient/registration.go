@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -29,6 +30,10 @@ type Registration struct {
 	// AuthMethod is the token endpoint authentication the server assigned
 	// (or was configured); empty: choose from the server's metadata.
 	AuthMethod string `json:"auth_method,omitempty"`
+	// SecretExpires is when the server said the client secret expires
+	// (client_secret_expires_at); zero: never. An expired registration is
+	// made anew.
+	SecretExpires time.Time `json:"secret_expires,omitempty"`
 }
 
 // RegistrationStore remembers dynamic registrations per authorization
@@ -112,8 +117,15 @@ func (c *Client) registration(ctx context.Context, as *ServerMetadata, redirectU
 	}
 	c.regMu.Lock()
 	defer c.regMu.Unlock()
-	if r, ok := c.regs.Load(as.Issuer, redirectURI); ok {
+	if r, ok := c.regs.Load(as.Issuer, redirectURI); ok && (r.SecretExpires.IsZero() || c.cfg.Now().Before(r.SecretExpires)) {
 		return r, nil
+	}
+	if c.cfg.NoDynamicRegistration {
+		how := "no client is configured for it"
+		if c.cfg.MetadataDocumentURL != "" {
+			how = "it does not accept client ID metadata documents (client_id_metadata_document_supported)"
+		}
+		return Registration{}, c.fail("registration", "the authorization server %s cannot be used: %s, and dynamic registration is off; register the gateway there with redirect URI %s and configure its client_id, or allow dynamic registration", as.Issuer, how, redirectURI)
 	}
 	if as.RegistrationEndpoint == "" {
 		return Registration{}, c.fail("registration", "the authorization server %s offers no dynamic client registration (no registration_endpoint) and no client is configured for it; register the gateway there with redirect URI %s and configure its client_id and client_secret", as.Issuer, redirectURI)
@@ -149,6 +161,7 @@ type registrationResponse struct {
 	ClientID                string `json:"client_id"`
 	ClientSecret            string `json:"client_secret"`
 	TokenEndpointAuthMethod string `json:"token_endpoint_auth_method"`
+	ClientSecretExpiresAt   int64  `json:"client_secret_expires_at"`
 	oauthError
 }
 
@@ -202,6 +215,9 @@ func (c *Client) register(ctx context.Context, as *ServerMetadata, redirectURI s
 	r := Registration{Issuer: as.Issuer, RedirectURI: redirectURI, Kind: KindDynamic, ClientID: rr.ClientID, ClientSecret: rr.ClientSecret, AuthMethod: rr.TokenEndpointAuthMethod}
 	if r.AuthMethod == "" && r.ClientSecret != "" {
 		r.AuthMethod = method
+	}
+	if rr.ClientSecretExpiresAt > 0 {
+		r.SecretExpires = time.Unix(rr.ClientSecretExpiresAt, 0)
 	}
 	return r, nil
 }

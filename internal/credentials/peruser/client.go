@@ -63,7 +63,7 @@ type OAuthClient struct {
 	upstreamURL string
 	issuer      string // pinned; "" when discovered
 	name        string
-	scopes      []string // asked for on top of what the upstream's metadata says
+	scopes      []string // asked for instead of what the upstream's challenge or metadata says
 }
 
 // NewOAuthClient returns the client of upstream name (at upstreamURL)
@@ -71,7 +71,7 @@ type OAuthClient struct {
 // memory, lost at a restart). The client secret file is read now: a
 // rotated secret needs a restart.
 func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, regs oauthclient.RegistrationStore, hc *http.Client, log *zap.Logger, now func() time.Time) (*OAuthClient, error) {
-	oc := oauthclient.Config{Name: name, ClientName: "mcpgw", MetadataDocumentURL: cfg.ClientMetadataURL, Offline: true, Now: now, Registrations: regs}
+	oc := oauthclient.Config{Name: name, ClientName: "mcpgw", MetadataDocumentURL: cfg.ClientMetadataURL, Offline: true, NoDynamicRegistration: !cfg.DynamicRegistration, Now: now, Registrations: regs}
 	if cfg.ClientID != "" {
 		secret := cfg.ClientSecret
 		if cfg.ClientSecretFile != "" {
@@ -92,9 +92,8 @@ func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, regs 
 
 // Begin implements Client.
 func (o *OAuthClient) Begin(ctx context.Context, state, redirectURI string) (*Flow, error) {
-	// The configured scopes join those the challenge or metadata name
-	// (the client asks for the union with Previous).
-	f, err := o.c.Begin(ctx, oauthclient.Request{UpstreamURL: o.upstreamURL, RedirectURI: redirectURI, State: state, Previous: o.scopes})
+	// Configured scopes replace those the challenge or metadata name.
+	f, err := o.c.Begin(ctx, oauthclient.Request{UpstreamURL: o.upstreamURL, RedirectURI: redirectURI, State: state, Scopes: o.scopes})
 	if err != nil {
 		return nil, err
 	}

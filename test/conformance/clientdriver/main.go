@@ -62,6 +62,7 @@ type scenarioContext struct {
 func main() {
 	bin := flag.String("mcpgw", "", "the mcpgw `BINARY` to run (required)")
 	down := flag.String("downstream", string(mcp.Version20251125), "protocol `VERSION` the driver speaks to the gateway")
+	upAuth := flag.String("upstream-auth", authClientCredentials, "how the gateway authorizes at an auth/* scenario's server: `MODE` "+authClientCredentials+" (upstreams.NAME.oauth) or "+authPerUser+" (upstreams.NAME.auth.per_user: the driver follows the gateway's authorization links as the user's browser)")
 	flag.Parse()
 	logger := log.New(os.Stderr, "clientdriver: ", log.Lmicroseconds)
 	if *bin == "" || flag.NArg() != 1 {
@@ -72,6 +73,13 @@ func main() {
 		name:     os.Getenv("MCP_CONFORMANCE_SCENARIO"),
 		version:  os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION"),
 		upstream: flag.Arg(0),
+	}
+	switch *upAuth {
+	case authClientCredentials, authPerUser:
+		sc.perUser = *upAuth == authPerUser
+	default:
+		fmt.Fprintf(os.Stderr, "clientdriver: -upstream-auth %q: use %s or %s\n", *upAuth, authClientCredentials, authPerUser)
+		os.Exit(2)
 	}
 	if sc.version == "" {
 		sc.version = string(mcp.Version20251125)
@@ -87,25 +95,45 @@ func main() {
 	}
 }
 
+// The -upstream-auth modes.
+const (
+	authClientCredentials = "client_credentials"
+	authPerUser           = "per_user"
+)
+
 type scenario struct {
 	name     string
 	version  string
 	upstream string
 	ctx      scenarioContext
+	// perUser: an auth/* scenario's server is authorized per user
+	// (pu is set for it by run).
+	perUser bool
+	pu      *perUser
 }
+
+// usesPerUser reports whether this run authorizes per user.
+func (sc scenario) usesPerUser() bool { return sc.perUser && strings.HasPrefix(sc.name, "auth/") }
 
 // config is the gateway config for the scenario: one upstream, one
 // unprefixed route, an admin listener for /readyz.
 func (sc scenario) config() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin:\n  listen: 127.0.0.1:0\nupstreams:\n  %s:\n    url: %q\n    timeout: 20s\n    startup_timeout: 15s\n", upstreamName, sc.upstream)
+	if sc.usesPerUser() {
+		b.WriteString(sc.pu.globals())
+	} else {
+		b.WriteString("listen: 127.0.0.1:0\n")
+	}
+	fmt.Fprintf(&b, "admin:\n  listen: 127.0.0.1:0\nupstreams:\n  %s:\n    url: %q\n    timeout: 20s\n    startup_timeout: 15s\n", upstreamName, sc.upstream)
 	if stateless(sc.version) {
 		// The scenario server speaks 2026-07-28 only: say so, as an
 		// operator would, rather than let the gateway probe it with
 		// initialize for its legacy callers.
 		b.WriteString("    protocol: \"2026\"\n")
 	}
-	if strings.HasPrefix(sc.name, "auth/") {
+	if sc.usesPerUser() {
+		b.WriteString(sc.upstreamAuth())
+	} else if strings.HasPrefix(sc.name, "auth/") {
 		// The gateway's own credentials (OAuth client credentials): the
 		// scenario's pre-registered ones when it gives them, else a fixed
 		// pair (the suite's authorization servers accept any client). The
@@ -132,6 +160,11 @@ func run(bin string, sc scenario, downVersion string, logger *log.Logger) error 
 		return err
 	}
 	defer os.RemoveAll(dir)
+	if sc.usesPerUser() {
+		if sc.pu, err = newPerUser(dir); err != nil {
+			return err
+		}
+	}
 	cfgPath := filepath.Join(dir, "mcpgw.yaml")
 	if err := os.WriteFile(cfgPath, []byte(sc.config()), 0o600); err != nil {
 		return err
@@ -156,6 +189,11 @@ func run(bin string, sc scenario, downVersion string, logger *log.Logger) error 
 		caps:    json.RawMessage(`{"elicitation":{"form":{}},"sampling":{}}`),
 		answer:  answer,
 		logf:    logger.Printf,
+	}
+	if sc.usesPerUser() {
+		d.bearer, d.authorize = driverKey, browser(logger.Printf)
+		d.caps = json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{}}`)
+		d.answer = answerURL(ctx, d.authorize, answer)
 	}
 	derr := exercise(ctx, d, sc, logger)
 	if state != "ready" {
