@@ -224,6 +224,25 @@ upstreams:
 		}
 	})
 
+	t.Run("stateless 2026-07-28 calls act for their caller too", func(t *testing.T) {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rec__whoami","arguments":{},` + meta + `}}`
+		before := exchanges()
+		for _, user := range []string{"bob", "alice", "bob"} {
+			h := bearer(downstream[user])
+			h.Set("Mcp-Protocol-Version", "2026-07-28")
+			h.Set("Mcp-Method", "tools/call")
+			h.Set("Mcp-Name", "rec__whoami")
+			r := (&rawClient{t: t, url: base + "/mcp", header: h}).post(body)
+			if m := r.last(t); r.status != http.StatusOK || m.Error != nil || !strings.Contains(string(m.Result), `"text":"`+user+`"`) {
+				t.Errorf("%s's stateless call: HTTP %d %s", user, r.status, r.body)
+			}
+		}
+		if n := exchanges() - before; n != 0 {
+			t.Errorf("%d exchanges for stateless calls of principals whose tokens are cached, want 0", n)
+		}
+	})
+
 	t.Run("a refusal by the IdP is a clear error naming the upstream and the IdP's error", func(t *testing.T) {
 		_, err := whoami(t, sessions["carol"], "rec__whoami")
 		if err == nil {
@@ -291,8 +310,8 @@ upstreams:
 			exchanged++
 		}
 	}
-	if exchanged != 40 {
-		t.Errorf("%d audited rec__whoami calls with a result, want 40", exchanged)
+	if exchanged != 43 {
+		t.Errorf("%d audited rec__whoami calls with a result, want 43", exchanged)
 	}
 	for user, tok := range downstream {
 		if strings.Contains(string(data), tok) || strings.Contains(logs.String(), tok) {

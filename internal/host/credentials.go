@@ -135,7 +135,7 @@ func (u *Upstream) ownConnection(ctx context.Context) (string, error) {
 	}
 	p := auth.FromContext(ctx)
 	if p == nil {
-		return "", &ExchangeError{Upstream: u.name, TokenURL: "-", Cause: "the request is not authenticated, so there is no caller to act for; configure auth.oidc"}
+		return "", &CredentialError{Upstream: u.name, Err: errors.New("the request is not authenticated, so there is no caller to act for (configure auth.oidc)")}
 	}
 	return principalConnPrefix + p.Key(), nil
 }

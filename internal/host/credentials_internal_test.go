@@ -1,0 +1,93 @@
+package host
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/credentials"
+)
+
+// TestSubjectCellKeepsItsPrincipal: a connection's subject takes a fresher
+// downstream token of its own principal, and never another principal's.
+func TestSubjectCellKeepsItsPrincipal(t *testing.T) {
+	alice := &auth.Principal{Subject: "alice", Issuer: "https://idp"}
+	cell := &subjectCell{sub: credentials.Subject{Principal: alice, Token: "a1"}}
+	for _, tc := range []struct {
+		name string
+		in   credentials.Subject
+		want string
+	}{
+		{"alice's renewed token", credentials.Subject{Principal: &auth.Principal{Subject: "alice", Issuer: "https://idp"}, Token: "a2"}, "a2"},
+		{"another issuer's alice", credentials.Subject{Principal: &auth.Principal{Subject: "alice", Issuer: "https://other-idp"}, Token: "b1"}, "a2"},
+		{"bob", credentials.Subject{Principal: &auth.Principal{Subject: "bob", Issuer: "https://idp"}, Token: "b2"}, "a2"},
+		{"an API key of the same name", credentials.Subject{Principal: &auth.Principal{Subject: "alice", APIKey: "alice"}, Token: "k"}, "a2"},
+		{"no token", credentials.Subject{Principal: alice}, "a2"},
+	} {
+		cell.update(tc.in)
+		if got := cell.get(); got.Token != tc.want || got.Key() != alice.Key() {
+			t.Errorf("after %s: %s's token %q, want alice's %q", tc.name, got.Principal, got.Token, tc.want)
+		}
+	}
+}
+
+type fixedSource struct {
+	mu   sync.Mutex
+	subs []string
+}
+
+func (f *fixedSource) Kind() credentials.Kind { return credentials.KindExchanged }
+func (f *fixedSource) Token(_ context.Context, s credentials.Subject) (string, error) {
+	f.mu.Lock()
+	f.subs = append(f.subs, s.Principal.Subject)
+	f.mu.Unlock()
+	return "up-" + s.Principal.Subject, nil
+}
+func (f *fixedSource) Refused(context.Context, credentials.Subject, string) {}
+
+// TestSourceTransportOrigin: the upstream's origin gets the subject's
+// token in place of any Authorization the request had; another origin (a
+// redirect) gets none, and the Source is not asked for it.
+func TestSourceTransportOrigin(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Host+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, "other "+r.Header.Get("Authorization"))
+		mu.Unlock()
+	}))
+	defer other.Close()
+	src := &fixedSource{}
+	cell := &subjectCell{sub: credentials.Subject{Principal: &auth.Principal{Subject: "alice", Issuer: "https://idp"}, Token: "downstream-alice"}}
+	c := &http.Client{Transport: &sourceTransport{upstream: "u", origin: originOf(srv.URL), src: src, cell: cell, base: http.DefaultTransport}}
+	for _, u := range []string{srv.URL + "/mcp", other.URL + "/elsewhere"} {
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		req.Header.Set("Authorization", "Bearer static-from-config")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if len(got) != 2 || !strings.HasSuffix(got[0], " Bearer up-alice") || got[1] != "other " {
+		t.Errorf("requests carried %q, want the upstream Bearer up-alice and the other origin nothing", got)
+	}
+	if len(src.subs) != 1 {
+		t.Errorf("the Source was asked %d times, want once (for the upstream's origin only)", len(src.subs))
+	}
+	for _, g := range got {
+		if strings.Contains(g, "downstream-alice") {
+			t.Errorf("the downstream token went out: %q", g)
+		}
+	}
+}
