@@ -93,6 +93,7 @@ type page struct {
 	client  *client.Client // the connection it came from
 	ttl     int64          // its ttlMs, -1 for none
 	private bool           // its cacheScope is private
+	authErr error          // not ok because the caller must authorize the upstream first
 }
 
 // List answers one page of a merged list (see above). An upstream that is
@@ -192,6 +193,14 @@ fill:
 	}
 
 	if len(results) == 0 {
+		// Nothing to list because the caller has yet to authorize an
+		// upstream (per-user OAuth): say so, with the link, rather than
+		// an empty list that would never lead to it.
+		for _, p := range first {
+			if p.authErr != nil && next == "" {
+				return nil, credentialError(p.authErr) // errors.go
+			}
+		}
 		out := []byte(`{"` + kind.Key + `":[]}`)
 		if next != "" {
 			out, _ = rawjson.SetString(out, "nextCursor", next)
@@ -237,7 +246,7 @@ func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params
 	c, err := u.ListClient(ctx)
 	if err != nil {
 		u.Logger().Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))
-		return page{}
+		return page{authErr: authorizationRequired(err)}
 	}
 	if !c.HasCapability(kind.Capability) {
 		return page{}
@@ -252,7 +261,7 @@ func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params
 	resp, err := c.Call(ctx, kind.Method, p, client.CallOptions{})
 	if err != nil {
 		u.Logger().Warn(kind.Method+" failed; its items are left out of this page", zap.Error(err))
-		return page{}
+		return page{authErr: authorizationRequired(err)}
 	}
 	if resp.Error != nil {
 		u.Logger().Warn(kind.Method+" answered an error; its items are left out of this page",

@@ -252,8 +252,14 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	e := newPerUserEnv(t)
 	urlCaps := `{"elicitation":{"url":{}}}`
 
-	// alice's client declares URL elicitation: -32042 naming the start page.
+	// alice's client declares URL elicitation: -32042 naming the start page,
+	// for tools/list (nothing to list until she authorizes) as for a call.
 	alice := e.client("alice", urlCaps)
+	elicitationOf(t, alice.post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`))
+	// A client without URL elicitation gets an error carrying the link.
+	if le := errorOf(t, e.client("bob", `{}`).post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`)); le.Code == mcpc.CodeURLElicitationRequired || !strings.Contains(le.Message, e.base+config.StartPath(puName)+"?t=") {
+		t.Fatalf("tools/list of a client without URL elicitation: %d %s", le.Code, le.Message)
+	}
 	el := elicitationOf(t, alice.post(callWhoami))
 	if el.Mode != "url" || el.ElicitationID == "" || !strings.HasPrefix(el.URL, e.base+config.StartPath(puName)+"?t=") {
 		t.Fatalf("elicitation %+v", el)
@@ -273,6 +279,9 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	}
 	if got := whoamiRaw(t, alice); got != "alice" {
 		t.Fatalf("after consent, whoami = %q, want alice", got)
+	}
+	if r := alice.post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{}}`); !strings.Contains(string(r.body), `"gh__whoami"`) {
+		t.Fatalf("after consent, tools/list: %s", r.body)
 	}
 
 	// bob gets his own elicitation, not alice's token; an SDK client that

@@ -239,11 +239,14 @@ test("the SDK client declaring elicitation.url gets -32042, and after consent it
   const alice = await connect("alice");
   const completed = new Promise((resolve) => alice.setNotificationHandler(ElicitationCompleteNotificationSchema, (n) => resolve(n.params.elicitationId)));
   try {
+    // Nothing to list until alice authorizes: tools/list elicits too.
+    await assert.rejects(alice.listTools(), (err) => err?.code === -32042 && err.data?.elicitations?.[0]?.url?.includes("/oauth/upstream/gh/start?t="));
     const el = await elicited(alice);
     await consent(el.url, "alice");
     assert.equal(await Promise.race([completed, new Promise((r) => setTimeout(() => r("timeout"), 5000))]), el.elicitationId);
     const res = await alice.callTool({ name: "gh__whoami", arguments: {} });
     assert.deepEqual(res.content, [{ type: "text", text: "alice" }]);
+    assert.ok((await alice.listTools()).tools.some((t) => t.name === "gh__whoami"), "after consent gh__whoami is listed");
 
     // bob gets his own elicitation, never alice's token.
     const bob = await connect("bob");

@@ -76,6 +76,9 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		if err == nil {
 			res, err = c.filterList(ctx, rte, sess, msg.Method, res)
 		}
+		if err != nil && err.Code == mcp.CodeURLElicitationRequired {
+			return c.elicit(sess, msg, err) // elicitations.go: nothing listed until the caller authorizes
+		}
 		if err != nil {
 			return jsonrpc.NewError(msg.ID, err)
 		}
