@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -162,4 +163,35 @@ func RevokeTokens(ctx context.Context, cfg *config.Config, upstream, principal s
 		return 1, err
 	}
 	return 0, err
+}
+
+// perUserChanges names the per_user sections a reload would change: their
+// sources (store, pages, client) are built at start, so a change needs a
+// restart, as does public_url, which their links and redirect URIs use.
+func perUserChanges(old, next *config.Config) []string {
+	var keys []string
+	perUser := func(c *config.Config, name string) *config.UpstreamPerUser {
+		if u := c.Upstreams[name]; u != nil && u.Auth != nil {
+			return u.Auth.PerUser
+		}
+		return nil
+	}
+	used := false
+	names := slices.Sorted(maps.Keys(old.Upstreams))
+	for n := range next.Upstreams {
+		if _, ok := old.Upstreams[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	for _, n := range names {
+		was, now := perUser(old, n), perUser(next, n)
+		used = used || was != nil || now != nil
+		if !reflect.DeepEqual(was, now) {
+			keys = append(keys, "upstreams."+n+".auth.per_user")
+		}
+	}
+	if used && old.PublicURL != next.PublicURL {
+		keys = append(keys, "public_url (per-user authorization links use it)")
+	}
+	return keys
 }

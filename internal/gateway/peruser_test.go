@@ -305,6 +305,16 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 		t.Fatalf("alice after bob: %q", got)
 	}
 
+	// A reload cannot change the per-user section (its store and pages are
+	// built at start): refused, naming it.
+	changed, err := config.Parse("peruser.yaml", []byte(strings.Replace(e.cfg, "scopes: [openid]", "scopes: [openid, profile]", 1)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.gw.Reload(changed); err == nil || !strings.Contains(err.Error(), "upstreams.gh.auth.per_user") {
+		t.Fatalf("reload changing per_user: %v; want it refused", err)
+	}
+
 	// Expiry (the OP's tokens live 3s): the refresh token is used, no new flow.
 	codes := e.idp.TokenRequests(t)["authorization_code"]
 	refreshes := e.idp.TokenRequests(t)["refresh_token"]
