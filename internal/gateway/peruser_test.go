@@ -27,6 +27,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	mcpc "github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
 	"github.com/mcpgw/mcpgw/internal/sse"
 	"github.com/mcpgw/mcpgw/test/idptest"
 )
@@ -103,7 +104,10 @@ func (u *protectedUpstream) sawSubs() []string {
 	return append([]string(nil), u.subs...)
 }
 
-func newPerUserEnv(t *testing.T) *perUserEnv {
+func newPerUserEnv(t *testing.T) *perUserEnv { return newPerUserEnvWith(t, nil) }
+
+// newPerUserEnvWith lets edit change the config before the gateway starts.
+func newPerUserEnvWith(t *testing.T, edit func(string) string) *perUserEnv {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -148,6 +152,9 @@ upstreams:
         scopes: [openid]
         store: {file: %[9]s}
 `, e.base, e.idp.Issuer, idpAppClient, e.keyFile, puName, e.up.url, idpGWClient, puSecret, filepath.Join(e.storeDir, "tokens.json"))
+	if edit != nil {
+		e.cfg = edit(e.cfg)
+	}
 	e.start(ln)
 	return e
 }
@@ -429,4 +436,49 @@ func listenFor(t *testing.T, c *rawClient, method string) <-chan string {
 		}
 	}()
 	return out
+}
+
+// Two replicas sharing sessions.redis (and the key ring): the tokens live
+// in Redis, so a user who authorized through one replica's pages is served
+// by the other, and a link used at one is refused at the other.
+func TestPerUserOAuthAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	e := newPerUserEnvWith(t, func(cfg string) string {
+		cfg = strings.Replace(cfg, "sessions: {key_file: ", "sessions: {redis: {addr: "+rs.Addr+"}, key_file: ", 1)
+		return regexp.MustCompile(`(?m)^\s+store: \{file: .*\}\n`).ReplaceAllString(cfg, "") // the default with sessions.redis: Redis
+	})
+	cfg, err := config.Parse("peruser.yaml", []byte(e.cfg), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Upstreams[puName].Auth.PerUser.Store.Redis {
+		t.Fatal("with sessions.redis the default store is not Redis")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	b := &rawClient{t: t, url: "http://" + ln.Addr().String() + "/mcp", header: http.Header{"Authorization": {"Bearer " + e.tokens["alice"]}}}
+	r := b.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	b.session = r.header.Get("Mcp-Session-Id")
+	b.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	el := elicitationOf(t, b.post(callWhoami)) // replica B hands out a link to the public URL (replica A)
+	if status, page := e.consent(el.URL, "alice"); status != http.StatusOK {
+		t.Fatalf("consent through replica A: %d %s", status, page)
+	}
+	if got := whoamiRaw(t, b); got != "alice" {
+		t.Fatalf("replica B after alice authorized at A: %q", got)
+	}
+	// The used link, opened at replica B this time: refused there too.
+	resp, err := http.Get(strings.Replace(el.URL, e.base, "http://"+ln.Addr().String(), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(page), "already used") {
+		t.Fatalf("the used link at the other replica: %d %.200s", resp.StatusCode, page)
+	}
 }
