@@ -20,9 +20,9 @@ import (
 // The upstream's requests then run as the caller, so it gets one upstream
 // connection per downstream session (per principal for stateless
 // callers), bounded by max_sessions and max_sessions_per_principal. The
-// shared connection (catalog lists without a session) uses oauth: or an
-// Authorization header if configured; otherwise lists, too, go through
-// the caller's own connection.
+// shared connection (the catalog's lists) uses oauth: or an Authorization
+// header if configured; otherwise lists, too, go through the caller's own
+// connection.
 type UpstreamTokenExchange struct {
 	// TokenURL is the authorization server's token endpoint; Issuer its
 	// issuer identifier, whose RFC 8414 metadata (exactly this issuer)

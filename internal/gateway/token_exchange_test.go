@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -55,6 +57,7 @@ type seenRequest struct {
 	aud                   []string
 	actor                 string // the act claim's sub
 	err                   string
+	raw                   string // every header, the body and the URL
 }
 
 // recordingUpstream is an official-SDK MCP server whose whoami tool says
@@ -93,7 +96,12 @@ func newRecordingUpstream(t *testing.T, idp *idptest.IdP, audience string) *reco
 	}
 	protected := sdkauth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen := seenRequest{method: r.Method, authorization: r.Header.Get("Authorization")}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var raw bytes.Buffer
+		_ = r.Header.Write(&raw)
+		raw.Write(body)
+		seen := seenRequest{method: r.Method, authorization: r.Header.Get("Authorization"), raw: raw.String() + r.URL.String()}
 		if tok, ok := strings.CutPrefix(seen.authorization, "Bearer "); ok {
 			if c, err := idp.Verify(r.Context(), tok, audience); err == nil {
 				seen.sub, seen.aud = c.Subject, c.Audience
@@ -273,7 +281,7 @@ upstreams:
 		subs := map[string]int{}
 		for _, r := range seen {
 			for user, tok := range downstream {
-				if strings.Contains(r.authorization, tok) {
+				if strings.Contains(r.raw, tok) {
 					t.Errorf("%s saw %s's downstream token (%s request)", name, user, r.method)
 				}
 			}

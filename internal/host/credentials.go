@@ -16,7 +16,7 @@ package host
 // for an exchange) and, on a 401, tells the Source and retries once. A
 // connection is only ever used for the principal that made it.
 //
-// Its shared connection (lists without a session, health) carries the
+// Its shared connection (the catalog's lists, health) carries the
 // upstream's own credential, oauth: or an Authorization header; without
 // one there is no shared connection at all (nothing could authorize it),
 // and every list goes through the caller's own connection.

@@ -223,4 +223,82 @@ func TestActingForConnections(t *testing.T) {
 	if n := u.SessionConnections(); n != 3 {
 		t.Errorf("%d connections after s1 ended, want 3", n)
 	}
+
+	// A stateless principal's connection has no session end: it is closed
+	// once unused for 10 minutes, and a later call makes a new one.
+	src.mu.Lock()
+	delete(src.mustAuthorize, "bob") // he authorized again
+	src.mu.Unlock()
+	var mu sync.Mutex
+	now := time.Now()
+	host.SetSessionClock(u, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	if _, c, err := call(auth.WithPrincipal(ctx, principal("alice"))); err != nil || c != conns["alice"] {
+		t.Fatalf("alice stateless: %v, same connection %v", err, c == conns["alice"])
+	}
+	mu.Lock()
+	now = now.Add(11 * time.Minute)
+	mu.Unlock()
+	if got, _, err := call(as(principal("bob"), "s2")); err != nil || got != "bob" { // any handout reaps
+		t.Fatalf("bob after 11 minutes: %q, %v", got, err)
+	}
+	if n := u.SessionConnections(); n != 2 {
+		t.Errorf("%d connections after alice's stateless one idled 11 minutes, want 2 (s2, s3)", n)
+	}
+	if got, c, err := call(auth.WithPrincipal(ctx, principal("alice"))); err != nil || got != "alice" || c == conns["alice"] {
+		t.Errorf("alice stateless again: %q, %v, reused the closed connection %v", got, err, c == conns["alice"])
+	}
+}
+
+// TestActingForWithOwnCredential: an acting-for upstream that also has a
+// credential of its own (here an Authorization header) keeps a shared
+// connection with it for the catalog's lists, while calls act for the
+// caller on the caller's own connection.
+func TestActingForWithOwnCredential(t *testing.T) {
+	url, seen := userBoundUpstream(t)
+	src := &userSource{}
+	cfg := &config.Config{Separator: "__", Upstreams: map[string]*config.Upstream{"u": {URL: url, Headers: map[string]string{"Authorization": "Bearer tok-service"}}}}
+	h := host.New(cfg, host.Options{
+		Logger: zaptest.NewLogger(t),
+		CredentialSource: func(context.Context, string, *config.Upstream) (credentials.Source, error) {
+			return src, nil
+		},
+	})
+	h.Start()
+	t.Cleanup(h.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := h.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	u := h.Upstream("u")
+	shared, err := u.Client(ctx)
+	if err != nil {
+		t.Fatalf("shared connection: %v", err)
+	}
+	alice := host.WithSession(auth.WithPrincipal(ctx, principal("alice")), "s1")
+	if lc, err := u.ListClient(alice); err != nil || lc != shared {
+		t.Errorf("alice's list: %v, shared connection %v; want the shared one", err, lc == shared)
+	}
+	cc, err := u.ClientFor(alice, true)
+	if err != nil || cc == shared {
+		t.Fatalf("alice's call: %v, shared connection %v; want her own", err, cc == shared)
+	}
+	resp, err := cc.Call(alice, "tools/call", json.RawMessage(`{"name":"whoami","arguments":{}}`), client.CallOptions{})
+	if err != nil || resp.Error != nil || !strings.Contains(string(resp.Result), `"alice"`) {
+		t.Errorf("alice's call: %v %+v", err, resp)
+	}
+	var service, user int
+	for _, s := range seen() {
+		switch {
+		case strings.HasSuffix(s, " Bearer tok-service"):
+			service++
+		case strings.HasSuffix(s, " Bearer tok-alice"):
+			user++
+		default:
+			t.Errorf("the upstream saw %q", s)
+		}
+	}
+	if service == 0 || user == 0 {
+		t.Errorf("%d requests with the service token, %d with alice's; want both", service, user)
+	}
 }

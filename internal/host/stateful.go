@@ -61,25 +61,27 @@ type perSession struct {
 	// upstream was last handed out: no session end releases those, so
 	// they are closed once idle for principalConnIdle (reapLocked).
 	lastUse map[string]time.Time
+	now     func() time.Time // nil: time.Now (tests set it)
 }
 
 // principalConnIdle is how long a stateless principal's own connection of
 // an acting-for upstream is kept unused before it is closed.
 const principalConnIdle = 10 * time.Minute
 
-// reapLocked closes the stateless principals' connections idle since
-// before cutoff (none is handed out while ps.mu is held, so none is in a
-// call that began after its last use; one still in a call that long has
-// outlived any upstream timeout). It returns them for closing.
+// reapLocked takes out the stateless principals' connections unused for
+// principalConnIdle and awaiting no answer (a call still running keeps
+// its connection), and returns them for closing.
 func (ps *perSession) reapLocked(now time.Time) []*client.Client {
 	var idle []*client.Client
 	for key, at := range ps.lastUse {
-		if now.Sub(at) > principalConnIdle {
-			if c := ps.conns[key]; c != nil {
-				idle = append(idle, c)
-			}
-			ps.dropLocked(key)
+		c := ps.conns[key]
+		if now.Sub(at) <= principalConnIdle || (c != nil && c.Pending() > 0) {
+			continue
 		}
+		if c != nil {
+			idle = append(idle, c)
+		}
+		ps.dropLocked(key)
 	}
 	return idle
 }
@@ -104,6 +106,9 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	now := time.Now()
+	if ps.now != nil {
+		now = ps.now()
+	}
 	if idle := ps.reapLocked(now); len(idle) > 0 {
 		u.closeLater(idle)
 	}
@@ -279,19 +284,22 @@ func (u *Upstream) closeSessions() {
 }
 
 // ListClient is the connection a list is asked on: the session's own for a
-// stateful upstream (its lists may depend on the session's state), else the
-// shared one. An upstream still making its first connection is waited for
+// stateful upstream (its lists may depend on the session's state), the
+// caller's own for an acting-for upstream without a credential of its own,
+// else the shared one. An upstream still making its first connection is waited for
 // only briefly (startup.go).
 func (u *Upstream) ListClient(ctx context.Context) (*client.Client, error) {
 	if err := u.awaitStartForList(ctx); err != nil {
 		return nil, err
 	}
+	if u.ActsForCaller() && !u.onDemand() && !u.cfg.Stateful {
+		// Its own credential (oauth:, a header) lists the catalog on the
+		// shared connection; only calls act for the caller (credentials.go).
+		return u.Client(ctx)
+	}
 	if key, err := u.ownConnection(ctx); err != nil || key != "" { // credentials.go
 		if err != nil {
 			return nil, err
-		}
-		if !u.onDemand() && sessionFrom(ctx) == "" {
-			return u.Client(ctx) // a stateless list: the upstream's own connection serves it
 		}
 		return u.sessionClient(ctx, key)
 	}
