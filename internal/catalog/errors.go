@@ -70,13 +70,3 @@ func credentialError(err error) *jsonrpc.Error {
 	}
 	return nil
 }
-
-// authorizationRequired returns the *credentials.AuthorizationRequiredError
-// inside err, or nil.
-func authorizationRequired(err error) error {
-	var are *credentials.AuthorizationRequiredError
-	if errors.As(err, &are) {
-		return are
-	}
-	return nil
-}

@@ -138,7 +138,7 @@ func (d *downstream) call(ctx context.Context, method string, params map[string]
 // urlElicitations are the URLs of a -32042 error's elicitations.
 func urlElicitations(err error) []string {
 	var re *rpcError
-	if !errors.As(err, &re) || re.Code != codeURLElicitationRequired {
+	if !errors.As(err, &re) || re.Code != mcp.CodeURLElicitationRequired {
 		return nil
 	}
 	var data struct {

@@ -62,7 +62,7 @@ type scenarioContext struct {
 func main() {
 	bin := flag.String("mcpgw", "", "the mcpgw `BINARY` to run (required)")
 	down := flag.String("downstream", string(mcp.Version20251125), "protocol `VERSION` the driver speaks to the gateway")
-	upAuth := flag.String("upstream-auth", authClientCredentials, "how the gateway authorizes at an auth/* scenario's server: `MODE` "+authClientCredentials+" (upstreams.NAME.oauth) or "+authPerUser+" (upstreams.NAME.auth.per_user: the driver follows the gateway's authorization links as the user's browser)")
+	upAuth := flag.String("upstream-auth", authPerUser, "how the gateway authorizes at an auth/* scenario's server: `MODE` "+authClientCredentials+" (upstreams.NAME.oauth) or "+authPerUser+" (upstreams.NAME.auth.per_user: the driver follows the gateway's authorization links as the user's browser)")
 	flag.Parse()
 	logger := log.New(os.Stderr, "clientdriver: ", log.Lmicroseconds)
 	if *bin == "" || flag.NArg() != 1 {
@@ -113,7 +113,11 @@ type scenario struct {
 }
 
 // usesPerUser reports whether this run authorizes per user.
-func (sc scenario) usesPerUser() bool { return sc.perUser && strings.HasPrefix(sc.name, "auth/") }
+// The client-credentials scenarios check the gateway's own grant, so they
+// keep upstreams.NAME.oauth.
+func (sc scenario) usesPerUser() bool {
+	return sc.perUser && strings.HasPrefix(sc.name, "auth/") && !strings.HasPrefix(sc.name, "auth/client-credentials-")
+}
 
 // config is the gateway config for the scenario: one upstream, one
 // unprefixed route, an admin listener for /readyz.
@@ -208,7 +212,10 @@ func exercise(ctx context.Context, d *downstream, sc scenario, logger *log.Logge
 		return err
 	}
 	var errs []error
-	if d.capability("tools") {
+	// A per-user upstream's capabilities are known only once the caller
+	// has authorized (the gateway has no connection of its own to it), so
+	// its tools are asked for regardless.
+	if d.capability("tools") || sc.usesPerUser() {
 		tools, err := listAll(ctx, d, mcp.MethodToolsList, "tools")
 		errs = append(errs, err)
 		d.schemas = map[string]json.RawMessage{}

@@ -16,11 +16,6 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
-// codeURLElicitationRequired is URLElicitationRequiredError (2025-11-25).
-// TODO(merge): mcp.CodeURLElicitationRequired once the identity branch
-// (which adds it to internal/mcp) is in.
-const codeURLElicitationRequired = -32042
-
 // driverKey is the driver's downstream API key: per-user authorization
 // needs an authenticated caller (each principal has its own upstream
 // token).
@@ -34,8 +29,9 @@ const metadataDocumentURL = "https://conformance-test.local/client-metadata.json
 // address (public_url must be known before it starts: the redirect URI is
 // built on it) and the session key ring.
 type perUser struct {
-	addr    string // 127.0.0.1:PORT, free when chosen
-	keyFile string
+	addr      string // 127.0.0.1:PORT, free when chosen
+	keyFile   string
+	tokenFile string // the run's own token store (never the user's state directory)
 }
 
 // newPerUser picks a free loopback port and writes a key ring into dir.
@@ -51,27 +47,33 @@ func newPerUser(dir string) (*perUser, error) {
 	if err := os.WriteFile(kf, []byte("Y29uZm9ybWFuY2UtZHJpdmVyLWtleS0wMTIzNDU2Nzg=\n"), 0o600); err != nil {
 		return nil, err
 	}
-	return &perUser{addr: addr, keyFile: kf}, nil
+	return &perUser{addr: addr, keyFile: kf, tokenFile: filepath.Join(dir, "tokens.json")}, nil
 }
 
 // globals is the top of the gateway config in per-user mode.
 func (p *perUser) globals() string {
-	return fmt.Sprintf("listen: %s\npublic_url: http://%s\nauth:\n  api_keys:\n    - name: driver\n      key: %q\nsessions:\n  key_file: %q\n", p.addr, p.addr, driverKey, p.keyFile)
+	// With authentication on, policy denies by default; the driver is the
+	// only caller and may use everything.
+	return fmt.Sprintf("listen: %s\npublic_url: http://%s\nauth:\n  api_keys:\n    - name: driver\n      key: %q\nsessions:\n  key_file: %q\npolicy:\n  default: allow\n", p.addr, p.addr, driverKey, p.keyFile)
 }
 
-// upstreamAuth is the upstream's auth.per_user section: the scenario's
-// pre-registered client with its issuer pinned when it gives one, else
-// the authorization server the upstream's metadata names, registered
-// with dynamically (or known by the client ID metadata document where the
-// server supports one).
+// upstreamAuth is the upstream's auth.per_user section, as an operator
+// would write it for that server: the scenario's pre-registered client
+// with its issuer pinned when it gives one; the client ID metadata
+// document for the scenario whose server is known to take one
+// (auth/basic-cimd); else the authorization server the upstream's
+// metadata names, registered with dynamically.
 func (sc scenario) upstreamAuth() string {
 	var b strings.Builder
-	b.WriteString("    auth:\n      per_user:\n")
-	if sc.ctx.ClientID != "" {
+	fmt.Fprintf(&b, "    auth:\n      per_user:\n        store: {file: %q}\n", sc.pu.tokenFile)
+	switch {
+	case sc.ctx.ClientID != "":
 		fmt.Fprintf(&b, "        client_id: %q\n        client_secret: %q\n        issuer: %q\n", sc.ctx.ClientID, sc.ctx.ClientSecret, sc.ctx.Issuer)
-		return b.String()
+	case sc.name == "auth/basic-cimd":
+		fmt.Fprintf(&b, "        discover: true\n        client_metadata_url: %q\n", metadataDocumentURL)
+	default:
+		b.WriteString("        discover: true\n        dynamic_registration: true\n")
 	}
-	fmt.Fprintf(&b, "        discover: true\n        dynamic_registration: true\n        client_metadata_url: %q\n", metadataDocumentURL)
 	return b.String()
 }
 
