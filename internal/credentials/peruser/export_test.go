@@ -6,3 +6,6 @@ import "context"
 func Seed(ctx context.Context, s *Source, principal string, t *Token) error {
 	return s.tokens.put(ctx, s.newRecord(principal, t, nil))
 }
+
+// PrincipalName is principalName (tests).
+func PrincipalName(key string) string { return principalName(key) }

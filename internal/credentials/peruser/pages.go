@@ -179,7 +179,7 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	s.count(ctx)
 	s.o.Metrics.flow(s.o.Upstream, "completed")
-	s.o.Logger.Info("per-user authorization stored", zap.String("upstream", s.o.Upstream), zap.Time("expiry", rec.expiry()))
+	s.o.Logger.Info("per-user authorization stored", zap.String("upstream", s.o.Upstream), zap.String("principal", principalName(st.Principal)), zap.Time("expiry", rec.expiry()))
 	page(w, http.StatusOK, "Authorized", "The gateway can now use "+s.o.Upstream+" for you. You can close this window and return to your app.")
 	if s.o.OnComplete != nil {
 		s.o.OnComplete(st.Elicitation)

@@ -137,3 +137,16 @@ func PrincipalKey(s string) (string, error) {
 	}
 	return "", fmt.Errorf("%q names no principal; write SUB@ISSUER (e.g. alice@https://login.example.com/, as the gateway logs it) or apikey:NAME", s)
 }
+
+// principalName is how logs name a principal key (the inverse of
+// PrincipalKey): "SUB@ISSUER" or "apikey:NAME".
+func principalName(key string) string {
+	parts := strings.Split(key, "\x00")
+	switch {
+	case len(parts) == 2 && parts[0] == "apikey":
+		return "apikey:" + parts[1]
+	case len(parts) == 3 && parts[0] == "oidc":
+		return parts[2] + "@" + parts[1]
+	}
+	return strings.ReplaceAll(key, "\x00", " ")
+}

@@ -129,6 +129,9 @@ func TestPrincipalKey(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("PrincipalKey(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
+		if back := peruser.PrincipalName(got); back != tc.in {
+			t.Errorf("PrincipalName(PrincipalKey(%q)) = %q: the CLI could not name what the log names", tc.in, back)
+		}
 	}
 }
 
