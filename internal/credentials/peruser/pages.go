@@ -180,7 +180,9 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 	s.count(ctx)
 	s.o.Metrics.flow(s.o.Upstream, "completed")
 	s.o.Logger.Info("per-user authorization stored", zap.String("upstream", s.o.Upstream), zap.String("principal", principalName(st.Principal)), zap.Time("expiry", rec.expiry()))
-	page(w, http.StatusOK, "Authorized", "The gateway can now use "+s.o.Upstream+" for you. You can close this window and return to your app.")
+	// Naming the gateway user the account is now linked to lets someone
+	// who was handed another user's link notice (and tell the operator).
+	page(w, http.StatusOK, "Authorized", "The gateway can now use "+s.o.Upstream+" for you ("+principalName(st.Principal)+", as you are signed in to the gateway). You can close this window and return to your app. If that is not you, tell the gateway's operator.")
 	if s.o.OnComplete != nil {
 		s.o.OnComplete(st.Elicitation)
 	}

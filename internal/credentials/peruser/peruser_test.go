@@ -204,7 +204,7 @@ func (e *env) authorize(user, password string) {
 	ar := e.elicit(user)
 	b := newBrowser(e)
 	cb := b.consent(e.t, e, ar.URL, user, password)
-	if status, page := b.get(e.t, cb.String()); status != http.StatusOK || !strings.Contains(page, "You can close this window") {
+	if status, page := b.get(e.t, cb.String()); status != http.StatusOK || !strings.Contains(page, "You can close this window") || !strings.Contains(page, user+"@https://login.example.com") {
 		e.t.Fatalf("callback: %d %s", status, page)
 	}
 	select {
