@@ -44,6 +44,7 @@ Usage:
   mcpgw policy explain ...        the policy decision for one principal and name, and why
   mcpgw catalog ...               what a principal would see of a recorded catalog
   mcpgw pin [--config FILE]       approve the upstreams' current tool definitions (pinning lock file)
+  mcpgw tokens revoke ...         drop per-user upstream tokens (one principal's, or --all)
   mcpgw healthcheck [--url URL]   exit 0 when a running gateway's /readyz answers 200 (container HEALTHCHECK)
   mcpgw version                   print the version
   mcpgw demo-server               the built-in demo MCP server, on stdio
@@ -73,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCatalog(args[1:], stdout, stderr) // policy.go
 	case "pin":
 		return cmdPin(args[1:], stdout, stderr) // pin.go
+	case "tokens":
+		return cmdTokens(args[1:], stdout, stderr) // tokens.go
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "mcpgw %s\n", buildVersion())
 		return 0

@@ -93,6 +93,10 @@ type page struct {
 	client  *client.Client // the connection it came from
 	ttl     int64          // its ttlMs, -1 for none
 	private bool           // its cacheScope is private
+	// denied is why the caller could not be given a connection when the
+	// upstream needs the caller's own credential first (credentialError:
+	// authorize the gateway, or a refused exchange); nil otherwise.
+	denied *jsonrpc.Error
 }
 
 // List answers one page of a merged list (see above). An upstream that is
@@ -192,6 +196,14 @@ fill:
 	}
 
 	if len(results) == 0 {
+		// Nothing listed, because an upstream needs the caller's own
+		// credential first: say so (the -32042 link to authorize) rather
+		// than answer an empty list the caller cannot act on.
+		for _, p := range first {
+			if p.denied != nil {
+				return nil, p.denied
+			}
+		}
 		out := []byte(`{"` + kind.Key + `":[]}`)
 		if next != "" {
 			out, _ = rawjson.SetString(out, "nextCursor", next)
@@ -237,7 +249,7 @@ func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params
 	c, err := u.ListClient(ctx)
 	if err != nil {
 		u.Logger().Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))
-		return page{}
+		return page{denied: credentialError(err)}
 	}
 	if !c.HasCapability(kind.Capability) {
 		return page{}
@@ -252,7 +264,9 @@ func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params
 	resp, err := c.Call(ctx, kind.Method, p, client.CallOptions{})
 	if err != nil {
 		u.Logger().Warn(kind.Method+" failed; its items are left out of this page", zap.Error(err))
-		return page{}
+		// The caller's credential may have been refused on the way (a
+		// per-user token the upstream no longer takes).
+		return page{denied: credentialError(err)}
 	}
 	if resp.Error != nil {
 		u.Logger().Warn(kind.Method+" answered an error; its items are left out of this page",

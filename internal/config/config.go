@@ -65,7 +65,7 @@ type Upstream struct {
 	OAuth *UpstreamOAuth `yaml:"oauth"`
 	// Auth authorizes the upstream's requests for the calling principal
 	// (upstream_auth.go): token_exchange, a token exchanged for the
-	// caller's (RFC 8693).
+	// caller's (RFC 8693); per_user, each caller's own OAuth token.
 	Auth *UpstreamAuth `yaml:"auth"`
 	// Command is the argv of a stdio child; no shell is involved.
 	Command []string `yaml:"command"`

@@ -108,6 +108,7 @@ func applyDefaults(c *Config, d *strictyaml.Decoder) {
 		stderrDefaults(p, u, d)        // stderr.go
 		upstreamOAuthDefaults(p, u, d) // upstream_oauth.go
 		tokenExchangeDefaults(p, u, d) // upstream_exchange.go
+		perUserDefaults(p, c, u, d)    // upstream_peruser.go
 		if !d.Set(strictyaml.JoinPath(p, "transport")) {
 			// Only when the kind is unambiguous; validation reports the rest.
 			hasURL, hasCmd := u.kind(p, d)

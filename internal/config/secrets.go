@@ -62,6 +62,9 @@ func (c *Config) Secrets() []string {
 		if u.OAuth != nil {
 			add(u.OAuth.ClientSecret)
 		}
+		if u.Auth != nil && u.Auth.PerUser != nil {
+			add(u.Auth.PerUser.ClientSecret)
+		}
 		if u.Auth != nil && u.Auth.TokenExchange != nil {
 			add(u.Auth.TokenExchange.ClientSecret)
 		}
@@ -119,6 +122,9 @@ func (u *Upstream) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	if u.OAuth != nil {
 		_ = enc.AddObject("oauth", u.OAuth)
+	}
+	if u.Auth != nil && u.Auth.PerUser != nil {
+		_ = enc.AddObject("auth.per_user", u.Auth.PerUser)
 	}
 	if len(u.Command) > 0 {
 		_ = enc.AddArray("command", zapcore.ArrayMarshalerFunc(func(a zapcore.ArrayEncoder) error {
@@ -186,6 +192,7 @@ type (
 	oauthPlain    UpstreamOAuth
 	apiKeyPlain   APIKey
 	introPlain    Introspection
+	perUserPlain  UpstreamPerUser
 )
 
 // MarshalJSON encodes the introspection settings with the client secret redacted.
@@ -231,8 +238,24 @@ func (u Upstream) redacted() upstreamPlain {
 		o := u.OAuth.redacted()
 		c.OAuth = (*UpstreamOAuth)(&o)
 	}
+	if u.Auth != nil && u.Auth.PerUser != nil {
+		pu := u.Auth.PerUser.redacted()
+		c.Auth = &UpstreamAuth{PerUser: (*UpstreamPerUser)(&pu)}
+	}
 	return c
 }
+
+func (o UpstreamPerUser) redacted() perUserPlain {
+	c := perUserPlain(o)
+	c.ClientSecret = redactString(o.ClientSecret)
+	return c
+}
+
+// MarshalJSON encodes the per-user OAuth settings with the client secret redacted.
+func (o UpstreamPerUser) MarshalJSON() ([]byte, error) { return json.Marshal(o.redacted()) }
+
+// String formats the per-user OAuth settings with the client secret redacted.
+func (o UpstreamPerUser) String() string { return fmt.Sprintf("%+v", o.redacted()) }
 
 func (o UpstreamOAuth) redacted() oauthPlain {
 	c := oauthPlain(o)
@@ -257,4 +280,30 @@ func (k APIKey) MarshalJSON() ([]byte, error) {
 	c := apiKeyPlain(k)
 	c.Key = redactString(k.Key)
 	return json.Marshal(c)
+}
+
+// MarshalLogObject logs the per-user OAuth settings with the client secret
+// redacted.
+func (o *UpstreamPerUser) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	if o == nil {
+		return nil
+	}
+	if o.Issuer != "" {
+		enc.AddString("issuer", o.Issuer)
+	} else {
+		enc.AddBool("discover", o.Discover)
+	}
+	switch {
+	case o.ClientID != "":
+		enc.AddString("client_id", o.ClientID)
+	case o.ClientMetadataURL != "":
+		enc.AddString("client_metadata_url", o.ClientMetadataURL)
+	default:
+		enc.AddBool("dynamic_registration", o.DynamicRegistration)
+	}
+	enc.AddString("client_secret", redactString(o.ClientSecret))
+	if o.ClientSecretFile != "" {
+		enc.AddString("client_secret_file", o.ClientSecretFile)
+	}
+	return nil
 }

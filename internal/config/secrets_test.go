@@ -26,6 +26,10 @@ upstreams:
   fs:
     command: [server]
     env: {API_TOKEN: "${FS_TOKEN}", LEVEL: info}
+  pu:
+    url: https://per-user.example.com/mcp
+    auth: {per_user: {client_id: mcpgw, client_secret: "${PERUSER_SECRET}", issuer: https://as.example.com, store: {file: /tmp/t.json}}}
+sessions: {key_file: /run/secrets/keys}
 public_url: https://mcp.example.com
 auth:
   introspection:
@@ -37,11 +41,12 @@ auth:
 `
 
 var secretEnv = map[string]string{
-	"GH_TOKEN":      "gh-token-0123456789",
-	"CLIENT_SECRET": "client-secret-0123456789",
-	"FS_TOKEN":      "fs-token-0123456789",
-	"CI_KEY":        "ci-key-0123456789abcdef",
-	"INTRO_SECRET":  "intro-secret-0123456789",
+	"GH_TOKEN":       "gh-token-0123456789",
+	"CLIENT_SECRET":  "client-secret-0123456789",
+	"FS_TOKEN":       "fs-token-0123456789",
+	"CI_KEY":         "ci-key-0123456789abcdef",
+	"INTRO_SECRET":   "intro-secret-0123456789",
+	"PERUSER_SECRET": "peruser-secret-0123456789",
 }
 
 func parseSecrets(t *testing.T) *Config {
@@ -55,7 +60,7 @@ func parseSecrets(t *testing.T) *Config {
 
 func TestSecrets(t *testing.T) {
 	got := parseSecrets(t).Secrets()
-	want := []string{"Bearer gh-token-0123456789", "client-secret-0123456789", "ci-key-0123456789abcdef", "fs-token-0123456789", "gh-token-0123456789", "intro-secret-0123456789"}
+	want := []string{"Bearer gh-token-0123456789", "client-secret-0123456789", "ci-key-0123456789abcdef", "fs-token-0123456789", "gh-token-0123456789", "intro-secret-0123456789", "peruser-secret-0123456789"}
 	for _, w := range want {
 		if !slices.Contains(got, w) {
 			t.Errorf("Secrets() = %q, missing %q", got, w)
@@ -89,6 +94,9 @@ func TestConfigTypesLogRedacted(t *testing.T) {
 		log.Debug("keys", zap.Any("key", cfg.Auth.APIKeys[0]), zap.Any("keys", cfg.Auth.APIKeys), zap.Any("upstreams", cfg.Upstreams), zap.Any("auth", cfg.Auth))
 	}
 	fmt.Fprintf(&buf, "%v %s %v %+v\n", cfg.Auth.APIKeys[0], cfg.Auth.APIKeys[0], cfg.Upstreams, *cfg.Upstreams["gh"])
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&buf), zapcore.DebugLevel))
+	log.Debug("per_user", zap.Any("pu", cfg.Upstreams["pu"].Auth.PerUser), zap.Object("obj", cfg.Upstreams["pu"].Auth.PerUser))
+	fmt.Fprintf(&buf, "%v %+v %s\n", *cfg.Upstreams["pu"], *cfg.Upstreams["pu"].Auth.PerUser, *cfg.Upstreams["pu"].Auth.PerUser)
 	if b, err := json.Marshal(cfg); err != nil {
 		t.Error(err)
 	} else {

@@ -136,6 +136,13 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.tracing = tp
+	pu, err := newPerUser(cfg, sessionKeys, g.shared, g.metrics, opts.Logger) // peruser.go
+	if err != nil {
+		g.shared.close()
+		_ = g.audit.Close()
+		stopTracing(g.tracing, opts.Logger)
+		return nil, err
+	}
 	w := newWiring()
 	g.host = host.New(cfg, w.hostOptions(host.Options{
 		Logger:     opts.Logger.Named("host"),
@@ -143,6 +150,8 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		TaskKeys:   sessionKeys, // task ids every replica with the ring opens (catalog/tasks.go)
 		MaxTasks:   sessionsSection(cfg).MaxTasks,
+		// Per-user upstream OAuth (auth.per_user) plugs in here.
+		CredentialSource: pu.source,
 	}))
 	idle := time.Duration(0)
 	if cfg.Sessions != nil {
@@ -166,7 +175,9 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Limiter:       pol.limiter,
 		Pinner:        pol.pinner,
 		Audit:         g.audit,
+		PerUser:       pu.sources,
 	})
+	pu.rt.Store(rt)
 	w.connect(g.host, rt)
 	g.router = rt
 	g.metrics.SetRouteSource(rt.RouteStats)

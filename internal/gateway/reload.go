@@ -188,6 +188,7 @@ func restartOnly(old, next *config.Config) error {
 	if (old.Admin != nil && old.Admin.Pprof) != (next.Admin != nil && next.Admin.Pprof) {
 		keys = append(keys, "admin.pprof")
 	}
+	keys = append(keys, perUserChanges(old, next)...) // peruser.go
 	if len(keys) == 0 {
 		return nil
 	}

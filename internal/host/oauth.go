@@ -32,6 +32,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 )
 
 const (
@@ -154,7 +155,7 @@ func (t *upstreamTokens) rejected(access string) {
 // token used ("" for none). It reports whether the request should be sent
 // again (with the token Token now returns), or why no token can be had.
 func (t *upstreamTokens) challenge(ctx context.Context, status int, h http.Header, used string) (bool, error) {
-	ch := parseChallenge(h.Values("WWW-Authenticate"))
+	ch := oauthclient.ParseChallenge(h.Values("WWW-Authenticate"))
 	t.chMu.Lock()
 	defer t.chMu.Unlock()
 	switch status {
@@ -170,11 +171,11 @@ func (t *upstreamTokens) challenge(ctx context.Context, status int, h http.Heade
 			t.fetch.setGrant(g)
 			t.discovered, offered = true, scopes
 		}
-		t.fetch.chooseScopes(ch.scopes, offered)
+		t.fetch.chooseScopes(ch.Scopes, offered)
 		t.rejected(used)
 		return true, nil
 	case http.StatusForbidden:
-		if !strings.EqualFold(ch.err, "insufficient_scope") || !t.fetch.addScopes(ch.scopes) {
+		if !ch.InsufficientScope() || !t.fetch.addScopes(ch.Scopes) {
 			return false, nil // nothing more to ask for: the refusal stands
 		}
 		t.reset()

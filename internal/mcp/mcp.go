@@ -51,6 +51,7 @@ const (
 	MethodRootsList              = "roots/list"
 	MethodSamplingCreateMessage  = "sampling/createMessage"
 	MethodElicitationCreate      = "elicitation/create"
+	NotificationElicitationDone  = "notifications/elicitation/complete" // 2025-11-25: a URL-mode elicitation finished
 	NotificationRootsListChanged = "notifications/roots/list_changed"
 	MethodTasksGet               = "tasks/get"
 	MethodTasksResult            = "tasks/result" // 2025-11-25 only

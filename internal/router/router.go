@@ -21,6 +21,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -85,6 +86,10 @@ type Options struct {
 	// Audit records tool calls, prompt gets, resource reads and refusals
 	// (nil: off).
 	Audit *audit.Logger
+	// PerUser are the per-user authorization sources of the upstreams
+	// with auth.per_user, by upstream name: their pages are served at
+	// /oauth/upstream/NAME/{start,callback,token} (peruser.go).
+	PerUser map[string]*peruser.Source
 }
 
 // Router serves every route of the config generation in force. A reload
@@ -220,6 +225,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		mux.Delete(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.streamable.Delete(w, req, r) })
 	}
 	serveMetadata(mux, cfg.PublicURL, g.Generation) // RFC 9728 documents (metadata.go)
+	rt.servePerUser(mux, cfg, g.Generation)         // per-user authorization pages (peruser.go)
 	mux.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		edge.Error(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "method "+req.Method+" not allowed; MCP uses POST, GET and DELETE")
@@ -259,6 +265,10 @@ func (rt *Router) Close() { rt.core.Close(rt.sessions.CloseAll) }
 func (rt *Router) UpstreamNotification(upstream, method string, params json.RawMessage) {
 	rt.core.UpstreamNotification(upstream, method, params)
 }
+
+// ElicitationComplete tells the session a URL-mode elicitation went to
+// that the user finished it (best effort; see core/elicitations.go).
+func (rt *Router) ElicitationComplete(id string) { rt.core.ElicitationComplete(id) }
 
 // ListChanged queues a list_changed notification for every session whose
 // route includes upstream.

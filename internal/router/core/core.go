@@ -94,6 +94,8 @@ type Core struct {
 
 	cut cutter // Cut: what the drain left is answered and cancelled (shutdown.go)
 
+	elicits elicitations // URL-mode elicitations handed out, by id (elicitations.go)
+
 	// ctx is what the core's own work derives from (bridged calls,
 	// unsubscribe and restore requests to upstreams): Close cancels it, so
 	// that nothing the core started outlives the core.

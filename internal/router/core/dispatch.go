@@ -76,6 +76,9 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		if err == nil {
 			res, err = c.filterList(ctx, rte, sess, msg.Method, res)
 		}
+		if err != nil && err.Code == mcp.CodeURLElicitationRequired {
+			return c.elicit(sess, msg, err) // elicitations.go: nothing listed until the caller authorizes
+		}
 		if err != nil {
 			return jsonrpc.NewError(msg.ID, err)
 		}
@@ -139,6 +142,9 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		resp, gerr := view.Forward(ctx, msg.Method, msg.Params, opts)
 		if gerr != nil {
 			edge.Logger(ctx, c.log).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
+			if gerr.Code == mcp.CodeURLElicitationRequired { // elicitations.go
+				return c.elicit(sess, msg, gerr)
+			}
 			return jsonrpc.NewError(msg.ID, gerr)
 		}
 		// The upstream's answer, with the downstream id put back.

@@ -31,6 +31,14 @@ type downstream struct {
 	answer func(method string, params json.RawMessage) (json.RawMessage, error)
 	logf   func(format string, args ...any)
 
+	// bearer is the driver's downstream credential (an auth.api_keys key),
+	// when the gateway authenticates its callers.
+	bearer string
+	// authorize visits an authorization link the gateway answered with
+	// (-32042 URL elicitation, or a URL-mode elicitation/create), as the
+	// user's browser would; nil: no per-user authorization.
+	authorize func(ctx context.Context, link string) error
+
 	session string
 	nextID  atomic.Int64
 	init    json.RawMessage            // the gateway's initialize (or discover) result
@@ -104,10 +112,55 @@ func (d *downstream) notify(ctx context.Context, method string) error {
 	return nil
 }
 
-// call sends a request and returns its result. For 2026-07-28 an
+// maxAuthorizations bounds the authorization links one request may be
+// answered with before the driver gives up.
+const maxAuthorizations = 3
+
+// call sends a request and returns its result. A -32042 answer (URL
+// elicitation required: the caller must authorize the gateway at the
+// upstream first) has its links visited and the request sent again.
+func (d *downstream) call(ctx context.Context, method string, params map[string]any) (json.RawMessage, error) {
+	for n := 0; ; n++ {
+		res, err := d.callOnce(ctx, method, params)
+		links := urlElicitations(err)
+		if len(links) == 0 || d.authorize == nil || n == maxAuthorizations {
+			return res, err
+		}
+		for _, link := range links {
+			d.logf("%s: the gateway asks for authorization at %s", method, link)
+			if aerr := d.authorize(ctx, link); aerr != nil {
+				return nil, fmt.Errorf("%s: authorizing at %s: %w", method, link, aerr)
+			}
+		}
+	}
+}
+
+// urlElicitations are the URLs of a -32042 error's elicitations.
+func urlElicitations(err error) []string {
+	var re *rpcError
+	if !errors.As(err, &re) || re.Code != mcp.CodeURLElicitationRequired {
+		return nil
+	}
+	var data struct {
+		Elicitations []struct {
+			Mode string `json:"mode"`
+			URL  string `json:"url"`
+		} `json:"elicitations"`
+	}
+	_ = json.Unmarshal(re.Data, &data)
+	var links []string
+	for _, e := range data.Elicitations {
+		if e.URL != "" {
+			links = append(links, e.URL)
+		}
+	}
+	return links
+}
+
+// callOnce sends a request and returns its result. For 2026-07-28 an
 // input_required result is answered and retried (a new id each round),
 // echoing requestState exactly when the gateway sent one.
-func (d *downstream) call(ctx context.Context, method string, params map[string]any) (json.RawMessage, error) {
+func (d *downstream) callOnce(ctx context.Context, method string, params map[string]any) (json.RawMessage, error) {
 	if !stateless(d.version) {
 		return d.roundTrip(ctx, method, params)
 	}
@@ -266,6 +319,9 @@ func (d *downstream) post(ctx context.Context, body []byte, method string, param
 	req.Header.Set("Accept", mcp.ContentTypeJSON+", "+mcp.ContentTypeEventStream)
 	if d.session != "" {
 		req.Header.Set(mcp.HeaderSessionID, d.session)
+	}
+	if d.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+d.bearer)
 	}
 	if d.init != nil || stateless(d.version) {
 		req.Header.Set(mcp.HeaderProtocolVersion, d.version)

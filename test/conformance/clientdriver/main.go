@@ -62,6 +62,7 @@ type scenarioContext struct {
 func main() {
 	bin := flag.String("mcpgw", "", "the mcpgw `BINARY` to run (required)")
 	down := flag.String("downstream", string(mcp.Version20251125), "protocol `VERSION` the driver speaks to the gateway")
+	upAuth := flag.String("upstream-auth", authPerUser, "how the gateway authorizes at an auth/* scenario's server: `MODE` "+authClientCredentials+" (upstreams.NAME.oauth) or "+authPerUser+" (upstreams.NAME.auth.per_user: the driver follows the gateway's authorization links as the user's browser)")
 	flag.Parse()
 	logger := log.New(os.Stderr, "clientdriver: ", log.Lmicroseconds)
 	if *bin == "" || flag.NArg() != 1 {
@@ -72,6 +73,13 @@ func main() {
 		name:     os.Getenv("MCP_CONFORMANCE_SCENARIO"),
 		version:  os.Getenv("MCP_CONFORMANCE_PROTOCOL_VERSION"),
 		upstream: flag.Arg(0),
+	}
+	switch *upAuth {
+	case authClientCredentials, authPerUser:
+		sc.perUser = *upAuth == authPerUser
+	default:
+		fmt.Fprintf(os.Stderr, "clientdriver: -upstream-auth %q: use %s or %s\n", *upAuth, authClientCredentials, authPerUser)
+		os.Exit(2)
 	}
 	if sc.version == "" {
 		sc.version = string(mcp.Version20251125)
@@ -87,25 +95,49 @@ func main() {
 	}
 }
 
+// The -upstream-auth modes.
+const (
+	authClientCredentials = "client_credentials"
+	authPerUser           = "per_user"
+)
+
 type scenario struct {
 	name     string
 	version  string
 	upstream string
 	ctx      scenarioContext
+	// perUser: an auth/* scenario's server is authorized per user
+	// (pu is set for it by run).
+	perUser bool
+	pu      *perUser
+}
+
+// usesPerUser reports whether this run authorizes per user.
+// The client-credentials scenarios check the gateway's own grant, so they
+// keep upstreams.NAME.oauth.
+func (sc scenario) usesPerUser() bool {
+	return sc.perUser && strings.HasPrefix(sc.name, "auth/") && !strings.HasPrefix(sc.name, "auth/client-credentials-")
 }
 
 // config is the gateway config for the scenario: one upstream, one
 // unprefixed route, an admin listener for /readyz.
 func (sc scenario) config() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "listen: 127.0.0.1:0\nadmin:\n  listen: 127.0.0.1:0\nupstreams:\n  %s:\n    url: %q\n    timeout: 20s\n    startup_timeout: 15s\n", upstreamName, sc.upstream)
+	if sc.usesPerUser() {
+		b.WriteString(sc.pu.globals())
+	} else {
+		b.WriteString("listen: 127.0.0.1:0\n")
+	}
+	fmt.Fprintf(&b, "admin:\n  listen: 127.0.0.1:0\nupstreams:\n  %s:\n    url: %q\n    timeout: 20s\n    startup_timeout: 15s\n", upstreamName, sc.upstream)
 	if stateless(sc.version) {
 		// The scenario server speaks 2026-07-28 only: say so, as an
 		// operator would, rather than let the gateway probe it with
 		// initialize for its legacy callers.
 		b.WriteString("    protocol: \"2026\"\n")
 	}
-	if strings.HasPrefix(sc.name, "auth/") {
+	if sc.usesPerUser() {
+		b.WriteString(sc.upstreamAuth())
+	} else if strings.HasPrefix(sc.name, "auth/") {
 		// The gateway's own credentials (OAuth client credentials): the
 		// scenario's pre-registered ones when it gives them, else a fixed
 		// pair (the suite's authorization servers accept any client). The
@@ -132,6 +164,11 @@ func run(bin string, sc scenario, downVersion string, logger *log.Logger) error 
 		return err
 	}
 	defer os.RemoveAll(dir)
+	if sc.usesPerUser() {
+		if sc.pu, err = newPerUser(dir); err != nil {
+			return err
+		}
+	}
 	cfgPath := filepath.Join(dir, "mcpgw.yaml")
 	if err := os.WriteFile(cfgPath, []byte(sc.config()), 0o600); err != nil {
 		return err
@@ -157,6 +194,11 @@ func run(bin string, sc scenario, downVersion string, logger *log.Logger) error 
 		answer:  answer,
 		logf:    logger.Printf,
 	}
+	if sc.usesPerUser() {
+		d.bearer, d.authorize = driverKey, browser(logger.Printf)
+		d.caps = json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{}}`)
+		d.answer = answerURL(ctx, d.authorize, answer)
+	}
 	derr := exercise(ctx, d, sc, logger)
 	if state != "ready" {
 		return errors.Join(fmt.Errorf("upstream never became ready (%s): %s", state, uerr), derr)
@@ -170,7 +212,10 @@ func exercise(ctx context.Context, d *downstream, sc scenario, logger *log.Logge
 		return err
 	}
 	var errs []error
-	if d.capability("tools") {
+	// A per-user upstream's capabilities are known only once the caller
+	// has authorized (the gateway has no connection of its own to it), so
+	// its tools are asked for regardless.
+	if d.capability("tools") || sc.usesPerUser() {
 		tools, err := listAll(ctx, d, mcp.MethodToolsList, "tools")
 		errs = append(errs, err)
 		d.schemas = map[string]json.RawMessage{}

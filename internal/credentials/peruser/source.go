@@ -1,0 +1,295 @@
+// Package peruser owns per-user upstream OAuth (upstreams.NAME.auth.per_user):
+// the credentials.Source that gives each caller's upstream requests that
+// caller's own access token, the gateway pages a user's browser visits to
+// grant it (/oauth/upstream/NAME/start and /callback), the encrypted token
+// store (a file or Redis) and revocation. The OAuth protocol itself (the
+// authorization request, the token endpoint) is behind Client.
+package peruser
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials"
+)
+
+// Options configure one upstream's Source.
+type Options struct {
+	// Upstream is the upstream's name.
+	Upstream string
+	// PublicURL is the gateway's public_url: the start link and the
+	// redirect URI are built on it.
+	PublicURL string
+	// Client speaks OAuth to the upstream's authorization server.
+	Client Client
+	// Backend keeps the sealed tokens; Once the used links and states.
+	Backend Backend
+	Once    Once
+	// Keys is the session key ring (sessions.key_file), newest first.
+	Keys [][]byte
+	// LinkLifetime bounds a start link and the flow it begins (default 10m).
+	LinkLifetime time.Duration
+	// RefreshBefore is how long before its expiry an access token is
+	// refreshed (default 1m).
+	RefreshBefore time.Duration
+	// OnComplete is told the elicitation id of a flow that stored tokens,
+	// so the session that was sent the link can be told
+	// (notifications/elicitation/complete). nil: nobody is told.
+	OnComplete func(elicitationID string)
+	Clock      func() time.Time
+	Logger     *zap.Logger
+	Metrics    *Metrics
+}
+
+// Source is an upstream's per-user credentials.Source. Safe for
+// concurrent use.
+type Source struct {
+	o        Options
+	tokens   *tokens
+	links    *ring
+	states   *ring
+	redirect string
+	start    string
+	refresh  singleflight.Group // one refresh at a time per principal
+}
+
+var _ credentials.Source = (*Source)(nil)
+
+// New builds the Source of o.Upstream.
+func New(o Options) (*Source, error) {
+	if o.Client == nil || o.Backend == nil {
+		return nil, errors.New("peruser: Client and Backend are required")
+	}
+	if o.Once == nil {
+		o.Once = NewMemoryOnce(o.Clock)
+	}
+	if o.LinkLifetime <= 0 {
+		o.LinkLifetime = config.DefaultPerUserLinkLifetime
+	}
+	if o.RefreshBefore <= 0 {
+		o.RefreshBefore = time.Minute
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if _, err := url.Parse(o.PublicURL); err != nil || o.PublicURL == "" {
+		return nil, fmt.Errorf("upstream %q: per-user authorization needs public_url; set it", o.Upstream)
+	}
+	records, err := newRing(o.Keys, purposeRecord)
+	if err != nil {
+		return nil, err
+	}
+	links, _ := newRing(o.Keys, purposeLink)
+	states, _ := newRing(o.Keys, purposeState)
+	base := strings.TrimSuffix(o.PublicURL, "/")
+	s := &Source{
+		o:        o,
+		tokens:   &tokens{b: o.Backend, ring: records, upstream: o.Upstream},
+		links:    links,
+		states:   states,
+		redirect: base + config.RedirectPath(o.Upstream),
+		start:    base + config.StartPath(o.Upstream),
+	}
+	if n, err := o.Backend.Len(context.Background()); err == nil {
+		o.Metrics.held(o.Upstream, n)
+	}
+	return s, nil
+}
+
+// Kind implements credentials.Source.
+func (s *Source) Kind() credentials.Kind { return credentials.KindPerUser }
+
+// RedirectURI is the exact redirect URI to register with the
+// authorization server.
+func (s *Source) RedirectURI() string { return s.redirect }
+
+// errNoPrincipal: per-user tokens belong to an authenticated caller
+// (config refuses per_user without auth; this guards the code path).
+func (s *Source) errNoPrincipal() error {
+	return fmt.Errorf("upstream %q authorizes each caller with their own account, but this request has no authenticated principal; configure downstream auth (auth.oidc or auth.api_keys)", s.o.Upstream)
+}
+
+// Token implements credentials.Source: the subject's stored access token,
+// refreshed shortly before it expires, or *credentials.AuthorizationRequiredError
+// with a start link bound to the subject.
+func (s *Source) Token(ctx context.Context, subj credentials.Subject) (string, error) {
+	if subj.Principal == nil {
+		return "", s.errNoPrincipal()
+	}
+	key := subj.Key()
+	r, err := s.tokens.get(ctx, key)
+	if err != nil {
+		return "", s.unavailable(err)
+	}
+	if r == nil {
+		return "", s.authorizationRequired(key)
+	}
+	if r.Access != "" && !s.stale(r) {
+		return r.Access, nil
+	}
+	if r.Refresh == "" {
+		if r.Access != "" && s.o.Clock().Before(r.expiry()) {
+			return r.Access, nil // stale but still valid, and nothing to refresh with
+		}
+		s.drop(ctx, key)
+		return "", s.authorizationRequired(key)
+	}
+	return s.refreshed(ctx, key, r.Access)
+}
+
+// stale reports whether r's access token is within RefreshBefore of its
+// expiry (never, when the server gave none).
+func (s *Source) stale(r *record) bool {
+	return r.Expiry != 0 && !s.o.Clock().Add(s.o.RefreshBefore).Before(r.expiry())
+}
+
+// refreshed refreshes key's token, one refresh at a time per principal:
+// callers that saw the same stale token share one refresh, and one that
+// arrives after it finds the new token in the store.
+func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error) {
+	v, err, _ := s.refresh.Do(key, func() (any, error) {
+		// Detached from the first caller's cancellation: the others wait
+		// for this refresh too, and a rotated refresh token must be stored.
+		ctx := context.WithoutCancel(ctx)
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		r, err := s.tokens.get(ctx, key)
+		if err != nil {
+			return "", s.unavailable(err)
+		}
+		switch {
+		case r == nil:
+			return "", s.authorizationRequired(key)
+		case r.Access != "" && r.Access != seen && !s.stale(r):
+			return r.Access, nil // refreshed meanwhile
+		case r.Refresh == "":
+			s.drop(ctx, key)
+			return "", s.authorizationRequired(key)
+		}
+		t, err := s.o.Client.Refresh(ctx, r.Grant, r.Refresh)
+		if errors.Is(err, ErrInvalidGrant) {
+			s.o.Metrics.refreshed(s.o.Upstream, "invalid_grant")
+			s.o.Logger.Info("per-user refresh token refused (invalid_grant); the user must authorize again", zap.String("upstream", s.o.Upstream))
+			s.drop(ctx, key)
+			return "", s.authorizationRequired(key)
+		}
+		if err != nil {
+			s.o.Metrics.refreshed(s.o.Upstream, "error")
+			if r.Access != "" && s.o.Clock().Before(r.expiry()) {
+				s.o.Logger.Warn("per-user token refresh failed; using the current token until it expires", zap.String("upstream", s.o.Upstream), zap.Error(err))
+				return r.Access, nil
+			}
+			return "", fmt.Errorf("upstream %q: refreshing your authorization failed: %w; retry later", s.o.Upstream, err)
+		}
+		s.o.Metrics.refreshed(s.o.Upstream, "ok")
+		nr := s.newRecord(key, t, r)
+		nr.AfterRefusal = r.Access == "" // a refresh the upstream's refusal made: used once
+		if err := s.tokens.put(ctx, nr); err != nil {
+			return "", s.unavailable(err)
+		}
+		return nr.Access, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return v.(string), nil
+}
+
+// newRecord makes the record of a token endpoint answer; a refresh that
+// returned no new refresh token (or grant) keeps old's.
+func (s *Source) newRecord(key string, t *Token, old *record) *record {
+	r := &record{Access: t.AccessToken, Refresh: t.RefreshToken, Grant: t.Grant, Stored: s.o.Clock().Unix(), Principal: key, Upstream: s.o.Upstream}
+	if old != nil {
+		if r.Refresh == "" {
+			r.Refresh, r.RefreshExpiry = old.Refresh, old.RefreshExpiry
+		}
+		if len(r.Grant) == 0 {
+			r.Grant = old.Grant
+		}
+	}
+	if !t.Expiry.IsZero() {
+		r.Expiry = t.Expiry.Unix()
+	}
+	return r
+}
+
+// Refused implements credentials.Source: the upstream answered 401 to
+// token. It is dropped; the refresh token, if any, is used once (the next
+// Token refreshes), and a token from such a refresh that is refused too
+// drops the whole authorization.
+func (s *Source) Refused(ctx context.Context, subj credentials.Subject, token string) {
+	if subj.Principal == nil {
+		return
+	}
+	key := subj.Key()
+	r, err := s.tokens.get(ctx, key)
+	if err != nil || r == nil || r.Access != token {
+		return // already replaced
+	}
+	if r.Refresh == "" || r.AfterRefusal {
+		s.drop(ctx, key)
+		return
+	}
+	r.Access, r.Expiry = "", 0
+	if err := s.tokens.put(ctx, r); err != nil {
+		s.drop(ctx, key)
+	}
+}
+
+// Revoke drops principal's tokens (the principal's key, auth.Principal.Key).
+func (s *Source) Revoke(ctx context.Context, principal string) (bool, error) {
+	ok, err := s.tokens.drop(ctx, principal)
+	s.count(ctx)
+	return ok, err
+}
+
+func (s *Source) drop(ctx context.Context, key string) {
+	if _, err := s.tokens.drop(ctx, key); err != nil {
+		s.o.Logger.Warn("per-user token store: dropping a token failed", zap.String("upstream", s.o.Upstream), zap.Error(err))
+	}
+	s.count(ctx)
+}
+
+func (s *Source) count(ctx context.Context) {
+	if n, err := s.o.Backend.Len(ctx); err == nil {
+		s.o.Metrics.held(s.o.Upstream, n)
+	}
+}
+
+func (s *Source) unavailable(err error) error {
+	return fmt.Errorf("upstream %q: the per-user token store is unavailable: %w", s.o.Upstream, err)
+}
+
+// linkClaims is what a start link carries, sealed.
+type linkClaims struct {
+	Principal   string `json:"p"`
+	Elicitation string `json:"e"`
+	Expires     int64  `json:"x"`
+	Nonce       string `json:"n"`
+}
+
+func (s *Source) linkAD() []byte { return []byte(purposeLink + "\x00" + s.o.Upstream) }
+
+// authorizationRequired hands out a fresh start link bound to key.
+func (s *Source) authorizationRequired(key string) error {
+	c := linkClaims{Principal: key, Elicitation: randomID(16), Expires: s.o.Clock().Add(s.o.LinkLifetime).Unix(), Nonce: randomID(16)}
+	plain, _ := json.Marshal(c)
+	s.o.Metrics.flow(s.o.Upstream, "elicited")
+	return &credentials.AuthorizationRequiredError{
+		Upstream:      s.o.Upstream,
+		URL:           s.start + "?t=" + s.links.sealString(plain, s.linkAD()),
+		ElicitationID: c.Elicitation,
+	}
+}

@@ -1,0 +1,152 @@
+package peruser
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Backend keeps one upstream's sealed token records by key (a hash of the
+// principal key): a file (FileBackend) or Redis (RedisBackend). Values are
+// opaque to it; what it must guarantee is that a write is whole (never a
+// torn record) and that it holds at most its bound.
+type Backend interface {
+	// Get returns the value at key.
+	Get(ctx context.Context, key string) ([]byte, bool, error)
+	// Put stores val at key until expires (zero: no expiry). A key not yet
+	// held is refused with ErrFull when the backend holds its bound.
+	Put(ctx context.Context, key string, val []byte, expires time.Time) error
+	// Delete removes key and reports whether it was held.
+	Delete(ctx context.Context, key string) (bool, error)
+	// Clear removes every key and reports how many there were.
+	Clear(ctx context.Context) (int, error)
+	// Len is how many keys are held.
+	Len(ctx context.Context) (int, error)
+}
+
+// ErrFull refuses a new principal's tokens when the store holds
+// upstreams.NAME.auth.per_user.max_tokens of them.
+var ErrFull = errors.New("the token store is full (upstreams.NAME.auth.per_user.max_tokens); raise max_tokens, or revoke unused tokens with `mcpgw tokens revoke`")
+
+// record is one principal's authorization for one upstream, as sealed in
+// the store. Access is empty once the upstream refused it (the refresh
+// token is then used once).
+type record struct {
+	Access         string          `json:"a,omitempty"`
+	Refresh        string          `json:"r,omitempty"`
+	Expiry         int64           `json:"x,omitempty"`  // unix seconds; 0: unknown
+	RefreshExpiry  int64           `json:"rx,omitempty"` // unix seconds; 0: unknown
+	AfterRefusal   bool            `json:"f,omitempty"`  // Access came from the refresh a refusal made
+	Stored         int64           `json:"t"`
+	Principal      string          `json:"p"`
+	Upstream       string          `json:"u"`
+	ElicitationFor string          `json:"e,omitempty"` // the elicitation the flow that made it completed
+	Grant          json.RawMessage `json:"g,omitempty"` // where and as whom to refresh (Client's)
+}
+
+func (r *record) expiry() time.Time {
+	if r.Expiry == 0 {
+		return time.Time{}
+	}
+	return time.Unix(r.Expiry, 0)
+}
+
+// storeExpiry is when the record is of no more use: when its refresh
+// token expires, or without one when the access token does (zero: never
+// known).
+func (r *record) storeExpiry() time.Time {
+	switch {
+	case r.Refresh != "" && r.RefreshExpiry != 0:
+		return time.Unix(r.RefreshExpiry, 0)
+	case r.Refresh == "" && r.Expiry != 0:
+		return time.Unix(r.Expiry, 0)
+	}
+	return time.Time{}
+}
+
+// tokens is an upstream's token store: records sealed with the ring,
+// each bound (as additional data) to its upstream and principal, so a
+// record copied to another principal's key does not open.
+type tokens struct {
+	b        Backend
+	ring     *ring
+	upstream string
+}
+
+// StoreKey is the backend key of principal's record for upstream: a hash,
+// so neither a file nor Redis lists who uses the gateway.
+func StoreKey(upstream, principal string) string {
+	h := sha256.Sum256([]byte(upstream + "\x00" + principal))
+	return hex.EncodeToString(h[:])
+}
+
+func (t *tokens) ad(principal string) []byte {
+	return []byte(purposeRecord + "\x00" + t.upstream + "\x00" + principal)
+}
+
+// get returns principal's record; one that does not open (sealed with a
+// key no longer in the ring, or tampered with) counts as none.
+func (t *tokens) get(ctx context.Context, principal string) (*record, error) {
+	val, ok, err := t.b.Get(ctx, StoreKey(t.upstream, principal))
+	if err != nil || !ok {
+		return nil, err
+	}
+	plain, ok := t.ring.open(val, t.ad(principal))
+	if !ok {
+		return nil, nil
+	}
+	var r record
+	if json.Unmarshal(plain, &r) != nil || r.Principal != principal || r.Upstream != t.upstream {
+		return nil, nil
+	}
+	return &r, nil
+}
+
+func (t *tokens) put(ctx context.Context, r *record) error {
+	plain, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := t.b.Put(ctx, StoreKey(t.upstream, r.Principal), t.ring.seal(plain, t.ad(r.Principal)), r.storeExpiry()); err != nil {
+		if errors.Is(err, ErrFull) {
+			return err
+		}
+		return fmt.Errorf("token store: %w", err)
+	}
+	return nil
+}
+
+func (t *tokens) drop(ctx context.Context, principal string) (bool, error) {
+	return t.b.Delete(ctx, StoreKey(t.upstream, principal))
+}
+
+// PrincipalKey is the binding key (auth.Principal.Key) of a principal as
+// logs and the CLI name it: "apikey:NAME" for an API key, "SUB@ISSUER"
+// for a token (the issuer is the URL after the last "@http").
+func PrincipalKey(s string) (string, error) {
+	if name, ok := strings.CutPrefix(s, "apikey:"); ok && name != "" {
+		return "apikey\x00" + name, nil
+	}
+	if i := strings.LastIndex(s, "@http"); i > 0 {
+		return "oidc\x00" + s[i+1:] + "\x00" + s[:i], nil
+	}
+	return "", fmt.Errorf("%q names no principal; write SUB@ISSUER (e.g. alice@https://login.example.com/, as the gateway logs it) or apikey:NAME", s)
+}
+
+// principalName is how logs name a principal key (the inverse of
+// PrincipalKey): "SUB@ISSUER" or "apikey:NAME".
+func principalName(key string) string {
+	parts := strings.Split(key, "\x00")
+	switch {
+	case len(parts) == 2 && parts[0] == "apikey":
+		return "apikey:" + parts[1]
+	case len(parts) == 3 && parts[0] == "oidc":
+		return parts[2] + "@" + parts[1]
+	}
+	return strings.ReplaceAll(key, "\x00", " ")
+}

@@ -1,0 +1,230 @@
+package peruser_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
+	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
+	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
+)
+
+// fakeClient answers refreshes with what the test says.
+type fakeClient struct {
+	refresh   func(n int) (*peruser.Token, error)
+	refreshes atomic.Int32
+}
+
+func (f *fakeClient) Begin(context.Context, string, string) (*peruser.Flow, error) {
+	return &peruser.Flow{AuthURL: "https://as.example.com/authorize", Data: json.RawMessage(`{}`)}, nil
+}
+func (f *fakeClient) Complete(context.Context, *peruser.Flow, url.Values) (*peruser.Token, error) {
+	return nil, errors.New("not in this test")
+}
+func (f *fakeClient) Refresh(context.Context, json.RawMessage, string) (*peruser.Token, error) {
+	return f.refresh(int(f.refreshes.Add(1)))
+}
+
+// seeded is a source whose store holds alice's expired token with a
+// refresh token, put there by a completed flow's record format (through a
+// refresh of a first, valid record).
+func seeded(t *testing.T, c *fakeClient, clk *clock) *peruser.Source {
+	t.Helper()
+	b, err := peruser.OpenFile(filepath.Join(t.TempDir(), "t.json"), 10, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := peruser.New(peruser.Options{Upstream: "gh", PublicURL: "https://mcp.example.com", Client: c, Backend: b, Keys: [][]byte{key(9)}, Clock: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := peruser.Seed(context.Background(), s, subject("alice").Key(), &peruser.Token{AccessToken: "old", RefreshToken: "r1", Expiry: clk.Now().Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestRefreshOutcomes(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		answer   func(int) (*peruser.Token, error)
+		want     string // the token, or "" for authorization required
+		wantErr  string // another error
+		thenWant string // the next Token's outcome ("" as above)
+	}{
+		{"refreshed", func(int) (*peruser.Token, error) {
+			return &peruser.Token{AccessToken: "new", Expiry: time.Now().Add(time.Hour)}, nil
+		}, "new", "", "new"},
+		{"invalid_grant drops it", func(int) (*peruser.Token, error) {
+			return nil, fmt.Errorf("%w: refresh token revoked", peruser.ErrInvalidGrant)
+		}, "", "", ""},
+		{"a server failure is an error, the grant is kept", func(n int) (*peruser.Token, error) {
+			if n == 1 {
+				return nil, errors.New("token endpoint: connection refused")
+			}
+			return &peruser.Token{AccessToken: "later", Expiry: time.Now().Add(time.Hour)}, nil
+		}, "", "refreshing your authorization failed", "later"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &clock{t: time.Now()}
+			s := seeded(t, &fakeClient{refresh: tc.answer}, clk)
+			check := func(want, wantErr string) {
+				t.Helper()
+				tok, err := s.Token(context.Background(), subject("alice"))
+				var ar *credentials.AuthorizationRequiredError
+				switch {
+				case wantErr != "":
+					if err == nil || !strings.Contains(err.Error(), wantErr) || errors.As(err, &ar) {
+						t.Fatalf("Token = %q, %v; want an error naming %q", tok, err, wantErr)
+					}
+				case want == "":
+					if !errors.As(err, &ar) {
+						t.Fatalf("Token = %q, %v; want authorization required", tok, err)
+					}
+				case tok != want || err != nil:
+					t.Fatalf("Token = %q, %v; want %q", tok, err, want)
+				}
+			}
+			check(tc.want, tc.wantErr)
+			check(tc.thenWant, "")
+		})
+	}
+}
+
+func TestTokenWithoutPrincipal(t *testing.T) {
+	s := seeded(t, &fakeClient{}, &clock{t: time.Now()})
+	_, err := s.Token(context.Background(), credentials.Subject{})
+	if err == nil || !strings.Contains(err.Error(), "no authenticated principal") {
+		t.Fatalf("Token without principal: %v", err)
+	}
+}
+
+func TestPrincipalKey(t *testing.T) {
+	for _, tc := range []struct{ in, want, err string }{
+		{"apikey:ci", "apikey\x00ci", ""},
+		{"alice@https://login.example.com/", "oidc\x00https://login.example.com/\x00alice", ""},
+		{"a@b.com@http://127.0.0.1:9/", "oidc\x00http://127.0.0.1:9/\x00a@b.com", ""},
+		{"alice", "", "names no principal"},
+		{"apikey:", "", "names no principal"},
+	} {
+		got, err := peruser.PrincipalKey(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("PrincipalKey(%q) = %q, %v; want error %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("PrincipalKey(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+		if back := peruser.PrincipalName(got); back != tc.in {
+			t.Errorf("PrincipalName(PrincipalKey(%q)) = %q: the CLI could not name what the log names", tc.in, back)
+		}
+	}
+}
+
+func TestRedisBackendAndOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	b := peruser.NewRedis(c, "test:", "gh", 2)
+	if err := b.Put(ctx, "k1", []byte("v1"), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, "k2", []byte("v2"), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, "k3", []byte("v3"), time.Time{}); !errors.Is(err, peruser.ErrFull) {
+		t.Fatalf("a third key over the bound of 2: %v, want ErrFull", err)
+	}
+	if err := b.Put(ctx, "k1", []byte("v1b"), time.Time{}); err != nil {
+		t.Fatalf("replacing a held key at the bound: %v", err)
+	}
+	if v, ok, err := b.Get(ctx, "k1"); err != nil || !ok || string(v) != "v1b" {
+		t.Fatalf("Get = %q %v %v", v, ok, err)
+	}
+	// Another replica (another client) sees the same records.
+	c2 := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c2.Close() })
+	if v, ok, _ := peruser.NewRedis(c2, "test:", "gh", 2).Get(ctx, "k2"); !ok || string(v) != "v2" {
+		t.Fatalf("the other replica reads %q %v", v, ok)
+	}
+	if ttl := c.TTL(ctx, "test:peruser:{gh}:k2").Val(); ttl <= 0 || ttl > time.Hour {
+		t.Fatalf("TTL of a record with an expiry: %v", ttl)
+	}
+	if ok, err := b.Delete(ctx, "k1"); !ok || err != nil {
+		t.Fatalf("Delete = %v %v", ok, err)
+	}
+	if n, err := b.Clear(ctx); n != 1 || err != nil {
+		t.Fatalf("Clear = %d %v", n, err)
+	}
+	if n, _ := b.Len(ctx); n != 0 {
+		t.Fatalf("Len after Clear = %d", n)
+	}
+	// A link used on one replica is refused on the other.
+	o1, o2 := peruser.NewRedisOnce(c, "test:"), peruser.NewRedisOnce(c2, "test:")
+	if first, err := o1.Use(ctx, "l:x", time.Now().Add(time.Minute)); !first || err != nil {
+		t.Fatalf("first use: %v %v", first, err)
+	}
+	if first, err := o2.Use(ctx, "l:x", time.Now().Add(time.Minute)); first || err != nil {
+		t.Fatalf("use on another replica: %v %v, want refused", first, err)
+	}
+}
+
+func TestMemoryOnce(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	o := peruser.NewMemoryOnce(clk.Now)
+	ctx := context.Background()
+	until := clk.Now().Add(time.Minute)
+	if first, _ := o.Use(ctx, "a", until); !first {
+		t.Fatal("first use refused")
+	}
+	if first, _ := o.Use(ctx, "a", until); first {
+		t.Fatal("second use accepted")
+	}
+}
+
+func TestRegistrationsSurviveARestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens-gh.registrations.json")
+	open := func() *peruser.Registrations {
+		b, err := peruser.OpenFile(path, 4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := peruser.NewRegistrations(b, [][]byte{key(5)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	reg := oauthclient.Registration{Issuer: "https://as.example.com", RedirectURI: "https://mcp.example.com/oauth/upstream/gh/callback", Kind: oauthclient.KindDynamic, ClientID: "dyn-1", ClientSecret: "dyn-secret-0123"}
+	open().Store(reg)
+	r := open() // a restart
+	got, ok := r.Load(reg.Issuer, reg.RedirectURI)
+	if !ok || got != reg {
+		t.Fatalf("after a restart: %+v %v", got, ok)
+	}
+	if _, ok := r.Load("https://other.example.com", reg.RedirectURI); ok {
+		t.Fatal("another server's registration was found")
+	}
+	if data, _ := os.ReadFile(path); strings.Contains(string(data), reg.ClientSecret) || strings.Contains(string(data), reg.ClientID) {
+		t.Fatal("the registration is stored in clear")
+	}
+	r.Delete(reg.Issuer, reg.RedirectURI)
+	if _, ok := open().Load(reg.Issuer, reg.RedirectURI); ok {
+		t.Fatal("deleted, yet loaded")
+	}
+}
