@@ -75,6 +75,7 @@ type View struct {
 	toolsMode      string
 	toolsThreshold int
 	toolsAlways    []string
+	cache          pageCache // merged pages renamed for the route (listcache.go)
 }
 
 // NewView returns the catalog over the named upstreams (all when names is
