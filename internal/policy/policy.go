@@ -479,6 +479,13 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 	return d
 }
 
+// AllowsAll reports whether the policy allows every name to everyone: no
+// rules, no tool_scopes, default allow (the policy of a config without a
+// policy: section). Callers skip per-item filtering for it.
+func (pol *Policy) AllowsAll() bool {
+	return pol != nil && pol.allowByDefault && len(pol.rules) == 0 && len(pol.toolScopes) == 0
+}
+
 // RequiredScopes returns the scopes policy.tool_scopes requires for the
 // tool name: the union over every matching entry, sorted; nil when none.
 func (pol *Policy) RequiredScopes(name string) []string {

@@ -50,10 +50,11 @@ func target(ctx context.Context, rte *Route, msg *jsonrpc.Message) (kind, name s
 // visibleTo is what the policy lets the caller see on rte, for resolving
 // bare names and shared URIs among it (catalog.View.Pin); nil: everything.
 func visibleTo(ctx context.Context, rte *Route) catalog.Visible {
-	pol, p := rte.Gen.Policy, policyPrincipal(ctx)
-	if pol == nil {
+	pol := rte.Gen.Policy
+	if pol == nil || pol.AllowsAll() {
 		return nil
 	}
+	p := policyPrincipal(ctx)
 	return func(kind mcp.Kind, name string) bool { return pol.Decide(p, rte.Path, string(kind), name).Listed() }
 }
 
@@ -241,8 +242,8 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 func (c *Core) listFilter(ctx context.Context, rte *Route, method string) func(kind, name string, item []byte) bool {
 	g := rte.Gen
 	pol := g.Policy
-	if pol == nil && g.Pinner == nil {
-		return nil
+	if (pol == nil || pol.AllowsAll()) && g.Pinner == nil {
+		return nil // every item is kept: no pass over the list
 	}
 	if pol == nil {
 		pol = allowAll
