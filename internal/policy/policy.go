@@ -160,6 +160,7 @@ type Policy struct {
 	allowByDefault bool
 	rules          []rule
 	toolScopes     []toolScope
+	index          ruleIndex // which rules can bear on a decision (index.go)
 }
 
 type rule struct {
@@ -264,6 +265,7 @@ func Compile(pol *config.Policy) (*Policy, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	p.index = buildIndex(p.rules)
 	return p, nil
 }
 
@@ -352,6 +354,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			if call {
 				in.Arguments, argErr = parseArguments(rawArgs)
 			}
+			in.Memoize() // every rule's condition sees the same variables
 		}
 		if !call {
 			res, err := r.when.EvalWithoutArguments(*in)
@@ -393,7 +396,8 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			notes = append(notes, fmt.Sprintf("rule %d's condition failed: %v", r.index, o.err))
 		}
 	}
-	for i := range pol.rules {
+	var buf [64]int32
+	for _, i := range pol.index.candidates(buf[:0], p, route, name) {
 		r := &pol.rules[i]
 		if !r.applies(p, route) {
 			continue
