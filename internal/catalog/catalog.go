@@ -543,18 +543,22 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 
 // callReason classifies a call's end for metrics: -1 for a result.
 func callReason(resp *jsonrpc.Message, err error) int {
-	var te *client.TimeoutError
 	switch {
 	case err == nil && resp != nil && resp.Error != nil:
 		return metrics.ReasonErrorResponse
 	case err == nil:
-		return -1
-	case errors.As(err, &te):
+		return -1 // (no errors.As target made: it would escape on every call)
+	case isTimeout(err):
 		return metrics.ReasonTimeout
 	case errors.Is(err, context.Canceled):
 		return metrics.ReasonCancelled
 	}
 	return metrics.ReasonTransport
+}
+
+func isTimeout(err error) bool {
+	var te *client.TimeoutError
+	return errors.As(err, &te)
 }
 
 // maxInputRounds bounds how many input_required rounds the gateway answers

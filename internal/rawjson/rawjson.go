@@ -205,8 +205,23 @@ func Set(obj []byte, key string, value []byte) ([]byte, error) {
 
 // SetString is Set with a JSON-encoded string value.
 func SetString(obj []byte, key, value string) ([]byte, error) {
-	v, _ := json.Marshal(value)
-	return Set(obj, key, v)
+	return Set(obj, key, quote(value))
+}
+
+// quote is value as json.Marshal writes it, without its allocations for
+// the common case of a plain name.
+func quote(value string) []byte {
+	for i := 0; i < len(value); i++ {
+		// json.Marshal escapes these (<, >, & as HTML-safe \u escapes).
+		if c := value[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			v, _ := json.Marshal(value)
+			return v
+		}
+	}
+	v := make([]byte, 0, len(value)+2)
+	v = append(v, '"')
+	v = append(v, value...)
+	return append(v, '"')
 }
 
 // Delete returns a copy of obj without key (obj itself when key is absent).

@@ -545,3 +545,13 @@ func FuzzValidScalar(f *testing.F) {
 		}
 	})
 }
+
+// quote writes what json.Marshal writes, fast path or not.
+func TestQuote(t *testing.T) {
+	for _, s := range []string{"", "echo", "up__echo", "a b/c:d", `q"x`, `b\s`, "<b>&", "tab\t", "é", "\u2028", "\x7f", "~"} {
+		want, _ := json.Marshal(s)
+		if got := quote(s); string(got) != string(want) {
+			t.Errorf("quote(%q) = %s, json.Marshal %s", s, got, want)
+		}
+	}
+}
