@@ -229,7 +229,7 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		"Bytes of the upstream's complete lists (tools, prompts, resources, templates) the catalog keeps to answer list requests without asking it (at most 32 MiB per upstream; dropped on list_changed and reconnects).",
 		"upstream")
 	m.listUncached = f.counterVec("upstream_list_uncacheable_total",
-		"Complete list walks the catalog did not keep, by reason: too_large (over the per-upstream bound), private (the upstream marked a page cacheScope private); such lists are asked of the upstream on every request.",
+		"Complete list walks the catalog did not keep, by reason: too_large (over the per-upstream bound), private (the upstream marked a page cacheScope private), unannounced (the upstream declares no listChanged and gave no positive ttlMs); such lists are asked of the upstream on every request.",
 		"upstream", "reason")
 
 	m.reloads = f.counterVec("config_reloads_total", "Configuration reloads, by result (success, failure).", "result")
@@ -592,6 +592,9 @@ func (m *Metrics) Upstream(name string) *Upstream {
 	for i, o := range stderrOutcomeNames {
 		u.stderr[i] = m.stderrLines.WithLabelValues(name, o)
 	}
+	for _, r := range ListUncacheableReasons {
+		m.listUncached.WithLabelValues(name, r)
+	}
 	u.states = make([]prometheus.Gauge, len(States))
 	for i, s := range States {
 		u.states[i] = m.state.WithLabelValues(name, s)
@@ -627,8 +630,11 @@ func (u *Upstream) ListCacheBytes(n int64) {
 	}
 }
 
-// ListUncacheable counts a complete list walk not kept, for reason
-// (too_large, private).
+// ListUncacheableReasons are the reasons of ListUncacheable.
+var ListUncacheableReasons = []string{"too_large", "private", "unannounced"}
+
+// ListUncacheable counts a complete list walk not kept, for reason (one
+// of ListUncacheableReasons).
 func (u *Upstream) ListUncacheable(reason string) {
 	if u != nil {
 		u.m.listUncached.WithLabelValues(u.name, reason).Inc()
