@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -153,7 +154,11 @@ func (b *bench) authPolicy(ctx context.Context) error {
 	for rep := range b.o.reps {
 		for k := range eps {
 			i := (k + rep) % len(eps)
-			if err := b.runOnce(ctx, eps[i], mk(eps[i], b.o.dur), &rows[i], ""); err != nil {
+			prof := ""
+			if b.o.profileDir != "" {
+				prof = filepath.Join(b.o.profileDir, fmt.Sprintf("mcpgw-cpu-auth-%d-r%d.pprof", i, rep))
+			}
+			if err := b.runOnce(ctx, eps[i], mk(eps[i], b.o.dur), &rows[i], prof); err != nil {
 				return err
 			}
 		}
