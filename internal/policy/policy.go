@@ -62,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcpgw/mcpgw/internal/config"
@@ -422,7 +423,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			if !h.deny {
 				break
 			}
-			reason := fmt.Sprintf("denied by rule %d (%s): deny %s", r.index, r.desc, pat.Text)
+			reason := "denied by rule " + strconv.Itoa(r.index) + " (" + r.desc + "): deny " + pat.Text
 			if h.err != nil {
 				reason += fmt.Sprintf(" (the condition failed, so the deny holds: %v)", h.err)
 			}
@@ -451,15 +452,17 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 	var d Decision
 	switch {
 	case allow != nil:
+		// Reasons are concatenated, not formatted: a decision is made for
+		// every call and every listed item.
 		d = Decision{Allowed: true, Rule: allow.index, Pattern: allowPat,
-			Reason: fmt.Sprintf("allowed by rule %d (%s): allow %s", allow.index, allow.desc, allowPat)}
+			Reason: "allowed by rule " + strconv.Itoa(allow.index) + " (" + allow.desc + "): allow " + allowPat}
 	case maybeAllow != nil:
 		d = Decision{Allowed: true, Rule: maybeAllow.index, Pattern: maybePat,
-			Reason: fmt.Sprintf("allowed by rule %d (%s): allow %s, if the call's arguments meet the condition", maybeAllow.index, maybeAllow.desc, maybePat)}
+			Reason: "allowed by rule " + strconv.Itoa(maybeAllow.index) + " (" + maybeAllow.desc + "): allow " + maybePat + ", if the call's arguments meet the condition"}
 	case pol.allowByDefault:
-		d = Decision{Allowed: true, Rule: -1, Reason: fmt.Sprintf("allowed by default: no rule allows or denies %s %s for this principal (default: allow)", kind, name)}
+		d = Decision{Allowed: true, Rule: -1, Reason: "allowed by default: no rule allows or denies " + kind + " " + name + " for this principal (default: allow)"}
 	default:
-		d = Decision{Rule: -1, Reason: fmt.Sprintf("denied by default: no rule allows %s %s for this principal (default: deny)", kind, name)}
+		d = Decision{Rule: -1, Reason: "denied by default: no rule allows " + kind + " " + name + " for this principal (default: deny)"}
 		if len(notes) > 0 {
 			d.Reason += "; " + strings.Join(notes, "; ")
 		}
