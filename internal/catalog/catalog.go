@@ -178,29 +178,37 @@ func (v *View) Canonical(ctx context.Context, kind mcp.Kind, name string) (strin
 // candidates, and a target nothing (visible) has is refused as unknown, so
 // that nothing is left for a later step to resolve differently.
 func (v *View) Pin(ctx context.Context, method string, params json.RawMessage, visible Visible) (json.RawMessage, *jsonrpc.Error) {
+	p, _, jerr := v.PinTarget(ctx, method, params, visible)
+	return p, jerr
+}
+
+// PinTarget is Pin, also returning the target as the pinned params name
+// it ("" when Pin left the params as they were without reading a target),
+// so that the caller need not read it again (one reading of a request).
+func (v *View) PinTarget(ctx context.Context, method string, params json.RawMessage, visible Visible) (json.RawMessage, string, *jsonrpc.Error) {
 	t, ok := mcp.TargetOf(method, params)
 	if !ok || !v.prefixed || t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
-		return params, nil
+		return params, "", nil
 	}
 	s, err := rawjson.GetPath(params, t.Path)
 	if err != nil {
-		return params, nil
+		return params, "", nil
 	}
 	r, ok, jerr := v.resolve(ctx, t.Kind, s, true, visible)
 	if jerr != nil {
-		return nil, jerr
+		return nil, "", jerr
 	}
 	if !ok {
-		return nil, v.unknown(t.Kind, s)
+		return nil, "", v.unknown(t.Kind, s)
 	}
 	e := v.explicit(t.Kind, r)
 	if e == s {
-		return params, nil
+		return params, s, nil
 	}
 	if p, err := rawjson.SetPath(params, t.Path, e); err == nil {
-		return p, nil
+		return p, e, nil
 	}
-	return params, nil
+	return params, s, nil
 }
 
 // External returns the downstream-facing name or URI for an upstream's

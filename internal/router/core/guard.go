@@ -32,14 +32,20 @@ func mustCompileAllowAll() *policy.Policy {
 // target is what a request is about, in policy terms: a tool, a prompt or
 // a resource, by its canonical name on the route (catalog.View.Canonical: a
 // bare name's prefixed one, <upstream>+<uri> for a resource).
-func target(ctx context.Context, rte *Route, msg *jsonrpc.Message) (kind, name string, ok bool) {
+//
+// pinned is the target as pinning read it ("" when it did not): it is not
+// read from the params again.
+func target(ctx context.Context, rte *Route, msg *jsonrpc.Message, pinned string) (kind, name string, ok bool) {
 	t, ok := mcp.TargetOf(msg.Method, msg.Params)
 	if !ok {
 		return "", "", false
 	}
-	name, err := rawjson.GetPath(msg.Params, t.Path)
-	if err != nil {
-		return "", "", false
+	name = pinned
+	if name == "" {
+		var err error
+		if name, err = rawjson.GetPath(msg.Params, t.Path); err != nil {
+			return "", "", false
+		}
 	}
 	if c, err := rte.View.Canonical(ctx, t.Kind, name); err == nil {
 		name = c
@@ -101,7 +107,7 @@ func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Ve
 		msg = inner
 		v.params = msg.Params
 	}
-	pinned, jerr := rte.View.Pin(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
+	pinned, name, jerr := rte.View.PinTarget(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
 		return v
@@ -109,7 +115,7 @@ func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Ve
 	v.params = pinned
 	pm := *msg
 	pm.Params = pinned
-	v.kind, v.name, v.targeted = target(ctx, rte, &pm)
+	v.kind, v.name, v.targeted = target(ctx, rte, &pm, name)
 	if v.kind == string(mcp.KindTask) {
 		// A task: only the principal it was handed to may use it (the host
 		// opens its sealed id), and the tools/call that created it was
