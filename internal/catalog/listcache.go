@@ -298,6 +298,14 @@ func (v *View) cachedPage(kind ListKind, key string) (json.RawMessage, bool) {
 	}
 	for i, name := range v.names {
 		if v.ups[name].currentFull(kind) != mp.from[i] {
+			// Stale: dropped now, so that it holds on to no upstream's
+			// old lists.
+			v.cache.mu.Lock()
+			if v.cache.pages[key] == mp {
+				delete(v.cache.pages, key)
+				v.cache.bytes -= len(mp.out)
+			}
+			v.cache.mu.Unlock()
 			return nil, false
 		}
 	}
