@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/config"
 )
 
 // stats accumulates one row over the alternating repetitions.
@@ -451,8 +453,9 @@ func (b *bench) idleSessions(ctx context.Context) error {
 		return nil
 	}
 	// Room for the warm-up's sessions and the measured ones (the default
-	// sessions.max_sessions is the default -idle).
-	_, _, gw, err := b.startEcho(fmt.Sprintf("sessions:\n  max_sessions: %d\n", b.o.idle+idleWarm+100))
+	// sessions.max_sessions is the default -idle); never below the default,
+	// which max_sessions_per_principal's default must not exceed.
+	_, _, gw, err := b.startEcho(fmt.Sprintf("sessions:\n  max_sessions: %d\n", max(b.o.idle+idleWarm+100, config.DefaultMaxSessions)))
 	if err != nil {
 		return err
 	}
