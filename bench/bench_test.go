@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/policy"
 )
 
 func TestParseStatCPU(t *testing.T) {
@@ -112,5 +115,35 @@ func TestParseFlags(t *testing.T) {
 				t.Fatalf("conc = %v, want %v", o.conc, tc.conc)
 			}
 		})
+	}
+}
+
+// The auth scenario's policy is valid and decides as the scenario needs:
+// its principal's call allowed by the one rule meant for it, others not.
+func TestBenchPolicy(t *testing.T) {
+	src := "upstreams: {st: {url: 'https://up.example.com'}}\nauth: {api_keys: [{name: k, key: s}]}\n" + benchPolicy(policyRules, 500, "st__")
+	cfg, err := config.Parse("bench.yaml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Compile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := policy.Principal{Subject: "alice", Groups: []string{"team500", "team7"}, Claims: map[string]any{"tenant": "acme"}}
+	for _, tc := range []struct {
+		p       policy.Principal
+		name    string
+		allowed bool
+		rule    int
+	}{
+		{alice, "st__echo", true, 500},
+		{alice, "st__admin_x", false, 500},
+		{policy.Principal{Subject: "bob", Groups: []string{"team7"}}, "st__echo", false, -1},
+	} {
+		d := pol.DecideCall(tc.p, "/mcp", policy.KindTool, tc.name, []byte(`{"text":"hello"}`))
+		if d.Allowed != tc.allowed || d.Rule != tc.rule {
+			t.Errorf("%s calling %s: %+v, want allowed %v by rule %d", tc.p.Subject, tc.name, d, tc.allowed, tc.rule)
+		}
 	}
 }

@@ -152,6 +152,7 @@ type load struct {
 	dur       time.Duration
 	calls     int // when > 0, stop after this many calls instead of dur
 	stateless bool
+	bearer    string // when set, sent as Authorization: Bearer
 }
 
 // result is what one run measured.
@@ -189,6 +190,9 @@ func (c *caller) run(ctx context.Context, url string, l load) result {
 				sid = l.sessions[w%len(l.sessions)]
 			}
 			h := headers(sid, l.tool)
+			if l.bearer != "" {
+				h["Authorization"] = []string{"Bearer " + l.bearer}
+			}
 			for ctx.Err() == nil {
 				if l.calls > 0 {
 					if budget.Add(-1) < 0 {

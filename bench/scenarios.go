@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/config"
 )
 
 // stats accumulates one row over the alternating repetitions.
@@ -118,8 +120,9 @@ func fetch(url, path string) {
 }
 
 // startEcho starts the echo upstream, the forwarder in front of it and
-// mcpgw in front of it and of a stdio demo upstream.
-func (b *bench) startEcho() (up, fwd, gw *child, err error) {
+// mcpgw in front of it and of a stdio demo upstream; extra is appended to
+// mcpgw's config.
+func (b *bench) startEcho(extra string) (up, fwd, gw *child, err error) {
 	if up, err = b.start("upstream", roleUpstream, "-big", fmt.Sprint(b.o.bigBytes)); err != nil {
 		return
 	}
@@ -141,7 +144,7 @@ upstreams:
     command: [%q, %q]
 routes:
   - path: /mcp
-`, up.mcpURL, up.mcpURL, exe, roleDemo))
+%s`, up.mcpURL, up.mcpURL, exe, roleDemo, extra))
 	if err != nil {
 		return
 	}
@@ -180,7 +183,7 @@ func (b *bench) echoEndpoints(upstream, mode, tool string, up, fwd, gw *child) [
 // calls is scenario 1: a small tools/call at each concurrency, session
 // count and mode, each row alternating with the others.
 func (b *bench) calls(ctx context.Context) error {
-	up, fwd, gw, err := b.startEcho()
+	up, fwd, gw, err := b.startEcho("")
 	if err != nil {
 		return err
 	}
@@ -442,16 +445,22 @@ func (b *bench) list(ctx context.Context) error {
 }
 
 // idleSessions is scenario 3: the RSS and heap of n idle legacy sessions.
+// idleWarm is how many sessions the idle scenario opens before measuring.
+const idleWarm = 50
+
 func (b *bench) idleSessions(ctx context.Context) error {
 	if !b.want("mcpgw") {
 		return nil
 	}
-	_, _, gw, err := b.startEcho()
+	// Room for the warm-up's sessions and the measured ones (the default
+	// sessions.max_sessions is the default -idle); never below the default,
+	// which max_sessions_per_principal's default must not exceed.
+	_, _, gw, err := b.startEcho(fmt.Sprintf("sessions:\n  max_sessions: %d\n", max(b.o.idle+idleWarm+100, config.DefaultMaxSessions)))
 	if err != nil {
 		return err
 	}
 	url := gw.mcpURL + "/mcp"
-	if _, err := b.openSessions(ctx, url, 50, 8); err != nil { // warm: pools, first-use allocations
+	if _, err := b.openSessions(ctx, url, idleWarm, 8); err != nil { // warm: pools, first-use allocations
 		return err
 	}
 	before, err := gw.sample(true)
@@ -481,7 +490,7 @@ func (b *bench) idleSessions(ctx context.Context) error {
 // call at c=1, then bigCalls at bigConc with the middle process's RSS
 // polled for its peak, and its RSS a little after the load.
 func (b *bench) big(ctx context.Context) error {
-	up, fwd, gw, err := b.startEcho()
+	up, fwd, gw, err := b.startEcho("")
 	if err != nil {
 		return err
 	}

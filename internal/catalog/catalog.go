@@ -76,6 +76,7 @@ type View struct {
 	toolsMode      string
 	toolsThreshold int
 	toolsAlways    []string
+	cache          pageCache // merged pages renamed for the route (listcache.go)
 }
 
 // NewView returns the catalog over the named upstreams (all when names is
@@ -187,29 +188,37 @@ func (v *View) Canonical(ctx context.Context, kind mcp.Kind, name string) (strin
 // candidates, and a target nothing (visible) has is refused as unknown, so
 // that nothing is left for a later step to resolve differently.
 func (v *View) Pin(ctx context.Context, method string, params json.RawMessage, visible Visible) (json.RawMessage, *jsonrpc.Error) {
+	p, _, jerr := v.PinTarget(ctx, method, params, visible)
+	return p, jerr
+}
+
+// PinTarget is Pin, also returning the target as the pinned params name
+// it ("" when Pin left the params as they were without reading a target),
+// so that the caller need not read it again (one reading of a request).
+func (v *View) PinTarget(ctx context.Context, method string, params json.RawMessage, visible Visible) (json.RawMessage, string, *jsonrpc.Error) {
 	t, ok := mcp.TargetOf(method, params)
 	if !ok || !v.prefixed || t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
-		return params, nil
+		return params, "", nil
 	}
 	s, err := rawjson.GetPath(params, t.Path)
 	if err != nil {
-		return params, nil
+		return params, "", nil
 	}
 	r, ok, jerr := v.resolve(ctx, t.Kind, s, true, visible)
 	if jerr != nil {
-		return nil, jerr
+		return nil, "", jerr
 	}
 	if !ok {
-		return nil, v.unknown(t.Kind, s)
+		return nil, "", v.unknown(t.Kind, s)
 	}
 	e := v.explicit(t.Kind, r)
 	if e == s {
-		return params, nil
+		return params, s, nil
 	}
 	if p, err := rawjson.SetPath(params, t.Path, e); err == nil {
-		return p, nil
+		return p, e, nil
 	}
-	return params, nil
+	return params, s, nil
 }
 
 // External returns the downstream-facing name or URI for an upstream's
@@ -552,18 +561,22 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 
 // callReason classifies a call's end for metrics: -1 for a result.
 func callReason(resp *jsonrpc.Message, err error) int {
-	var te *client.TimeoutError
 	switch {
 	case err == nil && resp != nil && resp.Error != nil:
 		return metrics.ReasonErrorResponse
 	case err == nil:
-		return -1
-	case errors.As(err, &te):
+		return -1 // (no errors.As target made: it would escape on every call)
+	case isTimeout(err):
 		return metrics.ReasonTimeout
 	case errors.Is(err, context.Canceled):
 		return metrics.ReasonCancelled
 	}
 	return metrics.ReasonTransport
+}
+
+func isTimeout(err error) bool {
+	var te *client.TimeoutError
+	return errors.As(err, &te)
 }
 
 // maxInputRounds bounds how many input_required rounds the gateway answers

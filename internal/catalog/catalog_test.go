@@ -468,6 +468,10 @@ func TestBareNames(t *testing.T) {
 			if want, _ := rawjson.SetString(params, "name", canonical); string(pinned) != string(want) {
 				t.Errorf("pinned %s, want %s", pinned, want)
 			}
+			// PinTarget hands back the name the pinned params carry.
+			if p2, name, jerr := v.PinTarget(ctx, tc.method, params, tc.visible); jerr != nil || string(p2) != string(pinned) || name != canonical {
+				t.Errorf("PinTarget = %s, %q, %v; want %s, %q", p2, name, jerr, pinned, canonical)
+			}
 			if tc.visible == nil {
 				if c, err := v.Canonical(ctx, kindOf(tc.method), tc.target); err != nil || c != canonical {
 					t.Errorf("Canonical(%q) = %q, %v; want %q", tc.target, c, err, canonical)

@@ -23,6 +23,7 @@ import (
 // handlers for the routed methods. It speaks 2025-11-25 with initialize.
 type fakeUpstream struct {
 	pageSize                             int
+	noListChanged                        bool   // declare no tools/prompts listChanged
 	handleList                           string // members added to every list result
 	handle                               func(method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
 	mu                                   sync.Mutex
@@ -48,11 +49,15 @@ func (f *fakeUpstream) capabilities() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var caps []string
+	announce := `{"listChanged":true}`
+	if f.noListChanged {
+		announce = `{}`
+	}
 	if len(f.tools) > 0 {
-		caps = append(caps, `"tools":{}`)
+		caps = append(caps, `"tools":`+announce)
 	}
 	if len(f.prompts) > 0 {
-		caps = append(caps, `"prompts":{}`)
+		caps = append(caps, `"prompts":`+announce)
 	}
 	if len(f.resources) > 0 || len(f.templates) > 0 {
 		caps = append(caps, `"resources":{"listChanged":true}`)
@@ -188,9 +193,18 @@ func (t *memTransport) Close() error {
 // are connected.
 func fakeHost(t testing.TB, ups map[string]*fakeUpstream) *host.Host {
 	t.Helper()
+	return fakeHostWith(t, ups, nil)
+}
+
+// fakeHostWith is fakeHost with each upstream's config changed by mod.
+func fakeHostWith(t testing.TB, ups map[string]*fakeUpstream, mod func(name string, u *config.Upstream)) *host.Host {
+	t.Helper()
 	cfg := &config.Config{Separator: "__", Upstreams: map[string]*config.Upstream{}}
 	for name := range ups {
 		cfg.Upstreams[name] = &config.Upstream{Protocol: "legacy", Timeout: config.Duration(10 * time.Second)}
+		if mod != nil {
+			mod(name, cfg.Upstreams[name])
+		}
 	}
 	h := host.New(cfg, host.Options{Transport: func(name string) (client.Transport, error) {
 		up := ups[name]

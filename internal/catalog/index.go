@@ -273,5 +273,8 @@ func Changed(h *host.Host, upstream, method string) {
 	case mcp.NotificationResourcesChanged:
 		u.lists.invalidate(Resources.Method)
 		u.lists.invalidate(ResourceTemplates.Method)
+	default:
+		return
 	}
+	u.bump() // listcache.go: any list's change may rename what the others show
 }

@@ -106,8 +106,9 @@ func (v *View) List(ctx context.Context, kind ListKind, params json.RawMessage) 
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage(`{}`)
 	}
-	start, upCursor := 0, ""
+	start, upCursor, downCursor := 0, "", ""
 	if s, ok := rawjson.GetString(params, "cursor"); ok {
+		downCursor = s
 		c, err := decodeCursor(kind, s)
 		if err != nil {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%v", err)
@@ -118,6 +119,16 @@ func (v *View) List(ctx context.Context, kind ListKind, params json.RawMessage) 
 		}
 		upCursor = c.Cursor
 	}
+	// A request for nothing but a page is the same for every caller: a
+	// page merged before from the same upstream lists is the answer
+	// (listcache.go).
+	shared := shareableParams(params)
+	key := pageKey(kind, downCursor)
+	if shared {
+		if out, ok := v.cachedPage(kind, key); ok {
+			return out, nil
+		}
+	}
 	ups := v.names[start:]
 	// Taken before listing: a change announced meanwhile leaves what this
 	// list feeds the index marked stale.
@@ -127,7 +138,10 @@ func (v *View) List(ctx context.Context, kind ListKind, params json.RawMessage) 
 	}
 	// The first page of every upstream at once: a page that fills needs
 	// them all, and then costs the slowest upstream's time, not the sum.
+	// Each from the upstream's cached complete list where there is one.
 	first := make([]page, len(ups))
+	fulls := make([]*fullList, len(ups))
+	live := make([]bool, len(ups)) // some page was asked of the upstream itself
 	all := make([]int, len(ups))
 	for i := range all {
 		all[i] = i
@@ -137,7 +151,15 @@ func (v *View) List(ctx context.Context, kind ListKind, params json.RawMessage) 
 		if i == 0 {
 			cur = upCursor
 		}
-		first[i] = v.fetchPage(ctx, kind, ups[i], params, cur)
+		u := v.ups[ups[i]]
+		if shared {
+			fulls[i] = u.fullListing(ctx, kind)
+		}
+		if p, ok := fulls[i].page(cur); ok {
+			first[i] = p
+			return
+		}
+		first[i], live[i] = u.fetchPage(ctx, kind, params, cur), true
 	})
 
 	type part struct {
@@ -183,7 +205,13 @@ fill:
 				break fill
 			}
 			cur = p.next
-			p = v.fetchPage(ctx, kind, name, params, cur)
+			// Cached or not, pages count alike: the pages a client sees
+			// are the same whether the cache is warm.
+			if q, ok := fulls[i].page(cur); ok {
+				p = q
+			} else {
+				p, live[i] = v.ups[name].fetchPage(ctx, kind, params, cur), true
+			}
 			fetched++
 		}
 		if n >= v.pageSize {
@@ -240,12 +268,25 @@ fill:
 	if err != nil {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: could not page %s: %v", kind.Method, err)
 	}
+	if shared && !slices.Contains(live, true) {
+		v.keepMerged(kind, key, start, fulls, out)
+	}
 	return out, nil
 }
 
-// fetchPage asks one upstream for one page of kind.
-func (v *View) fetchPage(ctx context.Context, kind ListKind, name string, params json.RawMessage, upCursor string) page {
-	u := v.ups[name]
+// keepMerged keeps a page merged wholly from cached lists (fulls, of the
+// upstreams from start on), if every upstream's current list is still
+// the one it used: a change meanwhile leaves it unkept.
+func (v *View) keepMerged(kind ListKind, key string, start int, fulls []*fullList, out json.RawMessage) {
+	from, ok := v.snapshot(kind)
+	if !ok || !slices.Equal(from[start:], fulls) {
+		return
+	}
+	v.keepPage(key, from, out)
+}
+
+// fetchPage asks the upstream for one page of kind.
+func (u *upstreamState) fetchPage(ctx context.Context, kind ListKind, params json.RawMessage, upCursor string) page {
 	c, err := u.ListClient(ctx)
 	if err != nil {
 		u.Logger().Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))

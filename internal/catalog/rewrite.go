@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -100,6 +101,13 @@ func (v *View) renamePath(ctx context.Context, upstream string, obj []byte, path
 
 // rewriteResult names the URIs of a routed request's result.
 func (v *View) rewriteResult(ctx context.Context, method, upstream string, res []byte) ([]byte, error) {
+	if method != mcp.MethodResourcesRead && !bytes.Contains(res, []byte("resource")) && !bytes.Contains(res, []byte(`\u`)) {
+		// Nothing to name: every URI renamed in a call's or a prompt's
+		// result sits in a resource_link or resource block or a
+		// resourceUri member, and the one way to spell those without the
+		// word is a \u escape.
+		return res, nil
+	}
 	switch method {
 	case mcp.MethodResourcesRead:
 		out, _, err := editArray(res, "contents", func(it []byte) ([]byte, bool, error) {

@@ -15,7 +15,12 @@
 // Extension, so it lives and is dropped with them.
 package catalog
 
-import "github.com/mcpgw/mcpgw/internal/host"
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/host"
+)
 
 // upstreamState is the catalog's side of one host upstream: the upstream
 // itself, and what the catalog indexes of it.
@@ -23,11 +28,17 @@ type upstreamState struct {
 	*host.Upstream
 	schemas toolSchemas
 	lists   listCache // prompts, resources and templates it lists (index.go)
+	full    fullLists // its complete lists, to answer list requests (listcache.go)
+	ver     atomic.Uint64
+	clock   func() time.Time // nil: time.Now (ttlMs of cached lists)
 }
 
-// ConnectionChanged drops the cached tool definitions: a new connection may
-// offer other tools (the host calls it on every change of state).
-func (u *upstreamState) ConnectionChanged() { u.schemas.invalidate() }
+// ConnectionChanged drops the cached tool definitions and lists: a new
+// connection may offer others (the host calls it on every change of state).
+func (u *upstreamState) ConnectionChanged() {
+	u.schemas.invalidate()
+	u.bump()
+}
 
 // stateOf is the catalog's state of u, made on first use.
 func stateOf(u *host.Upstream) *upstreamState {

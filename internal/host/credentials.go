@@ -111,6 +111,11 @@ func (u *Upstream) ActsForCaller() bool {
 	return k == credentials.KindExchanged || k == credentials.KindPerUser
 }
 
+// ListsActForCaller reports whether the upstream's lists go through the
+// caller's own connection (it acts for callers and has no shared one), so
+// that what one caller is shown is no other caller's.
+func (u *Upstream) ListsActForCaller() bool { return u.onDemand() }
+
 // onDemand reports whether the upstream has no shared connection: it acts
 // for callers and has no credential of its own to open one with.
 func (u *Upstream) onDemand() bool {

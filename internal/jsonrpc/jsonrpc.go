@@ -194,11 +194,27 @@ func Encode(m *Message) ([]byte, error) {
 // appendString appends s as a JSON string without HTML escaping, so error
 // messages stay readable ("<upstream>", not "\u003cupstream\u003e").
 func appendString(b []byte, s string) []byte {
+	if plainASCII(s) { // method names and most messages: nothing to escape
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)
 	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
+}
+
+// plainASCII reports whether s is printable ASCII without a quote or a
+// backslash: JSON that quotes it as it is.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrBatch is returned by Parse for a JSON array: batches were removed from

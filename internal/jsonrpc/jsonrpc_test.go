@@ -433,3 +433,17 @@ func assertSameMessage(t *testing.T, want, got *Message) {
 		}
 	}
 }
+
+// appendString quotes as a JSON encoder without HTML escaping does, fast
+// path or not.
+func TestAppendString(t *testing.T) {
+	for _, s := range []string{"", "tools/call", "<upstream> & co", `q"x`, `b\s`, "tab\t", "é", "\u2028", "\x7f"} {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(s)
+		if got, want := string(appendString(nil, s)), strings.TrimSuffix(buf.String(), "\n"); got != want {
+			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}

@@ -145,6 +145,8 @@ type Metrics struct {
 	breakerOpens   *prometheus.CounterVec
 	stderrLines    *prometheus.CounterVec
 	stderrProbe    *prometheus.CounterVec
+	listCache      *prometheus.GaugeVec
+	listUncached   *prometheus.CounterVec
 	upMu           sync.Mutex
 	upstreams      map[string]*Upstream
 
@@ -223,6 +225,13 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	m.stderrProbe = f.counterVec("upstream_stderr_probe_lines_total",
 		"Stderr lines written while a child answered the gateway's server/discover probe: logged at debug and kept out of the 'last stderr' of error messages (also counted in upstream_stderr_lines_total).",
 		"upstream")
+
+	m.listCache = f.gaugeVec("upstream_list_cache_bytes",
+		"Bytes of the upstream's complete lists (tools, prompts, resources, templates) the catalog keeps to answer list requests without asking it (at most 32 MiB per upstream; dropped on list_changed and reconnects).",
+		"upstream")
+	m.listUncached = f.counterVec("upstream_list_uncacheable_total",
+		"Complete list walks the catalog did not keep, by reason: too_large (over the per-upstream bound), private (the upstream marked a page cacheScope private), unannounced (the upstream declares no listChanged and gave no positive ttlMs); such lists are asked of the upstream on every request.",
+		"upstream", "reason")
 
 	m.reloads = f.counterVec("config_reloads_total", "Configuration reloads, by result (success, failure).", "result")
 	m.reloads.WithLabelValues("success")
@@ -580,9 +589,13 @@ func (m *Metrics) Upstream(name string) *Upstream {
 		inflight:          m.inflight.WithLabelValues(name),
 		up:                m.up.WithLabelValues(name),
 		stderrProbe:       m.stderrProbe.WithLabelValues(name),
+		listCache:         m.listCache.WithLabelValues(name),
 	}
 	for i, o := range stderrOutcomeNames {
 		u.stderr[i] = m.stderrLines.WithLabelValues(name, o)
+	}
+	for _, r := range ListUncacheableReasons {
+		m.listUncached.WithLabelValues(name, r)
 	}
 	u.states = make([]prometheus.Gauge, len(States))
 	for i, s := range States {
@@ -609,6 +622,25 @@ type Upstream struct {
 	errors            [numReasons]lazy[prometheus.Counter]
 	stderr            [numStderrOutcomes]prometheus.Counter
 	stderrProbe       prometheus.Counter
+	listCache         prometheus.Gauge
+}
+
+// ListCacheBytes sets the bytes of the upstream's lists the catalog keeps.
+func (u *Upstream) ListCacheBytes(n int64) {
+	if u != nil {
+		u.listCache.Set(float64(n))
+	}
+}
+
+// ListUncacheableReasons are the reasons of ListUncacheable.
+var ListUncacheableReasons = []string{"too_large", "private", "unannounced"}
+
+// ListUncacheable counts a complete list walk not kept, for reason (one
+// of ListUncacheableReasons).
+func (u *Upstream) ListUncacheable(reason string) {
+	if u != nil {
+		u.m.listUncached.WithLabelValues(u.name, reason).Inc()
+	}
 }
 
 // StderrLine counts one stderr line of a stdio child by outcome (a Stderr*

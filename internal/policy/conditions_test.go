@@ -201,6 +201,12 @@ func TestParseArguments(t *testing.T) {
 		`[]`: false, `"x"`: false, `{"a":1,"a":2}`: false, `{"a":{"b":1,"b":1}}`: false,
 		`{"a":1}x`: false, `{"a":`: false, `{"n":1e999}`: false,
 		`{"a":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`: false,
+		// The nesting bound: maxJSONDepth levels below the object, no more.
+		`{"a":` + strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth) + `}`:     true,
+		`{"a":` + strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1) + `}`: false,
+		`{"a":"\u00e9","b":[1.5,-2e3,true,false,null]}`:                                           true,
+		`{"a\u0062":1,"ab":2}`: false, // the same key, escaped
+		`{"a":1,}`:             false,
 	} {
 		_, err := parseArguments(json.RawMessage(in))
 		if (err == nil) != ok {

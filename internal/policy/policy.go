@@ -62,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcpgw/mcpgw/internal/config"
@@ -160,6 +161,7 @@ type Policy struct {
 	allowByDefault bool
 	rules          []rule
 	toolScopes     []toolScope
+	index          ruleIndex // which rules can bear on a decision (index.go)
 }
 
 type rule struct {
@@ -264,6 +266,7 @@ func Compile(pol *config.Policy) (*Policy, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	p.index = buildIndex(p.rules)
 	return p, nil
 }
 
@@ -352,6 +355,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			if call {
 				in.Arguments, argErr = parseArguments(rawArgs)
 			}
+			in.Memoize() // every rule's condition sees the same variables
 		}
 		if !call {
 			res, err := r.when.EvalWithoutArguments(*in)
@@ -393,7 +397,8 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			notes = append(notes, fmt.Sprintf("rule %d's condition failed: %v", r.index, o.err))
 		}
 	}
-	for i := range pol.rules {
+	var buf [64]int32
+	for _, i := range pol.index.candidates(buf[:0], p, route, name) {
 		r := &pol.rules[i]
 		if !r.applies(p, route) {
 			continue
@@ -418,7 +423,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			if !h.deny {
 				break
 			}
-			reason := fmt.Sprintf("denied by rule %d (%s): deny %s", r.index, r.desc, pat.Text)
+			reason := "denied by rule " + strconv.Itoa(r.index) + " (" + r.desc + "): deny " + pat.Text
 			if h.err != nil {
 				reason += fmt.Sprintf(" (the condition failed, so the deny holds: %v)", h.err)
 			}
@@ -447,15 +452,17 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 	var d Decision
 	switch {
 	case allow != nil:
+		// Reasons are concatenated, not formatted: a decision is made for
+		// every call and every listed item.
 		d = Decision{Allowed: true, Rule: allow.index, Pattern: allowPat,
-			Reason: fmt.Sprintf("allowed by rule %d (%s): allow %s", allow.index, allow.desc, allowPat)}
+			Reason: "allowed by rule " + strconv.Itoa(allow.index) + " (" + allow.desc + "): allow " + allowPat}
 	case maybeAllow != nil:
 		d = Decision{Allowed: true, Rule: maybeAllow.index, Pattern: maybePat,
-			Reason: fmt.Sprintf("allowed by rule %d (%s): allow %s, if the call's arguments meet the condition", maybeAllow.index, maybeAllow.desc, maybePat)}
+			Reason: "allowed by rule " + strconv.Itoa(maybeAllow.index) + " (" + maybeAllow.desc + "): allow " + maybePat + ", if the call's arguments meet the condition"}
 	case pol.allowByDefault:
-		d = Decision{Allowed: true, Rule: -1, Reason: fmt.Sprintf("allowed by default: no rule allows or denies %s %s for this principal (default: allow)", kind, name)}
+		d = Decision{Allowed: true, Rule: -1, Reason: "allowed by default: no rule allows or denies " + kind + " " + name + " for this principal (default: allow)"}
 	default:
-		d = Decision{Rule: -1, Reason: fmt.Sprintf("denied by default: no rule allows %s %s for this principal (default: deny)", kind, name)}
+		d = Decision{Rule: -1, Reason: "denied by default: no rule allows " + kind + " " + name + " for this principal (default: deny)"}
 		if len(notes) > 0 {
 			d.Reason += "; " + strings.Join(notes, "; ")
 		}
@@ -477,6 +484,13 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 		}
 	}
 	return d
+}
+
+// AllowsAll reports whether the policy allows every name to everyone: no
+// rules, no tool_scopes, default allow (the policy of a config without a
+// policy: section). Callers skip per-item filtering for it.
+func (pol *Policy) AllowsAll() bool {
+	return pol != nil && pol.allowByDefault && len(pol.rules) == 0 && len(pol.toolScopes) == 0
 }
 
 // RequiredScopes returns the scopes policy.tool_scopes requires for the

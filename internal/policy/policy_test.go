@@ -127,12 +127,15 @@ func TestDefaults(t *testing.T) {
 		name, yaml string
 		noAuth     bool
 		allowed    bool
+		allowsAll  bool // AllowsAll: lists need no filtering
 	}{
-		{"explicit allow", "policy: {default: allow}", false, true},
-		{"explicit deny", "policy: {default: deny}", false, false},
-		{"auth configured, default unset", "policy: {rules: [{match: {groups: [x]}, allow: [y]}]}", false, false},
-		{"auth configured, no policy section", "", false, false},
-		{"no auth, no policy section", "", true, true},
+		{"explicit allow", "policy: {default: allow}", false, true, true},
+		{"explicit deny", "policy: {default: deny}", false, false, false},
+		{"auth configured, default unset", "policy: {rules: [{match: {groups: [x]}, allow: [y]}]}", false, false, false},
+		{"auth configured, no policy section", "", false, false, false},
+		{"no auth, no policy section", "", true, true, true},
+		{"allow with a rule", "policy: {default: allow, rules: [{deny: [y]}]}", false, true, false},
+		{"allow with tool scopes", "policy: {default: allow, tool_scopes: {'github__*': [repo]}}", true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := "upstreams: {github: {url: 'https://x.example.com'}}\n"
@@ -150,6 +153,9 @@ func TestDefaults(t *testing.T) {
 			d := pol.Decide(Principal{}, "/mcp", KindTool, "github__x")
 			if d.Allowed != tc.allowed || d.Rule != -1 {
 				t.Errorf("Decide = %+v, want allowed %v by default", d, tc.allowed)
+			}
+			if got := pol.AllowsAll(); got != tc.allowsAll {
+				t.Errorf("AllowsAll = %v, want %v", got, tc.allowsAll)
 			}
 		})
 	}

@@ -41,3 +41,25 @@ func BenchmarkGetBigResult(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGetPastScalars is a Get that skips a member full of numbers and
+// literals (tool schemas: "minimum": 0, "additionalProperties": false).
+func BenchmarkGetPastScalars(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"tools":[`)
+	for i := range 1000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"name":"t","inputSchema":{"type":"object","minimum":0,"maximum":1.5e3,"required":true,"additionalProperties":false,"default":null}}`)
+	}
+	sb.WriteString(`],"nextCursor":"x"}`)
+	obj := []byte(sb.String())
+	b.ReportAllocs()
+	b.SetBytes(int64(len(obj)))
+	for b.Loop() {
+		if _, ok := Get(obj, "nextCursor"); !ok {
+			b.Fatal("no nextCursor")
+		}
+	}
+}

@@ -205,8 +205,23 @@ func Set(obj []byte, key string, value []byte) ([]byte, error) {
 
 // SetString is Set with a JSON-encoded string value.
 func SetString(obj []byte, key, value string) ([]byte, error) {
-	v, _ := json.Marshal(value)
-	return Set(obj, key, v)
+	return Set(obj, key, quote(value))
+}
+
+// quote is value as json.Marshal writes it, without its allocations for
+// the common case of a plain name.
+func quote(value string) []byte {
+	for i := 0; i < len(value); i++ {
+		// json.Marshal escapes these (<, >, & as HTML-safe \u escapes).
+		if c := value[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			v, _ := json.Marshal(value)
+			return v
+		}
+	}
+	v := make([]byte, 0, len(value)+2)
+	v = append(v, '"')
+	v = append(v, value...)
+	return append(v, '"')
 }
 
 // Delete returns a copy of obj without key (obj itself when key is absent).
@@ -404,6 +419,51 @@ func skipString(b []byte, i int) (int, error) {
 	return 0, syntaxErr(i, "unterminated string")
 }
 
+// validScalar reports whether s is exactly one JSON literal or number, as
+// json.Valid would (without its scanner: this runs for every number and
+// literal a skip passes).
+func validScalar(s []byte) bool {
+	switch string(s) {
+	case "true", "false", "null":
+		return true
+	}
+	j := 0
+	if j < len(s) && s[j] == '-' {
+		j++
+	}
+	digits := func() bool {
+		k := j
+		for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+			j++
+		}
+		return j > k
+	}
+	switch {
+	case j < len(s) && s[j] == '0':
+		j++
+	case j < len(s) && '1' <= s[j] && s[j] <= '9':
+		digits()
+	default:
+		return false
+	}
+	if j < len(s) && s[j] == '.' {
+		j++
+		if !digits() {
+			return false
+		}
+	}
+	if j < len(s) && (s[j] == 'e' || s[j] == 'E') {
+		j++
+		if j < len(s) && (s[j] == '+' || s[j] == '-') {
+			j++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	return j == len(s)
+}
+
 // maxNesting is json.Valid's nesting limit, so that skipValue accepts
 // exactly what it did when it called json.Valid.
 const maxNesting = 10000
@@ -453,7 +513,7 @@ func skipNested(b []byte, i, depth int) (int, error) {
 			for end < len(b) && !isSpace(b[end]) && b[end] != ',' && b[end] != '}' && b[end] != ']' {
 				end++
 			}
-			if end == j || !json.Valid(b[j:end]) {
+			if !validScalar(b[j:end]) {
 				err = errBadValue
 			}
 		}
@@ -506,7 +566,7 @@ func skipValue(b []byte, i int) (int, error) {
 		for j < len(b) && !isSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
 			j++
 		}
-		if j == i || !json.Valid(b[i:j]) {
+		if !validScalar(b[i:j]) {
 			return 0, syntaxErr(i, "invalid literal")
 		}
 		return j, nil

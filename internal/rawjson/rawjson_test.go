@@ -521,3 +521,37 @@ func TestGetNestedValidation(t *testing.T) {
 		}
 	}
 }
+
+// validScalar accepts exactly the literals and numbers json.Valid accepts
+// (its callers pass spans without whitespace).
+func TestValidScalar(t *testing.T) {
+	for _, s := range []string{
+		"true", "false", "null", "0", "-0", "1", "-12", "1.5", "0.25e10", "1E+2", "1e-2", "123456789012345678901234567890",
+		"", "-", "tru", "truex", "nul", "01", "1.", ".5", "1e", "1e+", "+1", "0x1", "1.5.2", "--1", "NaN", "Infinity", "-a",
+	} {
+		if got, want := validScalar([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("validScalar(%q) = %v, json.Valid says %v", s, got, want)
+		}
+	}
+}
+
+func FuzzValidScalar(f *testing.F) {
+	for _, s := range []string{"0", "-1.5e3", "true", "01", "1e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := validScalar([]byte(s)), json.Valid([]byte(s)) && !strings.ContainsAny(s, " \t\r\n\"[{"); got != want {
+			t.Errorf("validScalar(%q) = %v, want %v", s, got, want)
+		}
+	})
+}
+
+// quote writes what json.Marshal writes, fast path or not.
+func TestQuote(t *testing.T) {
+	for _, s := range []string{"", "echo", "up__echo", "a b/c:d", `q"x`, `b\s`, "<b>&", "tab\t", "é", "\u2028", "\x7f", "~"} {
+		want, _ := json.Marshal(s)
+		if got := quote(s); string(got) != string(want) {
+			t.Errorf("quote(%q) = %s, json.Marshal %s", s, got, want)
+		}
+	}
+}

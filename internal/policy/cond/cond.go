@@ -37,7 +37,9 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -90,7 +92,22 @@ type Input struct {
 	// encoding/json decodes into any). Nil with EvalOptions.Unknown means
 	// unknown; nil otherwise means none (an empty map).
 	Arguments map[string]any
+
+	memo *memo // Memoize: the variables, made once for every condition
 }
+
+// memo holds the variables made from an Input, so that the conditions of
+// several rules judged for one decision share them.
+type memo struct {
+	full, partial         any
+	fullErr, partialErr   error
+	fullDone, partialDone bool
+}
+
+// Memoize makes the Input build its CEL variables once, for every
+// condition it is then evaluated with (copies of it share them). Set
+// every field first; do not change them after.
+func (in *Input) Memoize() { in.memo = &memo{} }
 
 // Result of evaluating a condition without the call's arguments.
 type Result int
@@ -118,6 +135,10 @@ type Condition struct {
 	full     cel.Program // every variable known: calls
 	partial  cel.Program // arguments unknown: lists
 	usesArgs bool
+	// loops: the expression has a comprehension (all, exists, map,
+	// filter), the only place CEL checks EvalTimeout; without one the
+	// cost limit bounds it and no timer is needed.
+	loops bool
 }
 
 // String returns the expression as written.
@@ -199,6 +220,7 @@ func Compile(src string) (*Condition, error) {
 		return nil, &CompileError{[]Issue{{Msg: err.Error()}}}
 	}
 	c.usesArgs = mentions(ast, "arguments")
+	c.loops = len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
 	return c, nil
 }
 
@@ -210,6 +232,63 @@ func mentions(ast *cel.Ast, v string) bool {
 		}
 	}
 	return false
+}
+
+// fullVars are the variables of a call, made once when memoized.
+func (in Input) fullVars() (any, error) {
+	m := in.memo
+	if m == nil {
+		return in.vars(true)
+	}
+	if !m.fullDone {
+		m.full, m.fullErr = in.vars(true)
+		m.fullDone = true
+	}
+	return m.full, m.fullErr
+}
+
+// partialVars are the variables of a list (arguments unknown), made once
+// when memoized; the Result says how a failure to make them counts.
+func (in Input) partialVars(e *cel.Env) (any, Result, error) {
+	m := in.memo
+	if m == nil {
+		m = &memo{}
+	}
+	if !m.partialDone {
+		m.partialDone = true
+		vars, err := in.vars(false)
+		if err != nil {
+			m.partialErr = claimsError{err}
+		} else if m.partial, err = e.PartialVars(vars); err != nil {
+			m.partial, m.partialErr = nil, err
+		}
+	}
+	if m.partial == nil {
+		if _, bad := m.partialErr.(claimsError); bad {
+			return nil, Error, m.partialErr // the same for every call
+		}
+		return nil, Unknown, m.partialErr
+	}
+	return m.partial, 0, nil
+}
+
+// claimsError marks variables that could not be made (principal.claims
+// that CEL cannot be given): every evaluation fails alike.
+type claimsError struct{ err error }
+
+func (e claimsError) Error() string { return e.err.Error() }
+func (e claimsError) Unwrap() error { return e.err }
+
+// eval runs prog on vars, under EvalTimeout where the expression loops.
+func (c *Condition) eval(prog cel.Program, vars any) (ref.Val, error) {
+	if !c.loops {
+		val, _, err := prog.Eval(vars)
+		return val, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
+	defer cancel()
+	val, _, err := prog.ContextEval(ctx, vars)
+	return val, err
 }
 
 func (in Input) vars(withArgs bool) (map[string]any, error) {
@@ -238,13 +317,11 @@ func (in Input) vars(withArgs bool) (map[string]any, error) {
 // Eval evaluates the condition for a call: true or false, or an error
 // (a missing key, a type mismatch at run time, a cost or time limit).
 func (c *Condition) Eval(in Input) (bool, error) {
-	vars, err := in.vars(true)
+	vars, err := in.fullVars()
 	if err != nil {
 		return false, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
-	defer cancel()
-	val, _, err := c.full.ContextEval(ctx, vars)
+	val, err := c.eval(c.full, vars)
 	if err != nil {
 		return false, err
 	}
@@ -264,17 +341,11 @@ func (c *Condition) EvalWithoutArguments(in Input) (Result, error) {
 	if err != nil {
 		return Unknown, err
 	}
-	vars, err := in.vars(false)
-	if err != nil {
-		return Error, err // the same for every call
+	act, res, err := in.partialVars(e)
+	if act == nil {
+		return res, err
 	}
-	act, err := e.PartialVars(vars)
-	if err != nil {
-		return Unknown, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
-	defer cancel()
-	val, _, err := c.partial.ContextEval(ctx, act)
+	val, err := c.eval(c.partial, act)
 	switch {
 	case err != nil && resourceLimit(err):
 		return Unknown, err

@@ -89,6 +89,9 @@ type Glob struct {
 	segs     []seg
 	trailing bool
 	valid    bool
+	// prefix is the literal text every match begins with (up to the first
+	// star or "?"): a cheap first test, and what policy indexes rules by.
+	prefix string
 }
 
 // seg is a literal run (with single-character wildcards) preceded by a star
@@ -144,8 +147,25 @@ func Compile(s string) (Glob, error) {
 	}
 	flush()
 	g.trailing = pendingStar
+	if len(g.segs) > 0 && !g.segs[0].star {
+		var lit []rune
+		for j, r := range g.segs[0].text {
+			if g.segs[0].any[j] {
+				break
+			}
+			lit = append(lit, r)
+		}
+		g.prefix = string(lit)
+	}
 	return g, nil
 }
+
+// LiteralPrefix is the literal text every name the glob matches begins
+// with ("github__" for "github__*"; "" for "*x").
+func (g Glob) LiteralPrefix() string { return g.prefix }
+
+// LiteralPrefix is the glob's literal prefix (the kind prefix aside).
+func (p Pattern) LiteralPrefix() string { return p.glob.prefix }
 
 // MustCompile is Compile for patterns known to be valid; it panics otherwise.
 func MustCompile(s string) Glob {
@@ -158,7 +178,7 @@ func MustCompile(s string) Glob {
 
 // Match reports whether the glob matches all of name.
 func (g Glob) Match(name string) bool {
-	if !g.valid {
+	if !g.valid || !strings.HasPrefix(name, g.prefix) {
 		return false
 	}
 	rs := []rune(name)

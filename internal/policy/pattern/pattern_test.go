@@ -132,3 +132,29 @@ func FuzzGlob(f *testing.F) {
 		}
 	})
 }
+
+func TestLiteralPrefix(t *testing.T) {
+	for glob, want := range map[string]string{
+		"github__*":        "github__",
+		"github__create_*": "github__create_",
+		"exact":            "exact",
+		"*":                "",
+		"*x":               "",
+		"ab?cd*":           "ab",
+		`a\*b*`:            "a*b",
+		"fs+file:///pub/*": "fs+file:///pub/",
+		"héllo*":           "héllo",
+		"?":                "",
+	} {
+		g := MustCompile(glob)
+		if got := g.LiteralPrefix(); got != want {
+			t.Errorf("LiteralPrefix(%q) = %q, want %q", glob, got, want)
+		}
+		// Every name the glob matches begins with it.
+		for _, name := range []string{want, want + "x", "x" + want, want + "/y"} {
+			if g.Match(name) && !strings.HasPrefix(name, want) {
+				t.Errorf("%q matches %q, which does not begin with %q", glob, name, want)
+			}
+		}
+	}
+}

@@ -32,14 +32,20 @@ func mustCompileAllowAll() *policy.Policy {
 // target is what a request is about, in policy terms: a tool, a prompt or
 // a resource, by its canonical name on the route (catalog.View.Canonical: a
 // bare name's prefixed one, <upstream>+<uri> for a resource).
-func target(ctx context.Context, rte *Route, msg *jsonrpc.Message) (kind, name string, ok bool) {
+//
+// pinned is the target as pinning read it ("" when it did not): it is not
+// read from the params again.
+func target(ctx context.Context, rte *Route, msg *jsonrpc.Message, pinned string) (kind, name string, ok bool) {
 	t, ok := mcp.TargetOf(msg.Method, msg.Params)
 	if !ok {
 		return "", "", false
 	}
-	name, err := rawjson.GetPath(msg.Params, t.Path)
-	if err != nil {
-		return "", "", false
+	name = pinned
+	if name == "" {
+		var err error
+		if name, err = rawjson.GetPath(msg.Params, t.Path); err != nil {
+			return "", "", false
+		}
 	}
 	if c, err := rte.View.Canonical(ctx, t.Kind, name); err == nil {
 		name = c
@@ -50,10 +56,11 @@ func target(ctx context.Context, rte *Route, msg *jsonrpc.Message) (kind, name s
 // visibleTo is what the policy lets the caller see on rte, for resolving
 // bare names and shared URIs among it (catalog.View.Pin); nil: everything.
 func visibleTo(ctx context.Context, rte *Route) catalog.Visible {
-	pol, p := rte.Gen.Policy, policyPrincipal(ctx)
-	if pol == nil {
+	pol := rte.Gen.Policy
+	if pol == nil || pol.AllowsAll() {
 		return nil
 	}
+	p := policyPrincipal(ctx)
 	return func(kind mcp.Kind, name string) bool { return pol.Decide(p, rte.Path, string(kind), name).Listed() }
 }
 
@@ -100,7 +107,7 @@ func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Ve
 		msg = inner
 		v.params = msg.Params
 	}
-	pinned, jerr := rte.View.Pin(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
+	pinned, name, jerr := rte.View.PinTarget(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
 		return v
@@ -108,7 +115,7 @@ func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Ve
 	v.params = pinned
 	pm := *msg
 	pm.Params = pinned
-	v.kind, v.name, v.targeted = target(ctx, rte, &pm)
+	v.kind, v.name, v.targeted = target(ctx, rte, &pm, name)
 	if v.kind == string(mcp.KindTask) {
 		// A task: only the principal it was handed to may use it (the host
 		// opens its sealed id), and the tools/call that created it was
@@ -241,8 +248,8 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 func (c *Core) listFilter(ctx context.Context, rte *Route, method string) func(kind, name string, item []byte) bool {
 	g := rte.Gen
 	pol := g.Policy
-	if pol == nil && g.Pinner == nil {
-		return nil
+	if (pol == nil || pol.AllowsAll()) && g.Pinner == nil {
+		return nil // every item is kept: no pass over the list
 	}
 	if pol == nil {
 		pol = allowAll

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -167,15 +168,29 @@ func sessionResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 	if sess.Stateless() || resp.Error != nil {
 		return resp
 	}
-	if _, ok := rawjson.Get(resp.Result, "resultType"); ok {
+	// One pass over the result's members tells whether there is anything
+	// to remove (a merged list is megabytes; most results have neither).
+	var hasType, hopMeta bool
+	_ = rawjson.EachField(resp.Result, func(f rawjson.Field) bool {
+		switch f.Key {
+		case "resultType":
+			hasType = true
+		case "_meta":
+			hopMeta = bytes.Contains(f.Value, []byte(mcp.HopPrefix))
+		}
+		return true
+	})
+	if hasType {
 		if res, err := rawjson.Delete(resp.Result, "resultType"); err == nil {
 			resp.Result = res
 		}
 	}
 	// A 2026-07-28 upstream's per-hop keys (its serverInfo, say) describe
 	// its hop; a session's server is the gateway, named at initialize.
-	if res, err := mcp.WithoutHopMeta(resp.Result); err == nil {
-		resp.Result = res
+	if hopMeta {
+		if res, err := mcp.WithoutHopMeta(resp.Result); err == nil {
+			resp.Result = res
+		}
 	}
 	return resp
 }

@@ -18,32 +18,51 @@ import (
 // errCut is the cause of a call's cancellation by Cut.
 var errCut = errors.New("mcpgw: cut at shutdown")
 
-// cutter is the context Cut cancels; its zero value is ready.
+// cutter holds the cancel functions of the calls Handle is running, for
+// Cut; its zero value is ready. A registry rather than a context every call
+// hangs an AfterFunc on: that cost ~4 allocations per call.
 type cutter struct {
-	once   sync.Once
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-func (k *cutter) context() context.Context {
-	k.once.Do(func() { k.ctx, k.cancel = context.WithCancel(context.Background()) })
-	return k.ctx
+	mu    sync.Mutex
+	done  bool // Cut ran: every later call is cut at once
+	next  uint64
+	calls map[uint64]context.CancelCauseFunc
 }
 
 // Cut cancels every request Handle is running; each is answered with an
 // error naming the shutdown. For the end of a graceful stop, after Drain.
 func (c *Core) Cut() {
-	c.cut.context()
-	c.cut.cancel()
+	k := &c.cut
+	k.mu.Lock()
+	calls := k.calls
+	k.done, k.calls = true, nil
+	k.mu.Unlock()
+	for _, cancel := range calls {
+		cancel(errCut)
+	}
 }
 
 // cuttable derives a context from ctx that Cut cancels (cause errCut);
 // stop releases it.
 func (c *Core) cuttable(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	unhook := context.AfterFunc(c.cut.context(), func() { cancel(errCut) })
+	k := &c.cut
+	k.mu.Lock()
+	if k.done {
+		k.mu.Unlock()
+		cancel(errCut)
+		return ctx, func() {}
+	}
+	if k.calls == nil {
+		k.calls = map[uint64]context.CancelCauseFunc{}
+	}
+	k.next++
+	id := k.next
+	k.calls[id] = cancel
+	k.mu.Unlock()
 	return ctx, func() {
-		unhook()
+		k.mu.Lock()
+		delete(k.calls, id)
+		k.mu.Unlock()
 		cancel(nil)
 	}
 }

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+)
+
+// Scenario 4 (auth): the small tools/call as 2026-07-28 requests at c=1,
+// through mcpgw as in scenario 1 and through a second mcpgw that verifies
+// a JWT (ES256, keys from a local JWKS) and judges every call by a
+// 1,000-rule policy whose rules all carry CEL conditions: what
+// authentication and policy add (issue 18: ≤ 25 µs at p50).
+
+// policyRules is the number of rules of the scenario's policy.
+const policyRules = 1000
+
+// issuer is a local token issuer: an ES256 key and its JWKS on 127.0.0.1.
+type issuer struct {
+	url string
+	key *ecdsa.PrivateKey
+	srv *http.Server
+}
+
+func newIssuer() (*issuer, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "bench", Algorithm: string(jose.ES256), Use: "sig"}}})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	is := &issuer{url: "http://" + ln.Addr().String(), key: key}
+	is.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(jwks)
+	})}
+	go func() { _ = is.srv.Serve(ln) }()
+	return is, nil
+}
+
+func (is *issuer) close() { _ = is.srv.Close() }
+
+// token is a JWT for sub in groups, for audience aud, valid for an hour.
+func (is *issuer) token(sub, aud string, groups []string) (string, error) {
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: is.key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "bench"))
+	if err != nil {
+		return "", err
+	}
+	now := time.Now()
+	claims, _ := json.Marshal(map[string]any{"iss": is.url, "aud": aud, "sub": sub, "groups": groups, "tenant": "acme",
+		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	jws, err := signer.Sign(claims)
+	if err != nil {
+		return "", err
+	}
+	return jws.CompactSerialize()
+}
+
+// benchPolicy is a policy: section of n rules, each with a CEL condition,
+// as a large deployment writes them: one team per upstream prefix (with
+// its admin tools denied), some single users, some public resource trees.
+// Rule allowRule grants team<allowRule> the tool prefix allowPrefix.
+func benchPolicy(n, allowRule int, allowPrefix string) string {
+	var b strings.Builder
+	b.WriteString("policy:\n  default: deny\n  rules:\n")
+	for i := range n {
+		switch {
+		case i%20 == 19:
+			fmt.Fprintf(&b, "    - {allow: ['resource:fs+file:///pub%d/*'], when: 'principal.claims.?tenant.orValue(\"\") == \"acme\"'}\n", i)
+		case i%20 == 18:
+			fmt.Fprintf(&b, "    - {match: {subjects: [user%d]}, allow: ['up%d__*'], when: '\"admins\" in principal.groups'}\n", i, i)
+		default:
+			prefix := fmt.Sprintf("up%d__", i)
+			if i == allowRule {
+				prefix = allowPrefix
+			}
+			fmt.Fprintf(&b, "    - {match: {groups: [team%d]}, allow: ['%s*'], deny: ['%sadmin_*'], when: 'arguments.?limit.orValue(0) <= 100 && principal.subject != \"blocked\"'}\n", i, prefix, prefix)
+		}
+	}
+	return b.String()
+}
+
+func (b *bench) authPolicy(ctx context.Context) error {
+	up, err := b.start("upstream", roleUpstream, "-big", "1024")
+	if err != nil {
+		return err
+	}
+	b.upstream = up
+	is, err := newIssuer()
+	if err != nil {
+		return err
+	}
+	defer is.close()
+	const aud = "mcpgw-bench"
+	tok, err := is.token("alice", aud, []string{"team500", "team7"})
+	if err != nil {
+		return err
+	}
+	ups := fmt.Sprintf("upstreams:\n  st:\n    url: %s/stateless\nroutes:\n  - path: /mcp\n", up.mcpURL)
+	plainCfg, err := b.writeConfig("auth-plain.yaml", "listen: 127.0.0.1:0\n"+ups)
+	if err != nil {
+		return err
+	}
+	authCfg, err := b.writeConfig("auth-policy.yaml", fmt.Sprintf("listen: 127.0.0.1:0\npublic_url: http://127.0.0.1\nauth:\n  oidc:\n    issuer: %s\n    jwks_url: %s/jwks\n    audience: %s\n    algorithms: [ES256]\n%s%s",
+		is.url, is.url, aud, ups, benchPolicy(policyRules, 500, "st__")))
+	if err != nil {
+		return err
+	}
+	plain, err := b.start("mcpgw", roleGateway, "-config", plainCfg)
+	if err != nil {
+		return err
+	}
+	guarded, err := b.start("mcpgw-auth", roleGateway, "-config", authCfg)
+	if err != nil {
+		return err
+	}
+	eps := []endpoint{
+		{name: "mcpgw", url: plain.mcpURL + "/mcp", tool: "st__echo", middle: plain},
+		{name: fmt.Sprintf("mcpgw + JWT + %d-rule CEL policy", policyRules), url: guarded.mcpURL + "/mcp", tool: "st__echo", middle: guarded},
+	}
+	bearer := map[string]string{eps[1].name: tok}
+	mk := func(ep endpoint, dur time.Duration) load {
+		return load{conc: 1, tool: ep.tool, args: `{"text":"hello"}`, want: []byte(`hello`), dur: dur, stateless: true, bearer: bearer[ep.name]}
+	}
+	fmt.Fprintf(b.out, "\n## tools/call with JWT auth and a %d-rule CEL policy (stateless requests, c=1), %d × %s per row, alternating\n\n", policyRules, b.o.reps, b.o.dur)
+	fmt.Fprintln(b.out, "| target | calls/s | p50 | p90 | p99 | added p50 | CPU/call | allocs/call | errors |")
+	fmt.Fprintln(b.out, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	rows := make([]stats, len(eps))
+	for _, ep := range eps { // warm-up: JWKS fetched, connections made
+		var st stats
+		if err := b.runOnce(ctx, ep, mk(ep, 300*time.Millisecond), &st, ""); err != nil {
+			return err
+		}
+		if st.errs > 0 {
+			return fmt.Errorf("%s: warm-up failed: %s", ep.name, st.errMsg)
+		}
+	}
+	for rep := range b.o.reps {
+		for k := range eps {
+			i := (k + rep) % len(eps)
+			prof := ""
+			if b.o.profileDir != "" {
+				prof = filepath.Join(b.o.profileDir, fmt.Sprintf("mcpgw-cpu-auth-%d-r%d.pprof", i, rep))
+			}
+			if err := b.runOnce(ctx, eps[i], mk(eps[i], b.o.dur), &rows[i], prof); err != nil {
+				return err
+			}
+		}
+	}
+	var base time.Duration
+	for i, ep := range eps {
+		st := &rows[i]
+		lat := sortDurations(st.lat)
+		p50 := pct(lat, 50)
+		added := "—"
+		if i == 0 {
+			base = p50
+		} else {
+			added = fmt.Sprintf("%+d µs", (p50 - base).Microseconds())
+		}
+		tput, allocs := 0.0, "—"
+		if st.wall > 0 {
+			tput = float64(st.calls) / st.wall.Seconds()
+		}
+		if st.calls > 0 {
+			allocs = fmt.Sprint(st.mallocs / uint64(st.calls))
+		}
+		errs := fmt.Sprint(st.errs)
+		if st.errs > 0 {
+			errs += " (" + strings.ReplaceAll(st.errMsg, "|", "/") + ")"
+		}
+		fmt.Fprintf(b.out, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", ep.name, tput, fmtDur(p50), fmtDur(pct(lat, 90)), fmtDur(pct(lat, 99)), added, st.perCall(st.cpu), allocs, errs)
+	}
+	return nil
+}
