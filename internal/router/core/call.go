@@ -74,19 +74,30 @@ func (call *Call) Next(stop <-chan struct{}, wake <-chan time.Time, emit func([]
 		}
 		needs, failed = p.needs, p.failed
 	}
+	stopped := func() Outcome {
+		if p != nil {
+			// A closed stream cancels the request (2026-07-28 transport).
+			p.cancel()
+			p.bridge.forget(p)
+		}
+		return Outcome{Stopped: true}
+	}
 	for {
+		// A stop that has fired wins over whatever else is ready: select
+		// picks at random, and a caller gone must not be handed input to
+		// gather for it.
+		select {
+		case <-stop:
+			return stopped()
+		default:
+		}
 		select {
 		case b := <-call.cs.events:
 			emit(b)
 		case <-wake:
 			return Outcome{Woke: true}
 		case <-stop:
-			if p != nil {
-				// A closed stream cancels the request (2026-07-28 transport).
-				p.cancel()
-				p.bridge.forget(p)
-			}
-			return Outcome{Stopped: true}
+			return stopped()
 		case err := <-failed:
 			p.bridge.m.BridgeRound(metrics.BridgeMissingCapability)
 			p.cancel()
