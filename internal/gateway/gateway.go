@@ -143,6 +143,9 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
 		TaskKeys:   sessionKeys, // task ids every replica with the ring opens (catalog/tasks.go)
 		MaxTasks:   sessionsSection(cfg).MaxTasks,
+		// A stateful upstream's session is the fleet's (host/fleetsessions.go).
+		UpstreamSessions: g.shared.upstreamSessions(),
+		ReplicaID:        g.shared.replica,
 	}))
 	idle := time.Duration(0)
 	if cfg.Sessions != nil {
