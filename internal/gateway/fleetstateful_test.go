@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
 // counterUpstream is a stateful HTTP upstream: its "count" tool answers
@@ -29,7 +31,7 @@ type counterUpstream struct {
 	counts    map[string]int
 }
 
-func newCountingUpstream(t *testing.T) *counterUpstream {
+func newCounterUpstream(t *testing.T) *counterUpstream {
 	t.Helper()
 	u := &counterUpstream{deletes: map[string]int{}, forgotten: map[string]bool{}, counts: map[string]int{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "counter", Version: "1"}, nil)
@@ -101,7 +103,7 @@ func (u *counterUpstream) deleted(id string) int {
 // stateful HTTP upstream "st" besides newFleet's "up".
 func statefulFleet(t *testing.T) (*counterUpstream, string, string) {
 	t.Helper()
-	up := newCountingUpstream(t)
+	up := newCounterUpstream(t)
 	f := newFleet(t, "")
 	f.cfg = strings.Replace(f.cfg, "upstreams:\n", fmt.Sprintf("upstreams:\n  st: {url: %s, stateful: true}\n", up.url), 1)
 	a, _ := f.start()
@@ -199,4 +201,58 @@ func TestFleetStatefulHTTPUpstream(t *testing.T) {
 			t.Error("the client's DELETE did not end the upstream session")
 		}
 	})
+}
+
+// TestFleetStatefulStdioNeedsAffinity: a stateful stdio upstream's child
+// runs on the replica that started it; the session's request on another
+// replica is refused, naming the cause and the fix, instead of starting a
+// second child with none of the state — and the holder goes on serving it.
+func TestFleetStatefulStdioNeedsAffinity(t *testing.T) {
+	up := fidStdioUpstream(t, "pipe", "stateful: true")
+	f := newFleet(t, "")
+	f.cfg = strings.Replace(f.cfg, "upstreams:\n", "upstreams:\n"+up.entry, 1)
+	a, _ := f.start()
+	b, _ := f.start()
+	c := &rawClient{t: t, url: a}
+	c.initialize("2025-11-25")
+	call := func(url string, id int) *jsonrpc.Message {
+		c.url = url
+		return c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"pipe__block","arguments":{"tag":"t","ms":1}}}`, id)).last(t)
+	}
+	if m := call(a, 1); m.Error != nil || !strings.Contains(string(m.Result), "done t") {
+		t.Fatalf("on A: %s %v", m.Result, m.Error)
+	}
+	m := call(b, 2)
+	if m.Error == nil || !strings.Contains(m.Error.Message, "on another gateway replica") || !strings.Contains(m.Error.Message, "affinity") {
+		t.Fatalf("on B: %s %v, want a refusal that asks for affinity", m.Result, m.Error)
+	}
+	if m := call(a, 3); m.Error != nil || !strings.Contains(string(m.Result), "done t") {
+		t.Fatalf("on A again: %s %v", m.Result, m.Error)
+	}
+}
+
+// TestFleetStatefulRedisDown: without Redis a replica cannot learn the
+// session's upstream session, so it opens its own, as a single replica
+// would: calls go on (the state is per replica until Redis returns).
+func TestFleetStatefulRedisDown(t *testing.T) {
+	up := newCounterUpstream(t)
+	f := newFleet(t, "")
+	f.cfg = strings.Replace(f.cfg, "upstreams:\n", fmt.Sprintf("upstreams:\n  st: {url: %s, stateful: true}\n", up.url), 1)
+	a, _ := f.start()
+	b, _ := f.start()
+	c := &rawClient{t: t, url: a}
+	c.initialize("2025-11-25")
+	if got := callVia(c, a, 1); !strings.Contains(got, "count=1") {
+		t.Fatalf("on A: %s", got)
+	}
+	f.redis.Stop()
+	before := up.initializes()
+	for i, via := range []string{b, a, b} {
+		if got, want := callVia(c, via, i+2), []string{"count=1", "count=2", "count=2"}[i]; !strings.Contains(got, want) {
+			t.Fatalf("call %d with Redis down: %s, want %s", i+2, got, want)
+		}
+	}
+	if n := up.initializes() - before; n != 1 {
+		t.Errorf("initializes with Redis down = %d, want 1 (B's own upstream session)", n)
+	}
 }
