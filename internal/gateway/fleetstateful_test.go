@@ -256,3 +256,43 @@ func TestFleetStatefulRedisDown(t *testing.T) {
 		t.Errorf("initializes with Redis down = %d, want 1 (B's own upstream session)", n)
 	}
 }
+
+// TestFleetStatefulIdleEndDetaches: a replica that reaps its idle copy of
+// a session leaves the upstream session to the replicas still serving it
+// (no DELETE upstream): the session goes on, with its state, on the other.
+// (A copy reaped on A is not served by A again: the store remembers it as
+// ended there, fleet or not.)
+func TestFleetStatefulIdleEndDetaches(t *testing.T) {
+	up := newCounterUpstream(t)
+	f := newFleet(t, "  idle_timeout: 400ms")
+	f.cfg = strings.Replace(f.cfg, "upstreams:\n", fmt.Sprintf("upstreams:\n  st: {url: %s, stateful: true}\n", up.url), 1)
+	a, _ := f.start()
+	b, _ := f.start()
+	c := &rawClient{t: t, url: a}
+	c.initialize("2025-11-25")
+	want := 0
+	next := func(via string) {
+		t.Helper()
+		want++
+		if got := callVia(c, via, want); !strings.Contains(got, fmt.Sprintf("count=%d", want)) {
+			t.Fatalf("call %d: %s, want count=%d", want, got, want)
+		}
+	}
+	next(a)
+	next(b)
+	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); { // A reaps its copy meanwhile
+		next(b)
+		time.Sleep(80 * time.Millisecond)
+	}
+	next(b)
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.counts) != 1 {
+		t.Fatalf("%d upstream sessions counted, want one", len(up.counts))
+	}
+	for id := range up.counts {
+		if up.deletes[id] != 0 {
+			t.Errorf("the upstream session was DELETEd when A reaped its copy")
+		}
+	}
+}

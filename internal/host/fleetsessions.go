@@ -65,8 +65,9 @@ type UpstreamSessions interface {
 	// the stdio replica id), without waiting.
 	Forget(session, upstream, id string)
 	// Touch keeps the record alive while the session is used, without
-	// waiting.
+	// waiting; RefreshEvery is how often a used record needs it.
 	Touch(session, upstream string)
+	RefreshEvery() time.Duration
 }
 
 // AffinityError refuses a request for a session whose stateful stdio
@@ -79,9 +80,6 @@ type AffinityError struct {
 func (e *AffinityError) Error() string {
 	return fmt.Sprintf("upstream %q is stateful and runs over stdio: this session's child process (and its state) is on another gateway replica (%s), and this request reached a different one; route a session's requests to one replica (balancer affinity on Mcp-Session-Id), or start a new session", e.Upstream, e.Replica)
 }
-
-// touchEvery is how often a used connection refreshes its record's TTL.
-const touchEvery = 30 * time.Second
 
 // fleetShared reports whether session key's connection of u is recorded for
 // the fleet: a session (not a principal's own connection) of an HTTP or
@@ -160,13 +158,13 @@ func (u *Upstream) adopt(key string, rec UpstreamSession, stdio bool, dial func(
 	return c, true, nil
 }
 
-// touchShared refreshes key's record at most every touchEvery.
+// touchShared refreshes key's record at most every RefreshEvery.
 func (u *Upstream) touchShared(key string, now time.Time) {
 	ps := &u.perSession
 	if ps.touched == nil {
 		ps.touched = map[string]time.Time{}
 	}
-	if now.Sub(ps.touched[key]) < touchEvery {
+	if now.Sub(ps.touched[key]) < u.host.opts.UpstreamSessions.RefreshEvery() {
 		return
 	}
 	ps.touched[key] = now

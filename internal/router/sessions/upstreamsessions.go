@@ -149,6 +149,12 @@ func (s *RedisUpstreamSessions) Touch(session, upstream string) {
 	s.enqueue(upstreamOp{key: s.key(session, upstream)})
 }
 
+// RefreshEvery implements host.UpstreamSessions: a quarter of the TTL,
+// at most 30s, so a session in use never loses its record.
+func (s *RedisUpstreamSessions) RefreshEvery() time.Duration {
+	return min(s.o.TTL/4, 30*time.Second)
+}
+
 func (s *RedisUpstreamSessions) enqueue(op upstreamOp) {
 	select {
 	case s.q <- op:
