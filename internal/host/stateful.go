@@ -24,7 +24,9 @@ import (
 // session's first request and closed when the session ends. Everything the
 // upstream sends on it — server requests, log messages, list changes,
 // resource updates — belongs to that session alone, so the association rule
-// for shared stdio upstreams is not needed there.
+// for shared stdio upstreams is not needed there. In a fleet, an HTTP
+// upstream's per-session session is shared by the replicas
+// (fleetsessions.go).
 
 type sessionKey struct{}
 
