@@ -92,6 +92,24 @@ type Options struct {
 	// whose call has no Request handler (ping is answered by the client).
 	// It returns a result or an error; both nil means method not found.
 	OnRequest func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
+	// Resume, for a Streamable HTTP transport, continues an upstream
+	// session another connection initialized (another gateway replica's):
+	// no handshake, its Mcp-Session-Id and negotiated version are sent
+	// from the first request on.
+	Resume *Resumption
+	// NoReinitialize makes an upstream's 404 for the session fail the call
+	// (ErrSessionExpired) and the connection, instead of initializing a new
+	// session: for a session several replicas share, where a silent new
+	// one would split its state.
+	NoReinitialize bool
+}
+
+// Resumption is what a connection needs to continue an upstream session
+// without initializing: the upstream's Mcp-Session-Id and its initialize
+// answer (negotiated version, capabilities).
+type Resumption struct {
+	SessionID string
+	Init      mcp.InitializeResult
 }
 
 // Client is one MCP client connection to an upstream.
@@ -208,11 +226,58 @@ func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
 		case <-cctx.Done():
 		}
 	}()
-	if err := c.handshake(ctx); err != nil {
+	var err error
+	if opts.Resume != nil {
+		err = c.resume(*opts.Resume)
+	} else {
+		err = c.handshake(ctx)
+	}
+	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// resume adopts an upstream session initialized elsewhere.
+func (c *Client) resume(r Resumption) error {
+	st, ok := c.t.(*Streamable)
+	if !ok || r.SessionID == "" || !r.Init.ProtocolVersion.Initializes() {
+		return errors.New("only a Streamable HTTP upstream session with an id and a legacy revision can be resumed")
+	}
+	if r.Init.Capabilities == nil {
+		r.Init.Capabilities = json.RawMessage(`{}`)
+	}
+	st.mu.Lock()
+	st.sessionID = r.SessionID
+	st.mu.Unlock()
+	c.init = r.Init
+	c.setVersion(r.Init.ProtocolVersion)
+	st.openStream()
+	return nil
+}
+
+// SessionID is the upstream's Mcp-Session-Id of this connection ("" for
+// transports without one, or before the upstream gave one).
+func (c *Client) SessionID() string {
+	st, ok := c.t.(*Streamable)
+	if !ok {
+		return ""
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.sessionID
+}
+
+// Detach closes the connection like Close but leaves the upstream session
+// alive (no DELETE): other replicas may still be using it.
+func (c *Client) Detach() error {
+	if st, ok := c.t.(*Streamable); ok {
+		st.mu.Lock()
+		st.detached = true
+		st.mu.Unlock()
+	}
+	return c.Close()
 }
 
 func (c *Client) handshake(ctx context.Context) error {
@@ -532,6 +597,15 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 		return nil, err
 	}
 	err = c.t.Send(ctx, b)
+	if errors.Is(err, ErrSessionExpired) && c.opts.NoReinitialize {
+		// A shared session: a new one made here would split its state
+		// between replicas. The connection ends; the next one starts anew.
+		gone := fmt.Errorf("%w: upstream %q no longer knows this session's upstream session (it ended or expired), so the state it kept there is gone; the next request opens a new upstream session", err, c.opts.Name)
+		if f, ok := c.t.(interface{ fail(error) }); ok {
+			f.fail(gone)
+		}
+		return nil, gone
+	}
 	if errors.Is(err, ErrSessionExpired) && method != mcp.MethodInitialize {
 		// Not processed (the upstream did not know the session): make a new
 		// session and send it once more.

@@ -201,6 +201,7 @@ type Streamable struct {
 	mu        sync.Mutex
 	sessionID string
 	version   mcp.Revision
+	detached  bool // Close leaves the upstream session alive (Client.Detach)
 	// streams ends the answer streams of legacy requests, which outlive
 	// their callers (resumable): once a request is cancelled
 	// (notifications/cancelled) nothing will read its answer, and a hung
@@ -625,6 +626,9 @@ func (s *Streamable) Close() error {
 	s.fail(errors.New("closed by the gateway"))
 	s.mu.Lock()
 	id := s.sessionID
+	if s.detached {
+		id = ""
+	}
 	s.mu.Unlock()
 	if id != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -152,6 +152,9 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		MaxTasks:   sessionsSection(cfg).MaxTasks,
 		// Per-user upstream OAuth (auth.per_user) plugs in here.
 		CredentialSource: pu.source,
+		// A stateful upstream's session is the fleet's (host/fleetsessions.go).
+		UpstreamSessions: g.shared.upstreamSessions(),
+		ReplicaID:        g.shared.replica,
 	}))
 	idle := time.Duration(0)
 	if cfg.Sessions != nil {

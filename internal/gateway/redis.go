@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/router/core"
@@ -32,6 +33,8 @@ type shared struct {
 	relay   *sessions.RedisRelay
 	subs    *sessions.RedisSubscriptions
 	buckets *policy.RedisBuckets
+	ups     *sessions.RedisUpstreamSessions
+	replica string // this process's id in the fleet's records
 	health  *redisHealth
 	timeout time.Duration
 	m       *metrics.Redis
@@ -76,12 +79,15 @@ func newShared(cfg *config.Config, m *metrics.Metrics, log *zap.Logger, red *red
 		Metrics: m.NewRedis(),
 		Logger:  log.Named("redis"),
 	}
+	replica := rand.Text()
 	return &shared{
 		client:  client,
+		ups:     sessions.NewRedisUpstreamSessions(so),
+		replica: replica,
 		events:  sessions.NewRedisEvents(sessions.NewMemoryEvents(so.Limits, m), m, so),
 		revoked: sessions.NewRedisRevocations(so),
 		relay:   sessions.NewRedisRelay(so),
-		subs:    sessions.NewRedisSubscriptions(so, rand.Text()), // a replica id for this process
+		subs:    sessions.NewRedisSubscriptions(so, replica),
 		buckets: policy.NewRedisBuckets(client, prefix),
 		health:  startRedisHealth(client, o.ReadTimeout, so.Metrics, so.Logger),
 		timeout: o.ReadTimeout,
@@ -96,6 +102,14 @@ func (s *shared) relayer() sessions.Relay {
 		return nil
 	}
 	return s.relay
+}
+
+// upstreamSessions is the host's UpstreamSessions (nil: none).
+func (s *shared) upstreamSessions() host.UpstreamSessions {
+	if s.ups == nil {
+		return nil
+	}
+	return s.ups
 }
 
 // subscriptions is the router's SharedSubscriptions (nil: none).
@@ -291,6 +305,7 @@ func (s *shared) close() {
 	s.health.close()
 	s.relay.Close()
 	s.subs.Close()
+	s.ups.Close()
 	s.events.Close()
 	s.revoked.Close()
 	_ = s.client.Close()

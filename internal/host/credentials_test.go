@@ -219,7 +219,7 @@ func TestActingForConnections(t *testing.T) {
 	if _, _, err := call(as(principal("bob"), "s2")); !errors.As(err, &are) || are.ElicitationID != "e-bob" {
 		t.Errorf("bob's session after his authorization was dropped: %v (%T), want the AuthorizationRequiredError", err, err)
 	}
-	h.ReleaseSession("s1")
+	h.ReleaseSession("s1", true)
 	if n := u.SessionConnections(); n != 3 {
 		t.Errorf("%d connections after s1 ended, want 3", n)
 	}

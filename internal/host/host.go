@@ -95,6 +95,12 @@ type Options struct {
 	// act for its callers: one connection per session (per principal for
 	// stateless callers), each authorized for its own principal.
 	CredentialSource SourceFunc
+	// UpstreamSessions, in a fleet (sessions.redis), records stateful
+	// upstreams' sessions so that every replica continues the same one
+	// (fleetsessions.go); ReplicaID names this replica in its records.
+	// Nil: each replica's connections are its own.
+	UpstreamSessions UpstreamSessions
+	ReplicaID        string
 }
 
 // Host owns one upstream client per configured upstream.
@@ -678,7 +684,19 @@ func (u *Upstream) dialCaps(ctx context.Context, protocol string, caps json.RawM
 	return u.dialOpts(ctx, t, protocol, caps, nil)
 }
 
+// dialShared connects a fleet's per-session connection (fleetsessions.go):
+// it continues resume when set, and never initializes again on its own.
+func (u *Upstream) dialShared(ctx context.Context, t client.Transport, notify func(method string, params json.RawMessage), resume *client.Resumption) (*client.Client, error) {
+	return u.dialWith(ctx, t, u.cfg.Protocol, json.RawMessage(gatewayCapabilities), notify, func(o *client.Options) {
+		o.Resume, o.NoReinitialize = resume, true
+	})
+}
+
 func (u *Upstream) dialOpts(ctx context.Context, t client.Transport, protocol string, caps json.RawMessage, notify func(method string, params json.RawMessage)) (*client.Client, error) {
+	return u.dialWith(ctx, t, protocol, caps, notify, nil)
+}
+
+func (u *Upstream) dialWith(ctx context.Context, t client.Transport, protocol string, caps json.RawMessage, notify func(method string, params json.RawMessage), adjust func(*client.Options)) (*client.Client, error) {
 	startup := u.cfg.StartupTimeout.D()
 	if startup <= 0 {
 		startup = config.DefaultStartupTimeout
@@ -687,7 +705,7 @@ func (u *Upstream) dialOpts(ctx context.Context, t client.Transport, protocol st
 	defer cancel()
 	name := u.name
 	opts := u.host.opts
-	return client.Connect(cctx, t, client.Options{
+	o := client.Options{
 		Protocol:         protocol,
 		PreferInitialize: u.preferInitialize(t), // startup.go
 		Name:             name,
@@ -705,7 +723,11 @@ func (u *Upstream) dialOpts(ctx context.Context, t client.Transport, protocol st
 			}
 		},
 		OnRequest: u.answerUnowned,
-	})
+	}
+	if adjust != nil {
+		adjust(&o)
+	}
+	return client.Connect(cctx, t, o)
 }
 
 // answerUnowned answers a server→client request that belongs to no

@@ -24,7 +24,9 @@ import (
 // session's first request and closed when the session ends. Everything the
 // upstream sends on it — server requests, log messages, list changes,
 // resource updates — belongs to that session alone, so the association rule
-// for shared stdio upstreams is not needed there.
+// for shared stdio upstreams is not needed there. In a fleet, an HTTP
+// upstream's per-session session is shared by the replicas
+// (fleetsessions.go).
 
 type sessionKey struct{}
 
@@ -62,6 +64,11 @@ type perSession struct {
 	// they are closed once idle for principalConnIdle (reapLocked).
 	lastUse map[string]time.Time
 	now     func() time.Time // nil: time.Now (tests set it)
+	// shared is, for a fleet's sessions, the upstream session id (stdio:
+	// the replica id) each connection's UpstreamSessions record names;
+	// touched is when it was last refreshed (fleetsessions.go).
+	shared  map[string]string
+	touched map[string]time.Time
 }
 
 // principalConnIdle is how long a stateless principal's own connection of
@@ -91,6 +98,8 @@ func (ps *perSession) dropLocked(key string) {
 	delete(ps.conns, key)
 	delete(ps.subjects, key)
 	delete(ps.lastUse, key)
+	delete(ps.shared, key)
+	delete(ps.touched, key)
 	if o, ok := ps.owner[key]; ok {
 		delete(ps.owner, key)
 		if ps.byOwner[o]--; ps.byOwner[o] <= 0 {
@@ -123,9 +132,14 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 		}()
 	}
 	owner := auth.FromContext(ctx).Key() // "": anonymous, only the upstream's bound applies
+	dead := ""                           // the fleet's record of a connection that just ended: not to be continued
 	if c := ps.conns[key]; c != nil {
 		select {
 		case <-c.Done():
+			if u.fleetShared(key) {
+				dead = ps.shared[key]
+				u.forgetShared(key)
+			}
 			_ = c.Close()
 			ps.dropLocked(key)
 		default:
@@ -136,6 +150,9 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 			}
 			if cell := ps.subjects[key]; cell != nil {
 				cell.update(credentials.SubjectOf(ctx)) // the principal's freshest token
+			}
+			if ps.shared[key] != "" {
+				u.touchShared(key, now)
 			}
 			return c, nil
 		}
@@ -164,7 +181,7 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 	if u.ActsForCaller() {
 		cell = &subjectCell{sub: credentials.SubjectOf(ctx)} // captured: this connection acts for them only
 	}
-	c, err := u.connectSession(ctx, key, cell)
+	c, err := u.connectSession(ctx, key, cell, dead)
 	if err != nil {
 		if cerr := credentialFailure(err); cerr != nil { // credentials.go
 			return nil, cerr
@@ -188,35 +205,58 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 
 // connectSession connects like the shared connection, but its notifications
 // are the session's own.
-func (u *Upstream) connectSession(ctx context.Context, key string, cell *subjectCell) (*client.Client, error) {
+// dead is a fleet record found dead here (fleetsessions.go).
+func (u *Upstream) connectSession(ctx context.Context, key string, cell *subjectCell, dead string) (*client.Client, error) {
 	notify := u.host.opts.OnSessionNotification
 	hc := u.httpc
 	if cell != nil {
 		hc = u.actingClient(cell) // credentials.go: authorized for cell's principal only
 	}
-	t, err := u.transportWith(hc)
-	if err != nil {
-		return nil, err
-	}
-	return u.dial(ctx, t, u.cfg.Protocol, func(method string, params json.RawMessage) {
+	onNote := func(method string, params json.RawMessage) {
 		if notify != nil && !strings.HasPrefix(key, principalConnPrefix) {
 			notify(key, u.name, method, params)
 		}
+	}
+	if !u.fleetShared(key) {
+		t, err := u.transportWith(hc)
+		if err != nil {
+			return nil, err
+		}
+		return u.dial(ctx, t, u.cfg.Protocol, onNote)
+	}
+	return u.connectShared(ctx, key, dead, func(resume *client.Resumption) (*client.Client, error) {
+		t, err := u.transportWith(hc)
+		if err != nil {
+			return nil, err
+		}
+		return u.dialShared(ctx, t, onNote, resume)
 	})
 }
 
 // ReleaseSession closes every stateful upstream's connection of a session
 // that ended. It does not wait: children are stopped on a goroutine the
-// host owns.
-func (h *Host) ReleaseSession(key string) {
-	var conns []*client.Client
+// host owns. byClient is an end the client asked for (DELETE, on any
+// replica); otherwise (idle reaping) a fleet's session may live on at
+// other replicas, so a connection recorded for the fleet only detaches
+// and leaves the upstream session to them.
+func (h *Host) ReleaseSession(key string, byClient bool) {
+	var conns []func() error
 	h.mu.Lock()
 	ups := h.allLocked()
 	h.mu.Unlock()
 	for _, u := range ups {
 		u.perSession.mu.Lock()
 		if c := u.perSession.conns[key]; c != nil {
-			conns = append(conns, c)
+			shared := u.perSession.shared[key] != ""
+			switch {
+			case shared && (byClient || len(u.cfg.Command) > 0): // a stdio child ends with its connection
+				u.forgetShared(key)
+				conns = append(conns, c.Close)
+			case shared:
+				conns = append(conns, c.Detach)
+			default:
+				conns = append(conns, c.Close)
+			}
 			u.perSession.dropLocked(key)
 		}
 		u.perSession.mu.Unlock()
@@ -233,15 +273,15 @@ func (h *Host) ReleaseSession(key string) {
 	if closed {
 		// Shutting down: Close may already be waiting, so no goroutine of
 		// its own; these are out of the maps closeSessions empties.
-		for _, c := range conns {
-			_ = c.Close()
+		for _, end := range conns {
+			_ = end()
 		}
 		return
 	}
 	go func() {
 		defer h.wg.Done()
-		for _, c := range conns {
-			_ = c.Close()
+		for _, end := range conns {
+			_ = end()
 		}
 	}()
 }
@@ -275,10 +315,18 @@ func (u *Upstream) closeLater(conns []*client.Client) {
 // closeSessions closes every per-session connection (host shutdown).
 func (u *Upstream) closeSessions() {
 	u.perSession.mu.Lock()
-	conns := u.perSession.conns
+	conns, shared := u.perSession.conns, u.perSession.shared
 	u.perSession.conns, u.perSession.owner, u.perSession.byOwner = nil, nil, nil
+	u.perSession.shared, u.perSession.touched = nil, nil
 	u.perSession.mu.Unlock()
-	for _, c := range conns {
+	for key, c := range conns {
+		switch {
+		case shared[key] != "" && len(u.cfg.Command) > 0:
+			u.host.opts.UpstreamSessions.Forget(key, u.name, shared[key]) // its child ends here
+		case shared[key] != "":
+			_ = c.Detach() // the fleet's other replicas may go on with it
+			continue
+		}
 		_ = c.Close()
 	}
 }

@@ -18,13 +18,19 @@ type Redis struct {
 const (
 	RedisDroppedQueueFull = "queue_full"
 	RedisDroppedBroken    = "stream_broken"
-	RedisOpAppend         = "append"
-	RedisOpReplay         = "replay"
-	RedisOpRevoke         = "revoke"
-	RedisOpRevoked        = "revoked_check"
-	RedisOpRelay          = "relay"
-	RedisOpRateLimit      = "rate_limit"
-	RedisOpSubscription   = "subscription"
+	// RedisDroppedUpstreamRecord: a stateful upstream's session record
+	// over the size a fleet shares (the session stays one replica's).
+	RedisDroppedUpstreamRecord = "upstream_record_too_large"
+	RedisOpAppend              = "append"
+	RedisOpReplay              = "replay"
+	RedisOpRevoke              = "revoke"
+	RedisOpRevoked             = "revoked_check"
+	RedisOpRelay               = "relay"
+	RedisOpRateLimit           = "rate_limit"
+	RedisOpSubscription        = "subscription"
+	// RedisOpUpstreamSession: a stateful upstream's session record
+	// (read, written, refreshed or removed) for the fleet.
+	RedisOpUpstreamSession = "upstream_session"
 )
 
 // What became of a server→client message relayed to the replica holding
@@ -47,10 +53,10 @@ func (m *Metrics) NewRedis() *Redis {
 		queue: f.gauge("redis_queue",
 			"Events waiting to be copied to Redis (bounded by sessions.redis.queue)."),
 		dropped: f.counterVec("redis_dropped_total",
-			"Events not copied to Redis, by reason (queue_full: Redis slow or down; stream_broken: an earlier event of the stream was lost). Their streams resume on this replica only; another replica answers events purged.",
+			"Events not copied to Redis, by reason (queue_full: Redis slow or down; stream_broken: an earlier event of the stream was lost; upstream_record_too_large: a stateful upstream session record over 64 KiB, kept by one replica). Their streams resume on this replica only; another replica answers events purged.",
 			"reason"),
 		errors: f.counterVec("redis_errors_total",
-			"Redis commands that failed, by operation (append, replay, revoke, revoked_check).",
+			"Redis commands that failed, by operation (append, replay, revoke, revoked_check, relay, rate_limit, subscription, upstream_session).",
 			"op"),
 		up: f.gauge("redis_up",
 			"1 while this replica reaches sessions.redis, 0 while it does not (degraded: cross-replica resumption and delivery stop, rate limits fall back to per-replica buckets; calls go on)."),

@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,28 @@ type upstream struct {
 	srv    *mcp.Server
 	subs   sync.Map // replica -> *atomic.Int64: resources/subscribe received
 	unsubs sync.Map // replica -> *atomic.Int64: resources/unsubscribe received
+
+	// stateful is the server of the stateful upstream "st": its "count"
+	// tool counts the calls of each upstream session (counts: session id
+	// -> *atomic.Int64); inits counts the initializes it was sent.
+	stateful *mcp.Server
+	counts   sync.Map
+	inits    atomic.Int64
+}
+
+// statefulHandler serves u.stateful, counting initializes.
+func (u *upstream) statefulHandler() http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return u.stateful }, nil)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Body != nil {
+			body, _ := io.ReadAll(r.Body)
+			if bytes.Contains(body, []byte(`"method":"initialize"`)) {
+				u.inits.Add(1)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 const docURI = "mem://doc"
@@ -72,6 +95,11 @@ func newUpstream() *upstream {
 			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: req.Params.GetProgressToken(), Progress: float64(i + 1), Message: fmt.Sprintf("tick %d", i+1)})
 		}
 		return text(fmt.Sprintf("ticked %d on %s", a.N, replicaOf(req.Extra))), nil, nil
+	})
+	u.stateful = mcp.NewServer(&mcp.Implementation{Name: "fleet-stateful", Version: "1"}, nil)
+	mcp.AddTool(u.stateful, &mcp.Tool{Name: "count"}, func(_ context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {
+		n, _ := u.counts.LoadOrStore(req.Session.ID(), &atomic.Int64{})
+		return text(fmt.Sprintf("count=%d on %s", n.(*atomic.Int64).Add(1), replicaOf(req.Extra))), nil, nil
 	})
 	return u
 }

@@ -4,7 +4,8 @@
 // stickiness — and checks, through HAProxy only, what sessions.redis
 // promises (issue 14's Must-show): calls spread and all succeed, a cut
 // stream resumes on another replica, a resource update reaches a GET
-// stream on another replica, a fleet-wide rate limit holds, Redis killed
+// stream on another replica, a fleet-wide rate limit holds, a stateful
+// HTTP upstream's session is continued by every replica, Redis killed
 // and back degrades and recovers, and a key rotation drops no session.
 //
 // It runs in .ci/run's own step (MCPGW_FLEET=1); elsewhere it is skipped.
@@ -74,6 +75,8 @@ func startFleet(t *testing.T, n int) *fleet {
 	f.up = newUpstream()
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.up.srv }, nil))
 	t.Cleanup(ts.Close)
+	st := httptest.NewServer(f.up.statefulHandler())
+	t.Cleanup(st.Close)
 	f.keys = filepath.Join(f.dir, "session-keys")
 	if err := os.WriteFile(f.keys, []byte(key1+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -88,6 +91,10 @@ upstreams:
   up:
     url: %s
     headers: {X-Replica: "${REPLICA}"}
+  st:
+    url: %s
+    stateful: true
+    headers: {X-Replica: "${REPLICA}"}
 sessions:
   key_file: %s
   redis: {addr: %q, key_prefix: "fleet:", read_timeout: 300ms, dial_timeout: 300ms}
@@ -96,7 +103,7 @@ policy:
   rate_limits:
     tools:
       - {tool: up__limited, rate: %d/s, burst: %d}
-`, ts.URL, f.keys, f.redis.Addr, limitRate, limitBurst)), 0o644); err != nil {
+`, ts.URL, st.URL, f.keys, f.redis.Addr, limitRate, limitBurst)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bin := buildGateway(t, f.dir)
@@ -159,6 +166,7 @@ func TestFleet(t *testing.T) {
 	t.Run("CutStreamResumesOnAnotherReplica", func(t *testing.T) { testResume(t, f, 12) })
 	t.Run("ResourceUpdateReachesStreamOnAnotherReplica", func(t *testing.T) { testSubscription(t, f) })
 	t.Run("FleetWideRateLimit", func(t *testing.T) { testRateLimit(t, f) })
+	t.Run("StatefulHTTPUpstreamSessionOnEveryReplica", func(t *testing.T) { testStateful(t, f) })
 	t.Run("RedisKilledCallsGoOnAndRecover", func(t *testing.T) { testRedisDown(t, f) })
 	t.Run("KeyRotationDropsNoSession", func(t *testing.T) { testRotation(t, f) })
 }
@@ -188,6 +196,32 @@ func testSpread(t *testing.T, f *fleet) {
 		if ran[r.name] < n/6 {
 			t.Errorf("replica %s ran %d of %d calls (all: %v): not spread", r.name, ran[r.name], n, ran)
 		}
+	}
+}
+
+// testStateful: one session's calls on the stateful HTTP upstream "st"
+// land on several replicas and all continue one upstream session: the
+// upstream counts 1, 2, 3, ... in one session and was initialized once.
+func testStateful(t *testing.T, f *fleet) {
+	c := newClient(t, f.lb.url())
+	before := f.up.inits.Load()
+	ran := map[string]int{}
+	const n = 12
+	for i := range n {
+		txt := resultText(t, c.call(i+1, "st__count", "").last(t))
+		var got int
+		var who string
+		if _, err := fmt.Sscanf(txt, "count=%d on %s", &got, &who); err != nil || got != i+1 {
+			t.Fatalf("call %d: %q, want count=%d (one upstream session)", i+1, txt, i+1)
+		}
+		ran[who]++
+	}
+	t.Logf("one session's stateful calls ran on %v", ran)
+	if len(ran) < 2 {
+		t.Errorf("the calls ran on %v: want more than one replica", ran)
+	}
+	if d := f.up.inits.Load() - before; d != 1 {
+		t.Errorf("the stateful upstream was initialized %d times for the session, want 1", d)
 	}
 }
 

@@ -196,5 +196,5 @@ func (c *Core) Go(f func()) bool {
 // resource subscriptions and stateful upstreams' per-session connections.
 func (c *Core) EndSession(s *Session) {
 	c.EndSubscriptions(s)
-	c.host.ReleaseSession(s.id)
+	c.host.ReleaseSession(s.id, s.EndedByClient())
 }

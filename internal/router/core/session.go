@@ -49,6 +49,9 @@ type Session struct {
 	// those that do.
 	relay atomic.Pointer[func([]byte) bool]
 	held  atomic.Int32
+	// byClient marks an end the client asked for (DELETE here or, in a
+	// fleet, on another replica), as opposed to idle reaping or shutdown.
+	byClient atomic.Bool
 
 	mu       sync.Mutex
 	logLevel string
@@ -117,6 +120,13 @@ func (s *Session) Context() context.Context { return s.ctx }
 
 // End ends the session's context, cancelling what is in flight.
 func (s *Session) End() { s.cancel() }
+
+// MarkEndedByClient records, before the session ends, that its client
+// ended it (DELETE).
+func (s *Session) MarkEndedByClient() { s.byClient.Store(true) }
+
+// EndedByClient reports whether the client ended the session (DELETE).
+func (s *Session) EndedByClient() bool { return s.byClient.Load() }
 
 // Outbox carries what belongs to no request (list changes, resource
 // updates) to whatever stream the session's transport keeps open.

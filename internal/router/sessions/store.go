@@ -339,6 +339,9 @@ func (st *Store) Remove(id string) *Session {
 // unlike an idle end, which only this replica saw, the id is revoked for
 // the whole fleet (Revocations) until its token would expire.
 func (st *Store) Delete(id string) *Session {
+	if s := st.Lookup(id); s != nil {
+		s.MarkEndedByClient()
+	}
 	s := st.Remove(id)
 	if sl := st.sealer.Load(); s != nil && sl != nil && st.revoked != nil && !s.serial {
 		if c, ok := sl.open(id, st.now()); ok {
@@ -353,8 +356,12 @@ func (st *Store) Delete(id string) *Session {
 func (st *Store) revokedElsewhere(hash string) {
 	st.mu.Lock()
 	id, ok := st.hashes[hash]
+	s := st.sessions[id]
 	st.mu.Unlock()
 	if ok {
+		if s != nil {
+			s.MarkEndedByClient() // a DELETE on another replica
+		}
 		st.Remove(id)
 	}
 }
