@@ -63,6 +63,23 @@ type Source interface {
 	Refused(ctx context.Context, s Subject, token string)
 }
 
+// ScopeEscalator is what a Source implements when the subject can be sent
+// to authorize again for more scopes ("step-up"): the per-user source. The
+// upstream transport tells it of a 403 whose Bearer challenge is
+// error="insufficient_scope".
+type ScopeEscalator interface {
+	// InsufficientScope is told that the upstream answered 403
+	// insufficient_scope to token, sent for s; challenge is the response's
+	// WWW-Authenticate values. It returns *AuthorizationRequiredError whose
+	// link asks for the union of the scopes already asked for and the
+	// challenged ones (SEP-2350), or nil when a new authorization cannot
+	// help (the challenged scopes were already asked for: asking again
+	// would loop) so the upstream's refusal stands, or another error
+	// naming the upstream. The stored token is kept until the new
+	// authorization replaces it (it still serves what it was granted for).
+	InsufficientScope(ctx context.Context, s Subject, token string, challenge []string) error
+}
+
 // AuthorizationRequiredError says the subject has no usable authorization
 // for the upstream: the user must visit URL (the gateway's own start page,
 // bound to the subject) and consent. The router answers it with a

@@ -13,8 +13,10 @@ package host
 // principal. A connection captures its principal when it is made; its
 // transport asks the Source for that principal's token on every request
 // (the freshest downstream token the principal called with rides along,
-// for an exchange) and, on a 401, tells the Source and retries once. A
-// connection is only ever used for the principal that made it.
+// for an exchange) and, on a 401, tells the Source and retries once; on a
+// 403 insufficient_scope a per-user Source (credentials.ScopeEscalator)
+// answers with a step-up link. A connection is only ever used for the
+// principal that made it.
 //
 // Its shared connection (the catalog's lists, health) carries the
 // upstream's own credential, oauth: or an Authorization header; without
@@ -35,6 +37,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 )
 
 // SourceFunc builds an upstream's credentials.Source (Options.
@@ -209,6 +212,9 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, t.failure(err)
 	}
 	resp, err := t.send(req, req.Body, tok)
+	if err == nil && resp.StatusCode == http.StatusForbidden {
+		return t.forbidden(req, sub, tok, resp)
+	}
 	if err != nil || resp.StatusCode != http.StatusUnauthorized {
 		return resp, err
 	}
@@ -236,6 +242,28 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	drain(resp)
 	return t.send(req, body, again)
+}
+
+// forbidden handles the upstream's 403 to tok: with a Bearer challenge
+// error="insufficient_scope", a Source that can step up (a
+// credentials.ScopeEscalator: per-user) answers the request with a new
+// authorization link for the added scopes instead of the refusal; nil from
+// it (nothing new to ask for) or any other 403 leaves the refusal as the
+// upstream gave it.
+func (t *sourceTransport) forbidden(req *http.Request, sub credentials.Subject, tok string, resp *http.Response) (*http.Response, error) {
+	esc, ok := t.src.(credentials.ScopeEscalator)
+	if !ok {
+		return resp, nil
+	}
+	challenge := resp.Header.Values("WWW-Authenticate")
+	if !oauthclient.ParseChallenge(challenge).InsufficientScope() {
+		return resp, nil
+	}
+	if err := esc.InsufficientScope(req.Context(), sub, tok, challenge); err != nil {
+		drain(resp)
+		return nil, t.failure(err)
+	}
+	return resp, nil
 }
 
 // failure is a Source's error as the caller gets it: an authorization

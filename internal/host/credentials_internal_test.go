@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -89,5 +90,81 @@ func TestSourceTransportOrigin(t *testing.T) {
 		if strings.Contains(g, "downstream-alice") {
 			t.Errorf("the downstream token went out: %q", g)
 		}
+	}
+}
+
+// escalatingSource is a fixedSource that can step up: it records what it
+// was told and answers with answer.
+type escalatingSource struct {
+	fixedSource
+	answer error
+	told   [][]string // the challenges, one per call
+	tokens []string
+}
+
+func (e *escalatingSource) InsufficientScope(_ context.Context, _ credentials.Subject, token string, challenge []string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.told = append(e.told, challenge)
+	e.tokens = append(e.tokens, token)
+	return e.answer
+}
+
+// TestSourceTransportStepUp: a 403 insufficient_scope goes to a Source
+// that can step up, whose authorization link answers the request instead
+// of the refusal; a 403 of another kind, a Source that cannot step up, or
+// one that has nothing new to ask for leave the upstream's 403 as it is.
+func TestSourceTransportStepUp(t *testing.T) {
+	const insufficient = `Bearer error="insufficient_scope", scope="mcp:write", resource_metadata="https://up/meta"`
+	link := &credentials.AuthorizationRequiredError{Upstream: "u", URL: "https://gw/oauth/upstream/u/start?t=x"}
+	for _, tc := range []struct {
+		name      string
+		challenge string // the 403's WWW-Authenticate ("" for none)
+		steps     bool   // the Source is a ScopeEscalator
+		answer    error
+		wantErr   bool // the request fails with the link
+		wantTold  int
+	}{
+		{"step-up link", insufficient, true, link, true, 1},
+		{"nothing new to ask for", insufficient, true, nil, false, 1},
+		{"another 403", `Bearer error="invalid_token"`, true, link, false, 0},
+		{"a 403 without a challenge", "", true, link, false, 0},
+		{"a source that cannot step up", insufficient, false, link, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.challenge != "" {
+					w.Header().Set("WWW-Authenticate", tc.challenge)
+				}
+				w.WriteHeader(http.StatusForbidden)
+			}))
+			defer srv.Close()
+			esc := &escalatingSource{answer: tc.answer}
+			var src credentials.Source = &esc.fixedSource
+			if tc.steps {
+				src = esc
+			}
+			cell := &subjectCell{sub: credentials.Subject{Principal: &auth.Principal{Subject: "alice", Issuer: "https://idp"}}}
+			c := &http.Client{Transport: &sourceTransport{upstream: "u", origin: originOf(srv.URL), src: src, cell: cell, base: http.DefaultTransport}}
+			resp, err := c.Post(srv.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`))
+			var are *credentials.AuthorizationRequiredError
+			switch {
+			case tc.wantErr && !errors.As(err, &are):
+				t.Fatalf("err = %v, want the step-up link", err)
+			case !tc.wantErr && err != nil:
+				t.Fatalf("err = %v, want the upstream's 403", err)
+			case !tc.wantErr && resp.StatusCode != http.StatusForbidden:
+				t.Fatalf("status %d, want the upstream's 403", resp.StatusCode)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if len(esc.told) != tc.wantTold {
+				t.Fatalf("the Source was told of %d insufficient_scope answers, want %d", len(esc.told), tc.wantTold)
+			}
+			if tc.wantTold > 0 && (len(esc.told[0]) != 1 || esc.told[0][0] != tc.challenge || esc.tokens[0] != "up-alice") {
+				t.Errorf("told challenge %q for token %q, want %q for up-alice", esc.told[0], esc.tokens[0], tc.challenge)
+			}
+		})
 	}
 }

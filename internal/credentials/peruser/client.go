@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,8 +24,10 @@ import (
 // flow in the user's browser cookie, the grant with the tokens).
 type Client interface {
 	// Begin starts an authorization whose state parameter is state and
-	// whose redirect URI is redirectURI.
-	Begin(ctx context.Context, state, redirectURI string) (*Flow, error)
+	// whose redirect URI is redirectURI; step, when not nil, makes it a
+	// step-up (a new authorization for the scopes an upstream's 403
+	// insufficient_scope named).
+	Begin(ctx context.Context, state, redirectURI string, step *StepUp) (*Flow, error)
 	// Complete checks the callback's query (state, iss, code or error)
 	// against f and redeems the code.
 	Complete(ctx context.Context, f *Flow, query url.Values) (*Token, error)
@@ -32,6 +35,16 @@ type Client interface {
 	// it came with). An error wrapping ErrInvalidGrant means the grant is
 	// gone: the user must authorize again.
 	Refresh(ctx context.Context, grant json.RawMessage, refreshToken string) (*Token, error)
+}
+
+// StepUp is what a re-authorization for more scopes starts from.
+type StepUp struct {
+	// Challenge is the WWW-Authenticate values of the upstream's 403.
+	Challenge []string
+	// Previous are the scopes the subject's current authorization asked
+	// for or was granted; the new one asks for their union with the
+	// challenged ones (SEP-2350).
+	Previous []string
 }
 
 // Flow is one authorization in progress.
@@ -51,6 +64,9 @@ type Token struct {
 	Expiry time.Time
 	// Grant is where and as whom to refresh it.
 	Grant json.RawMessage
+	// Scopes are those asked for and those granted (a step-up asks for
+	// them again, with the new ones).
+	Scopes []string
 }
 
 // ErrInvalidGrant is the token endpoint's invalid_grant: the code or
@@ -91,9 +107,15 @@ func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, regs 
 }
 
 // Begin implements Client.
-func (o *OAuthClient) Begin(ctx context.Context, state, redirectURI string) (*Flow, error) {
-	// Configured scopes replace those the challenge or metadata name.
-	f, err := o.c.Begin(ctx, oauthclient.Request{UpstreamURL: o.upstreamURL, RedirectURI: redirectURI, State: state, Scopes: o.scopes})
+func (o *OAuthClient) Begin(ctx context.Context, state, redirectURI string, step *StepUp) (*Flow, error) {
+	// Configured scopes replace those the challenge or metadata name; a
+	// step-up asks for the challenged ones with the previous (which
+	// include the configured ones).
+	req := oauthclient.Request{UpstreamURL: o.upstreamURL, RedirectURI: redirectURI, State: state, Scopes: o.scopes}
+	if step != nil {
+		req.Challenge, req.Previous, req.Scopes = step.Challenge, step.Previous, nil
+	}
+	f, err := o.c.Begin(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -140,5 +162,16 @@ func (o *OAuthClient) token(t *oauthclient.Token, err error) (*Token, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Token{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, Expiry: t.Expiry, Grant: g}, nil
+	return &Token{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, Expiry: t.Expiry, Grant: g, Scopes: union(t.Grant.Scopes, t.Scopes)}, nil
+}
+
+// union is a's scopes then b's not in a.
+func union(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, s := range b {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }

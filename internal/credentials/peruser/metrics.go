@@ -18,7 +18,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		tokens: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "mcpgw", Name: "peruser_tokens",
 			Help: "Principals holding a per-user token for the upstream (bounded by auth.per_user.max_tokens)."}, []string{"upstream"}),
 		flows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mcpgw", Name: "peruser_authorizations_total",
-			Help: "Per-user authorization flows by outcome: elicited (a link handed out), started (the start page redirected), completed (tokens stored)."}, []string{"upstream", "outcome"}),
+			Help: "Per-user authorization flows by outcome: elicited (a link handed out), started (the start page redirected), completed (tokens stored), step_up (a link for more scopes after a 403 insufficient_scope), step_up_refused (none: the scopes were asked for already, or too many)."}, []string{"upstream", "outcome"}),
 		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mcpgw", Name: "peruser_refreshes_total",
 			Help: "Per-user token refreshes by outcome: ok, invalid_grant (the token is dropped), error."}, []string{"upstream", "outcome"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mcpgw", Name: "peruser_refusals_total",

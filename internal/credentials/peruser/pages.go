@@ -85,7 +85,7 @@ func (s *Source) ServeStart(w http.ResponseWriter, r *http.Request) {
 	st := stateClaims{Principal: c.Principal, Elicitation: c.Elicitation, Expires: now.Add(s.o.LinkLifetime).Unix(), Nonce: randomID(16)}
 	sp, _ := json.Marshal(st)
 	state := s.states.sealString(sp, s.stateAD())
-	flow, err := s.o.Client.Begin(r.Context(), state, s.redirect)
+	flow, err := s.o.Client.Begin(r.Context(), state, s.redirect, c.stepUp())
 	if err != nil {
 		s.o.Logger.Warn("per-user authorization: no authorization request", zap.String("upstream", s.o.Upstream), zap.Error(err))
 		s.refuse(w, r, http.StatusBadGateway, reasonUnavailable, "The gateway could not start the authorization at the authorization server of "+s.o.Upstream+". Retry later; if it persists, tell the gateway's operator: "+err.Error())

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,12 +152,14 @@ var hiddenID = regexp.MustCompile(`name="id" value="([^"]+)"`)
 type browser struct {
 	c        *http.Client
 	callback *url.URL
+	visited  []*url.URL // every redirect followed (the authorization request among them)
 }
 
 func newBrowser(e *env) *browser {
 	jar, _ := cookiejar.New(nil)
 	b := &browser{}
 	b.c = &http.Client{Jar: jar, Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		b.visited = append(b.visited, req.URL)
 		if req.URL.Path == config.RedirectPath(name) {
 			b.callback = req.URL
 			return http.ErrUseLastResponse
@@ -503,4 +506,105 @@ func TestRevoke(t *testing.T) {
 	if rec.Code != http.StatusUnauthorized {
 		t.Fatalf("DELETE without a principal: %d", rec.Code)
 	}
+}
+
+// TestStepUpAsksForTheUnionAndReplacesTheGrant: with the test OP, alice's
+// authorization (scope openid) meets an upstream 403 insufficient_scope
+// for profile. The source answers with a step-up link whose authorization
+// request asks for openid and profile (the union, SEP-2350); after
+// consent her new token replaces the old one, and the same challenge again
+// gets no new link (the retry limit: it was asked for already).
+func TestStepUpAsksForTheUnionAndReplacesTheGrant(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.authorize("alice", "pw-a")
+	first := e.token("alice")
+	challenge := []string{`Bearer error="insufficient_scope", scope="profile", resource_metadata="` + strings.TrimSuffix(e.upstream, "/mcp") + `/.well-known/oauth-protected-resource/mcp"`}
+	err := e.src.Load().InsufficientScope(ctx, subject("alice"), first, challenge)
+	var ar *credentials.AuthorizationRequiredError
+	if !errors.As(err, &ar) || !strings.HasPrefix(ar.URL, e.public+config.StartPath(name)+"?t=") {
+		t.Fatalf("InsufficientScope = %v, want a step-up link to the start page", err)
+	}
+	// Until she consents, the old token still serves what it was granted for.
+	if tok := e.token("alice"); tok != first {
+		t.Fatal("the stored token changed before the step-up was consented to")
+	}
+	b := newBrowser(e)
+	cb := b.consent(t, e, ar.URL, "alice", "pw-a")
+	var asked []string
+	for _, u := range b.visited {
+		if u.Query().Get("code_challenge") != "" {
+			asked = strings.Fields(u.Query().Get("scope"))
+		}
+	}
+	if !slices.Contains(asked, "openid") || !slices.Contains(asked, "profile") {
+		t.Fatalf("the step-up authorization request asked for %q, want openid (granted before) and profile (challenged)", asked)
+	}
+	if status, page := b.get(t, cb.String()); status != http.StatusOK {
+		t.Fatalf("callback: %d %s", status, page)
+	}
+	if id := <-e.done; id != ar.ElicitationID {
+		t.Fatalf("completed elicitation %q, want %q", id, ar.ElicitationID)
+	}
+	second := e.token("alice")
+	if second == first {
+		t.Fatal("the step-up's token did not replace the stored one")
+	}
+	// The stored grant is the new one: it asked for profile, so the same
+	// challenge again offers no link (below).
+	for _, tc := range []struct {
+		name      string
+		subj      credentials.Subject
+		token     string
+		challenge []string
+		want      string // "": nil; "link": a step-up link; else a substring of the error
+	}{
+		{"the same challenge again: asked for already", subject("alice"), second, challenge, ""},
+		{"a token replaced meanwhile", subject("alice"), first, []string{`Bearer error="insufficient_scope", scope="email"`}, ""},
+		{"a new scope", subject("alice"), second, []string{`Bearer error="insufficient_scope", scope="email"`}, "link"},
+		{"not insufficient_scope", subject("alice"), second, []string{`Bearer error="invalid_token", scope="email"`}, ""},
+		{"no scope named", subject("alice"), second, []string{`Bearer error="insufficient_scope"`}, ""},
+		{"an oversized challenge", subject("alice"), second, []string{`Bearer error="insufficient_scope", scope="email", error_description="` + strings.Repeat("x", 5000) + `"`}, "more than the 4096"},
+		{"no principal", credentials.Subject{}, second, challenge, "no authenticated principal"},
+	} {
+		err := e.src.Load().InsufficientScope(ctx, tc.subj, tc.token, tc.challenge)
+		var ar *credentials.AuthorizationRequiredError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want nil (the refusal stands)", tc.name, err)
+		case tc.want == "link" && !errors.As(err, &ar):
+			t.Errorf("%s: %v, want a step-up link", tc.name, err)
+		case tc.want != "" && tc.want != "link" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
+		}
+	}
+	for outcome, want := range map[string]float64{"step_up": 2, "step_up_refused": 2} {
+		if got := testutil.ToFloat64(e.flows(outcome)); got != want {
+			t.Errorf("mcpgw_peruser_authorizations_total{outcome=%q} = %v, want %v", outcome, got, want)
+		}
+	}
+}
+
+// flows is the authorization counter of outcome.
+func (e *env) flows(outcome string) prometheus.Collector {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "mcpgw_peruser_authorizations_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					c := prometheus.NewCounter(prometheus.CounterOpts{Name: "c"})
+					c.Add(m.GetCounter().GetValue())
+					return c
+				}
+			}
+		}
+	}
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: "c"})
 }

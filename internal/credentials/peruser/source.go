@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 )
 
 // Options configure one upstream's Source.
@@ -62,7 +63,10 @@ type Source struct {
 	refresh  singleflight.Group // one refresh at a time per principal
 }
 
-var _ credentials.Source = (*Source)(nil)
+var (
+	_ credentials.Source         = (*Source)(nil)
+	_ credentials.ScopeEscalator = (*Source)(nil)
+)
 
 // New builds the Source of o.Upstream.
 func New(o Options) (*Source, error) {
@@ -134,7 +138,7 @@ func (s *Source) Token(ctx context.Context, subj credentials.Subject) (string, e
 		return "", s.unavailable(err)
 	}
 	if r == nil {
-		return "", s.authorizationRequired(key)
+		return "", s.authorizationRequired(key, nil)
 	}
 	if r.Access != "" && !s.stale(r) {
 		return r.Access, nil
@@ -144,7 +148,7 @@ func (s *Source) Token(ctx context.Context, subj credentials.Subject) (string, e
 			return r.Access, nil // stale but still valid, and nothing to refresh with
 		}
 		s.drop(ctx, key)
-		return "", s.authorizationRequired(key)
+		return "", s.authorizationRequired(key, nil)
 	}
 	return s.refreshed(ctx, key, r.Access)
 }
@@ -171,19 +175,19 @@ func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error
 		}
 		switch {
 		case r == nil:
-			return "", s.authorizationRequired(key)
+			return "", s.authorizationRequired(key, nil)
 		case r.Access != "" && r.Access != seen && !s.stale(r):
 			return r.Access, nil // refreshed meanwhile
 		case r.Refresh == "":
 			s.drop(ctx, key)
-			return "", s.authorizationRequired(key)
+			return "", s.authorizationRequired(key, nil)
 		}
 		t, err := s.o.Client.Refresh(ctx, r.Grant, r.Refresh)
 		if errors.Is(err, ErrInvalidGrant) {
 			s.o.Metrics.refreshed(s.o.Upstream, "invalid_grant")
 			s.o.Logger.Info("per-user refresh token refused (invalid_grant); the user must authorize again", zap.String("upstream", s.o.Upstream))
 			s.drop(ctx, key)
-			return "", s.authorizationRequired(key)
+			return "", s.authorizationRequired(key, nil)
 		}
 		if err != nil {
 			s.o.Metrics.refreshed(s.o.Upstream, "error")
@@ -210,8 +214,11 @@ func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error
 // newRecord makes the record of a token endpoint answer; a refresh that
 // returned no new refresh token (or grant) keeps old's.
 func (s *Source) newRecord(key string, t *Token, old *record) *record {
-	r := &record{Access: t.AccessToken, Refresh: t.RefreshToken, Grant: t.Grant, Stored: s.o.Clock().Unix(), Principal: key, Upstream: s.o.Upstream}
+	r := &record{Access: t.AccessToken, Refresh: t.RefreshToken, Grant: t.Grant, Scopes: t.Scopes, Stored: s.o.Clock().Unix(), Principal: key, Upstream: s.o.Upstream}
 	if old != nil {
+		if len(r.Scopes) == 0 {
+			r.Scopes = old.Scopes
+		}
 		if r.Refresh == "" {
 			r.Refresh, r.RefreshExpiry = old.Refresh, old.RefreshExpiry
 		}
@@ -272,19 +279,35 @@ func (s *Source) unavailable(err error) error {
 	return fmt.Errorf("upstream %q: the per-user token store is unavailable: %w", s.o.Upstream, err)
 }
 
-// linkClaims is what a start link carries, sealed.
+// linkClaims is what a start link carries, sealed; a step-up link also
+// the upstream's challenge and the scopes asked for before.
 type linkClaims struct {
-	Principal   string `json:"p"`
-	Elicitation string `json:"e"`
-	Expires     int64  `json:"x"`
-	Nonce       string `json:"n"`
+	Principal   string   `json:"p"`
+	Elicitation string   `json:"e"`
+	Expires     int64    `json:"x"`
+	Nonce       string   `json:"n"`
+	Challenge   []string `json:"c,omitempty"`
+	Previous    []string `json:"s,omitempty"`
+}
+
+// stepUp is the StepUp a link's claims start (nil for a first
+// authorization).
+func (c linkClaims) stepUp() *StepUp {
+	if len(c.Challenge) == 0 {
+		return nil
+	}
+	return &StepUp{Challenge: c.Challenge, Previous: c.Previous}
 }
 
 func (s *Source) linkAD() []byte { return []byte(purposeLink + "\x00" + s.o.Upstream) }
 
-// authorizationRequired hands out a fresh start link bound to key.
-func (s *Source) authorizationRequired(key string) error {
+// authorizationRequired hands out a fresh start link bound to key (a
+// step-up link when step is not nil).
+func (s *Source) authorizationRequired(key string, step *StepUp) error {
 	c := linkClaims{Principal: key, Elicitation: randomID(16), Expires: s.o.Clock().Add(s.o.LinkLifetime).Unix(), Nonce: randomID(16)}
+	if step != nil {
+		c.Challenge, c.Previous = step.Challenge, step.Previous
+	}
 	plain, _ := json.Marshal(c)
 	s.o.Metrics.flow(s.o.Upstream, "elicited")
 	return &credentials.AuthorizationRequiredError{
@@ -292,4 +315,61 @@ func (s *Source) authorizationRequired(key string) error {
 		URL:           s.start + "?t=" + s.links.sealString(plain, s.linkAD()),
 		ElicitationID: c.Elicitation,
 	}
+}
+
+const (
+	// maxChallengeBytes bounds the challenge a step-up link carries (it
+	// is in the link's URL); a larger one is not followed.
+	maxChallengeBytes = 4096
+	// maxStepUpScopes bounds the scopes one authorization asks for, so an
+	// upstream naming ever new scopes cannot grow a grant without end.
+	maxStepUpScopes = 64
+)
+
+// InsufficientScope implements credentials.ScopeEscalator: the upstream
+// answered 403 insufficient_scope to token. When the challenge names a
+// scope the subject's authorization did not ask for, the answer is a
+// step-up link (*credentials.AuthorizationRequiredError) whose flow asks
+// for the union of the previous scopes and the challenged ones; the stored
+// token stays until that flow's token replaces it. When every challenged
+// scope was asked for already, nil: a new consent cannot help, and
+// offering it again would loop (the upstream's refusal stands).
+func (s *Source) InsufficientScope(ctx context.Context, subj credentials.Subject, token string, challenge []string) error {
+	if subj.Principal == nil {
+		return s.errNoPrincipal()
+	}
+	ch := oauthclient.ParseChallenge(challenge)
+	if !ch.InsufficientScope() || len(ch.Scopes) == 0 {
+		return nil // nothing to ask for
+	}
+	key := subj.Key()
+	r, err := s.tokens.get(ctx, key)
+	switch {
+	case err != nil:
+		return s.unavailable(err)
+	case r == nil:
+		return s.authorizationRequired(key, nil)
+	case r.Access != token:
+		return nil // replaced meanwhile (a step-up completed): the caller's retry uses the new token
+	}
+	want := union(r.Scopes, ch.Scopes)
+	switch {
+	case len(want) == len(r.Scopes):
+		s.o.Metrics.flow(s.o.Upstream, "step_up_refused")
+		s.o.Logger.Info("per-user step-up not offered: the upstream refuses with insufficient_scope for scopes the authorization already asked for", zap.String("upstream", s.o.Upstream), zap.Strings("scopes", ch.Scopes))
+		return nil
+	case len(want) > maxStepUpScopes:
+		s.o.Metrics.flow(s.o.Upstream, "step_up_refused")
+		return fmt.Errorf("upstream %q asks for more scopes than one authorization may hold (%d, at most %d); not asking for more", s.o.Upstream, len(want), maxStepUpScopes)
+	}
+	n := 0
+	for _, v := range challenge {
+		n += len(v)
+	}
+	if n > maxChallengeBytes {
+		s.o.Metrics.flow(s.o.Upstream, "step_up_refused")
+		return fmt.Errorf("upstream %q: its insufficient_scope challenge is %d bytes, more than the %d a step-up follows; not asking for more scopes", s.o.Upstream, n, maxChallengeBytes)
+	}
+	s.o.Metrics.flow(s.o.Upstream, "step_up")
+	return s.authorizationRequired(key, &StepUp{Challenge: challenge, Previous: r.Scopes})
 }

@@ -46,6 +46,7 @@ type record struct {
 	Principal      string          `json:"p"`
 	Upstream       string          `json:"u"`
 	ElicitationFor string          `json:"e,omitempty"` // the elicitation the flow that made it completed
+	Scopes         []string        `json:"s,omitempty"` // asked for and granted (Token.Scopes)
 	Grant          json.RawMessage `json:"g,omitempty"` // where and as whom to refresh (Client's)
 }
 

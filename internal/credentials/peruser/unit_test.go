@@ -27,7 +27,7 @@ type fakeClient struct {
 	refreshes atomic.Int32
 }
 
-func (f *fakeClient) Begin(context.Context, string, string) (*peruser.Flow, error) {
+func (f *fakeClient) Begin(context.Context, string, string, *peruser.StepUp) (*peruser.Flow, error) {
 	return &peruser.Flow{AuthURL: "https://as.example.com/authorize", Data: json.RawMessage(`{}`)}, nil
 }
 func (f *fakeClient) Complete(context.Context, *peruser.Flow, url.Values) (*peruser.Token, error) {
