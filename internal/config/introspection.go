@@ -41,12 +41,7 @@ func (v *validator) introspection() {
 	if strings.TrimSpace(in.ClientID) == "" {
 		v.add(p, "client_id is not set; the endpoint authenticates the gateway: give the client id it registered for the gateway, e.g. client_id: mcpgw")
 	}
-	switch {
-	case in.ClientSecret != "" && in.ClientSecretFile != "":
-		v.add(p, "both client_secret and client_secret_file are set; keep client_secret_file (a file holding the secret) or client_secret: ${ENV_VAR}, not both")
-	case in.ClientSecret == "" && in.ClientSecretFile == "":
-		v.add(p, "neither client_secret nor client_secret_file is set; set client_secret_file: /run/secrets/NAME, or client_secret: ${ENV_VAR}")
-	}
+	v.clientSecret(p, in.ClientSecret, in.ClientSecretFile, true, "")
 	if strings.TrimSpace(in.Audience) != in.Audience {
 		v.add(p+".audience", fmt.Sprintf("%q has surrounding whitespace; remove it", in.Audience))
 	}

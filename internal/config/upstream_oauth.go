@@ -98,22 +98,13 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 	if o.TokenURL != "" {
 		v.oauthServerURL(strictyaml.JoinPath(op, "token_url"), o.TokenURL, "https://idp.example.com/oauth2/token")
 	}
-	if o.Issuer != "" && v.oauthServerURL(strictyaml.JoinPath(op, "issuer"), o.Issuer, "https://idp.example.com") {
-		// RFC 8414 section 2: an issuer has no query (nor fragment, which
-		// oauthServerURL refuses).
-		if t, _ := url.Parse(o.Issuer); t.RawQuery != "" {
-			v.add(strictyaml.JoinPath(op, "issuer"), fmt.Sprintf("%q has a ?query, which an issuer identifier must not (RFC 8414); remove it", o.Issuer))
-		}
+	if o.Issuer != "" {
+		v.issuerURL(strictyaml.JoinPath(op, "issuer"), o.Issuer)
 	}
 	if strings.TrimSpace(o.ClientID) == "" {
 		v.add(op, "client_id is not set; give the client id the authorization server registered for the gateway, e.g. client_id: mcpgw")
 	}
-	switch {
-	case o.ClientSecret != "" && o.ClientSecretFile != "":
-		v.add(op, "both client_secret and client_secret_file are set; keep client_secret_file (a file holding the secret) or client_secret: ${ENV_VAR}, not both")
-	case o.ClientSecret == "" && o.ClientSecretFile == "":
-		v.add(op, "neither client_secret nor client_secret_file is set (the client-credentials grant needs a confidential client); set client_secret_file: /run/secrets/NAME, or client_secret: ${ENV_VAR}")
-	}
+	v.clientSecret(op, o.ClientSecret, o.ClientSecretFile, true, "the client-credentials grant needs a confidential client")
 	v.scopes(strictyaml.JoinPath(op, "scopes"), o.Scopes)
 	if o.Resource != "" {
 		// RFC 8707 section 2: an absolute URI without a fragment.
@@ -148,4 +139,30 @@ func (v *validator) oauthServerURL(p, raw, example string) bool {
 		return false
 	}
 	return true
+}
+
+// issuerURL checks an authorization server's issuer identifier: an OAuth
+// server URL (oauthServerURL) with no query (RFC 8414 section 2; a
+// fragment oauthServerURL refuses).
+func (v *validator) issuerURL(p, issuer string) {
+	if !v.oauthServerURL(p, issuer, "https://idp.example.com") {
+		return
+	}
+	if t, _ := url.Parse(issuer); t.RawQuery != "" {
+		v.add(p, fmt.Sprintf("%q has a ?query, which an issuer identifier must not (RFC 8414); remove it", issuer))
+	}
+}
+
+// clientSecret checks the client_secret / client_secret_file pair at p:
+// never both; with required, one of them, why saying what needs it.
+func (v *validator) clientSecret(p, secret, file string, required bool, why string) {
+	switch {
+	case secret != "" && file != "":
+		v.add(p, "both client_secret and client_secret_file are set; keep client_secret_file (a file holding the secret) or client_secret: ${ENV_VAR}, not both")
+	case required && secret == "" && file == "":
+		if why != "" {
+			why = " (" + why + ")"
+		}
+		v.add(p, "neither client_secret nor client_secret_file is set"+why+"; set client_secret_file: /run/secrets/NAME, or client_secret: ${ENV_VAR}")
+	}
 }
