@@ -582,21 +582,26 @@ func (r *RedisRevocations) channel() string { return r.o.Prefix + "ended" }
 // resubscribes after a reconnect), stopped by Close. Call it once.
 func (r *RedisRevocations) Watch(ended func(hash string)) {
 	r.sub = r.o.Client.Subscribe(context.Background(), r.channel())
-	go func() {
-		defer close(r.done)
-		ch := r.sub.Channel()
-		for {
-			select {
-			case m, ok := <-ch:
-				if !ok {
-					return
-				}
-				ended(m.Payload)
-			case <-r.stop:
+	go listen(r.sub, r.stop, r.done, ended)
+}
+
+// listen hands each message's payload on sub to handle until sub closes
+// or stop is closed, then closes done: the loop of every subscriber
+// goroutine here (revocations, shared subscriptions).
+func listen(sub *redis.PubSub, stop <-chan struct{}, done chan<- struct{}, handle func(payload string)) {
+	defer close(done)
+	ch := sub.Channel()
+	for {
+		select {
+		case m, ok := <-ch:
+			if !ok {
 				return
 			}
+			handle(m.Payload)
+		case <-stop:
+			return
 		}
-	}()
+	}
 }
 
 // Close stops Watch's subscriber.

@@ -293,26 +293,14 @@ func (r *RedisSubscriptions) Release(session, upstream, uri string) {
 // stopped by Close.
 func (r *RedisSubscriptions) Watch(drop func(match func(id string) bool, upstream, uri string)) {
 	r.sub = r.o.Client.Subscribe(context.Background(), r.channel())
-	go func() {
-		defer close(r.done)
-		ch := r.sub.Channel()
-		for {
-			select {
-			case m, ok := <-ch:
-				if !ok {
-					return
-				}
-				parts := strings.SplitN(m.Payload, "\n", 4)
-				if len(parts) != 4 || parts[0] == r.replica {
-					continue // malformed, or our own: dropped already
-				}
-				hash := parts[1]
-				drop(func(id string) bool { return sessionHash(id) == hash }, parts[2], parts[3])
-			case <-r.stop:
-				return
-			}
+	go listen(r.sub, r.stop, r.done, func(payload string) {
+		parts := strings.SplitN(payload, "\n", 4)
+		if len(parts) != 4 || parts[0] == r.replica {
+			return // malformed, or our own: dropped already
 		}
-	}()
+		hash := parts[1]
+		drop(func(id string) bool { return sessionHash(id) == hash }, parts[2], parts[3])
+	})
 }
 
 // Close stops Watch's subscriber.
