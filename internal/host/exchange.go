@@ -13,6 +13,7 @@ package host
 // principal is ever returned for another.
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"encoding/json"
@@ -206,9 +207,9 @@ func exchangeForm(cfg *config.UpstreamTokenExchange, subjectToken, actorToken st
 	f := url.Values{
 		"grant_type":         {grantTokenExchange},
 		"subject_token":      {subjectToken},
-		"subject_token_type": {orDefault(cfg.SubjectTokenType, config.TokenTypeAccessToken)},
+		"subject_token_type": {cmp.Or(cfg.SubjectTokenType, config.TokenTypeAccessToken)},
 	}
-	if t := orDefault(cfg.RequestedTokenType, config.TokenTypeAccessToken); t != "" {
+	if t := cmp.Or(cfg.RequestedTokenType, config.TokenTypeAccessToken); t != "" {
 		f.Set("requested_token_type", t)
 	}
 	if cfg.Audience != "" {
@@ -225,13 +226,6 @@ func exchangeForm(cfg *config.UpstreamTokenExchange, subjectToken, actorToken st
 		f.Set("actor_token_type", config.TokenTypeAccessToken)
 	}
 	return f
-}
-
-func orDefault(v, d string) string {
-	if v == "" {
-		return d
-	}
-	return v
 }
 
 // exchange asks the authorization server for the subject's token and
@@ -323,9 +317,7 @@ func (s *exchangeSource) exchange(sub credentials.Subject) (string, time.Time, e
 		life = time.Duration(secs) * time.Second
 	}
 	s.metrics.TokenExchange(s.upstream, metrics.ExchangeOK)
-	// Stop using it a little before it expires: at most the refresh
-	// margin, and at most a quarter of its life.
-	return out.AccessToken, start.Add(life - min(tokenRefreshMargin, life/4)), nil
+	return out.AccessToken, useUntil(start, start.Add(life)), nil
 }
 
 // actorToken is the gateway's own client-credentials token at the same

@@ -300,8 +300,7 @@ func (f *tokenFetcher) Token() (*oauth2.Token, error) {
 		return nil, f.fail(g.tokenURL, "the token endpoint issued a %q token, but mcpgw sends only Bearer tokens", typ)
 	}
 	if !tok.Expiry.IsZero() {
-		life := tok.Expiry.Sub(start)
-		tok.Expiry = tok.Expiry.Add(-min(tokenRefreshMargin, max(life/4, 0)))
+		tok.Expiry = useUntil(start, tok.Expiry)
 	}
 	f.mu.Lock()
 	f.last = tok.AccessToken
@@ -397,4 +396,13 @@ func originOf(raw string) string {
 		return ""
 	}
 	return strings.ToLower(u.Scheme + "://" + u.Host)
+}
+
+// useUntil is when a token asked for at start and expiring at expiry
+// stops being used: tokenRefreshMargin before its expiry, and at most a
+// quarter of its life before (so a short-lived token is still reused
+// for most of its life). Every token the host caches follows it.
+func useUntil(start, expiry time.Time) time.Time {
+	life := expiry.Sub(start)
+	return expiry.Add(-min(tokenRefreshMargin, max(life/4, 0)))
 }
