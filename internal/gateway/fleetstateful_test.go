@@ -176,21 +176,28 @@ func TestFleetStatefulHTTPUpstream(t *testing.T) {
 	})
 
 	t.Run("a DELETE ends the upstream session, an idle end only detaches", func(t *testing.T) {
+		// Earlier subtests leave upstream sessions with two calls too; this
+		// session's is the one that did not exist before it.
+		before := map[string]bool{}
+		for _, s := range up.sessionsCounting() {
+			before[s] = true
+		}
 		c := &rawClient{t: t, url: a}
 		c.initialize("2025-11-25")
 		callVia(c, a, 1)
 		callVia(c, b, 2)
-		var id string
+		var fresh []string
 		up.mu.Lock()
 		for s, n := range up.counts {
-			if n == 2 && up.deletes[s] == 0 && !up.forgotten[s] {
-				id = s
+			if !before[s] && n == 2 && up.deletes[s] == 0 && !up.forgotten[s] {
+				fresh = append(fresh, s)
 			}
 		}
 		up.mu.Unlock()
-		if id == "" {
-			t.Fatal("no upstream session with two calls")
+		if len(fresh) != 1 {
+			t.Fatalf("upstream sessions new in this subtest with two calls: %q, want exactly one", fresh)
 		}
+		id := fresh[0]
 		c.url = b
 		c.do(http.MethodDelete, "", nil)
 		deadline := time.Now().Add(5 * time.Second)
