@@ -447,7 +447,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 	fidEachKind(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 0)
 		base := fidGateway(t, "  - path: /mcp\n  - path: /mcp/solo\n    upstreams: [up]\n    prefix: false\n", up)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		watcher := func(inbox *fidInbox) *mcp.ClientOptions {
 			return &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
@@ -466,7 +466,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if err := c.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("C subscribe: %v", err)
 		}
-		if !fidWaitEvent(up, "subscribe mem://watched", 2*time.Second) {
+		if !fidWaitEvent(up, "subscribe mem://watched", 10*time.Second) {
 			t.Fatalf("the upstream saw no subscribe: %q", up.log.all())
 		}
 		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
@@ -514,7 +514,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Errorf("close C: %v", err)
 		}
-		if !fidWaitEvent(up, "unsubscribe mem://watched", 2*time.Second) {
+		if !fidWaitEvent(up, "unsubscribe mem://watched", 10*time.Second) {
 			t.Errorf("ending the last subscribed session did not unsubscribe upstream: %q", up.log.all())
 		}
 		time.Sleep(100 * time.Millisecond)
