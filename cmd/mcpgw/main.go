@@ -247,6 +247,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer func() { _ = log.Sync() }()
+	useRedisLogger(log)
 
 	load := func() (*config.Config, error) {
 		cfg, err := loadConfig(*path)
