@@ -16,6 +16,7 @@ import (
 	"cmp"
 	"container/list"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,11 @@ const (
 	// exchangeNoExpiry is how long a token issued without expires_in is
 	// reused: briefly, since its lifetime is unknown.
 	exchangeNoExpiry = time.Minute
+	// refusalMemory is how long an authorization server's refusal of one
+	// subject token is repeated without asking again: a principal the IdP
+	// will not exchange for would otherwise cost one IdP request per call.
+	// Short, so a permission granted at the IdP takes effect soon.
+	refusalMemory = 10 * time.Second
 	// maxDescription bounds how much of an authorization server's
 	// error_description reaches the caller.
 	maxDescription = 300
@@ -91,8 +97,9 @@ type exchangeSource struct {
 	actorMu sync.Mutex
 	actor   oauth2.TokenSource // the gateway's own token, for actor_token
 
-	flight singleflight.Group
-	cache  tokenLRU
+	flight   singleflight.Group
+	cache    tokenLRU
+	refusals refusalCache
 }
 
 func newExchangeSource(ctx context.Context, name, upstreamURL string, cfg *config.UpstreamTokenExchange, hc *http.Client, m *metrics.Metrics, log *zap.Logger) *exchangeSource {
@@ -103,7 +110,8 @@ func newExchangeSource(ctx context.Context, name, upstreamURL string, cfg *confi
 	return &exchangeSource{
 		ctx: ctx, upstream: name, upURL: upstreamURL, cfg: cfg, client: hc, metrics: m, log: log,
 		now: time.Now, readFile: os.ReadFile, endpoint: cfg.TokenURL,
-		cache: tokenLRU{max: max, items: map[string]*list.Element{}, order: list.New()},
+		cache:    tokenLRU{max: max, items: map[string]*list.Element{}, order: list.New()},
+		refusals: refusalCache{max: max, items: map[string]refusal{}},
 	}
 }
 
@@ -129,6 +137,10 @@ func (s *exchangeSource) Token(ctx context.Context, sub credentials.Subject) (st
 	if tok, ok := s.cache.get(key, s.now()); ok {
 		return tok, nil
 	}
+	if err := s.refusals.get(key, sub.Token, s.now()); err != nil {
+		s.metrics.TokenExchange(s.upstream, metrics.ExchangeRefusedRecently)
+		return "", err
+	}
 	// One exchange per key at a time; it runs on the upstream's context
 	// (bounded), so one caller giving up does not fail the others waiting.
 	ch := s.flight.DoChan(key, func() (any, error) {
@@ -137,8 +149,15 @@ func (s *exchangeSource) Token(ctx context.Context, sub credentials.Subject) (st
 		}
 		tok, exp, err := s.exchange(sub)
 		if err != nil {
+			var ee *ExchangeError
+			if errors.As(err, &ee) && ee.Code != "" {
+				// The server looked at this token and said no: asking
+				// again at once would hear the same.
+				s.refusals.put(key, sub.Token, ee, s.now())
+			}
 			return "", err
 		}
+		s.refusals.drop(key)
 		n, evicted := s.cache.put(key, tok, exp)
 		s.metrics.ExchangeCache(s.upstream, n, evicted)
 		return tok, nil
@@ -428,4 +447,60 @@ func (c *tokenLRU) drop(key, token string) int {
 		delete(c.items, key)
 	}
 	return len(c.items)
+}
+
+// refusalCache remembers, briefly, that the authorization server refused
+// to exchange a subject token. An entry holds only a digest of the token it
+// is for, so a renewed downstream token is asked about afresh. Bounded by
+// max entries: a full cache first sheds expired entries, then any one.
+type refusalCache struct {
+	mu    sync.Mutex
+	max   int
+	items map[string]refusal
+}
+
+type refusal struct {
+	token [sha256.Size]byte
+	err   *ExchangeError
+	until time.Time
+}
+
+// get returns the remembered refusal of token under key, if still fresh.
+func (c *refusalCache) get(key, token string, now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.items[key]
+	if !ok {
+		return nil
+	}
+	if !now.Before(r.until) || r.token != sha256.Sum256([]byte(token)) {
+		delete(c.items, key)
+		return nil
+	}
+	return r.err
+}
+
+func (c *refusalCache) put(key, token string, err *ExchangeError, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.items[key]; !ok && len(c.items) >= c.max {
+		for k, r := range c.items {
+			if !now.Before(r.until) {
+				delete(c.items, k)
+			}
+		}
+		for k := range c.items {
+			if len(c.items) < c.max {
+				break
+			}
+			delete(c.items, k)
+		}
+	}
+	c.items[key] = refusal{token: sha256.Sum256([]byte(token)), err: err, until: now.Add(refusalMemory)}
+}
+
+func (c *refusalCache) drop(key string) {
+	c.mu.Lock()
+	delete(c.items, key)
+	c.mu.Unlock()
 }

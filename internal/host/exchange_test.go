@@ -231,13 +231,73 @@ func TestExchangeErrors(t *testing.T) {
 			if strings.Contains(err.Error(), "downstream-alice") || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("%q carries a token or the secret", err)
 			}
-			// A failure is not cached: the next call asks again.
+			// A failure without an OAuth error (the server could not
+			// answer usably) is not remembered: the next call asks again.
+			// A refusal is, briefly (TestExchangeRefusalRemembered).
 			before := len(idp.requests())
 			_, _ = s.Token(context.Background(), tc.sub)
-			if tc.answer != nil && len(idp.requests()) != before+1 {
+			refused := ee.Code != ""
+			if tc.answer != nil && !refused && len(idp.requests()) != before+1 {
 				t.Error("a failed exchange was cached")
 			}
 		})
+	}
+}
+
+// TestExchangeRefusalRemembered: a principal the authorization server
+// refuses costs one request per refusalMemory, not one per call; the
+// memory is for that subject token only, expires, and is bounded.
+func TestExchangeRefusalRemembered(t *testing.T) {
+	refuse := true
+	idp := newFakeIdP(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if refuse {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":"invalid_grant","error_description":"no"}`)
+			return
+		}
+		exchanged(3600)(n, w, r)
+	})
+	s := testExchange(t, idp.srv.URL, config.UpstreamTokenExchange{MaxCached: 2})
+	now := time.Unix(1_800_000_000, 0)
+	s.now = func() time.Time { return now }
+	ctx := context.Background()
+	for i := range 5 {
+		_, err := s.Token(ctx, subject("carol"))
+		var ee *ExchangeError
+		if !errors.As(err, &ee) || ee.Code != "invalid_grant" || !strings.Contains(err.Error(), `upstream "jira"`) {
+			t.Fatalf("call %d: %v, want the server's refusal", i, err)
+		}
+	}
+	if n := len(idp.requests()); n != 1 {
+		t.Fatalf("5 calls of a refused principal asked the server %d times, want 1", n)
+	}
+	// A renewed downstream token is asked about afresh.
+	renewed := subject("carol")
+	renewed.Token = "downstream-carol-renewed"
+	_, _ = s.Token(ctx, renewed)
+	if n := len(idp.requests()); n != 2 {
+		t.Fatalf("a new subject token was answered from memory (%d requests)", n)
+	}
+	// The refusal is forgotten after refusalMemory; a grant then replaces it.
+	refuse = false
+	now = now.Add(refusalMemory - time.Millisecond)
+	if _, err := s.Token(ctx, renewed); err == nil {
+		t.Fatal("the refusal was forgotten early")
+	}
+	now = now.Add(time.Millisecond)
+	if tok, err := s.Token(ctx, renewed); err != nil || tok == "" {
+		t.Fatalf("after refusalMemory: %q %v, want a token", tok, err)
+	}
+	// Bounded: many refused principals keep at most max_cached entries.
+	refuse = true
+	for _, p := range []string{"d", "e", "f", "g"} {
+		_, _ = s.Token(ctx, subject(p))
+	}
+	s.refusals.mu.Lock()
+	n := len(s.refusals.items)
+	s.refusals.mu.Unlock()
+	if n > 2 {
+		t.Errorf("%d remembered refusals, want at most max_cached (2)", n)
 	}
 }
 

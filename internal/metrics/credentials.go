@@ -15,12 +15,15 @@ const (
 	ExchangeOK      = "ok"      // a token was issued
 	ExchangeRefused = "refused" // the authorization server answered an OAuth error
 	ExchangeError   = "error"   // no usable answer (unreachable, malformed, not Bearer)
+	// ExchangeRefusedRecently is a call answered with the refusal the
+	// server gave the same subject token moments ago, without asking it.
+	ExchangeRefusedRecently = "refused_recently"
 )
 
 func newCredentialSeries(f factory) *credentialSeries {
 	return &credentialSeries{
 		exchanges: f.counterVec("upstream_token_exchanges_total",
-			"RFC 8693 token exchanges the gateway made for callers of an upstream (cache misses), by upstream and outcome (ok, refused, error).",
+			"RFC 8693 token exchanges the gateway made for callers of an upstream (cache misses), by upstream and outcome (ok, refused, error; refused_recently: the refusal of the same subject token repeated from memory for 10 s, without asking).",
 			"upstream", "outcome"),
 		entries: f.gaugeVec("upstream_exchange_cache_entries",
 			"Exchanged tokens cached for an upstream's callers (bounded by upstreams.NAME.auth.token_exchange.max_cached).", "upstream"),
