@@ -17,10 +17,8 @@ import (
 	"container/list"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -35,14 +33,13 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 )
 
 const (
 	// grantTokenExchange is RFC 8693's grant_type.
 	grantTokenExchange = "urn:ietf:params:oauth:grant-type:token-exchange"
-	// maxTokenResponse bounds a token endpoint's answer.
-	maxTokenResponse = 64 << 10
 	// exchangeNoExpiry is how long a token issued without expires_in is
 	// reused: briefly, since its lifetime is unknown.
 	exchangeNoExpiry = time.Minute
@@ -279,59 +276,41 @@ func (s *exchangeSource) exchange(sub credentials.Subject) (string, time.Time, e
 		}
 		actor = tok
 	}
-	form := exchangeForm(s.cfg, sub.Token, actor)
+	method := oauthclient.AuthMethodBasic
 	if s.cfg.AuthMethod == config.AuthMethodPost {
-		form.Set("client_id", s.cfg.ClientID)
-		form.Set("client_secret", secret)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return fail(&ExchangeError{Cause: err.Error()})
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if s.cfg.AuthMethod != config.AuthMethodPost {
-		// RFC 6749 section 2.3.1: both form-encoded inside Basic.
-		req.SetBasicAuth(url.QueryEscape(s.cfg.ClientID), url.QueryEscape(secret))
+		method = oauthclient.AuthMethodPost
 	}
 	start := s.now()
-	resp, err := s.client.Do(req)
-	if err != nil {
+	out, err := oauthclient.PostToken(ctx, s.client, oauthclient.TokenPost{
+		Endpoint: endpoint, ClientID: s.cfg.ClientID, Secret: secret, AuthMethod: method,
+		Form: exchangeForm(s.cfg, sub.Token, actor),
+	})
+	var unreadable *oauthclient.UnreadableAnswerError
+	switch {
+	case errors.As(err, &unreadable):
+		return fail(&ExchangeError{Status: unreadable.Status, Cause: fmt.Sprintf("the token endpoint's answer (HTTP %d) could not be read or is larger than %d bytes", unreadable.Status, oauthclient.MaxDocumentBytes)})
+	case err != nil:
 		return fail(&ExchangeError{Cause: "the token endpoint is unreachable: " + unwrapURLError(err).Error()})
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse+1))
-	if err != nil || len(body) > maxTokenResponse {
-		return fail(&ExchangeError{Status: resp.StatusCode, Cause: fmt.Sprintf("the token endpoint's answer (HTTP %d) could not be read or is larger than %d bytes", resp.StatusCode, maxTokenResponse)})
-	}
-	var out struct {
-		AccessToken      string      `json:"access_token"`
-		TokenType        string      `json:"token_type"`
-		IssuedTokenType  string      `json:"issued_token_type"`
-		ExpiresIn        json.Number `json:"expires_in"`
-		Error            string      `json:"error"`
-		ErrorDescription string      `json:"error_description"`
-	}
-	jerr := json.Unmarshal(body, &out)
-	if resp.StatusCode != http.StatusOK {
-		if jerr == nil && out.Error != "" {
-			return fail(&ExchangeError{Status: resp.StatusCode, Code: out.Error, Description: printable(out.ErrorDescription)})
+	if out.Status != http.StatusOK {
+		if out.NotJSON == nil && out.Code != "" {
+			return fail(&ExchangeError{Status: out.Status, Code: out.Code, Description: printable(out.Description)})
 		}
-		return fail(&ExchangeError{Status: resp.StatusCode, Cause: fmt.Sprintf("the token endpoint answered HTTP %d without an OAuth error", resp.StatusCode)})
+		return fail(&ExchangeError{Status: out.Status, Cause: fmt.Sprintf("the token endpoint answered HTTP %d without an OAuth error", out.Status)})
 	}
 	switch {
-	case jerr != nil:
-		return fail(&ExchangeError{Status: resp.StatusCode, Cause: "the token endpoint's answer is not a JSON object"})
+	case out.NotJSON != nil:
+		return fail(&ExchangeError{Status: out.Status, Cause: "the token endpoint's answer is not a JSON object"})
 	case out.AccessToken == "":
-		return fail(&ExchangeError{Status: resp.StatusCode, Cause: "the token endpoint's answer has no access_token"})
+		return fail(&ExchangeError{Status: out.Status, Cause: "the token endpoint's answer has no access_token"})
 	case !strings.EqualFold(out.TokenType, "bearer"):
-		return fail(&ExchangeError{Status: resp.StatusCode, Cause: fmt.Sprintf("the token endpoint issued a %q token, but mcpgw sends only Bearer tokens upstream (set requested_token_type to an access token type)", printable(out.TokenType))})
+		return fail(&ExchangeError{Status: out.Status, Cause: fmt.Sprintf("the token endpoint issued a %q token, but mcpgw sends only Bearer tokens upstream (set requested_token_type to an access token type)", printable(out.TokenType))})
 	}
 	life := exchangeNoExpiry
 	if out.ExpiresIn != "" {
-		secs, err := out.ExpiresIn.Int64()
-		if err != nil || secs <= 0 {
-			return fail(&ExchangeError{Status: resp.StatusCode, Cause: fmt.Sprintf("the token endpoint's expires_in %q is not a positive number of seconds", printable(out.ExpiresIn.String()))})
+		secs, ok := out.Seconds()
+		if !ok {
+			return fail(&ExchangeError{Status: out.Status, Cause: fmt.Sprintf("the token endpoint's expires_in %q is not a positive number of seconds", printable(out.ExpiresIn))})
 		}
 		life = time.Duration(secs) * time.Second
 	}

@@ -263,15 +263,6 @@ func (c *Client) Refresh(ctx context.Context, g Grant, refreshToken string) (*To
 	return t, err
 }
 
-type tokenResponse struct {
-	AccessToken  string    `json:"access_token"`
-	TokenType    string    `json:"token_type"`
-	RefreshToken string    `json:"refresh_token"`
-	ExpiresIn    expiresIn `json:"expires_in"`
-	Scope        string    `json:"scope"`
-	oauthError
-}
-
 // token POSTs form to g's token endpoint with the client's authentication.
 func (c *Client) token(ctx context.Context, step string, g Grant, form url.Values) (*Token, error) {
 	if err := SecureEndpoint(g.TokenEndpoint); err != nil {
@@ -289,44 +280,21 @@ func (c *Client) token(ctx context.Context, step string, g Grant, form url.Value
 	default:
 		return nil, c.fail(step, "token endpoint authentication %q is not one mcpgw makes", g.AuthMethod)
 	}
-	if g.AuthMethod != AuthMethodBasic {
-		form.Set("client_id", g.ClientID)
-	}
-	if g.AuthMethod == AuthMethodPost {
-		form.Set("client_secret", secret)
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.TokenEndpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return nil, c.fail(step, "token_endpoint %q: %v", g.TokenEndpoint, err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if g.AuthMethod == AuthMethodBasic {
-		// RFC 6749 section 2.3.1: form-encode both before Basic.
-		req.SetBasicAuth(url.QueryEscape(g.ClientID), url.QueryEscape(secret))
-	}
 	sent := c.cfg.Now()
-	resp, err := c.http.Do(req)
+	tr, err := PostToken(ctx, c.http, TokenPost{Endpoint: g.TokenEndpoint, ClientID: g.ClientID, Secret: secret, AuthMethod: g.AuthMethod, Form: form})
 	if err != nil {
 		return nil, c.fail(step, "POST %s: %v", g.TokenEndpoint, err)
 	}
-	defer resp.Body.Close()
-	b, err := readBounded(resp.Body)
-	if err != nil {
-		return nil, c.fail(step, "POST %s: %v", g.TokenEndpoint, err)
-	}
-	var tr tokenResponse
-	derr := decodeObject(b, &tr)
-	if resp.StatusCode != http.StatusOK {
-		e := c.fail(step, "POST %s answered HTTP %d", g.TokenEndpoint, resp.StatusCode)
+	if tr.Status != http.StatusOK {
+		e := c.fail(step, "POST %s answered HTTP %d", g.TokenEndpoint, tr.Status)
 		e.Code, e.Description = tr.Code, tr.Description
 		return nil, e
 	}
 	switch {
-	case derr != nil:
-		return nil, c.fail(step, "the token answer of %s is %v", g.TokenEndpoint, derr)
+	case tr.NotJSON != nil:
+		return nil, c.fail(step, "the token answer of %s is %v", g.TokenEndpoint, tr.NotJSON)
 	case tr.AccessToken == "":
 		return nil, c.fail(step, "the token answer of %s has no access_token", g.TokenEndpoint)
 	case !strings.EqualFold(tr.TokenType, "Bearer"):
@@ -336,7 +304,7 @@ func (c *Client) token(ctx context.Context, step string, g Grant, form url.Value
 	if tr.Scope != "" {
 		t.Scopes = strings.Fields(tr.Scope)
 	}
-	if secs := tr.ExpiresIn.seconds(); secs > 0 {
+	if secs, ok := tr.Seconds(); ok {
 		t.Expiry = sent.Add(time.Duration(secs) * time.Second)
 	}
 	return t, nil
