@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -117,11 +118,10 @@ func tag(s string) string {
 
 // tasks is the host's task-id sealer and its index of 2025-11-25 tasks.
 type tasks struct {
-	aeads []cipher.AEAD // newest first: the first seals, any opens
-	nonce []byte        // HMAC key deriving the (deterministic) nonce
-	max   int
-	m     *metrics.Metrics
-	now   func() time.Time
+	keys atomic.Pointer[taskKeys] // swapped by setKeys (a rotated ring)
+	max  int
+	m    *metrics.Metrics
+	now  func() time.Time
 
 	mu       sync.Mutex
 	index    map[taskKey]*taskEntry
@@ -134,6 +134,12 @@ type taskEntry struct {
 	owner    TaskOwner
 	stateful bool
 	expires  time.Time
+}
+
+// taskKeys are the keys derived from one key ring.
+type taskKeys struct {
+	aeads []cipher.AEAD // newest first: the first seals, any opens
+	nonce []byte        // HMAC key deriving the (deterministic) nonce
 }
 
 // newTasks derives the task keys from the session key ring (a key of their
@@ -150,16 +156,32 @@ func newTasks(ring [][]byte, max int, m *metrics.Metrics) *tasks {
 		}
 		ring = [][]byte{k}
 	}
-	for i, k := range ring {
-		aeadKey := derive(k, "mcpgw task id aead v1")
-		block, _ := aes.NewCipher(aeadKey) // 32 bytes: always valid
+	t.setKeys(ring)
+	return t
+}
+
+// setKeys derives the keys of ring (non-empty) and uses them from now on.
+func (t *tasks) setKeys(ring [][]byte) {
+	k := &taskKeys{}
+	for i, key := range ring {
+		block, _ := aes.NewCipher(derive(key, "mcpgw task id aead v1")) // 32 bytes: always valid
 		a, _ := cipher.NewGCM(block)
-		t.aeads = append(t.aeads, a)
+		k.aeads = append(k.aeads, a)
 		if i == 0 {
-			t.nonce = derive(k, "mcpgw task id nonce v1")
+			k.nonce = derive(key, "mcpgw task id nonce v1")
 		}
 	}
-	return t
+	t.keys.Store(k)
+}
+
+// SetTaskKeys rekeys the task ids of h with a rotated session key ring
+// (sessions.key_file reread on a reload): ids are sealed with its first
+// key from now on and opened with any, so a rotation loses no task. A
+// host without a ring keeps its random key.
+func SetTaskKeys(h *host.Host, ring [][]byte) {
+	if len(ring) > 0 {
+		tasksOf(h).setKeys(ring)
+	}
 }
 
 func derive(key []byte, label string) []byte {
@@ -171,8 +193,9 @@ func derive(key []byte, label string) []byte {
 // seal returns the downstream id for c. Equal claims give equal ids.
 func (t *tasks) seal(c taskClaims) string {
 	plain, _ := json.Marshal(c)
-	a := t.aeads[0]
-	n := hmac.New(sha256.New, t.nonce)
+	k := t.keys.Load()
+	a := k.aeads[0]
+	n := hmac.New(sha256.New, k.nonce)
 	n.Write(plain)
 	nonce := n.Sum(nil)[:a.NonceSize()]
 	return taskTokenPrefix + base64.RawURLEncoding.EncodeToString(a.Seal(nonce[:len(nonce):len(nonce)], nonce, plain, []byte(taskTokenAD)))
@@ -188,7 +211,7 @@ func (t *tasks) open(token string) (taskClaims, bool) {
 	if err != nil {
 		return taskClaims{}, false
 	}
-	for _, a := range t.aeads {
+	for _, a := range t.keys.Load().aeads {
 		if len(raw) < a.NonceSize() {
 			continue
 		}

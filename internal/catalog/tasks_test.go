@@ -48,6 +48,16 @@ func TestTaskTokens(t *testing.T) {
 	if got, ok := rotated.open(tok); !ok || got != c {
 		t.Errorf("a ring that still holds the old key must open its tokens: %+v, %v", got, ok)
 	}
+	// Rekeyed in place (a reload): the old token still opens, new ones are
+	// sealed with the new first key, which a ring of it alone opens.
+	live := newTasks([][]byte{old}, 0, nil)
+	live.setKeys([][]byte{cur, old})
+	if got, ok := live.open(tok); !ok || got != c {
+		t.Errorf("after setKeys the old token: %+v, %v", got, ok)
+	}
+	if got, ok := newTasks([][]byte{cur}, 0, nil).open(live.seal(other)); !ok || got != other {
+		t.Errorf("a token sealed after setKeys does not open with the new key alone: %+v, %v", got, ok)
+	}
 	for name, bad := range map[string]string{
 		"foreign ring":   newTasks([][]byte{cur}, 0, nil).seal(c),
 		"altered":        tok[:len(tok)-2] + "AA",

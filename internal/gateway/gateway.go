@@ -82,6 +82,7 @@ type Gateway struct {
 	started time.Time
 	reloads reloadHistory // the status page's reload history (status.go)
 	shared  *shared       // sessions.redis (redis.go); closed by Shutdown
+	perUser *perUser      // auth.per_user sources (peruser.go)
 
 	// Reload (reload.go): one at a time, never during Shutdown.
 	reloadMu  sync.Mutex
@@ -181,6 +182,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		PerUser:       pu.sources,
 	})
 	pu.rt.Store(rt)
+	g.perUser = pu
 	w.connect(g.host, rt)
 	g.router = rt
 	g.metrics.SetRouteSource(rt.RouteStats)

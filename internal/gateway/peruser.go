@@ -26,7 +26,24 @@ import (
 // finished flow tells the router (notifications/elicitation/complete).
 type perUser struct {
 	sources map[string]*peruser.Source
+	regs    []*peruser.Registrations
 	rt      atomic.Pointer[router.Router]
+}
+
+// setKeys rekeys every source and registration store (a reload reread the
+// session key ring).
+func (p *perUser) setKeys(keys [][]byte) error {
+	for _, s := range p.sources {
+		if err := s.SetKeys(keys); err != nil {
+			return err
+		}
+	}
+	for _, r := range p.regs {
+		if err := r.SetKeys(keys); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // newPerUser builds the sources of cfg's per_user upstreams.
@@ -83,6 +100,7 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 		if err != nil {
 			return nil, err
 		}
+		p.regs = append(p.regs, rs)
 		if o.Client, err = peruser.NewOAuthClient(name, u.URL, pu, rs, nil, log.Named("peruser"), nil); err != nil {
 			return nil, err
 		}

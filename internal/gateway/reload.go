@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/router"
@@ -119,8 +120,13 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 		return fmt.Errorf("config reload: %w", err)
 	}
 	if keys != nil {
-		// Cannot fail: restartOnly refused a ring turned on or off.
+		// Cannot fail: restartOnly refused a ring turned on or off, and
+		// loadSessionKeys parsed it. Everything sealed with the ring is
+		// rekeyed: session ids, requestStates, task ids, per-user links,
+		// states and token records.
 		_ = g.router.SetSessionKeys(keys)
+		catalog.SetTaskKeys(g.host, keys)
+		_ = g.perUser.setKeys(keys)
 	}
 	everything := authChanged(old, newCfg) || !reflect.DeepEqual(old.Policy, newCfg.Policy) ||
 		(newCfg.Policy != nil && newCfg.Policy.Pinning != nil && newCfg.Policy.Pinning.Mode != config.PinOff)

@@ -159,3 +159,77 @@ sessions: {key_file: %q, advertise_url: %q}
 		t.Errorf("a replayed retry on B: HTTP %d %s", r.status, r.body)
 	}
 }
+
+// TestKeyRotationReachesRequestStates: a reload that rotates the session
+// key ring rekeys everything sealed with it, not only session ids. A
+// replica started after the old key was dropped (ring: the new key only)
+// must accept a requestState that a replica which rotated by reload mints,
+// and forward the retry to it.
+func TestKeyRotationReachesRequestStates(t *testing.T) {
+	t.Parallel()
+	srv := matrixServer(false)
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	const oldKey, newKey = "q5x2Wb7y0U5o2cI4JXh8nGc1rL6vP9sT3aE0dK4mN2w=", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	dir := t.TempDir()
+	replica := func(keys string) (string, func() *config.Config, *gateway.Gateway) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := "http://" + ln.Addr().String()
+		load := func() *config.Config {
+			cfg, err := config.Parse("replica.yaml", []byte(fmt.Sprintf(`
+listen: %s
+upstreams:
+  up: {url: %s}
+auth:
+  api_keys:
+    - {name: a, key: key-a-0123456789abcdef, principal: alice}
+policy: {default: allow}
+sessions: {key_file: %q, advertise_url: %q}
+`, ln.Addr(), ts.URL, keys, base)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return cfg
+		}
+		return base, load, runGateway(t, load(), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	}
+	write := func(path string, keys ...string) {
+		if err := os.WriteFile(path, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aKeys, bKeys := filepath.Join(dir, "a-keys"), filepath.Join(dir, "b-keys")
+	write(aKeys, oldKey)
+	write(bKeys, newKey)
+	a, loadA, gwA := replica(aKeys)
+	b, _, _ := replica(bKeys)
+	write(aKeys, newKey, oldKey) // the rotation: new key first
+	if err := gwA.Reload(loadA()); err != nil {
+		t.Fatal(err)
+	}
+
+	post := func(base, extra string) *rawResponse {
+		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {"key-a-0123456789abcdef"},
+			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__ask"}}}
+		return c.post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"up__ask","arguments":{"kind":"sampling"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`)
+	}
+	first := post(a, "").last(t)
+	var ir struct {
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+	}
+	if first.Error != nil || json.Unmarshal(first.Result, &ir) != nil || len(ir.InputRequests) != 1 {
+		t.Fatalf("first round on A: %s %v", first.Result, first.Error)
+	}
+	var key string
+	for k := range ir.InputRequests {
+		key = k
+	}
+	retry := `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}},"requestState":"` + ir.RequestState + `"`
+	if m := post(b, retry).last(t); m.Error != nil || !strings.Contains(string(m.Result), "sampled four") {
+		t.Fatalf("the retry on B (new key only) of a call A parked after rotating: %s %v", m.Result, m.Error)
+	}
+}

@@ -245,7 +245,13 @@ func (rt *Router) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.current
 
 // SetSessionKeys swaps in a rotated session key ring (sessions.key_file
 // reread by a reload): sessions sealed with a key still in it go on.
-func (rt *Router) SetSessionKeys(keys [][]byte) error { return rt.sessions.SetKeys(keys) }
+func (rt *Router) SetSessionKeys(keys [][]byte) error {
+	if err := rt.sessions.SetKeys(keys); err != nil {
+		return err
+	}
+	rt.core.SetSessionKeys(keys) // the bridge's requestStates
+	return nil
+}
 
 // Drain prepares a graceful stop: new sessions are refused and GET streams
 // end (clients reconnect elsewhere), while in-flight requests go on.

@@ -304,6 +304,32 @@ func TestRestartKeepsTheToken(t *testing.T) {
 	e.elicit("alice")
 }
 
+// TestSetKeysRotatesInPlace: a reload that rotates the ring rekeys the
+// live source. What it seals afterwards (a token record here) opens with
+// the new key alone, and what it sealed before still opens meanwhile.
+func TestSetKeysRotatesInPlace(t *testing.T) {
+	e := newEnv(t)
+	e.authorize("alice", "pw-a")
+	before := e.token("alice")
+	if err := e.src.Load().SetKeys([][]byte{key(2), key(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.token("alice"); got != before {
+		t.Fatal("after rekeying, the token sealed with the old key was not used")
+	}
+	e.authorize("bob", "pw-b") // sealed with key 2
+	bob := e.token("bob")
+	e.keys = [][]byte{key(2)} // a replica that knows only the new key
+	e.restart()
+	if got := e.token("bob"); got != bob {
+		t.Fatal("a record sealed after rekeying did not open with the new key alone")
+	}
+	e.elicit("alice") // sealed with key 1 only: gone without it
+	if err := e.src.Load().SetKeys(nil); err == nil {
+		t.Error("an empty ring was accepted")
+	}
+}
+
 func TestExpiryRefreshesOncePerPrincipal(t *testing.T) {
 	e := newEnv(t)
 	e.authorize("alice", "pw-a")

@@ -88,3 +88,8 @@ func (s *Registrations) Delete(issuer, redirectURI string) {
 		s.log.Warn("dynamic registration not deleted", zap.Error(err))
 	}
 }
+
+// SetKeys rekeys the registrations (the session key ring reread on a
+// reload): new ones are sealed with the new first key, old ones still open
+// with any key of the ring.
+func (s *Registrations) SetKeys(keys [][]byte) error { return s.ring.rekey(keys) }

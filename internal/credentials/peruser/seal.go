@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"strconv"
+	"sync/atomic"
 )
 
 // ring seals and opens what this package hands out (start links, states)
@@ -17,9 +18,11 @@ import (
 // ring key and purpose, so a sealed session id can never be replayed as a
 // state or a token record and the other way round. The first key seals;
 // any opens, so rotating the ring (new key first) keeps what was sealed
-// readable until the old key is removed.
+// readable until the old key is removed. A reload rekeys it in place
+// (rekey), so what is sealed afterwards uses the new first key.
 type ring struct {
-	aeads []cipher.AEAD
+	purpose string
+	aeads   atomic.Pointer[[]cipher.AEAD]
 }
 
 // Purposes: each derives its own keys.
@@ -30,31 +33,41 @@ const (
 )
 
 func newRing(keys [][]byte, purpose string) (*ring, error) {
-	if len(keys) == 0 {
-		return nil, errors.New("per-user authorization needs the session key ring (sessions.key_file); add it")
-	}
-	r := &ring{}
-	for i, k := range keys {
-		dk, err := hkdf.Key(sha256.New, k, nil, purpose, 32)
-		if err != nil {
-			return nil, errors.New("session key " + strconv.Itoa(i+1) + ": " + err.Error())
-		}
-		block, err := aes.NewCipher(dk)
-		if err != nil {
-			return nil, err
-		}
-		a, err := cipher.NewGCM(block)
-		if err != nil {
-			return nil, err
-		}
-		r.aeads = append(r.aeads, a)
+	r := &ring{purpose: purpose}
+	if err := r.rekey(keys); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
 
+// rekey replaces the ring's keys (sessions.key_file reread on a reload).
+func (r *ring) rekey(keys [][]byte) error {
+	if len(keys) == 0 {
+		return errors.New("per-user authorization needs the session key ring (sessions.key_file); add it")
+	}
+	var aeads []cipher.AEAD
+	for i, k := range keys {
+		dk, err := hkdf.Key(sha256.New, k, nil, r.purpose, 32)
+		if err != nil {
+			return errors.New("session key " + strconv.Itoa(i+1) + ": " + err.Error())
+		}
+		block, err := aes.NewCipher(dk)
+		if err != nil {
+			return err
+		}
+		a, err := cipher.NewGCM(block)
+		if err != nil {
+			return err
+		}
+		aeads = append(aeads, a)
+	}
+	r.aeads.Store(&aeads)
+	return nil
+}
+
 // seal encrypts plain bound to ad (which is authenticated, not stored).
 func (r *ring) seal(plain, ad []byte) []byte {
-	a := r.aeads[0]
+	a := (*r.aeads.Load())[0]
 	nonce := make([]byte, a.NonceSize(), a.NonceSize()+len(plain)+a.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		panic("crypto/rand failed: " + err.Error())
@@ -64,7 +77,7 @@ func (r *ring) seal(plain, ad []byte) []byte {
 
 // open decrypts what seal made with any key of the ring and the same ad.
 func (r *ring) open(sealed, ad []byte) ([]byte, bool) {
-	for _, a := range r.aeads {
+	for _, a := range *r.aeads.Load() {
 		if len(sealed) < a.NonceSize()+a.Overhead() {
 			continue
 		}

@@ -112,6 +112,20 @@ func New(o Options) (*Source, error) {
 	return s, nil
 }
 
+// SetKeys rekeys what the source seals — start links, flow states and
+// cookies, token records — when the session key ring is reread on a
+// reload: sealed from now on with the new first key, opened with any key
+// of the ring, so a rotation (new key first, old kept a while) loses no
+// link, flow or stored token.
+func (s *Source) SetKeys(keys [][]byte) error {
+	for _, r := range []*ring{s.tokens.ring, s.links, s.states} {
+		if err := r.rekey(keys); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Kind implements credentials.Source.
 func (s *Source) Kind() credentials.Kind { return credentials.KindPerUser }
 

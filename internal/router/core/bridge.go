@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -55,9 +56,9 @@ const (
 
 // bridge holds the parked calls of one router.
 type bridge struct {
-	keys [][]byte         // HMAC keys for requestState: the first signs, any verifies
-	home string           // sessions.advertise_url: where other replicas forward retries ("": none)
-	m    *metrics.Metrics // nil: none
+	keys atomic.Pointer[[][]byte] // HMAC keys for requestState: the first signs, any verifies
+	home string                   // sessions.advertise_url: where other replicas forward retries ("": none)
+	m    *metrics.Metrics         // nil: none
 
 	mu     sync.Mutex
 	parked map[string]*parkedCall
@@ -72,20 +73,29 @@ type bridge struct {
 // the states are this process's alone.
 func newBridge(m *metrics.Metrics, sessionKeys [][]byte, home string) *bridge {
 	b := &bridge{home: home, m: m, parked: map[string]*parkedCall{}, owners: map[string]int{}}
+	if len(sessionKeys) > 0 {
+		b.setKeys(sessionKeys)
+		return b
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	b.keys.Store(&[][]byte{key})
+	b.home = ""
+	return b
+}
+
+// setKeys derives the requestState keys from a session key ring
+// (non-empty): one per ring key, so a rotation works as for session ids.
+func (b *bridge) setKeys(sessionKeys [][]byte) {
+	keys := make([][]byte, 0, len(sessionKeys))
 	for _, k := range sessionKeys {
 		mac := hmac.New(sha256.New, k)
 		mac.Write([]byte("mcpgw bridge requestState v1")) // a key of its own, not the AEAD key
-		b.keys = append(b.keys, mac.Sum(nil))
+		keys = append(keys, mac.Sum(nil))
 	}
-	if len(b.keys) == 0 {
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			panic("crypto/rand failed: " + err.Error())
-		}
-		b.keys = [][]byte{key}
-		b.home = ""
-	}
-	return b
+	b.keys.Store(&keys)
 }
 
 // parkedCall is one downstream call whose upstream request outlives the
@@ -339,7 +349,7 @@ type bridgeState struct {
 	Home   string `json:"h,omitempty"` // the replica holding the call (sessions.advertise_url)
 }
 
-func (b *bridge) sign(payload []byte) []byte { return signWith(b.keys[0], payload) }
+func (b *bridge) sign(payload []byte) []byte { return signWith((*b.keys.Load())[0], payload) }
 
 func signWith(key, payload []byte) []byte {
 	m := hmac.New(sha256.New, key)
@@ -349,7 +359,7 @@ func signWith(key, payload []byte) []byte {
 
 // verify reports whether sig is payload's signature under one of the keys.
 func (b *bridge) verify(payload, sig []byte) bool {
-	for _, k := range b.keys {
+	for _, k := range *b.keys.Load() {
 		if hmac.Equal(sig, signWith(k, payload)) {
 			return true
 		}

@@ -148,6 +148,15 @@ func (c *Core) Metrics() *metrics.Metrics { return c.opts.Metrics }
 
 // Drain prepares a graceful stop: new sessions are refused and standalone
 // streams end (clients reconnect elsewhere), while in-flight requests go on.
+// SetSessionKeys rekeys the bridge's requestStates with a rotated session
+// key ring (sessions.key_file reread on a reload); a core without a ring
+// keeps its random key (a ring cannot be turned on by a reload).
+func (c *Core) SetSessionKeys(keys [][]byte) {
+	if len(keys) > 0 {
+		c.bridge.setKeys(keys)
+	}
+}
+
 func (c *Core) Drain() {
 	c.drainOnce.Do(func() { close(c.drain) })
 }
