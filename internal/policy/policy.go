@@ -91,8 +91,12 @@ type Principal struct {
 	// APIKey is the name of the auth.api_keys entry used, if any.
 	APIKey string
 	// Claims are the token's claims, as encoding/json decodes them, for
-	// conditions (principal.claims). The router does not fill them yet.
+	// conditions (principal.claims).
 	Claims map[string]any
+	// PreparedClaims, when set, is cond.NewClaims(Claims), made once per
+	// token (auth keeps it with the verified token), so that decisions do
+	// not convert the claims again; nil: each decision converts Claims.
+	PreparedClaims *cond.Claims
 }
 
 // Key identifies the principal for rate limiting: the API key name, or
@@ -340,22 +344,37 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 	if kind != KindTool && kind != KindPrompt && kind != KindResource {
 		return Decision{Rule: -1, Reason: fmt.Sprintf("denied: %q is not a kind the policy knows (tool, prompt, resource)", kind)}
 	}
+	// The conditions' inputs, built on first use and shared by every rule's
+	// condition: base has no arguments (a list's are unknown; a condition
+	// that does not read them ignores them), withArgs has the call's,
+	// decoded only when a condition reads them.
 	var (
-		in     *cond.Input // built on first use
-		argErr error
+		base, withArgs *cond.Input
+		argErr         error
 	)
 	// eval evaluates the condition of r; a rule without one always holds.
 	eval := func(r *rule) outcome {
 		if r.when == nil {
 			return outcome{allow: true, deny: true}
 		}
-		if in == nil {
-			in = &cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
-				APIKey: p.APIKey, Groups: p.Groups, Scopes: p.Scopes, Claims: p.Claims}, Route: route, Kind: kind, Name: name}
-			if call {
-				in.Arguments, argErr = parseArguments(rawArgs)
+		if base == nil {
+			claims := p.PreparedClaims
+			if claims == nil {
+				claims = cond.NewClaims(p.Claims) // converted once for both inputs
 			}
-			in.Memoize() // every rule's condition sees the same variables
+			base = &cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
+				APIKey: p.APIKey, Groups: p.Groups, Scopes: p.Scopes, Claims: p.Claims, Prepared: claims},
+				Route: route, Kind: kind, Name: name}
+			base.Memoize()
+		}
+		in := base
+		if call && r.when.UsesArguments() {
+			if withArgs == nil {
+				withArgs = &cond.Input{Principal: base.Principal, Route: route, Kind: kind, Name: name}
+				withArgs.Arguments, argErr = parseArguments(rawArgs)
+				withArgs.Memoize()
+			}
+			in = withArgs
 		}
 		if !call {
 			res, err := r.when.EvalWithoutArguments(*in)

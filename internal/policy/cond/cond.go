@@ -24,7 +24,12 @@
 // and double (arguments.limit <= 100).
 //
 // Evaluation is bounded by a cost limit (CostLimit) and a timeout
-// (EvalTimeout); exceeding either is an evaluation error.
+// (EvalTimeout); exceeding either is an evaluation error. Tracking the
+// cost of every step is about half of an evaluation's CPU, so it is paid
+// only where it can matter: an expression whose cost CEL's static
+// estimate bounds within CostLimit (no comprehension, no string function
+// over an input of unbounded size) is evaluated without tracking, since
+// it cannot exceed the limit.
 package cond
 
 import (
@@ -37,6 +42,7 @@ import (
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
@@ -55,6 +61,11 @@ const (
 	EvalTimeout = 50 * time.Millisecond
 	// maxSource is the longest expression accepted, in bytes.
 	maxSource = 4096
+	// maxPrincipalList is the size of principal.groups and .scopes the
+	// static cost estimate assumes (a membership test costs one unit per
+	// element); a principal with a longer list is judged by the tracked
+	// programs.
+	maxPrincipalList = 1000
 )
 
 // Variables lists the variables a condition may use, for messages.
@@ -66,6 +77,36 @@ type Principal struct {
 	Groups, Scopes                    []string
 	// Claims are token claims as encoding/json decodes them; nil is none.
 	Claims map[string]any
+	// Prepared, when set, is NewClaims(Claims), made once per token: they
+	// is used instead of Claims, so that the conversion is not paid per
+	// decision.
+	Prepared *Claims
+}
+
+// Claims are token claims made ready for conditions. The conversion is
+// made on first use and kept: a token's claims are the same for every
+// request it comes with. Safe for concurrent use.
+type Claims struct {
+	m    map[string]any
+	once sync.Once
+	s    *structpb.Struct
+	err  error
+}
+
+// NewClaims returns claims (as encoding/json decodes them; nil is none)
+// for Principal.Prepared. m must not change afterwards.
+func NewClaims(m map[string]any) *Claims { return &Claims{m: m} }
+
+// value is the claims as CEL is given them, or why they cannot be: then
+// every condition fails (closed), as the claims cannot be judged.
+func (c *Claims) value() (*structpb.Struct, error) {
+	c.once.Do(func() {
+		c.s, c.err = structpb.NewStruct(c.m)
+		if c.err != nil {
+			c.err = fmt.Errorf("principal.claims: %w", c.err)
+		}
+	})
+	return c.s, c.err
 }
 
 // principal is Principal as CEL sees it: a typed object, so field names
@@ -131,9 +172,17 @@ func (r Result) String() string {
 
 // Condition is a compiled condition; safe for concurrent use.
 type Condition struct {
-	src      string
-	full     cel.Program // every variable known: calls
-	partial  cel.Program // arguments unknown: lists
+	src     string
+	full    cel.Program // every variable known: calls
+	partial cel.Program // arguments unknown: lists
+	// bound says how full and partial bound the cost: boundTracked, they
+	// track it against CostLimit; boundStatic, the expression's static
+	// estimate is within it whatever the inputs, so they do not;
+	// boundLists, within it only while principal.groups and .scopes have
+	// at most maxPrincipalList elements, and tracked (below) is used for
+	// a principal with longer ones.
+	bound    bound
+	tracked  func() programPair
 	usesArgs bool
 	// loops: the expression has a comprehension (all, exists, map,
 	// filter), the only place CEL checks EvalTimeout; without one the
@@ -211,17 +260,88 @@ func Compile(src string) (*Condition, error) {
 	if t := ast.OutputType(); !t.IsExactType(types.BoolType) {
 		return nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is of type %s, not bool", t)}}}
 	}
-	c := &Condition{src: src}
-	opts := []cel.ProgramOption{cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100)}
-	if c.full, err = e.Program(ast, opts...); err != nil {
+	c := &Condition{src: src, bound: staticBound(e, ast)}
+	programs := func(track bool) (full, partial cel.Program, err error) {
+		opts := []cel.ProgramOption{cel.InterruptCheckFrequency(100)}
+		if track {
+			opts = append(opts, cel.CostLimit(CostLimit))
+		}
+		if full, err = e.Program(ast, opts...); err != nil {
+			return nil, nil, err
+		}
+		if partial, err = e.Program(ast, append(opts, cel.EvalOptions(cel.OptPartialEval))...); err != nil {
+			return nil, nil, err
+		}
+		return full, partial, nil
+	}
+	if c.full, c.partial, err = programs(c.bound == boundTracked); err != nil {
 		return nil, &CompileError{[]Issue{{Msg: err.Error()}}}
 	}
-	if c.partial, err = e.Program(ast, append(opts, cel.EvalOptions(cel.OptPartialEval))...); err != nil {
-		return nil, &CompileError{[]Issue{{Msg: err.Error()}}}
+	if c.bound == boundLists {
+		// Planned on first need: principals with that many groups are rare.
+		c.tracked = sync.OnceValue(func() programPair {
+			var pp programPair
+			pp.full, pp.partial, pp.err = programs(true)
+			return pp
+		})
 	}
 	c.usesArgs = mentions(ast, "arguments")
 	c.loops = len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
 	return c, nil
+}
+
+// programPair is a condition's programs for calls and for lists.
+type programPair struct {
+	full, partial cel.Program
+	err           error
+}
+
+// bound is how a condition's programs bound its cost (Condition.bound).
+type bound int
+
+const (
+	boundTracked bound = iota
+	boundStatic
+	boundLists
+)
+
+// staticBound reports whether CEL's static cost estimate of the checked
+// expression stays within CostLimit: for any inputs (boundStatic), or
+// while principal.groups and .scopes are at most maxPrincipalList long
+// (boundLists). The estimate is an upper bound of the cost the tracker
+// would count, so tracking such an expression can never fail it.
+func staticBound(e *cel.Env, ast *cel.Ast) bound {
+	for _, b := range []bound{boundStatic, boundLists} {
+		est, err := e.EstimateCost(ast, sizes{lists: b == boundLists})
+		if err == nil && est.Max <= CostLimit {
+			return b
+		}
+	}
+	return boundTracked
+}
+
+// sizes is the static cost estimate's view of input sizes: unknown (so
+// unbounded), but for principal.groups and .scopes with lists set.
+type sizes struct{ lists bool }
+
+func (s sizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if p := n.Path(); s.lists && len(p) == 2 && p[0] == "principal" && (p[1] == "groups" || p[1] == "scopes") {
+		return &checker.SizeEstimate{Min: 0, Max: maxPrincipalList}
+	}
+	return nil
+}
+
+func (sizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// programs returns the programs for evaluating with in.
+func (c *Condition) programs(in *Input) (full, partial cel.Program, err error) {
+	if c.bound == boundLists && (len(in.Principal.Groups) > maxPrincipalList || len(in.Principal.Scopes) > maxPrincipalList) {
+		pp := c.tracked()
+		return pp.full, pp.partial, pp.err
+	}
+	return c.full, c.partial, nil
 }
 
 // mentions reports whether the checked expression refers to variable v.
@@ -291,27 +411,57 @@ func (c *Condition) eval(prog cel.Program, vars any) (ref.Val, error) {
 	return val, err
 }
 
-func (in Input) vars(withArgs bool) (map[string]any, error) {
-	claims, err := structpb.NewStruct(in.Principal.Claims)
-	if err != nil {
-		return nil, fmt.Errorf("principal.claims: %w", err)
+// activation is the variables of one evaluation, each boxed once: CEL
+// resolves them by name, and a map (with its activation) would cost
+// several allocations per decision.
+type activation struct {
+	principal, route, kind, name, arguments any // arguments nil: unknown (lists)
+}
+
+func (a *activation) ResolveName(n string) (any, bool) {
+	var v any
+	switch n {
+	case "principal":
+		v = a.principal
+	case "route":
+		v = a.route
+	case "kind":
+		v = a.kind
+	case "name":
+		v = a.name
+	case "arguments":
+		v = a.arguments
 	}
+	return v, v != nil
+}
+
+func (*activation) Parent() interpreter.Activation { return nil }
+
+func (in Input) vars(withArgs bool) (*activation, error) {
 	p := in.Principal
-	m := map[string]any{
-		"principal": principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, APIKey: p.APIKey,
+	cl := p.Prepared
+	if cl == nil {
+		cl = NewClaims(p.Claims)
+	}
+	claims, err := cl.value()
+	if err != nil {
+		return nil, err
+	}
+	a := &activation{
+		principal: principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, APIKey: p.APIKey,
 			Groups: p.Groups, Scopes: p.Scopes, Claims: claims},
-		"route": in.Route,
-		"kind":  in.Kind,
-		"name":  in.Name,
+		route: in.Route,
+		kind:  in.Kind,
+		name:  in.Name,
 	}
 	if withArgs {
 		args := in.Arguments
 		if args == nil {
 			args = map[string]any{}
 		}
-		m["arguments"] = args
+		a.arguments = args
 	}
-	return m, nil
+	return a, nil
 }
 
 // Eval evaluates the condition for a call: true or false, or an error
@@ -321,7 +471,11 @@ func (c *Condition) Eval(in Input) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	val, err := c.eval(c.full, vars)
+	full, _, err := c.programs(&in)
+	if err != nil {
+		return false, err
+	}
+	val, err := c.eval(full, vars)
 	if err != nil {
 		return false, err
 	}
@@ -345,7 +499,11 @@ func (c *Condition) EvalWithoutArguments(in Input) (Result, error) {
 	if act == nil {
 		return res, err
 	}
-	val, err := c.eval(c.partial, act)
+	_, partial, err := c.programs(&in)
+	if err != nil {
+		return Unknown, err
+	}
+	val, err := c.eval(partial, act)
 	switch {
 	case err != nil && resourceLimit(err):
 		return Unknown, err
