@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/policy/cond"
 )
 
 // Options configure an Authenticator.
@@ -135,6 +136,8 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 				APIKey:  k.Name,
 				Groups:  slices.Clone(k.Groups),
 				Scopes:  slices.Clone(k.Scopes),
+				// No claims; prepared once for every request of the key.
+				PreparedClaims: cond.NewClaims(nil),
 			},
 		})
 	}

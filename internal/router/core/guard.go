@@ -70,7 +70,8 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 	if p == nil {
 		return policy.Principal{}
 	}
-	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Groups: p.Groups, APIKey: p.APIKey, Claims: p.Claims}
+	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Groups: p.Groups, APIKey: p.APIKey,
+		Claims: p.Claims, PreparedClaims: p.PreparedClaims}
 }
 
 // Verdict is what the access policy decided about one routed request. It
