@@ -16,6 +16,14 @@ import (
 // principal's claims, and the team rules one on the call's arguments.
 func largePolicy(tb testing.TB, n int, when bool) *Policy {
 	tb.Helper()
+	return compileLarge(tb, n, when, false)
+}
+
+// compileLarge is largePolicy; with distinct, no two rules share the text
+// of their condition (each names its rule's number), so none is compiled
+// once for several rules.
+func compileLarge(tb testing.TB, n int, when, distinct bool) *Policy {
+	tb.Helper()
 	var b strings.Builder
 	b.WriteString("policy:\n  default: deny\n  rules:\n")
 	for i := range n {
@@ -25,15 +33,24 @@ func largePolicy(tb testing.TB, n int, when bool) *Policy {
 			if when {
 				cond = `, when: 'principal.claims.?tenant.orValue("") == "acme"'`
 			}
+			if when && distinct {
+				cond = fmt.Sprintf(`, when: 'principal.claims.?tenant.orValue("") == "acme%d"'`, i)
+			}
 			fmt.Fprintf(&b, "    - {allow: ['resource:fs+file:///pub%d/*']%s}\n", i, cond)
 		case i%20 == 18: // one user
 			if when {
 				cond = `, when: '"admins" in principal.groups'`
 			}
+			if when && distinct {
+				cond = fmt.Sprintf(`, when: '"admins%d" in principal.groups'`, i)
+			}
 			fmt.Fprintf(&b, "    - {match: {subjects: [user%d]}, allow: ['up%d__*']%s}\n", i, i, cond)
 		default: // one team
 			if when {
 				cond = `, when: 'arguments.?limit.orValue(0) <= 100 && principal.subject != "blocked"'`
+			}
+			if when && distinct {
+				cond = fmt.Sprintf(`, when: 'arguments.?limit.orValue(0) <= %d && principal.subject != "blocked"'`, 100+i)
 			}
 			fmt.Fprintf(&b, "    - {match: {groups: [team%d]}, allow: ['up%d__*'], deny: ['up%d__admin_*']%s}\n", i, i, i, cond)
 		}
@@ -80,12 +97,18 @@ func BenchmarkDecide1000(b *testing.B) {
 	}
 }
 
-// BenchmarkCompile1000 is compiling a 1,000-rule policy (config reload).
+// BenchmarkCompile1000 is parsing, validating and compiling a 1,000-rule
+// policy (config load or reload): without conditions, with the three
+// conditions largePolicy repeats over its rules, and with 1,000 distinct
+// ones.
 func BenchmarkCompile1000(b *testing.B) {
-	for _, when := range []bool{false, true} {
-		b.Run(fmt.Sprintf("cel=%v", when), func(b *testing.B) {
+	for _, tc := range []struct {
+		name           string
+		when, distinct bool
+	}{{"cel=false", false, false}, {"cel=true", true, false}, {"cel=distinct", true, true}} {
+		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				largePolicy(b, 1000, when)
+				compileLarge(b, 1000, tc.when, tc.distinct)
 			}
 		})
 	}

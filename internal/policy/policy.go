@@ -224,6 +224,14 @@ func Compile(pol *config.Policy) (*Policy, error) {
 		return nil, fmt.Errorf("policy.default: %q is not allow or deny", pol.Default)
 	}
 	var errs []error
+	// Conditions by text: large policies repeat a few over many rules, and
+	// compiling one costs about a millisecond. A Condition is immutable,
+	// so rules share it.
+	type compiled struct {
+		c   *cond.Condition
+		err error
+	}
+	conds := map[string]compiled{}
 	for i, r := range pol.Rules {
 		if r == nil {
 			errs = append(errs, fmt.Errorf("policy.rules[%d]: empty rule", i))
@@ -236,7 +244,12 @@ func Compile(pol *config.Policy) (*Policy, error) {
 		}
 		cr.desc = describeMatch(r.Match)
 		if r.When != "" {
-			c, err := cond.Compile(r.When)
+			cc, done := conds[r.When]
+			if !done {
+				cc.c, cc.err = cond.Compile(r.When)
+				conds[r.When] = cc
+			}
+			c, err := cc.c, cc.err
 			if err != nil {
 				errs = append(errs, fmt.Errorf("policy.rules[%d].when: %w", i, err))
 			}

@@ -238,27 +238,9 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 // Compile parses and type-checks a condition. It must be of type bool. The
 // error is a *CompileError for problems of the expression.
 func Compile(src string) (*Condition, error) {
-	e, err := env()
+	e, ast, err := check(src)
 	if err != nil {
-		return nil, fmt.Errorf("cond: CEL environment: %w", err) // a bug, not a config problem
-	}
-	if strings.TrimSpace(src) == "" {
-		return nil, &CompileError{[]Issue{{Msg: "the expression is empty"}}}
-	}
-	if len(src) > maxSource {
-		return nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is %d bytes long, more than %d", len(src), maxSource)}}}
-	}
-	ast, iss := e.Compile(src)
-	if iss != nil && iss.Err() != nil {
-		ce := &CompileError{}
-		for _, er := range iss.Errors() {
-			msg := strings.Replace(er.Message, " (in container '')", "", 1)
-			ce.Issues = append(ce.Issues, Issue{Line: er.Location.Line(), Column: er.Location.Column() + 1, Msg: msg})
-		}
-		return nil, ce
-	}
-	if t := ast.OutputType(); !t.IsExactType(types.BoolType) {
-		return nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is of type %s, not bool", t)}}}
+		return nil, err
 	}
 	c := &Condition{src: src, bound: staticBound(e, ast)}
 	programs := func(track bool) (full, partial cel.Program, err error) {
@@ -288,6 +270,41 @@ func Compile(src string) (*Condition, error) {
 	c.usesArgs = mentions(ast, "arguments")
 	c.loops = len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
 	return c, nil
+}
+
+// Check parses and type-checks a condition as Compile does, without
+// planning its evaluation: for config validation, which only reports the
+// problems.
+func Check(src string) error {
+	_, _, err := check(src)
+	return err
+}
+
+// check parses and type-checks src, a condition of type bool.
+func check(src string) (*cel.Env, *cel.Ast, error) {
+	e, err := env()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cond: CEL environment: %w", err) // a bug, not a config problem
+	}
+	if strings.TrimSpace(src) == "" {
+		return nil, nil, &CompileError{[]Issue{{Msg: "the expression is empty"}}}
+	}
+	if len(src) > maxSource {
+		return nil, nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is %d bytes long, more than %d", len(src), maxSource)}}}
+	}
+	ast, iss := e.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		ce := &CompileError{}
+		for _, er := range iss.Errors() {
+			msg := strings.Replace(er.Message, " (in container '')", "", 1)
+			ce.Issues = append(ce.Issues, Issue{Line: er.Location.Line(), Column: er.Location.Column() + 1, Msg: msg})
+		}
+		return nil, nil, ce
+	}
+	if t := ast.OutputType(); !t.IsExactType(types.BoolType) {
+		return nil, nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is of type %s, not bool", t)}}}
+	}
+	return e, ast, nil
 }
 
 // programPair is a condition's programs for calls and for lists.

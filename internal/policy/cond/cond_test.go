@@ -32,6 +32,9 @@ func TestCompile(t *testing.T) {
 		{`(`, "Syntax error"},
 	} {
 		c, err := Compile(tc.src)
+		if cerr := Check(tc.src); (cerr == nil) != (err == nil) || (err != nil && cerr.Error() != err.Error()) {
+			t.Errorf("Check(%.60q) = %v, Compile's error %v", tc.src, cerr, err)
+		}
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("Compile(%q): %v", tc.src, err)
