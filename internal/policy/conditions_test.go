@@ -166,6 +166,48 @@ func TestConditionCompileErrors(t *testing.T) {
 	}
 }
 
+// TestConditionsCompiledOncePerText checks that rules with the same
+// condition share one compiled condition, judged for each rule alike, and
+// that a bad one is reported for every rule that has it.
+func TestConditionsCompiledOncePerText(t *testing.T) {
+	const when = `arguments.?limit.orValue(0) <= 100`
+	pol, err := Compile(&config.Policy{Default: "deny", Rules: []*config.PolicyRule{
+		{When: when, Match: &config.PolicyMatch{Groups: []string{"a"}}, Allow: []string{"a__*"}},
+		{When: when, Match: &config.PolicyMatch{Groups: []string{"b"}}, Allow: []string{"b__*"}},
+		{When: `"x" in principal.groups`, Allow: []string{"c__*"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol.rules[0].when != pol.rules[1].when || pol.rules[0].when == pol.rules[2].when {
+		t.Errorf("conditions %p %p %p: want the first two shared", pol.rules[0].when, pol.rules[1].when, pol.rules[2].when)
+	}
+	for _, tc := range []struct {
+		groups []string
+		name   string
+		args   string
+		want   int // deciding rule, -1: denied by default
+	}{
+		{[]string{"a"}, "a__x", `{"limit":5}`, 0},
+		{[]string{"b"}, "b__x", `{"limit":5}`, 1},
+		{[]string{"b"}, "b__x", `{"limit":500}`, -1},
+		{[]string{"a", "b"}, "a__x", `{"limit":500}`, -1},
+	} {
+		d := pol.DecideCall(Principal{Groups: tc.groups}, "/mcp", KindTool, tc.name, json.RawMessage(tc.args))
+		if d.Rule != tc.want || d.Allowed != (tc.want >= 0) {
+			t.Errorf("DecideCall(%v, %s, %s) = %+v, want rule %d", tc.groups, tc.name, tc.args, d, tc.want)
+		}
+	}
+	_, err = Compile(&config.Policy{Default: "deny", Rules: []*config.PolicyRule{
+		{When: `name`, Allow: []string{"*"}},
+		{When: `name`, Allow: []string{"*"}},
+	}})
+	if err == nil || !strings.Contains(err.Error(), "policy.rules[0].when: the expression is of type string") ||
+		!strings.Contains(err.Error(), "policy.rules[1].when: the expression is of type string") {
+		t.Errorf("Compile: %v", err)
+	}
+}
+
 func TestConditionCostLimitFailsClosed(t *testing.T) {
 	// Quadratic work over a large argument: stopped by the cost limit.
 	pol := compileYAML(t, `
