@@ -2,6 +2,8 @@ package policy
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -258,5 +260,93 @@ func TestParseArguments(t *testing.T) {
 	m, err := parseArguments(json.RawMessage(`{"n":5,"s":"x","l":[true]}`))
 	if err != nil || m["n"] != 5.0 || m["s"] != "x" {
 		t.Errorf("parseArguments = %v, %v", m, err)
+	}
+}
+
+// TestParseArgumentMembers: decoding only the members conditions read
+// gives those members as parseArguments does, and refuses what it refuses
+// but for a value no condition reads.
+func TestParseArgumentMembers(t *testing.T) {
+	keys := []string{"a", "n", "s", "e", "u", "o"}
+	for _, tc := range []struct {
+		in         string
+		onlyUnread bool // parseArguments refuses it for a member outside keys
+	}{
+		{``, false}, {` null `, false}, {`{}`, false}, {`[]`, false}, {`"x"`, false},
+		{` { "a" : 1 , "b" : 2 } `, false},
+		{`{"a":1,"a":2}`, false}, {`{"x":{"b":1,"b":1}}`, false}, {`{"a":1}x`, false}, {`{"a":`, false},
+		{`{"n":1e999}`, false}, {`{"zz":1e999}`, true}, {`{"n":-0.5e-3,"s":"plain","e":"\u00e9\n","u":"\ud800"}`, false},
+		{`{"a":true,"n":false,"s":null,"o":{"p":[1,"x",{"q":null}]}}`, false},
+		{"{\"s\":\"bad \xff utf-8\"}", false},
+		{`{"a\u0062":1,"ab":2}`, false},
+		{`{"x":` + strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1) + `}`, false},
+	} {
+		whole, werr := parseArguments(json.RawMessage(tc.in))
+		got, err := parseArgumentMembers(json.RawMessage(tc.in), keys)
+		if tc.onlyUnread {
+			if werr == nil || err != nil {
+				t.Errorf("%.40q: parseArguments error %v, parseArgumentMembers error %v; want only the first", tc.in, werr, err)
+			}
+			continue
+		}
+		if (err == nil) != (werr == nil) {
+			t.Errorf("%.40q: error %v, parseArguments' %v", tc.in, err, werr)
+			continue
+		}
+		want := map[string]any{}
+		for k, v := range whole {
+			if slices.Contains(keys, k) {
+				want[k] = v
+			}
+		}
+		if whole == nil {
+			want = nil
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%.40q: members %#v, want %#v", tc.in, got, want)
+		}
+	}
+}
+
+// TestArgumentsDecodedAsRead: a policy decodes the members of a call's
+// arguments its conditions read, or the whole when one reads it whole;
+// a value outside them cannot fail a condition, one inside still does.
+func TestArgumentsDecodedAsRead(t *testing.T) {
+	members := compileYAML(t, `
+policy:
+  default: deny
+  rules:
+    - {when: 'arguments.a == 1', allow: ["tool:fs__*"]}
+    - {when: 'arguments.?b.orValue(0) == 2', deny: ["tool:fs__*"]}
+`)
+	if !slices.Equal(members.argKeys, []string{"a", "b"}) || members.argsWhole {
+		t.Errorf("keys %q, whole %v", members.argKeys, members.argsWhole)
+	}
+	whole := compileYAML(t, `
+policy:
+  default: deny
+  rules:
+    - {when: 'arguments.a == 1', allow: ["tool:fs__*"]}
+    - {when: 'size(arguments) > 3', deny: ["tool:fs__*"]}
+`)
+	if !whole.argsWhole {
+		t.Error("size(arguments): not decoded whole")
+	}
+	for _, tc := range []struct {
+		pol   *Policy
+		args  string
+		allow bool
+	}{
+		{members, `{"a":1,"z":1e999}`, true}, // z is read by no condition
+		{members, `{"a":1e999}`, false},      // a is: the allow fails, closed
+		{members, `{"a":1,"b":2}`, false},
+		{members, `{"a":1,"a":1}`, false},
+		{whole, `{"a":1,"z":1e999}`, false}, // all of it is read
+		{whole, `{"a":1,"x":1,"y":1,"z":1}`, false},
+		{whole, `{"a":1,"x":1}`, true},
+	} {
+		if d := tc.pol.DecideCall(Principal{}, "/mcp", KindTool, "fs__read", json.RawMessage(tc.args)); d.Allowed != tc.allow {
+			t.Errorf("DecideCall(%s) = %+v, want allowed %v", tc.args, d, tc.allow)
+		}
 	}
 }

@@ -166,6 +166,11 @@ type Policy struct {
 	rules          []rule
 	toolScopes     []toolScope
 	index          ruleIndex // which rules can bear on a decision (index.go)
+	// argKeys are the members of a call's arguments that conditions read,
+	// when argsWhole is not set; argsWhole: some condition reads the
+	// arguments as a whole, so they are decoded whole.
+	argKeys   []string
+	argsWhole bool
 }
 
 type rule struct {
@@ -250,6 +255,15 @@ func Compile(pol *config.Policy) (*Policy, error) {
 				conds[r.When] = cc
 			}
 			c, err := cc.c, cc.err
+			if c != nil {
+				keys, whole := c.ArgumentKeys()
+				p.argsWhole = p.argsWhole || whole
+				for _, k := range keys {
+					if !slices.Contains(p.argKeys, k) {
+						p.argKeys = append(p.argKeys, k)
+					}
+				}
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("policy.rules[%d].when: %w", i, err))
 			}
@@ -384,7 +398,11 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 		if call && r.when.UsesArguments() {
 			if withArgs == nil {
 				withArgs = &cond.Input{Principal: base.Principal, Route: route, Kind: kind, Name: name}
-				withArgs.Arguments, argErr = parseArguments(rawArgs)
+				if pol.argsWhole {
+					withArgs.Arguments, argErr = parseArguments(rawArgs)
+				} else {
+					withArgs.Arguments, argErr = parseArgumentMembers(rawArgs, pol.argKeys)
+				}
 				withArgs.Memoize()
 			}
 			in = withArgs

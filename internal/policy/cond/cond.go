@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +45,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
@@ -184,6 +186,12 @@ type Condition struct {
 	bound    bound
 	tracked  func() programPair
 	usesArgs bool
+	// argKeys are the members of arguments the expression reads, when it
+	// reads nothing else of it (arguments.x, arguments.?x, has(arguments.x),
+	// arguments["x"]); argsWhole: it reads it otherwise (size, iteration,
+	// comparison, a computed key), so all of it matters.
+	argKeys   []string
+	argsWhole bool
 	// loops: the expression has a comprehension (all, exists, map,
 	// filter), the only place CEL checks EvalTimeout; without one the
 	// cost limit bounds it and no timer is needed.
@@ -268,6 +276,9 @@ func Compile(src string) (*Condition, error) {
 		})
 	}
 	c.usesArgs = mentions(ast, "arguments")
+	if c.usesArgs {
+		c.argKeys, c.argsWhole = argumentKeys(ast)
+	}
 	c.loops = len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
 	return c, nil
 }
@@ -361,6 +372,59 @@ func (c *Condition) programs(in *Input) (full, partial cel.Program, err error) {
 	return c.full, c.partial, nil
 }
 
+// ArgumentKeys returns the members of the call's arguments the expression
+// reads; whole is set when it reads the arguments otherwise (then every
+// member may matter). Both are empty when it does not use the arguments.
+func (c *Condition) ArgumentKeys() (keys []string, whole bool) { return c.argKeys, c.argsWhole }
+
+// argumentKeys finds what the checked expression reads of the variable
+// arguments: the member names of selections and constant indexes on it,
+// or whole for any other use.
+func argumentKeys(ast *cel.Ast) (keys []string, whole bool) {
+	root := celast.NavigateAST(ast.NativeRep())
+	refs := celast.MatchDescendants(root, func(e celast.NavigableExpr) bool {
+		return e.Kind() == celast.IdentKind && e.AsIdent() == "arguments"
+	})
+	for _, id := range refs {
+		key, ok := memberOf(id)
+		if !ok {
+			return nil, true
+		}
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys, false
+}
+
+// memberOf returns the member name that the expression around the
+// reference ref to arguments selects.
+func memberOf(ref celast.NavigableExpr) (string, bool) {
+	parent, ok := ref.Parent()
+	if !ok {
+		return "", false
+	}
+	switch parent.Kind() {
+	case celast.SelectKind: // arguments.x, has(arguments.x)
+		if sel := parent.AsSelect(); sel.Operand().ID() == ref.ID() {
+			return sel.FieldName(), true
+		}
+	case celast.CallKind: // arguments.?x, arguments["x"], arguments[?"x"]
+		call := parent.AsCall()
+		switch call.FunctionName() {
+		case operators.OptSelect, operators.Index, operators.OptIndex:
+		default:
+			return "", false
+		}
+		if args := call.Args(); len(args) == 2 && args[0].ID() == ref.ID() && args[1].Kind() == celast.LiteralKind {
+			if s, ok := args[1].AsLiteral().Value().(string); ok {
+				return s, true
+			}
+		}
+	}
+	return "", false
+}
+
 // mentions reports whether the checked expression refers to variable v.
 func mentions(ast *cel.Ast, v string) bool {
 	for _, ref := range ast.NativeRep().ReferenceMap() {
@@ -428,28 +492,38 @@ func (c *Condition) eval(prog cel.Program, vars any) (ref.Val, error) {
 	return val, err
 }
 
-// activation is the variables of one evaluation, each boxed once: CEL
-// resolves them by name, and a map (with its activation) would cost
-// several allocations per decision.
+// activation is the variables of one evaluation. CEL resolves them by
+// name; a map (with its activation) would cost several allocations per
+// decision, and boxing every string one each. So the principal is handed
+// out by pointer and a string is boxed only when an expression reads it,
+// once for every condition the activation serves.
 type activation struct {
-	principal, route, kind, name, arguments any // arguments nil: unknown (lists)
+	principal         principal
+	route, kind, name string
+	arguments         map[string]any // nil: unknown (lists)
+	boxed             [3]any         // route, kind, name, once read
 }
 
 func (a *activation) ResolveName(n string) (any, bool) {
-	var v any
+	box := func(i int, s string) (any, bool) {
+		if a.boxed[i] == nil {
+			a.boxed[i] = s
+		}
+		return a.boxed[i], true
+	}
 	switch n {
 	case "principal":
-		v = a.principal
+		return &a.principal, true
 	case "route":
-		v = a.route
+		return box(0, a.route)
 	case "kind":
-		v = a.kind
+		return box(1, a.kind)
 	case "name":
-		v = a.name
+		return box(2, a.name)
 	case "arguments":
-		v = a.arguments
+		return a.arguments, a.arguments != nil
 	}
-	return v, v != nil
+	return nil, false
 }
 
 func (*activation) Parent() interpreter.Activation { return nil }

@@ -2,6 +2,7 @@ package cond
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,6 +219,36 @@ func TestPreparedClaims(t *testing.T) {
 			if res, _ := c.EvalWithoutArguments(in); res != tc.list {
 				t.Errorf("%s: EvalWithoutArguments = %v, want %v", tc.name, res, tc.list)
 			}
+		}
+	}
+}
+
+// TestArgumentKeys checks what a condition is found to read of the call's
+// arguments: named members, or the whole (then every member may matter).
+func TestArgumentKeys(t *testing.T) {
+	for _, tc := range []struct {
+		src   string
+		keys  []string
+		whole bool
+	}{
+		{`"a" in principal.groups`, nil, false},
+		{`arguments.repo.startsWith("acme/") && arguments.?limit.orValue(0) < 5`, []string{"repo", "limit"}, false},
+		{`has(arguments.force) && arguments["dry run"] == true && arguments[?"x"].hasValue() && arguments.repo == "r"`, []string{"force", "dry run", "x", "repo"}, false},
+		{`arguments.a.b == 1`, []string{"a"}, false}, // a nested member is read from the whole of a
+		{`size(arguments) == 0`, nil, true},
+		{`arguments == {}`, nil, true},
+		{`"x" in arguments`, nil, true},
+		{`arguments.exists(k, k == "x")`, nil, true},
+		{`arguments[name] == 1`, nil, true},
+		{`arguments.a == 1 && size(arguments) < 3`, nil, true},
+	} {
+		c, err := Compile(tc.src)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tc.src, err)
+		}
+		keys, whole := c.ArgumentKeys()
+		if !slices.Equal(keys, tc.keys) || whole != tc.whole {
+			t.Errorf("ArgumentKeys(%s) = %q, %v; want %q, %v", tc.src, keys, whole, tc.keys, tc.whole)
 		}
 	}
 }
