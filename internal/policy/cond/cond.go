@@ -460,8 +460,8 @@ func (in Input) partialVars(e *cel.Env) (any, Result, error) {
 		vars, err := in.vars(false)
 		if err != nil {
 			m.partialErr = claimsError{err}
-		} else if m.partial, err = e.PartialVars(vars); err != nil {
-			m.partial, m.partialErr = nil, err
+		} else {
+			m.partial = partialActivation{vars}
 		}
 	}
 	if m.partial == nil {
@@ -527,6 +527,26 @@ func (a *activation) ResolveName(n string) (any, bool) {
 }
 
 func (*activation) Parent() interpreter.Activation { return nil }
+
+// partialActivation is an activation without the arguments, which are
+// unknown (lists). It says so itself: cel.Env.PartialVars would find the
+// unknown variables by resolving (and boxing) every one.
+type partialActivation struct{ *activation }
+
+func (partialActivation) UnknownAttributePatterns() []*interpreter.AttributePattern {
+	return unknownArguments()
+}
+
+// AsPartialActivation is how the interpreter finds a partial activation.
+func (a partialActivation) AsPartialActivation() (interpreter.PartialActivation, bool) {
+	return a, true
+}
+
+// unknownArguments is the pattern of the unknown variable of a list;
+// made once, never changed.
+var unknownArguments = sync.OnceValue(func() []*interpreter.AttributePattern {
+	return []*interpreter.AttributePattern{cel.AttributePattern("arguments")}
+})
 
 func (in Input) vars(withArgs bool) (*activation, error) {
 	p := in.Principal
