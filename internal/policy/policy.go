@@ -178,7 +178,11 @@ type rule struct {
 	subjects, groups, scopes, clientIDs, apiKeys, routes set
 	when                                                 *cond.Condition // nil: none
 	allow, deny                                          []pattern.Pattern
-	desc                                                 string
+	// allowReasons and denyReasons are the Decision.Reason of each allow
+	// and deny pattern deciding, made once: a decision is made for every
+	// call and every listed item.
+	allowReasons, denyReasons []string
+	desc                      string
 }
 
 type toolScope struct {
@@ -283,6 +287,12 @@ func Compile(pol *config.Policy) (*Policy, error) {
 				errs = append(errs, fmt.Errorf("policy.rules[%d].deny[%d]: %w", i, j, err))
 			}
 			cr.deny = append(cr.deny, pat)
+		}
+		for _, pat := range cr.allow {
+			cr.allowReasons = append(cr.allowReasons, "allowed by rule "+strconv.Itoa(i)+" ("+cr.desc+"): allow "+pat.Text)
+		}
+		for _, pat := range cr.deny {
+			cr.denyReasons = append(cr.denyReasons, "denied by rule "+strconv.Itoa(i)+" ("+cr.desc+"): deny "+pat.Text)
 		}
 		p.rules = append(p.rules, cr)
 	}
@@ -438,7 +448,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 	}
 	var (
 		allow, maybeAllow  *rule
-		allowPat, maybePat string
+		allowPat, maybePat int  // indexes in allow.allow, maybeAllow.allow
 		maybeDeny          bool // Decide: a deny that depends on the arguments did not hide the name
 		notes              []string
 	)
@@ -453,16 +463,18 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 		if !r.applies(p, route) {
 			continue
 		}
-		var o *outcome // this rule's condition, evaluated at most once
+		var (
+			o         outcome // this rule's condition, evaluated at most once
+			evaluated bool
+		)
 		holds := func() outcome {
-			if o == nil {
-				v := eval(r)
-				o = &v
-				note(r, v)
+			if !evaluated {
+				o, evaluated = eval(r), true
+				note(r, o)
 			}
-			return *o
+			return o
 		}
-		for _, pat := range r.deny {
+		for j, pat := range r.deny {
 			if !pat.Match(kind, name) {
 				continue
 			}
@@ -473,7 +485,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			if !h.deny {
 				break
 			}
-			reason := "denied by rule " + strconv.Itoa(r.index) + " (" + r.desc + "): deny " + pat.Text
+			reason := r.denyReasons[j]
 			if h.err != nil {
 				reason += fmt.Sprintf(" (the condition failed, so the deny holds: %v)", h.err)
 			}
@@ -482,7 +494,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 		if allow != nil {
 			continue
 		}
-		for _, pat := range r.allow {
+		for j, pat := range r.allow {
 			if !pat.Match(kind, name) {
 				continue
 			}
@@ -491,10 +503,10 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			case !h.allow:
 			case h.maybe:
 				if maybeAllow == nil {
-					maybeAllow, maybePat = r, pat.Text
+					maybeAllow, maybePat = r, j
 				}
 			default:
-				allow, allowPat = r, pat.Text
+				allow, allowPat = r, j
 			}
 			break
 		}
@@ -502,13 +514,10 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 	var d Decision
 	switch {
 	case allow != nil:
-		// Reasons are concatenated, not formatted: a decision is made for
-		// every call and every listed item.
-		d = Decision{Allowed: true, Rule: allow.index, Pattern: allowPat,
-			Reason: "allowed by rule " + strconv.Itoa(allow.index) + " (" + allow.desc + "): allow " + allowPat}
+		d = Decision{Allowed: true, Rule: allow.index, Pattern: allow.allow[allowPat].Text, Reason: allow.allowReasons[allowPat]}
 	case maybeAllow != nil:
-		d = Decision{Allowed: true, Rule: maybeAllow.index, Pattern: maybePat,
-			Reason: "allowed by rule " + strconv.Itoa(maybeAllow.index) + " (" + maybeAllow.desc + "): allow " + maybePat + ", if the call's arguments meet the condition"}
+		d = Decision{Allowed: true, Rule: maybeAllow.index, Pattern: maybeAllow.allow[maybePat].Text,
+			Reason: maybeAllow.allowReasons[maybePat] + ", if the call's arguments meet the condition"}
 	case pol.allowByDefault:
 		d = Decision{Allowed: true, Rule: -1, Reason: "allowed by default: no rule allows or denies " + kind + " " + name + " for this principal (default: allow)"}
 	default:
