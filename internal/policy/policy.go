@@ -370,6 +370,13 @@ func (pol *Policy) DecideCall(p Principal, route, kind, name string, arguments j
 	return pol.decide(p, route, kind, name, arguments, true)
 }
 
+// condInputs are the inputs of a decision's conditions (decide), with
+// their memos, in one allocation.
+type condInputs struct {
+	base, withArgs     cond.Input
+	baseMemo, argsMemo cond.Memo
+}
+
 // outcome is how a rule's condition turned out for one decision.
 type outcome struct {
 	allow, deny bool // whether it holds for the allow and the deny patterns
@@ -386,6 +393,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 	// that does not read them ignores them), withArgs has the call's,
 	// decoded only when a condition reads them.
 	var (
+		ins            *condInputs // base and withArgs, allocated at once
 		base, withArgs *cond.Input
 		argErr         error
 	)
@@ -399,21 +407,23 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			if claims == nil {
 				claims = cond.NewClaims(p.Claims) // converted once for both inputs
 			}
-			base = &cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
+			ins = &condInputs{base: cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
 				APIKey: p.APIKey, Groups: p.Groups, Scopes: p.Scopes, Claims: p.Claims, Prepared: claims},
-				Route: route, Kind: kind, Name: name}
-			base.Memoize()
+				Route: route, Kind: kind, Name: name}}
+			base = &ins.base
+			base.MemoizeIn(&ins.baseMemo)
 		}
 		in := base
 		if call && r.when.UsesArguments() {
 			if withArgs == nil {
-				withArgs = &cond.Input{Principal: base.Principal, Route: route, Kind: kind, Name: name}
+				withArgs = &ins.withArgs
+				*withArgs = cond.Input{Principal: base.Principal, Route: route, Kind: kind, Name: name}
 				if pol.argsWhole {
 					withArgs.Arguments, argErr = parseArguments(rawArgs)
 				} else {
 					withArgs.Arguments, argErr = parseArgumentMembers(rawArgs, pol.argKeys)
 				}
-				withArgs.Memoize()
+				withArgs.MemoizeIn(&ins.argsMemo)
 			}
 			in = withArgs
 		}

@@ -152,6 +152,13 @@ type memo struct {
 // every field first; do not change them after.
 func (in *Input) Memoize() { in.memo = &memo{} }
 
+// Memo is what Memoize keeps, for a caller that allocates it together
+// with its Inputs (MemoizeIn).
+type Memo struct{ m memo }
+
+// MemoizeIn is Memoize keeping the variables in m.
+func (in *Input) MemoizeIn(m *Memo) { in.memo = &m.m }
+
 // Result of evaluating a condition without the call's arguments.
 type Result int
 
