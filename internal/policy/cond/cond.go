@@ -7,8 +7,8 @@
 // A condition is a CEL expression (https://cel.dev) of type bool over:
 //
 //	principal  the caller: subject, issuer, client_id, api_key (strings),
-//	           groups, scopes (lists of strings), claims (map(string, dyn);
-//	           empty until the auth layer passes token claims through)
+//	           groups, scopes (lists of strings), claims (map(string, dyn):
+//	           a JWT's claims; empty for API keys and introspected tokens)
 //	route      the route path (string)
 //	kind       "tool", "prompt" or "resource"
 //	name       the name the client sees (string)
