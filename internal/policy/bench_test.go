@@ -113,3 +113,35 @@ func BenchmarkCompile1000(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkListPage1000 is deciding a page of 100 listed tool names under
+// 1,000 rules: each name on its own (Decide) and by one Lister, as
+// FilterList does.
+func BenchmarkListPage1000(b *testing.B) {
+	claims := map[string]any{"tenant": "acme"}
+	p := Principal{Subject: "alice", Groups: []string{"team500", "team7"}, Claims: claims, PreparedClaims: cond.NewClaims(claims)}
+	names := make([]string, 100)
+	for i := range names {
+		names[i] = fmt.Sprintf("up%d__tool%d", 500+i%3, i)
+	}
+	for _, when := range []bool{false, true} {
+		pol := largePolicy(b, 1000, when)
+		b.Run(fmt.Sprintf("cel=%v/decide", when), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, n := range names {
+					pol.Decide(p, "/mcp", KindTool, n)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("cel=%v/lister", when), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				l := pol.Lister(p, "/mcp")
+				for _, n := range names {
+					l.Decide(KindTool, n)
+				}
+			}
+		})
+	}
+}

@@ -350,3 +350,31 @@ policy:
 		}
 	}
 }
+
+// TestListerAgreesWithDecide: a Lister, which judges a condition that does
+// not read the name once per kind, decides every name of a list as Decide
+// does, whatever the order, for conditions on the name and off it, that
+// hold, fail and fail to evaluate.
+func TestListerAgreesWithDecide(t *testing.T) {
+	pol := compileYAML(t, condPolicy)
+	names := []string{"github__delete_branch", "fs__read_file", "fs__write_x", "github__list_issues", "fs__read", "x", "github__create_issue", "fs__read_file"}
+	for _, p := range []Principal{
+		{Subject: "eve", Groups: []string{"eng"}},
+		{Subject: "root", Groups: []string{"admin"}},
+		{Subject: "rita", Claims: map[string]any{"department": "research"}},
+		{Subject: "sam", Claims: map[string]any{"department": "sales"}},
+		{Subject: "bob@contractor.example", Groups: []string{"eng", "admin"}},
+		{Subject: "odd", Claims: map[string]any{"f": func() {}}}, // claims that fail every condition
+	} {
+		for _, route := range []string{"/mcp", "/mcp/fs"} {
+			l := pol.Lister(p, route)
+			for _, kind := range []string{KindTool, KindPrompt, KindTool} {
+				for _, n := range names {
+					if got, want := l.Decide(kind, n), pol.Decide(p, route, kind, n); !reflect.DeepEqual(got, want) {
+						t.Errorf("%s on %s, %s %s: Lister %+v, Decide %+v", p.Subject, route, kind, n, got, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -64,6 +64,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/policy/cond"
@@ -356,7 +357,34 @@ func (r *rule) applies(p Principal, route string) bool {
 // listing way (see the package comment): Decide lists every name that
 // DecideCall would allow for some arguments. Decide a call with DecideCall.
 func (pol *Policy) Decide(p Principal, route, kind, name string) Decision {
-	return pol.decide(p, route, kind, name, nil, false)
+	return pol.decide(p, route, kind, name, nil, false, nil)
+}
+
+// Lister decides the names of lists for one principal on one route, as
+// Decide does. A rule's condition that does not read name is judged once
+// per kind for all of them, not once per name: use one Lister for the
+// items of a list (or a search over them). Safe for concurrent use.
+type Lister struct {
+	pol   *Policy
+	p     Principal
+	route string
+	mu    sync.Mutex
+	known map[listKey]outcome // conditions judged, for names they do not read
+}
+
+type listKey struct {
+	when *cond.Condition
+	kind string
+}
+
+// Lister returns a Lister for principal p on the route with path route.
+func (pol *Policy) Lister(p Principal, route string) *Lister {
+	return &Lister{pol: pol, p: p, route: route}
+}
+
+// Decide is pol.Decide(p, route, kind, name).
+func (l *Lister) Decide(kind, name string) Decision {
+	return l.pol.decide(l.p, l.route, kind, name, nil, false, l)
 }
 
 // DecideCall answers whether principal p, on the route with path route,
@@ -367,7 +395,7 @@ func (pol *Policy) Decide(p Principal, route, kind, name string) Decision {
 // twice in one object, make every condition that is evaluated fail
 // (closed). Without conditions in the policy it equals Decide.
 func (pol *Policy) DecideCall(p Principal, route, kind, name string, arguments json.RawMessage) Decision {
-	return pol.decide(p, route, kind, name, arguments, true)
+	return pol.decide(p, route, kind, name, arguments, true, nil)
 }
 
 // condInputs are the inputs of a decision's conditions (decide), with
@@ -384,7 +412,31 @@ type outcome struct {
 	err         error
 }
 
-func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.RawMessage, call bool) Decision {
+// judge is eval(r), or what it gave for an earlier name of the list when
+// r's condition does not read name.
+func (l *Lister) judge(r *rule, kind string, eval func(*rule) outcome) outcome {
+	if l == nil || r.when == nil || r.when.UsesName() {
+		return eval(r)
+	}
+	k := listKey{r.when, kind}
+	l.mu.Lock()
+	o, ok := l.known[k]
+	l.mu.Unlock()
+	if ok {
+		return o
+	}
+	o = eval(r) // unlocked: two names may judge it at once, alike
+	l.mu.Lock()
+	if l.known == nil {
+		l.known = map[listKey]outcome{}
+	}
+	l.known[k] = o
+	l.mu.Unlock()
+	return o
+}
+
+// decide is Decide (call false, l set when a Lister asks) and DecideCall.
+func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.RawMessage, call bool, l *Lister) Decision {
 	if kind != KindTool && kind != KindPrompt && kind != KindResource {
 		return Decision{Rule: -1, Reason: fmt.Sprintf("denied: %q is not a kind the policy knows (tool, prompt, resource)", kind)}
 	}
@@ -402,6 +454,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 		if r.when == nil {
 			return outcome{allow: true, deny: true}
 		}
+
 		if base == nil {
 			claims := p.PreparedClaims
 			if claims == nil {
@@ -479,7 +532,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 		)
 		holds := func() outcome {
 			if !evaluated {
-				o, evaluated = eval(r), true
+				o, evaluated = l.judge(r, kind, eval), true
 				note(r, o)
 			}
 			return o

@@ -193,6 +193,7 @@ type Condition struct {
 	bound    bound
 	tracked  func() programPair
 	usesArgs bool
+	usesName bool // the expression reads name (UsesName)
 	// argKeys are the members of arguments the expression reads, when it
 	// reads nothing else of it (arguments.x, arguments.?x, has(arguments.x),
 	// arguments["x"]); argsWhole: it reads it otherwise (size, iteration,
@@ -211,6 +212,10 @@ func (c *Condition) String() string { return c.src }
 // UsesArguments reports whether the expression mentions arguments, so that
 // its outcome may differ between calls to the same name.
 func (c *Condition) UsesArguments() bool { return c.usesArgs }
+
+// UsesName reports whether the expression mentions name: one that does not
+// is judged alike for every name of one kind, principal and route.
+func (c *Condition) UsesName() bool { return c.usesName }
 
 // Issue is one problem of an expression, at a 1-based line and column
 // within the expression.
@@ -283,6 +288,7 @@ func Compile(src string) (*Condition, error) {
 		})
 	}
 	c.usesArgs = mentions(ast, "arguments")
+	c.usesName = mentions(ast, "name")
 	if c.usesArgs {
 		c.argKeys, c.argsWhole = argumentKeys(ast)
 	}

@@ -252,3 +252,20 @@ func TestArgumentKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestUsesName(t *testing.T) {
+	for src, want := range map[string]bool{
+		`name.startsWith("fs__")`:                       true,
+		`kind == "tool" && "admin" in principal.groups`: false,
+		`principal.claims.?name.orValue("") == "x"`:     false, // a claim called name
+		`arguments.name == "x"`:                         false,
+	} {
+		c, err := Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.UsesName() != want {
+			t.Errorf("UsesName(%s) = %v", src, !want)
+		}
+	}
+}
