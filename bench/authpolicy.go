@@ -163,6 +163,11 @@ func (b *bench) authPolicy(ctx context.Context) error {
 			}
 		}
 	}
+	if b.o.profileDir != "" {
+		for i, ep := range eps { // mcpgw-allocs-auth-1 less -0: what auth and policy allocate
+			fetch(ep.middle.statsURL+"/debug/pprof/allocs", filepath.Join(b.o.profileDir, fmt.Sprintf("mcpgw-allocs-auth-%d.pprof", i)))
+		}
+	}
 	var base time.Duration
 	for i, ep := range eps {
 		st := &rows[i]

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/policy/cond"
 )
 
 // Principal is the authenticated caller of one request.
@@ -41,6 +43,11 @@ type Principal struct {
 	// policy conditions; nil for API keys and introspected tokens. Shared
 	// between requests: read only.
 	Claims map[string]any
+	// PreparedClaims are Claims made ready for policy conditions
+	// (cond.NewClaims): converted on first use and kept, so a token's
+	// claims are converted once, not per decision. Set for every
+	// principal made here; nil elsewhere means "convert Claims".
+	PreparedClaims *cond.Claims
 	// bearer is the validated bearer token the principal was read from
 	// ("" for an API key). It travels with the principal so that every
 	// context a call is re-derived in keeps it; only an upstream token

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/auth/authtest"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/policy/cond"
 )
 
 const (
@@ -93,9 +94,21 @@ func TestAuthenticateValidToken(t *testing.T) {
 	if got := p.Claims["realm_access"]; got == nil || p.Claims["sub"] != "alice" {
 		t.Errorf("claims for policy conditions: %v", p.Claims)
 	}
-	want := auth.WithBearer(auth.Principal{Subject: "alice", Issuer: is.URL, ClientID: "test-client", Scopes: []string{"mcp:tools", "mcp:read"}, Groups: []string{"eng", "ops"}, Expiry: p.Expiry, Claims: p.Claims}, tok)
+	want := auth.WithBearer(auth.Principal{Subject: "alice", Issuer: is.URL, ClientID: "test-client", Scopes: []string{"mcp:tools", "mcp:read"}, Groups: []string{"eng", "ops"}, Expiry: p.Expiry, Claims: p.Claims, PreparedClaims: p.PreparedClaims}, tok)
 	if !reflect.DeepEqual(*p, want) {
 		t.Errorf("principal:\n got %+v\nwant %+v", p, want)
+	}
+	// The claims are prepared for conditions once per token: the cached
+	// principal of the next request carries the same ones.
+	c2, err := cond.Compile(`principal.claims.sub == "alice" && principal.claims.realm_access.roles[1] == "ops"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := c2.Eval(cond.Input{Principal: cond.Principal{Prepared: p.PreparedClaims}}); !ok || err != nil {
+		t.Errorf("condition on the prepared claims = %v, %v", ok, err)
+	}
+	if again, err := a.Authenticate(request(tok), resource); err != nil || again.PreparedClaims != p.PreparedClaims {
+		t.Errorf("second request: %v, prepared claims %p, want %p (the cached ones)", err, again.PreparedClaims, p.PreparedClaims)
 	}
 	if p.Expiry.IsZero() || p.Key() != "oidc\x00"+is.URL+"\x00alice" || p.String() != "alice@"+is.URL {
 		t.Errorf("expiry %v key %q string %q", p.Expiry, p.Key(), p.String())

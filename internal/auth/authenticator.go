@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/policy/cond"
 )
 
 // Options configure an Authenticator.
@@ -135,6 +136,8 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 				APIKey:  k.Name,
 				Groups:  slices.Clone(k.Groups),
 				Scopes:  slices.Clone(k.Scopes),
+				// No claims; prepared once for every request of the key.
+				PreparedClaims: cond.NewClaims(nil),
 			},
 		})
 	}
@@ -172,7 +175,9 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.Sum256([]byte(cred))
+	// Hashed from a stack buffer: a token's usual size needs no allocation.
+	var buf [4096]byte
+	h := sha256.Sum256(append(buf[:0], cred...))
 	if p := a.apiKey(h); p != nil {
 		return p, nil
 	}
@@ -182,7 +187,7 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 	if len(cred) > maxToken {
 		return nil, errorf(Malformed, fmt.Sprintf("the bearer token is longer than %d bytes", maxToken))
 	}
-	if p := a.cache.get(h, a.now(), func(is *issuer) []string { return a.audiences(is, resource) }); p != nil {
+	if p := a.cache.get(h, a.now(), func(is *issuer, aud string) bool { return a.acceptsAudience(is.cfg.Audience, resource, aud) }); p != nil {
 		return p, nil
 	}
 	alg, iss, perr := peek(cred)
@@ -269,8 +274,17 @@ func (a *Authenticator) resourceAudiences(audience, resource string) []string {
 	if audience != "" {
 		return []string{audience}
 	}
-	out := []string{a.publicURL, strings.TrimSuffix(a.publicURL, "/")}
-	return append(out, resource)
+	return []string{a.publicURL, strings.TrimSuffix(a.publicURL, "/"), resource}
+}
+
+// acceptsAudience reports whether aud is one of resourceAudiences(audience,
+// resource), without making the list: a cached token is checked per
+// request.
+func (a *Authenticator) acceptsAudience(audience, resource, aud string) bool {
+	if audience != "" {
+		return aud == audience
+	}
+	return aud == a.publicURL || aud == strings.TrimSuffix(a.publicURL, "/") || aud == resource
 }
 
 // Resource is the canonical URI (RFC 8707) of the route at path: public_url

@@ -39,8 +39,8 @@ func newTokenCache() *tokenCache {
 }
 
 // get returns the principal of a verified token if it is cached and still
-// valid at now for one of audiences.
-func (c *tokenCache) get(h [sha256.Size]byte, now time.Time, audiences func(*issuer) []string) *Principal {
+// valid at now for an audience that accepts takes.
+func (c *tokenCache) get(h [sha256.Size]byte, now time.Time, accepts func(is *issuer, aud string) bool) *Principal {
 	c.mu.Lock()
 	e := c.entries[h]
 	c.mu.Unlock()
@@ -54,8 +54,7 @@ func (c *tokenCache) get(h [sha256.Size]byte, now time.Time, audiences func(*iss
 		c.mu.Unlock()
 		return nil
 	}
-	want := audiences(e.issuer)
-	if !slices.ContainsFunc(e.aud, func(a string) bool { return slices.Contains(want, a) }) {
+	if !slices.ContainsFunc(e.aud, func(a string) bool { return accepts(e.issuer, a) }) {
 		return nil // the full check explains the refusal
 	}
 	return e.principal

@@ -20,8 +20,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpgw/mcpgw/internal/config"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/policy/cond"
 )
 
 const (
@@ -201,7 +203,8 @@ func (in *introspector) introspect(ctx context.Context, token string, now time.T
 		return refuse(introspectionInactiveTTL, Malformed, "the introspection answer's aud is not a string or a list of strings")
 	}
 	e.aud = aud
-	p := &Principal{Subject: a.Subject, Issuer: a.Issuer, ClientID: a.ClientID, Expiry: exp, Scopes: strings.Fields(a.Scope), bearer: token}
+	p := &Principal{Subject: a.Subject, Issuer: a.Issuer, ClientID: a.ClientID, Expiry: exp, Scopes: strings.Fields(a.Scope), bearer: token,
+		PreparedClaims: cond.NewClaims(nil)}
 	if p.Subject == "" {
 		p.Subject = a.ClientID // a client-credentials token: the client is the caller
 	}

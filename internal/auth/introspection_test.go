@@ -110,7 +110,10 @@ func TestIntrospection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := auth.WithBearer(auth.Principal{Subject: "alice", Issuer: "https://as.example.com", ClientID: "app", Scopes: []string{"mcp:tools", "mcp:admin"}, Groups: []string{"eng"}, Expiry: time.Unix(exp, 0)}, "opaque-alice")
+			if p.PreparedClaims == nil {
+				t.Fatal("no prepared claims")
+			}
+			want := auth.WithBearer(auth.Principal{Subject: "alice", Issuer: "https://as.example.com", ClientID: "app", Scopes: []string{"mcp:tools", "mcp:admin"}, Groups: []string{"eng"}, Expiry: time.Unix(exp, 0), PreparedClaims: p.PreparedClaims}, "opaque-alice")
 			if fmt.Sprint(*p) != fmt.Sprint(want) {
 				t.Errorf("principal = %+v, want %+v", *p, want)
 			}

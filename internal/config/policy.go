@@ -287,10 +287,18 @@ func (v *validator) policy() {
 	v.pinning(pol.Pinning)
 }
 
-// condition compiles and type-checks a rule's CEL condition.
+// condition parses and type-checks a rule's CEL condition (policy.Compile
+// plans its evaluation).
 func (v *validator) condition(p, src string) {
 	const fix = "variables are " + cond.Variables + "; e.g. \"admin\" in principal.groups && arguments.repo.startsWith(\"acme/\")"
-	_, err := cond.Compile(src)
+	err, done := v.conds[src]
+	if !done {
+		err = cond.Check(src)
+		if v.conds == nil {
+			v.conds = map[string]error{}
+		}
+		v.conds[src] = err
+	}
 	var ce *cond.CompileError
 	switch {
 	case err == nil:

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/policy/cond"
 )
 
 // largePolicy is a policy of n rules the way a large deployment writes
@@ -14,6 +15,14 @@ import (
 // everyone. With when, every rule carries a CEL condition on the
 // principal's claims, and the team rules one on the call's arguments.
 func largePolicy(tb testing.TB, n int, when bool) *Policy {
+	tb.Helper()
+	return compileLarge(tb, n, when, false)
+}
+
+// compileLarge is largePolicy; with distinct, no two rules share the text
+// of their condition (each names its rule's number), so none is compiled
+// once for several rules.
+func compileLarge(tb testing.TB, n int, when, distinct bool) *Policy {
 	tb.Helper()
 	var b strings.Builder
 	b.WriteString("policy:\n  default: deny\n  rules:\n")
@@ -24,15 +33,24 @@ func largePolicy(tb testing.TB, n int, when bool) *Policy {
 			if when {
 				cond = `, when: 'principal.claims.?tenant.orValue("") == "acme"'`
 			}
+			if when && distinct {
+				cond = fmt.Sprintf(`, when: 'principal.claims.?tenant.orValue("") == "acme%d"'`, i)
+			}
 			fmt.Fprintf(&b, "    - {allow: ['resource:fs+file:///pub%d/*']%s}\n", i, cond)
 		case i%20 == 18: // one user
 			if when {
 				cond = `, when: '"admins" in principal.groups'`
 			}
+			if when && distinct {
+				cond = fmt.Sprintf(`, when: '"admins%d" in principal.groups'`, i)
+			}
 			fmt.Fprintf(&b, "    - {match: {subjects: [user%d]}, allow: ['up%d__*']%s}\n", i, i, cond)
 		default: // one team
 			if when {
 				cond = `, when: 'arguments.?limit.orValue(0) <= 100 && principal.subject != "blocked"'`
+			}
+			if when && distinct {
+				cond = fmt.Sprintf(`, when: 'arguments.?limit.orValue(0) <= %d && principal.subject != "blocked"'`, 100+i)
 			}
 			fmt.Fprintf(&b, "    - {match: {groups: [team%d]}, allow: ['up%d__*'], deny: ['up%d__admin_*']%s}\n", i, i, i, cond)
 		}
@@ -50,9 +68,11 @@ func largePolicy(tb testing.TB, n int, when bool) *Policy {
 
 // BenchmarkDecide1000 is one call's decision under 1,000 rules (issue 18:
 // at most 2 µs without conditions, 10 µs with), for a principal of two
-// teams calling a tool of one of them.
+// teams calling a tool of one of them. Its claims are prepared once, as
+// the auth layer does per token.
 func BenchmarkDecide1000(b *testing.B) {
-	p := Principal{Subject: "alice", Groups: []string{"team500", "team7"}, Scopes: []string{"read"}, Claims: map[string]any{"tenant": "acme"}}
+	claims := map[string]any{"tenant": "acme"}
+	p := Principal{Subject: "alice", Groups: []string{"team500", "team7"}, Scopes: []string{"read"}, Claims: claims, PreparedClaims: cond.NewClaims(claims)}
 	args := []byte(`{"limit":10,"q":"x"}`)
 	for _, tc := range []struct {
 		name string
@@ -77,12 +97,50 @@ func BenchmarkDecide1000(b *testing.B) {
 	}
 }
 
-// BenchmarkCompile1000 is compiling a 1,000-rule policy (config reload).
+// BenchmarkCompile1000 is parsing, validating and compiling a 1,000-rule
+// policy (config load or reload): without conditions, with the three
+// conditions largePolicy repeats over its rules, and with 1,000 distinct
+// ones.
 func BenchmarkCompile1000(b *testing.B) {
-	for _, when := range []bool{false, true} {
-		b.Run(fmt.Sprintf("cel=%v", when), func(b *testing.B) {
+	for _, tc := range []struct {
+		name           string
+		when, distinct bool
+	}{{"cel=false", false, false}, {"cel=true", true, false}, {"cel=distinct", true, true}} {
+		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				largePolicy(b, 1000, when)
+				compileLarge(b, 1000, tc.when, tc.distinct)
+			}
+		})
+	}
+}
+
+// BenchmarkListPage1000 is deciding a page of 100 listed tool names under
+// 1,000 rules: each name on its own (Decide) and by one Lister, as
+// FilterList does.
+func BenchmarkListPage1000(b *testing.B) {
+	claims := map[string]any{"tenant": "acme"}
+	p := Principal{Subject: "alice", Groups: []string{"team500", "team7"}, Claims: claims, PreparedClaims: cond.NewClaims(claims)}
+	names := make([]string, 100)
+	for i := range names {
+		names[i] = fmt.Sprintf("up%d__tool%d", 500+i%3, i)
+	}
+	for _, when := range []bool{false, true} {
+		pol := largePolicy(b, 1000, when)
+		b.Run(fmt.Sprintf("cel=%v/decide", when), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, n := range names {
+					pol.Decide(p, "/mcp", KindTool, n)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("cel=%v/lister", when), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				l := pol.Lister(p, "/mcp")
+				for _, n := range names {
+					l.Decide(KindTool, n)
+				}
 			}
 		})
 	}

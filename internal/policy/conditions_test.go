@@ -2,6 +2,8 @@ package policy
 
 import (
 	"encoding/json"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,6 +168,48 @@ func TestConditionCompileErrors(t *testing.T) {
 	}
 }
 
+// TestConditionsCompiledOncePerText checks that rules with the same
+// condition share one compiled condition, judged for each rule alike, and
+// that a bad one is reported for every rule that has it.
+func TestConditionsCompiledOncePerText(t *testing.T) {
+	const when = `arguments.?limit.orValue(0) <= 100`
+	pol, err := Compile(&config.Policy{Default: "deny", Rules: []*config.PolicyRule{
+		{When: when, Match: &config.PolicyMatch{Groups: []string{"a"}}, Allow: []string{"a__*"}},
+		{When: when, Match: &config.PolicyMatch{Groups: []string{"b"}}, Allow: []string{"b__*"}},
+		{When: `"x" in principal.groups`, Allow: []string{"c__*"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol.rules[0].when != pol.rules[1].when || pol.rules[0].when == pol.rules[2].when {
+		t.Errorf("conditions %p %p %p: want the first two shared", pol.rules[0].when, pol.rules[1].when, pol.rules[2].when)
+	}
+	for _, tc := range []struct {
+		groups []string
+		name   string
+		args   string
+		want   int // deciding rule, -1: denied by default
+	}{
+		{[]string{"a"}, "a__x", `{"limit":5}`, 0},
+		{[]string{"b"}, "b__x", `{"limit":5}`, 1},
+		{[]string{"b"}, "b__x", `{"limit":500}`, -1},
+		{[]string{"a", "b"}, "a__x", `{"limit":500}`, -1},
+	} {
+		d := pol.DecideCall(Principal{Groups: tc.groups}, "/mcp", KindTool, tc.name, json.RawMessage(tc.args))
+		if d.Rule != tc.want || d.Allowed != (tc.want >= 0) {
+			t.Errorf("DecideCall(%v, %s, %s) = %+v, want rule %d", tc.groups, tc.name, tc.args, d, tc.want)
+		}
+	}
+	_, err = Compile(&config.Policy{Default: "deny", Rules: []*config.PolicyRule{
+		{When: `name`, Allow: []string{"*"}},
+		{When: `name`, Allow: []string{"*"}},
+	}})
+	if err == nil || !strings.Contains(err.Error(), "policy.rules[0].when: the expression is of type string") ||
+		!strings.Contains(err.Error(), "policy.rules[1].when: the expression is of type string") {
+		t.Errorf("Compile: %v", err)
+	}
+}
+
 func TestConditionCostLimitFailsClosed(t *testing.T) {
 	// Quadratic work over a large argument: stopped by the cost limit.
 	pol := compileYAML(t, `
@@ -216,5 +260,121 @@ func TestParseArguments(t *testing.T) {
 	m, err := parseArguments(json.RawMessage(`{"n":5,"s":"x","l":[true]}`))
 	if err != nil || m["n"] != 5.0 || m["s"] != "x" {
 		t.Errorf("parseArguments = %v, %v", m, err)
+	}
+}
+
+// TestParseArgumentMembers: decoding only the members conditions read
+// gives those members as parseArguments does, and refuses what it refuses
+// but for a value no condition reads.
+func TestParseArgumentMembers(t *testing.T) {
+	keys := []string{"a", "n", "s", "e", "u", "o"}
+	for _, tc := range []struct {
+		in         string
+		onlyUnread bool // parseArguments refuses it for a member outside keys
+	}{
+		{``, false}, {` null `, false}, {`{}`, false}, {`[]`, false}, {`"x"`, false},
+		{` { "a" : 1 , "b" : 2 } `, false},
+		{`{"a":1,"a":2}`, false}, {`{"x":{"b":1,"b":1}}`, false}, {`{"a":1}x`, false}, {`{"a":`, false},
+		{`{"n":1e999}`, false}, {`{"zz":1e999}`, true}, {`{"n":-0.5e-3,"s":"plain","e":"\u00e9\n","u":"\ud800"}`, false},
+		{`{"a":true,"n":false,"s":null,"o":{"p":[1,"x",{"q":null}]}}`, false},
+		{"{\"s\":\"bad \xff utf-8\"}", false},
+		{`{"a\u0062":1,"ab":2}`, false},
+		{`{"x":` + strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1) + `}`, false},
+	} {
+		whole, werr := parseArguments(json.RawMessage(tc.in))
+		got, err := parseArgumentMembers(json.RawMessage(tc.in), keys)
+		if tc.onlyUnread {
+			if werr == nil || err != nil {
+				t.Errorf("%.40q: parseArguments error %v, parseArgumentMembers error %v; want only the first", tc.in, werr, err)
+			}
+			continue
+		}
+		if (err == nil) != (werr == nil) {
+			t.Errorf("%.40q: error %v, parseArguments' %v", tc.in, err, werr)
+			continue
+		}
+		want := map[string]any{}
+		for k, v := range whole {
+			if slices.Contains(keys, k) {
+				want[k] = v
+			}
+		}
+		if whole == nil {
+			want = nil
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%.40q: members %#v, want %#v", tc.in, got, want)
+		}
+	}
+}
+
+// TestArgumentsDecodedAsRead: a policy decodes the members of a call's
+// arguments its conditions read, or the whole when one reads it whole;
+// a value outside them cannot fail a condition, one inside still does.
+func TestArgumentsDecodedAsRead(t *testing.T) {
+	members := compileYAML(t, `
+policy:
+  default: deny
+  rules:
+    - {when: 'arguments.a == 1', allow: ["tool:fs__*"]}
+    - {when: 'arguments.?b.orValue(0) == 2', deny: ["tool:fs__*"]}
+`)
+	if !slices.Equal(members.argKeys, []string{"a", "b"}) || members.argsWhole {
+		t.Errorf("keys %q, whole %v", members.argKeys, members.argsWhole)
+	}
+	whole := compileYAML(t, `
+policy:
+  default: deny
+  rules:
+    - {when: 'arguments.a == 1', allow: ["tool:fs__*"]}
+    - {when: 'size(arguments) > 3', deny: ["tool:fs__*"]}
+`)
+	if !whole.argsWhole {
+		t.Error("size(arguments): not decoded whole")
+	}
+	for _, tc := range []struct {
+		pol   *Policy
+		args  string
+		allow bool
+	}{
+		{members, `{"a":1,"z":1e999}`, true}, // z is read by no condition
+		{members, `{"a":1e999}`, false},      // a is: the allow fails, closed
+		{members, `{"a":1,"b":2}`, false},
+		{members, `{"a":1,"a":1}`, false},
+		{whole, `{"a":1,"z":1e999}`, false}, // all of it is read
+		{whole, `{"a":1,"x":1,"y":1,"z":1}`, false},
+		{whole, `{"a":1,"x":1}`, true},
+	} {
+		if d := tc.pol.DecideCall(Principal{}, "/mcp", KindTool, "fs__read", json.RawMessage(tc.args)); d.Allowed != tc.allow {
+			t.Errorf("DecideCall(%s) = %+v, want allowed %v", tc.args, d, tc.allow)
+		}
+	}
+}
+
+// TestListerAgreesWithDecide: a Lister, which judges a condition that does
+// not read the name once per kind, decides every name of a list as Decide
+// does, whatever the order, for conditions on the name and off it, that
+// hold, fail and fail to evaluate.
+func TestListerAgreesWithDecide(t *testing.T) {
+	pol := compileYAML(t, condPolicy)
+	names := []string{"github__delete_branch", "fs__read_file", "fs__write_x", "github__list_issues", "fs__read", "x", "github__create_issue", "fs__read_file"}
+	for _, p := range []Principal{
+		{Subject: "eve", Groups: []string{"eng"}},
+		{Subject: "root", Groups: []string{"admin"}},
+		{Subject: "rita", Claims: map[string]any{"department": "research"}},
+		{Subject: "sam", Claims: map[string]any{"department": "sales"}},
+		{Subject: "bob@contractor.example", Groups: []string{"eng", "admin"}},
+		{Subject: "odd", Claims: map[string]any{"f": func() {}}}, // claims that fail every condition
+	} {
+		for _, route := range []string{"/mcp", "/mcp/fs"} {
+			l := pol.Lister(p, route)
+			for _, kind := range []string{KindTool, KindPrompt, KindTool} {
+				for _, n := range names {
+					if got, want := l.Decide(kind, n), pol.Decide(p, route, kind, n); !reflect.DeepEqual(got, want) {
+						t.Errorf("%s on %s, %s %s: Lister %+v, Decide %+v", p.Subject, route, kind, n, got, want)
+					}
+				}
+			}
+		}
 	}
 }

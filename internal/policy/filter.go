@@ -27,8 +27,9 @@ var listArrays = map[string][]struct{ array, name string }{
 // An item without a string name is removed (fail closed). An error means
 // result is not a JSON object or array of that shape; refuse the response.
 func (pol *Policy) FilterList(p Principal, route, kind string, result json.RawMessage) (json.RawMessage, error) {
+	l := pol.Lister(p, route) // conditions not on the name: judged once
 	return FilterListFunc(kind, result, func(k, name string, _ []byte) bool {
-		return pol.Decide(p, route, k, name).Listed()
+		return l.Decide(k, name).Listed()
 	})
 }
 

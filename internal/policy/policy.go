@@ -64,6 +64,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/policy/cond"
@@ -91,8 +92,12 @@ type Principal struct {
 	// APIKey is the name of the auth.api_keys entry used, if any.
 	APIKey string
 	// Claims are the token's claims, as encoding/json decodes them, for
-	// conditions (principal.claims). The router does not fill them yet.
+	// conditions (principal.claims).
 	Claims map[string]any
+	// PreparedClaims, when set, is cond.NewClaims(Claims), made once per
+	// token (auth keeps it with the verified token), so that decisions do
+	// not convert the claims again; nil: each decision converts Claims.
+	PreparedClaims *cond.Claims
 }
 
 // Key identifies the principal for rate limiting: the API key name, or
@@ -162,6 +167,11 @@ type Policy struct {
 	rules          []rule
 	toolScopes     []toolScope
 	index          ruleIndex // which rules can bear on a decision (index.go)
+	// argKeys are the members of a call's arguments that conditions read,
+	// when argsWhole is not set; argsWhole: some condition reads the
+	// arguments as a whole, so they are decoded whole.
+	argKeys   []string
+	argsWhole bool
 }
 
 type rule struct {
@@ -169,7 +179,11 @@ type rule struct {
 	subjects, groups, scopes, clientIDs, apiKeys, routes set
 	when                                                 *cond.Condition // nil: none
 	allow, deny                                          []pattern.Pattern
-	desc                                                 string
+	// allowReasons and denyReasons are the Decision.Reason of each allow
+	// and deny pattern deciding, made once: a decision is made for every
+	// call and every listed item.
+	allowReasons, denyReasons []string
+	desc                      string
 }
 
 type toolScope struct {
@@ -220,6 +234,14 @@ func Compile(pol *config.Policy) (*Policy, error) {
 		return nil, fmt.Errorf("policy.default: %q is not allow or deny", pol.Default)
 	}
 	var errs []error
+	// Conditions by text: large policies repeat a few over many rules, and
+	// compiling one costs about a millisecond. A Condition is immutable,
+	// so rules share it.
+	type compiled struct {
+		c   *cond.Condition
+		err error
+	}
+	conds := map[string]compiled{}
 	for i, r := range pol.Rules {
 		if r == nil {
 			errs = append(errs, fmt.Errorf("policy.rules[%d]: empty rule", i))
@@ -232,7 +254,21 @@ func Compile(pol *config.Policy) (*Policy, error) {
 		}
 		cr.desc = describeMatch(r.Match)
 		if r.When != "" {
-			c, err := cond.Compile(r.When)
+			cc, done := conds[r.When]
+			if !done {
+				cc.c, cc.err = cond.Compile(r.When)
+				conds[r.When] = cc
+			}
+			c, err := cc.c, cc.err
+			if c != nil {
+				keys, whole := c.ArgumentKeys()
+				p.argsWhole = p.argsWhole || whole
+				for _, k := range keys {
+					if !slices.Contains(p.argKeys, k) {
+						p.argKeys = append(p.argKeys, k)
+					}
+				}
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("policy.rules[%d].when: %w", i, err))
 			}
@@ -252,6 +288,12 @@ func Compile(pol *config.Policy) (*Policy, error) {
 				errs = append(errs, fmt.Errorf("policy.rules[%d].deny[%d]: %w", i, j, err))
 			}
 			cr.deny = append(cr.deny, pat)
+		}
+		for _, pat := range cr.allow {
+			cr.allowReasons = append(cr.allowReasons, "allowed by rule "+strconv.Itoa(i)+" ("+cr.desc+"): allow "+pat.Text)
+		}
+		for _, pat := range cr.deny {
+			cr.denyReasons = append(cr.denyReasons, "denied by rule "+strconv.Itoa(i)+" ("+cr.desc+"): deny "+pat.Text)
 		}
 		p.rules = append(p.rules, cr)
 	}
@@ -315,7 +357,34 @@ func (r *rule) applies(p Principal, route string) bool {
 // listing way (see the package comment): Decide lists every name that
 // DecideCall would allow for some arguments. Decide a call with DecideCall.
 func (pol *Policy) Decide(p Principal, route, kind, name string) Decision {
-	return pol.decide(p, route, kind, name, nil, false)
+	return pol.decide(p, route, kind, name, nil, false, nil)
+}
+
+// Lister decides the names of lists for one principal on one route, as
+// Decide does. A rule's condition that does not read name is judged once
+// per kind for all of them, not once per name: use one Lister for the
+// items of a list (or a search over them). Safe for concurrent use.
+type Lister struct {
+	pol   *Policy
+	p     Principal
+	route string
+	mu    sync.Mutex
+	known map[listKey]outcome // conditions judged, for names they do not read
+}
+
+type listKey struct {
+	when *cond.Condition
+	kind string
+}
+
+// Lister returns a Lister for principal p on the route with path route.
+func (pol *Policy) Lister(p Principal, route string) *Lister {
+	return &Lister{pol: pol, p: p, route: route}
+}
+
+// Decide is pol.Decide(p, route, kind, name).
+func (l *Lister) Decide(kind, name string) Decision {
+	return l.pol.decide(l.p, l.route, kind, name, nil, false, l)
 }
 
 // DecideCall answers whether principal p, on the route with path route,
@@ -326,7 +395,14 @@ func (pol *Policy) Decide(p Principal, route, kind, name string) Decision {
 // twice in one object, make every condition that is evaluated fail
 // (closed). Without conditions in the policy it equals Decide.
 func (pol *Policy) DecideCall(p Principal, route, kind, name string, arguments json.RawMessage) Decision {
-	return pol.decide(p, route, kind, name, arguments, true)
+	return pol.decide(p, route, kind, name, arguments, true, nil)
+}
+
+// condInputs are the inputs of a decision's conditions (decide), with
+// their memos, in one allocation.
+type condInputs struct {
+	base, withArgs     cond.Input
+	baseMemo, argsMemo cond.Memo
 }
 
 // outcome is how a rule's condition turned out for one decision.
@@ -336,26 +412,73 @@ type outcome struct {
 	err         error
 }
 
-func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.RawMessage, call bool) Decision {
+// judge is eval(r), or what it gave for an earlier name of the list when
+// r's condition does not read name.
+func (l *Lister) judge(r *rule, kind string, eval func(*rule) outcome) outcome {
+	if l == nil || r.when == nil || r.when.UsesName() {
+		return eval(r)
+	}
+	k := listKey{r.when, kind}
+	l.mu.Lock()
+	o, ok := l.known[k]
+	l.mu.Unlock()
+	if ok {
+		return o
+	}
+	o = eval(r) // unlocked: two names may judge it at once, alike
+	l.mu.Lock()
+	if l.known == nil {
+		l.known = map[listKey]outcome{}
+	}
+	l.known[k] = o
+	l.mu.Unlock()
+	return o
+}
+
+// decide is Decide (call false, l set when a Lister asks) and DecideCall.
+func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.RawMessage, call bool, l *Lister) Decision {
 	if kind != KindTool && kind != KindPrompt && kind != KindResource {
 		return Decision{Rule: -1, Reason: fmt.Sprintf("denied: %q is not a kind the policy knows (tool, prompt, resource)", kind)}
 	}
+	// The conditions' inputs, built on first use and shared by every rule's
+	// condition: base has no arguments (a list's are unknown; a condition
+	// that does not read them ignores them), withArgs has the call's,
+	// decoded only when a condition reads them.
 	var (
-		in     *cond.Input // built on first use
-		argErr error
+		ins            *condInputs // base and withArgs, allocated at once
+		base, withArgs *cond.Input
+		argErr         error
 	)
 	// eval evaluates the condition of r; a rule without one always holds.
 	eval := func(r *rule) outcome {
 		if r.when == nil {
 			return outcome{allow: true, deny: true}
 		}
-		if in == nil {
-			in = &cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
-				APIKey: p.APIKey, Groups: p.Groups, Scopes: p.Scopes, Claims: p.Claims}, Route: route, Kind: kind, Name: name}
-			if call {
-				in.Arguments, argErr = parseArguments(rawArgs)
+
+		if base == nil {
+			claims := p.PreparedClaims
+			if claims == nil {
+				claims = cond.NewClaims(p.Claims) // converted once for both inputs
 			}
-			in.Memoize() // every rule's condition sees the same variables
+			ins = &condInputs{base: cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
+				APIKey: p.APIKey, Groups: p.Groups, Scopes: p.Scopes, Claims: p.Claims, Prepared: claims},
+				Route: route, Kind: kind, Name: name}}
+			base = &ins.base
+			base.MemoizeIn(&ins.baseMemo)
+		}
+		in := base
+		if call && r.when.UsesArguments() {
+			if withArgs == nil {
+				withArgs = &ins.withArgs
+				*withArgs = cond.Input{Principal: base.Principal, Route: route, Kind: kind, Name: name}
+				if pol.argsWhole {
+					withArgs.Arguments, argErr = parseArguments(rawArgs)
+				} else {
+					withArgs.Arguments, argErr = parseArgumentMembers(rawArgs, pol.argKeys)
+				}
+				withArgs.MemoizeIn(&ins.argsMemo)
+			}
+			in = withArgs
 		}
 		if !call {
 			res, err := r.when.EvalWithoutArguments(*in)
@@ -388,7 +511,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 	}
 	var (
 		allow, maybeAllow  *rule
-		allowPat, maybePat string
+		allowPat, maybePat int  // indexes in allow.allow, maybeAllow.allow
 		maybeDeny          bool // Decide: a deny that depends on the arguments did not hide the name
 		notes              []string
 	)
@@ -403,16 +526,18 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 		if !r.applies(p, route) {
 			continue
 		}
-		var o *outcome // this rule's condition, evaluated at most once
+		var (
+			o         outcome // this rule's condition, evaluated at most once
+			evaluated bool
+		)
 		holds := func() outcome {
-			if o == nil {
-				v := eval(r)
-				o = &v
-				note(r, v)
+			if !evaluated {
+				o, evaluated = l.judge(r, kind, eval), true
+				note(r, o)
 			}
-			return *o
+			return o
 		}
-		for _, pat := range r.deny {
+		for j, pat := range r.deny {
 			if !pat.Match(kind, name) {
 				continue
 			}
@@ -423,7 +548,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			if !h.deny {
 				break
 			}
-			reason := "denied by rule " + strconv.Itoa(r.index) + " (" + r.desc + "): deny " + pat.Text
+			reason := r.denyReasons[j]
 			if h.err != nil {
 				reason += fmt.Sprintf(" (the condition failed, so the deny holds: %v)", h.err)
 			}
@@ -432,7 +557,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 		if allow != nil {
 			continue
 		}
-		for _, pat := range r.allow {
+		for j, pat := range r.allow {
 			if !pat.Match(kind, name) {
 				continue
 			}
@@ -441,10 +566,10 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 			case !h.allow:
 			case h.maybe:
 				if maybeAllow == nil {
-					maybeAllow, maybePat = r, pat.Text
+					maybeAllow, maybePat = r, j
 				}
 			default:
-				allow, allowPat = r, pat.Text
+				allow, allowPat = r, j
 			}
 			break
 		}
@@ -452,13 +577,10 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 	var d Decision
 	switch {
 	case allow != nil:
-		// Reasons are concatenated, not formatted: a decision is made for
-		// every call and every listed item.
-		d = Decision{Allowed: true, Rule: allow.index, Pattern: allowPat,
-			Reason: "allowed by rule " + strconv.Itoa(allow.index) + " (" + allow.desc + "): allow " + allowPat}
+		d = Decision{Allowed: true, Rule: allow.index, Pattern: allow.allow[allowPat].Text, Reason: allow.allowReasons[allowPat]}
 	case maybeAllow != nil:
-		d = Decision{Allowed: true, Rule: maybeAllow.index, Pattern: maybePat,
-			Reason: "allowed by rule " + strconv.Itoa(maybeAllow.index) + " (" + maybeAllow.desc + "): allow " + maybePat + ", if the call's arguments meet the condition"}
+		d = Decision{Allowed: true, Rule: maybeAllow.index, Pattern: maybeAllow.allow[maybePat].Text,
+			Reason: maybeAllow.allowReasons[maybePat] + ", if the call's arguments meet the condition"}
 	case pol.allowByDefault:
 		d = Decision{Allowed: true, Rule: -1, Reason: "allowed by default: no rule allows or denies " + kind + " " + name + " for this principal (default: allow)"}
 	default:

@@ -7,8 +7,8 @@
 // A condition is a CEL expression (https://cel.dev) of type bool over:
 //
 //	principal  the caller: subject, issuer, client_id, api_key (strings),
-//	           groups, scopes (lists of strings), claims (map(string, dyn);
-//	           empty until the auth layer passes token claims through)
+//	           groups, scopes (lists of strings), claims (map(string, dyn):
+//	           a JWT's claims; empty for API keys and introspected tokens)
 //	route      the route path (string)
 //	kind       "tool", "prompt" or "resource"
 //	name       the name the client sees (string)
@@ -24,7 +24,12 @@
 // and double (arguments.limit <= 100).
 //
 // Evaluation is bounded by a cost limit (CostLimit) and a timeout
-// (EvalTimeout); exceeding either is an evaluation error.
+// (EvalTimeout); exceeding either is an evaluation error. Tracking the
+// cost of every step is about half of an evaluation's CPU, so it is paid
+// only where it can matter: an expression whose cost CEL's static
+// estimate bounds within CostLimit (no comprehension, no string function
+// over an input of unbounded size) is evaluated without tracking, since
+// it cannot exceed the limit.
 package cond
 
 import (
@@ -32,12 +37,15 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	celast "github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/ext"
@@ -55,6 +63,11 @@ const (
 	EvalTimeout = 50 * time.Millisecond
 	// maxSource is the longest expression accepted, in bytes.
 	maxSource = 4096
+	// maxPrincipalList is the size of principal.groups and .scopes the
+	// static cost estimate assumes (a membership test costs one unit per
+	// element); a principal with a longer list is judged by the tracked
+	// programs.
+	maxPrincipalList = 1000
 )
 
 // Variables lists the variables a condition may use, for messages.
@@ -66,6 +79,36 @@ type Principal struct {
 	Groups, Scopes                    []string
 	// Claims are token claims as encoding/json decodes them; nil is none.
 	Claims map[string]any
+	// Prepared, when set, is NewClaims(Claims), made once per token: they
+	// is used instead of Claims, so that the conversion is not paid per
+	// decision.
+	Prepared *Claims
+}
+
+// Claims are token claims made ready for conditions. The conversion is
+// made on first use and kept: a token's claims are the same for every
+// request it comes with. Safe for concurrent use.
+type Claims struct {
+	m    map[string]any
+	once sync.Once
+	s    *structpb.Struct
+	err  error
+}
+
+// NewClaims returns claims (as encoding/json decodes them; nil is none)
+// for Principal.Prepared. m must not change afterwards.
+func NewClaims(m map[string]any) *Claims { return &Claims{m: m} }
+
+// value is the claims as CEL is given them, or why they cannot be: then
+// every condition fails (closed), as the claims cannot be judged.
+func (c *Claims) value() (*structpb.Struct, error) {
+	c.once.Do(func() {
+		c.s, c.err = structpb.NewStruct(c.m)
+		if c.err != nil {
+			c.err = fmt.Errorf("principal.claims: %w", c.err)
+		}
+	})
+	return c.s, c.err
 }
 
 // principal is Principal as CEL sees it: a typed object, so field names
@@ -109,6 +152,13 @@ type memo struct {
 // every field first; do not change them after.
 func (in *Input) Memoize() { in.memo = &memo{} }
 
+// Memo is what Memoize keeps, for a caller that allocates it together
+// with its Inputs (MemoizeIn).
+type Memo struct{ m memo }
+
+// MemoizeIn is Memoize keeping the variables in m.
+func (in *Input) MemoizeIn(m *Memo) { in.memo = &m.m }
+
 // Result of evaluating a condition without the call's arguments.
 type Result int
 
@@ -131,10 +181,25 @@ func (r Result) String() string {
 
 // Condition is a compiled condition; safe for concurrent use.
 type Condition struct {
-	src      string
-	full     cel.Program // every variable known: calls
-	partial  cel.Program // arguments unknown: lists
+	src     string
+	full    cel.Program // every variable known: calls
+	partial cel.Program // arguments unknown: lists
+	// bound says how full and partial bound the cost: boundTracked, they
+	// track it against CostLimit; boundStatic, the expression's static
+	// estimate is within it whatever the inputs, so they do not;
+	// boundLists, within it only while principal.groups and .scopes have
+	// at most maxPrincipalList elements, and tracked (below) is used for
+	// a principal with longer ones.
+	bound    bound
+	tracked  func() programPair
 	usesArgs bool
+	usesName bool // the expression reads name (UsesName)
+	// argKeys are the members of arguments the expression reads, when it
+	// reads nothing else of it (arguments.x, arguments.?x, has(arguments.x),
+	// arguments["x"]); argsWhole: it reads it otherwise (size, iteration,
+	// comparison, a computed key), so all of it matters.
+	argKeys   []string
+	argsWhole bool
 	// loops: the expression has a comprehension (all, exists, map,
 	// filter), the only place CEL checks EvalTimeout; without one the
 	// cost limit bounds it and no timer is needed.
@@ -147,6 +212,10 @@ func (c *Condition) String() string { return c.src }
 // UsesArguments reports whether the expression mentions arguments, so that
 // its outcome may differ between calls to the same name.
 func (c *Condition) UsesArguments() bool { return c.usesArgs }
+
+// UsesName reports whether the expression mentions name: one that does not
+// is judged alike for every name of one kind, principal and route.
+func (c *Condition) UsesName() bool { return c.usesName }
 
 // Issue is one problem of an expression, at a 1-based line and column
 // within the expression.
@@ -189,15 +258,63 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 // Compile parses and type-checks a condition. It must be of type bool. The
 // error is a *CompileError for problems of the expression.
 func Compile(src string) (*Condition, error) {
+	e, ast, err := check(src)
+	if err != nil {
+		return nil, err
+	}
+	c := &Condition{src: src, bound: staticBound(e, ast)}
+	programs := func(track bool) (full, partial cel.Program, err error) {
+		opts := []cel.ProgramOption{cel.InterruptCheckFrequency(100)}
+		if track {
+			opts = append(opts, cel.CostLimit(CostLimit))
+		}
+		if full, err = e.Program(ast, opts...); err != nil {
+			return nil, nil, err
+		}
+		if partial, err = e.Program(ast, append(opts, cel.EvalOptions(cel.OptPartialEval))...); err != nil {
+			return nil, nil, err
+		}
+		return full, partial, nil
+	}
+	if c.full, c.partial, err = programs(c.bound == boundTracked); err != nil {
+		return nil, &CompileError{[]Issue{{Msg: err.Error()}}}
+	}
+	if c.bound == boundLists {
+		// Planned on first need: principals with that many groups are rare.
+		c.tracked = sync.OnceValue(func() programPair {
+			var pp programPair
+			pp.full, pp.partial, pp.err = programs(true)
+			return pp
+		})
+	}
+	c.usesArgs = mentions(ast, "arguments")
+	c.usesName = mentions(ast, "name")
+	if c.usesArgs {
+		c.argKeys, c.argsWhole = argumentKeys(ast)
+	}
+	c.loops = len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
+	return c, nil
+}
+
+// Check parses and type-checks a condition as Compile does, without
+// planning its evaluation: for config validation, which only reports the
+// problems.
+func Check(src string) error {
+	_, _, err := check(src)
+	return err
+}
+
+// check parses and type-checks src, a condition of type bool.
+func check(src string) (*cel.Env, *cel.Ast, error) {
 	e, err := env()
 	if err != nil {
-		return nil, fmt.Errorf("cond: CEL environment: %w", err) // a bug, not a config problem
+		return nil, nil, fmt.Errorf("cond: CEL environment: %w", err) // a bug, not a config problem
 	}
 	if strings.TrimSpace(src) == "" {
-		return nil, &CompileError{[]Issue{{Msg: "the expression is empty"}}}
+		return nil, nil, &CompileError{[]Issue{{Msg: "the expression is empty"}}}
 	}
 	if len(src) > maxSource {
-		return nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is %d bytes long, more than %d", len(src), maxSource)}}}
+		return nil, nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is %d bytes long, more than %d", len(src), maxSource)}}}
 	}
 	ast, iss := e.Compile(src)
 	if iss != nil && iss.Err() != nil {
@@ -206,22 +323,119 @@ func Compile(src string) (*Condition, error) {
 			msg := strings.Replace(er.Message, " (in container '')", "", 1)
 			ce.Issues = append(ce.Issues, Issue{Line: er.Location.Line(), Column: er.Location.Column() + 1, Msg: msg})
 		}
-		return nil, ce
+		return nil, nil, ce
 	}
 	if t := ast.OutputType(); !t.IsExactType(types.BoolType) {
-		return nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is of type %s, not bool", t)}}}
+		return nil, nil, &CompileError{[]Issue{{Msg: fmt.Sprintf("the expression is of type %s, not bool", t)}}}
 	}
-	c := &Condition{src: src}
-	opts := []cel.ProgramOption{cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100)}
-	if c.full, err = e.Program(ast, opts...); err != nil {
-		return nil, &CompileError{[]Issue{{Msg: err.Error()}}}
+	return e, ast, nil
+}
+
+// programPair is a condition's programs for calls and for lists.
+type programPair struct {
+	full, partial cel.Program
+	err           error
+}
+
+// bound is how a condition's programs bound its cost (Condition.bound).
+type bound int
+
+const (
+	boundTracked bound = iota
+	boundStatic
+	boundLists
+)
+
+// staticBound reports whether CEL's static cost estimate of the checked
+// expression stays within CostLimit: for any inputs (boundStatic), or
+// while principal.groups and .scopes are at most maxPrincipalList long
+// (boundLists). The estimate is an upper bound of the cost the tracker
+// would count, so tracking such an expression can never fail it.
+func staticBound(e *cel.Env, ast *cel.Ast) bound {
+	for _, b := range []bound{boundStatic, boundLists} {
+		est, err := e.EstimateCost(ast, sizes{lists: b == boundLists})
+		if err == nil && est.Max <= CostLimit {
+			return b
+		}
 	}
-	if c.partial, err = e.Program(ast, append(opts, cel.EvalOptions(cel.OptPartialEval))...); err != nil {
-		return nil, &CompileError{[]Issue{{Msg: err.Error()}}}
+	return boundTracked
+}
+
+// sizes is the static cost estimate's view of input sizes: unknown (so
+// unbounded), but for principal.groups and .scopes with lists set.
+type sizes struct{ lists bool }
+
+func (s sizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if p := n.Path(); s.lists && len(p) == 2 && p[0] == "principal" && (p[1] == "groups" || p[1] == "scopes") {
+		return &checker.SizeEstimate{Min: 0, Max: maxPrincipalList}
 	}
-	c.usesArgs = mentions(ast, "arguments")
-	c.loops = len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
-	return c, nil
+	return nil
+}
+
+func (sizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// programs returns the programs for evaluating with in.
+func (c *Condition) programs(in *Input) (full, partial cel.Program, err error) {
+	if c.bound == boundLists && (len(in.Principal.Groups) > maxPrincipalList || len(in.Principal.Scopes) > maxPrincipalList) {
+		pp := c.tracked()
+		return pp.full, pp.partial, pp.err
+	}
+	return c.full, c.partial, nil
+}
+
+// ArgumentKeys returns the members of the call's arguments the expression
+// reads; whole is set when it reads the arguments otherwise (then every
+// member may matter). Both are empty when it does not use the arguments.
+func (c *Condition) ArgumentKeys() (keys []string, whole bool) { return c.argKeys, c.argsWhole }
+
+// argumentKeys finds what the checked expression reads of the variable
+// arguments: the member names of selections and constant indexes on it,
+// or whole for any other use.
+func argumentKeys(ast *cel.Ast) (keys []string, whole bool) {
+	root := celast.NavigateAST(ast.NativeRep())
+	refs := celast.MatchDescendants(root, func(e celast.NavigableExpr) bool {
+		return e.Kind() == celast.IdentKind && e.AsIdent() == "arguments"
+	})
+	for _, id := range refs {
+		key, ok := memberOf(id)
+		if !ok {
+			return nil, true
+		}
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys, false
+}
+
+// memberOf returns the member name that the expression around the
+// reference ref to arguments selects.
+func memberOf(ref celast.NavigableExpr) (string, bool) {
+	parent, ok := ref.Parent()
+	if !ok {
+		return "", false
+	}
+	switch parent.Kind() {
+	case celast.SelectKind: // arguments.x, has(arguments.x)
+		if sel := parent.AsSelect(); sel.Operand().ID() == ref.ID() {
+			return sel.FieldName(), true
+		}
+	case celast.CallKind: // arguments.?x, arguments["x"], arguments[?"x"]
+		call := parent.AsCall()
+		switch call.FunctionName() {
+		case operators.OptSelect, operators.Index, operators.OptIndex:
+		default:
+			return "", false
+		}
+		if args := call.Args(); len(args) == 2 && args[0].ID() == ref.ID() && args[1].Kind() == celast.LiteralKind {
+			if s, ok := args[1].AsLiteral().Value().(string); ok {
+				return s, true
+			}
+		}
+	}
+	return "", false
 }
 
 // mentions reports whether the checked expression refers to variable v.
@@ -259,8 +473,8 @@ func (in Input) partialVars(e *cel.Env) (any, Result, error) {
 		vars, err := in.vars(false)
 		if err != nil {
 			m.partialErr = claimsError{err}
-		} else if m.partial, err = e.PartialVars(vars); err != nil {
-			m.partial, m.partialErr = nil, err
+		} else {
+			m.partial = partialActivation{vars}
 		}
 	}
 	if m.partial == nil {
@@ -291,27 +505,87 @@ func (c *Condition) eval(prog cel.Program, vars any) (ref.Val, error) {
 	return val, err
 }
 
-func (in Input) vars(withArgs bool) (map[string]any, error) {
-	claims, err := structpb.NewStruct(in.Principal.Claims)
-	if err != nil {
-		return nil, fmt.Errorf("principal.claims: %w", err)
+// activation is the variables of one evaluation. CEL resolves them by
+// name; a map (with its activation) would cost several allocations per
+// decision, and boxing every string one each. So the principal is handed
+// out by pointer and a string is boxed only when an expression reads it,
+// once for every condition the activation serves.
+type activation struct {
+	principal         principal
+	route, kind, name string
+	arguments         map[string]any // nil: unknown (lists)
+	boxed             [3]any         // route, kind, name, once read
+}
+
+func (a *activation) ResolveName(n string) (any, bool) {
+	box := func(i int, s string) (any, bool) {
+		if a.boxed[i] == nil {
+			a.boxed[i] = s
+		}
+		return a.boxed[i], true
 	}
+	switch n {
+	case "principal":
+		return &a.principal, true
+	case "route":
+		return box(0, a.route)
+	case "kind":
+		return box(1, a.kind)
+	case "name":
+		return box(2, a.name)
+	case "arguments":
+		return a.arguments, a.arguments != nil
+	}
+	return nil, false
+}
+
+func (*activation) Parent() interpreter.Activation { return nil }
+
+// partialActivation is an activation without the arguments, which are
+// unknown (lists). It says so itself: cel.Env.PartialVars would find the
+// unknown variables by resolving (and boxing) every one.
+type partialActivation struct{ *activation }
+
+func (partialActivation) UnknownAttributePatterns() []*interpreter.AttributePattern {
+	return unknownArguments()
+}
+
+// AsPartialActivation is how the interpreter finds a partial activation.
+func (a partialActivation) AsPartialActivation() (interpreter.PartialActivation, bool) {
+	return a, true
+}
+
+// unknownArguments is the pattern of the unknown variable of a list;
+// made once, never changed.
+var unknownArguments = sync.OnceValue(func() []*interpreter.AttributePattern {
+	return []*interpreter.AttributePattern{cel.AttributePattern("arguments")}
+})
+
+func (in Input) vars(withArgs bool) (*activation, error) {
 	p := in.Principal
-	m := map[string]any{
-		"principal": principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, APIKey: p.APIKey,
+	cl := p.Prepared
+	if cl == nil {
+		cl = NewClaims(p.Claims)
+	}
+	claims, err := cl.value()
+	if err != nil {
+		return nil, err
+	}
+	a := &activation{
+		principal: principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, APIKey: p.APIKey,
 			Groups: p.Groups, Scopes: p.Scopes, Claims: claims},
-		"route": in.Route,
-		"kind":  in.Kind,
-		"name":  in.Name,
+		route: in.Route,
+		kind:  in.Kind,
+		name:  in.Name,
 	}
 	if withArgs {
 		args := in.Arguments
 		if args == nil {
 			args = map[string]any{}
 		}
-		m["arguments"] = args
+		a.arguments = args
 	}
-	return m, nil
+	return a, nil
 }
 
 // Eval evaluates the condition for a call: true or false, or an error
@@ -321,7 +595,11 @@ func (c *Condition) Eval(in Input) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	val, err := c.eval(c.full, vars)
+	full, _, err := c.programs(&in)
+	if err != nil {
+		return false, err
+	}
+	val, err := c.eval(full, vars)
 	if err != nil {
 		return false, err
 	}
@@ -345,7 +623,11 @@ func (c *Condition) EvalWithoutArguments(in Input) (Result, error) {
 	if act == nil {
 		return res, err
 	}
-	val, err := c.eval(c.partial, act)
+	_, partial, err := c.programs(&in)
+	if err != nil {
+		return Unknown, err
+	}
+	val, err := c.eval(partial, act)
 	switch {
 	case err != nil && resourceLimit(err):
 		return Unknown, err

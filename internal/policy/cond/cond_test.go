@@ -1,8 +1,12 @@
 package cond
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/cel-go/cel"
 )
 
 func TestCompile(t *testing.T) {
@@ -29,6 +33,9 @@ func TestCompile(t *testing.T) {
 		{`(`, "Syntax error"},
 	} {
 		c, err := Compile(tc.src)
+		if cerr := Check(tc.src); (cerr == nil) != (err == nil) || (err != nil && cerr.Error() != err.Error()) {
+			t.Errorf("Check(%.60q) = %v, Compile's error %v", tc.src, cerr, err)
+		}
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("Compile(%q): %v", tc.src, err)
@@ -100,5 +107,165 @@ func TestEval(t *testing.T) {
 	}
 	if Result(1).String() != "true" || Unknown.String() != "unknown" {
 		t.Error("Result.String")
+	}
+}
+
+// TestCostBound checks which conditions are evaluated without cost
+// tracking, and that skipping it loses no bound: where the static
+// estimate lets a condition go untracked, the cost CEL counts when
+// tracking it stays within the estimate, and a principal with lists
+// longer than the estimate assumed is judged by the tracked programs.
+func TestCostBound(t *testing.T) {
+	e, err := env()
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := make([]string, maxPrincipalList+1)
+	for i := range long {
+		long[i] = fmt.Sprint("g", i)
+	}
+	long[maxPrincipalList] = "admins"
+	base := Input{
+		Principal: Principal{Subject: "alice", Groups: []string{"eng", "admins"}, Scopes: []string{"read"}, Claims: map[string]any{"tenant": "acme"}},
+		Route:     "/mcp", Kind: "tool", Name: "github__x",
+		Arguments: map[string]any{"limit": 10.0, "q": "Hello", "list": []any{1.0, 2.0}},
+	}
+	longGroups := base
+	longGroups.Principal.Groups = long
+	for _, tc := range []struct {
+		src  string
+		want bound
+		in   Input
+	}{
+		{`principal.claims.?tenant.orValue("") == "acme"`, boundStatic, base},
+		{`arguments.?limit.orValue(0) <= 100 && principal.subject != "blocked"`, boundStatic, base},
+		{`arguments.q.startsWith("He") && name.startsWith("github__")`, boundStatic, base},
+		{`"admins" in principal.groups`, boundLists, base},
+		{`"admins" in principal.groups && "read" in principal.scopes`, boundLists, longGroups},
+		{`arguments.q.lowerAscii() == "hello"`, boundTracked, base},     // a string function over an input
+		{`arguments.q.contains("ell")`, boundTracked, base},             // cost grows with the input
+		{`arguments.list.all(x, x > 0)`, boundTracked, base},            // a comprehension
+		{`principal.groups.exists(g, g == "admins")`, boundLists, base}, // a loop over a list the estimate bounds
+	} {
+		c, err := Compile(tc.src)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tc.src, err)
+		}
+		if c.bound != tc.want {
+			t.Errorf("%s: bound %d, want %d", tc.src, c.bound, tc.want)
+		}
+		ok, err := c.Eval(tc.in)
+		if !ok || err != nil {
+			t.Errorf("%s: Eval = %v, %v; want true", tc.src, ok, err)
+		}
+		full, _, err := c.programs(&tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oversized := len(tc.in.Principal.Groups) > maxPrincipalList
+		if tracked := full != c.full; tracked != (tc.want == boundLists && oversized) {
+			t.Errorf("%s: tracked programs used = %v", tc.src, tracked)
+		}
+		if tc.want == boundTracked || oversized {
+			continue
+		}
+		// What the tracker would have counted, against the estimate.
+		ast, iss := e.Compile(tc.src)
+		if iss.Err() != nil {
+			t.Fatal(iss.Err())
+		}
+		prog, err := e.Program(ast, cel.EvalOptions(cel.OptTrackCost))
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars, _ := tc.in.vars(true)
+		_, det, err := prog.Eval(vars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		est, _ := e.EstimateCost(ast, sizes{lists: tc.want == boundLists})
+		if got := *det.ActualCost(); got > est.Max || est.Max > CostLimit {
+			t.Errorf("%s: actual cost %d, estimate %d (limit %d)", tc.src, got, est.Max, CostLimit)
+		}
+	}
+}
+
+// TestPreparedClaims checks that prepared claims stand for the claims (and
+// are used instead of them), with the same failure: claims that cannot be
+// converted fail every condition, for calls and for lists.
+func TestPreparedClaims(t *testing.T) {
+	c, err := Compile(`principal.claims.dept == "r"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepared := NewClaims(map[string]any{"dept": "r"})
+	for _, tc := range []struct {
+		name string
+		p    Principal
+		call bool
+		list Result
+	}{
+		{"prepared", Principal{Prepared: prepared}, true, True},
+		{"prepared wins over claims", Principal{Claims: map[string]any{"dept": "x"}, Prepared: prepared}, true, True},
+		{"claims alone", Principal{Claims: map[string]any{"dept": "r"}}, true, True},
+		{"unconvertible prepared", Principal{Prepared: NewClaims(map[string]any{"f": func() {}})}, false, Error},
+	} {
+		for range 2 { // the conversion is kept: the second use answers alike
+			in := Input{Principal: tc.p}
+			ok, err := c.Eval(in)
+			if ok != tc.call || (err != nil) == tc.call {
+				t.Errorf("%s: Eval = %v, %v", tc.name, ok, err)
+			}
+			if res, _ := c.EvalWithoutArguments(in); res != tc.list {
+				t.Errorf("%s: EvalWithoutArguments = %v, want %v", tc.name, res, tc.list)
+			}
+		}
+	}
+}
+
+// TestArgumentKeys checks what a condition is found to read of the call's
+// arguments: named members, or the whole (then every member may matter).
+func TestArgumentKeys(t *testing.T) {
+	for _, tc := range []struct {
+		src   string
+		keys  []string
+		whole bool
+	}{
+		{`"a" in principal.groups`, nil, false},
+		{`arguments.repo.startsWith("acme/") && arguments.?limit.orValue(0) < 5`, []string{"repo", "limit"}, false},
+		{`has(arguments.force) && arguments["dry run"] == true && arguments[?"x"].hasValue() && arguments.repo == "r"`, []string{"force", "dry run", "x", "repo"}, false},
+		{`arguments.a.b == 1`, []string{"a"}, false}, // a nested member is read from the whole of a
+		{`size(arguments) == 0`, nil, true},
+		{`arguments == {}`, nil, true},
+		{`"x" in arguments`, nil, true},
+		{`arguments.exists(k, k == "x")`, nil, true},
+		{`arguments[name] == 1`, nil, true},
+		{`arguments.a == 1 && size(arguments) < 3`, nil, true},
+	} {
+		c, err := Compile(tc.src)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tc.src, err)
+		}
+		keys, whole := c.ArgumentKeys()
+		if !slices.Equal(keys, tc.keys) || whole != tc.whole {
+			t.Errorf("ArgumentKeys(%s) = %q, %v; want %q, %v", tc.src, keys, whole, tc.keys, tc.whole)
+		}
+	}
+}
+
+func TestUsesName(t *testing.T) {
+	for src, want := range map[string]bool{
+		`name.startsWith("fs__")`:                       true,
+		`kind == "tool" && "admin" in principal.groups`: false,
+		`principal.claims.?name.orValue("") == "x"`:     false, // a claim called name
+		`arguments.name == "x"`:                         false,
+	} {
+		c, err := Compile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.UsesName() != want {
+			t.Errorf("UsesName(%s) = %v", src, !want)
+		}
 	}
 }

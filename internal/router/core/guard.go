@@ -70,7 +70,8 @@ func policyPrincipal(ctx context.Context) policy.Principal {
 	if p == nil {
 		return policy.Principal{}
 	}
-	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Groups: p.Groups, APIKey: p.APIKey, Claims: p.Claims}
+	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Groups: p.Groups, APIKey: p.APIKey,
+		Claims: p.Claims, PreparedClaims: p.PreparedClaims}
 }
 
 // Verdict is what the access policy decided about one routed request. It
@@ -254,13 +255,12 @@ func (c *Core) listFilter(ctx context.Context, rte *Route, method string) func(k
 	if pol == nil {
 		pol = allowAll
 	}
-	p := policyPrincipal(ctx)
-	route := rte.Path
+	lister := pol.Lister(policyPrincipal(ctx), rte.Path) // a condition not on the name: judged once per list
 	return func(kind, name string, item []byte) bool {
 		if c, err := rte.View.Canonical(ctx, mcp.Kind(kind), name); err == nil {
 			name = c // a URI unique on the route is listed as it is
 		}
-		if !pol.Decide(p, route, kind, name).Listed() {
+		if !lister.Decide(kind, name).Listed() {
 			return false
 		}
 		if kind != policy.KindTool || g.Pinner == nil || method != mcp.MethodToolsList {
