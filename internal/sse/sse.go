@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -194,8 +193,9 @@ func parseRetry(v []byte) (int, bool) {
 
 // Writer writes events to an HTTP response and flushes each one.
 type Writer struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController // finds Flush through wrapping writers
+	w   http.ResponseWriter
+	rc  *http.ResponseController // finds Flush through wrapping writers
+	buf []byte                   // an event's framing and short lines, written in one go
 }
 
 // NewWriter sets the event-stream headers and returns a Writer. The caller
@@ -226,36 +226,120 @@ var errBadField = errors.New("sse: event id or name holds a line break or NUL")
 // Write sends one event. Data may hold line breaks (LF, CRLF or CR); each line
 // gets its own "data:" field, so a reader gets them back as LF. The id and the
 // event name must not hold line breaks.
-func (s *Writer) Write(ev Event) error {
-	if err := s.write(ev); err != nil {
+func (s *Writer) Write(ev Event) error { return s.WritePieces(ev, [][]byte{ev.Data}) }
+
+// WriteLast sends the stream's last event without flushing it: the
+// handler's return sends it with the end of the response, in one write
+// instead of two. Nothing may be written after it.
+func (s *Writer) WriteLast(ev Event) error { return s.WriteLastPieces(ev, [][]byte{ev.Data}) }
+
+// WritePieces is Write for an event whose data is the concatenation of
+// pieces (ev.Data is not used): a long line goes to the response from its
+// own memory, not copied into the event's.
+func (s *Writer) WritePieces(ev Event, pieces [][]byte) error {
+	if err := s.write(ev, pieces); err != nil {
 		return err
 	}
 	return s.flush()
 }
 
-// WriteLast sends the stream's last event without flushing it: the
-// handler's return sends it with the end of the response, in one write
-// instead of two. Nothing may be written after it.
-func (s *Writer) WriteLast(ev Event) error { return s.write(ev) }
+// WriteLastPieces is WriteLast for data in pieces, as WritePieces.
+func (s *Writer) WriteLastPieces(ev Event, pieces [][]byte) error { return s.write(ev, pieces) }
 
-func (s *Writer) write(ev Event) error {
+// directMin is the length from which a stretch of data without line breaks
+// is written from its own memory; shorter ones are gathered in buf, which
+// is written once it holds bufMax bytes.
+const (
+	directMin = 1024
+	bufMax    = 4096
+)
+
+func (s *Writer) write(ev Event, pieces [][]byte) error {
 	if strings.ContainsAny(ev.ID, "\r\n\x00") || strings.ContainsAny(ev.Name, "\r\n") {
 		return errBadField
 	}
-	var b strings.Builder
+	b := s.buf[:0]
 	if ev.ID != "" {
-		fmt.Fprintf(&b, "id: %s\n", ev.ID)
+		b = append(append(append(b, "id: "...), ev.ID...), '\n')
 	}
 	if ev.Name != "" {
-		fmt.Fprintf(&b, "event: %s\n", ev.Name)
+		b = append(append(append(b, "event: "...), ev.Name...), '\n')
 	}
 	if ev.Retry > 0 {
-		fmt.Fprintf(&b, "retry: %d\n", ev.Retry)
+		b = append(strconv.AppendInt(append(b, "retry: "...), int64(ev.Retry), 10), '\n')
 	}
-	writeLines(&b, "data: ", ev.Data)
-	b.WriteByte('\n')
-	_, err := io.WriteString(s.w, b.String())
+	b = append(b, "data: "...)
+	var err error
+	afterCR := false // the last piece ended in CR: an LF first in the next is part of that break
+	for _, text := range pieces {
+		if len(text) == 0 {
+			continue
+		}
+		if afterCR && len(text) > 0 && text[0] == '\n' {
+			text = text[1:]
+		}
+		afterCR = false
+		for len(text) > 0 && err == nil {
+			i := lineBreak(text)
+			line := text
+			if i >= 0 {
+				line = text[:i]
+			}
+			if len(line) >= directMin {
+				if b, err = s.put(b); err == nil {
+					_, err = s.w.Write(line)
+				}
+			} else {
+				b = append(b, line...)
+			}
+			if i < 0 {
+				break
+			}
+			// Each line of the data gets its own field.
+			b = append(b, "\ndata: "...)
+			if text[i] == '\r' {
+				if i+1 == len(text) {
+					afterCR = true
+				} else if text[i+1] == '\n' {
+					i++
+				}
+			}
+			text = text[i+1:]
+			if len(b) >= bufMax {
+				b, err = s.put(b)
+			}
+		}
+	}
+	if err == nil {
+		b, err = s.put(append(b, "\n\n"...))
+	}
+	if cap(b) <= 2*bufMax {
+		s.buf = b[:0] // kept for the next event; a rare larger one is not
+	}
 	return err
+}
+
+// put writes b and returns it emptied.
+func (s *Writer) put(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return b, nil
+	}
+	_, err := s.w.Write(b)
+	return b[:0], err
+}
+
+// lineBreak is the index of the first CR or LF in b, or -1: two byte
+// searches, which are faster than one search for either byte.
+func lineBreak(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	end := i
+	if end < 0 {
+		end = len(b)
+	}
+	if j := bytes.IndexByte(b[:end], '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 // Comment sends a comment, used as a keep-alive. A text with line breaks
@@ -274,7 +358,7 @@ func (s *Writer) Comment(text string) error {
 func writeLines(b *strings.Builder, prefix string, text []byte) {
 	for {
 		b.WriteString(prefix)
-		i := bytes.IndexAny(text, "\r\n")
+		i := lineBreak(text)
 		if i < 0 {
 			b.Write(text)
 			b.WriteByte('\n')

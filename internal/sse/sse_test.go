@@ -7,10 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
+	"unsafe"
 )
 
 const bigLimit = 1 << 20
@@ -425,5 +427,65 @@ func BenchmarkReaderBigEvent(b *testing.B) {
 		if err != nil || len(ev.Data) != 1<<20+8 {
 			b.Fatal(len(ev.Data), err)
 		}
+	}
+}
+
+// WritePieces writes what Write writes for the pieces joined, wherever the
+// data is cut, a CRLF cut in two included.
+func TestWritePiecesIsWrite(t *testing.T) {
+	long := strings.Repeat("z", 3000)
+	for _, data := range []string{
+		"", "a", "a\r\nb", "a\rb\nc\r\n", "\r\n\r\n", "x\r", long, long + "\r\n" + long + "\n", "a\n" + long + "\rb",
+	} {
+		whole := httptest.NewRecorder()
+		if err := NewWriter(whole).Write(Event{ID: "1", Data: []byte(data)}); err != nil {
+			t.Fatal(err)
+		}
+		for _, cuts := range [][]int{{0}, {len(data)}, {len(data) / 2}, {1, len(data) - 1}, {0, 0, len(data) / 3, len(data) / 3}} {
+			var pieces [][]byte
+			prev := 0
+			for _, c := range cuts {
+				c = max(prev, min(c, len(data)))
+				pieces = append(pieces, []byte(data[prev:c]))
+				prev = c
+			}
+			pieces = append(pieces, []byte(data[prev:]))
+			rec := httptest.NewRecorder()
+			if err := NewWriter(rec).WritePieces(Event{ID: "1"}, pieces); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Body.String() != whole.Body.String() {
+				t.Errorf("data %.20q cut at %v: %.60q, want %.60q", data, cuts, rec.Body.String(), whole.Body.String())
+			}
+		}
+	}
+}
+
+// pointerWriter remembers the buffers it is handed.
+type pointerWriter struct {
+	httptest.ResponseRecorder
+	got []*byte
+}
+
+func (p *pointerWriter) Write(b []byte) (int, error) {
+	p.got = append(p.got, unsafe.SliceData(b))
+	return len(b), nil
+}
+
+// A long data line goes to the response from its own memory: the event
+// costs no copy of it, and a small buffer for its framing.
+func TestWriterHandsLongLinesOn(t *testing.T) {
+	data := []byte(`{"jsonrpc":"2.0","id":1,"result":{"t":"` + strings.Repeat("y", 1<<20) + `"}}`)
+	pw := &pointerWriter{ResponseRecorder: *httptest.NewRecorder()}
+	w := NewWriter(pw)
+	if err := w.WriteLastPieces(Event{ID: "1", Name: "message"}, [][]byte{data[:10], data[10:]}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pw.got, &data[10]) {
+		t.Error("the long piece was copied")
+	}
+	pw.got = pw.got[:0]
+	if n := testing.AllocsPerRun(10, func() { _ = w.WriteLast(Event{ID: "1", Name: "message", Data: data}) }); n > 1 {
+		t.Errorf("a 1 MiB event costs %v allocations, want at most 1", n)
 	}
 }
