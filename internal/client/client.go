@@ -29,7 +29,9 @@ import (
 
 // DeliverFunc receives one message from the upstream. related is the id of
 // the client request whose response stream carried it (Streamable HTTP), or
-// nil when the transport cannot tell (stdio, standalone streams).
+// nil when the transport cannot tell (stdio, standalone streams). msg is
+// handed over: the transport never uses or changes it again, so the
+// message parsed from it keeps its bytes rather than a copy.
 type DeliverFunc func(msg []byte, related jsonrpc.ID)
 
 // Transport moves JSON-RPC messages to and from one upstream. Incoming
@@ -763,7 +765,7 @@ func (c *Client) failAll() {
 
 // deliver handles one message from the upstream.
 func (c *Client) deliver(data []byte, related jsonrpc.ID) {
-	m, err := jsonrpc.Parse(data)
+	m, err := jsonrpc.ParseOwned(data) // DeliverFunc: data is handed over
 	if err != nil {
 		var je *jsonrpc.Error
 		if m == nil || m.Kind() != jsonrpc.KindResponse || !m.ID.Valid() || !errors.As(err, &je) {

@@ -169,8 +169,8 @@ func mediaType(h http.Header) string {
 // readEvents delivers every SSE "message" event's data until the stream
 // ends. It returns the last event id and the last reconnection time the
 // server asked for ("retry:", 0 when none).
-func readEvents(body io.Reader, max int, deliver func([]byte), log *zap.Logger) (lastID string, retry time.Duration, err error) {
-	rd := sse.NewReader(body, max)
+func readEvents(body io.Reader, max int, chunks *sse.Chunks, deliver func([]byte), log *zap.Logger) (lastID string, retry time.Duration, err error) {
+	rd := sse.NewReaderChunks(body, max, chunks)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -208,6 +208,9 @@ type Streamable struct {
 	// upstream would otherwise hold its connection and reader for ever.
 	// One entry per request in flight, removed when its stream ends.
 	streams map[string]context.CancelFunc
+	// chunks gathers the long events of every stream from this upstream
+	// (a large tool result is one line), so each is allocated once.
+	chunks sse.Chunks
 }
 
 // NewStreamable returns an unstarted Streamable HTTP transport.
@@ -390,7 +393,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 				}
 				deliver(b)
 			}
-			lastID, retry, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, track, s.log)
+			lastID, retry, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, track, s.log)
 			if drain != nil {
 				drain.Stop()
 			}
@@ -521,7 +524,7 @@ func (s *Streamable) resume(ctx context.Context, lastID string, retry time.Durat
 			s.log.Debug("upstream refused to resume a response stream", zap.Int("status", resp.StatusCode))
 			return
 		}
-		id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, deliver, s.log)
+		id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, deliver, s.log)
 		resp.Body.Close()
 		if id != "" {
 			lastID = id
@@ -592,7 +595,7 @@ func (s *Streamable) listen() {
 				return
 			case resp.StatusCode == http.StatusOK && mediaType(resp.Header) == mcp.ContentTypeEventStream:
 				backoff = 500 * time.Millisecond
-				id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, func(b []byte) { s.deliver(b, nil) }, s.log)
+				id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, func(b []byte) { s.deliver(b, nil) }, s.log)
 				if id != "" {
 					lastID = id
 				}
@@ -653,6 +656,7 @@ type LegacySSE struct {
 	lifecycle
 
 	endpoint string
+	chunks   sse.Chunks // gathers the stream's long events (sse.Chunks)
 }
 
 // NewLegacySSE returns an unstarted legacy HTTP+SSE transport.
@@ -686,7 +690,7 @@ func (l *LegacySSE) Start(ctx context.Context, deliver DeliverFunc) error {
 		cancel()
 		return &StatusError{Status: resp.StatusCode, Body: body}
 	}
-	rd := sse.NewReader(resp.Body, l.cfg.MaxMessageBytes)
+	rd := sse.NewReaderChunks(resp.Body, l.cfg.MaxMessageBytes, &l.chunks)
 	ev, err := rd.Next()
 	stop()
 	if err != nil || ev.Name != "endpoint" {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Event is one dispatched event.
@@ -33,13 +34,49 @@ type Reader struct {
 	line     []byte // the current line, gathered across buffer refills
 	skipLF   bool   // the previous line ended in CR: an LF next is part of it
 	started  bool   // the first line (which may begin with a BOM) was read
+	chunks   *Chunks
+	long     []*chunk // the rest of a line longer than line's first piece
+	lastLen  int      // bytes used in the last of long
 }
 
 // NewReader returns a Reader that refuses events larger than maxEvent bytes.
-func NewReader(r io.Reader, maxEvent int) *Reader {
+func NewReader(r io.Reader, maxEvent int) *Reader { return NewReaderChunks(r, maxEvent, nil) }
+
+// NewReaderChunks is NewReader gathering long lines in the pieces of c,
+// which readers may share (nil: pieces of its own).
+func NewReaderChunks(r io.Reader, maxEvent int, c *Chunks) *Reader {
 	// 4 KiB, not more: a reader is made per upstream response, and most
 	// events are small (longer lines are gathered piecewise).
-	return &Reader{br: bufio.NewReaderSize(r, 4096), maxEvent: maxEvent}
+	return &Reader{br: bufio.NewReaderSize(r, 4096), maxEvent: maxEvent, chunks: c}
+}
+
+// chunkSize is the size of the pieces a long line is gathered in.
+const chunkSize = 32 << 10
+
+type chunk [chunkSize]byte
+
+// Chunks is a pool of the pieces in which Readers gather a line longer
+// than their buffer, so that the line itself is allocated once, at its
+// exact size, when its end is found (growing one buffer by doubling would
+// allocate about four times a 1 MiB line, and copy it as often). Readers
+// that share one, such as the streams of one upstream, reuse its pieces;
+// the garbage collector empties it when it is not used. The zero value is
+// ready.
+type Chunks struct{ pool sync.Pool }
+
+func (c *Chunks) get() *chunk {
+	if c != nil {
+		if k, ok := c.pool.Get().(*chunk); ok {
+			return k
+		}
+	}
+	return new(chunk)
+}
+
+func (c *Chunks) put(k *chunk) {
+	if c != nil {
+		c.pool.Put(k)
+	}
 }
 
 // LastEventID is the last event id the stream set (for reconnects). As in the
@@ -129,16 +166,20 @@ func (r *Reader) Next() (Event, error) {
 // the number of bytes it took from the stream. At the end of the stream it
 // returns the unterminated rest (maybe empty) with io.EOF. A line longer than
 // max yields ErrEventTooLarge. The line is valid until the next call.
+//
+// A line that fits the reader's buffer is gathered in r.line; the rest of a
+// longer one in chunks, and joined at its exact size once its end is seen.
 func (r *Reader) readLine(max int) ([]byte, int, error) {
 	if cap(r.line) > 64*1024 {
 		r.line = nil // do not hold on to the memory of one huge event
 	}
 	r.line = r.line[:0]
+	defer r.release()
 	n := 0
 	for {
 		if _, err := r.br.Peek(1); err != nil {
 			if errors.Is(err, io.EOF) {
-				return r.line, n, io.EOF
+				return r.joined(nil), n, io.EOF
 			}
 			return nil, n, err
 		}
@@ -150,24 +191,71 @@ func (r *Reader) readLine(max int) ([]byte, int, error) {
 				continue
 			}
 		}
-		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
-			r.line = appendGrow(r.line, buf[:i])
+		if i := lineBreak(buf); i >= 0 {
+			line := r.joined(buf[:i])
 			r.skipLF = buf[i] == '\r'
 			_, _ = r.br.Discard(i + 1)
-			return r.line, n + i + 1, nil
+			return line, n + i + 1, nil
 		}
 		if n+len(buf) > max {
 			return nil, n + len(buf), ErrEventTooLarge
 		}
-		r.line = appendGrow(r.line, buf)
+		if len(r.long) == 0 && len(r.line)+len(buf) <= r.br.Size() {
+			r.line = appendGrow(r.line, buf)
+		} else {
+			r.gather(buf)
+		}
 		_, _ = r.br.Discard(len(buf))
 		n += len(buf)
 	}
 }
 
+// gather adds p to the chunks of a long line.
+func (r *Reader) gather(p []byte) {
+	for len(p) > 0 {
+		if len(r.long) == 0 || r.lastLen == chunkSize {
+			r.long = append(r.long, r.chunks.get())
+			r.lastLen = 0
+		}
+		k := copy(r.long[len(r.long)-1][r.lastLen:], p)
+		r.lastLen += k
+		p = p[k:]
+	}
+}
+
+// joined is the line gathered so far followed by rest: r.line itself for a
+// short line, a new slice of the exact length for a long one.
+func (r *Reader) joined(rest []byte) []byte {
+	if len(r.long) == 0 {
+		r.line = appendGrow(r.line, rest)
+		return r.line
+	}
+	size := len(r.line) + (len(r.long)-1)*chunkSize + r.lastLen + len(rest)
+	line := append(make([]byte, 0, size), r.line...)
+	for i, k := range r.long {
+		if i == len(r.long)-1 {
+			line = append(line, k[:r.lastLen]...)
+		} else {
+			line = append(line, k[:]...)
+		}
+	}
+	return append(line, rest...)
+}
+
+// release gives a long line's chunks back.
+func (r *Reader) release() {
+	for i, k := range r.long {
+		r.chunks.put(k)
+		r.long[i] = nil
+	}
+	r.long, r.lastLen = r.long[:0], 0
+	if cap(r.long) == 0 {
+		r.long = nil
+	}
+}
+
 // appendGrow is append that at least doubles the capacity when it must
-// grow: a long line arrives in 4 KiB pieces, and append's growth of large
-// slices (1.25x) would copy a 1 MiB line about six times over.
+// grow, so a short line gathered from a few reads is copied once or twice.
 func appendGrow(dst, src []byte) []byte {
 	if len(dst)+len(src) > cap(dst) {
 		grown := make([]byte, len(dst), max(2*cap(dst), len(dst)+len(src), 256))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -417,16 +418,65 @@ func TestWriterFlushes(t *testing.T) {
 }
 
 // BenchmarkReaderBigEvent reads one 1 MiB event, as an upstream's 1 MiB
-// tool result arrives: the line is gathered across buffer refills.
+// tool result arrives: the line is gathered across buffer refills, in
+// chunks of the reader's own or of a pool shared by the readers.
 func BenchmarkReaderBigEvent(b *testing.B) {
 	in := []byte("id: 1\nevent: message\ndata: {\"x\":\"" + strings.Repeat("x", 1<<20) + "\"}\n\n")
-	b.SetBytes(int64(len(in)))
-	b.ReportAllocs()
-	for b.Loop() {
-		ev, err := NewReader(bytes.NewReader(in), 4<<20).Next()
-		if err != nil || len(ev.Data) != 1<<20+8 {
-			b.Fatal(len(ev.Data), err)
-		}
+	var shared Chunks
+	for _, c := range []struct {
+		name   string
+		chunks *Chunks
+	}{{"own-chunks", nil}, {"shared-chunks", &shared}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				ev, err := NewReaderChunks(bytes.NewReader(in), 4<<20, c.chunks).Next()
+				if err != nil || len(ev.Data) != 1<<20+8 {
+					b.Fatal(len(ev.Data), err)
+				}
+			}
+		})
+	}
+}
+
+// A line longer than the reader's buffer is allocated once, at its size,
+// however it arrives; its pieces go back to the pool.
+func TestReaderLongLineExactSize(t *testing.T) {
+	data := `{"x":"` + strings.Repeat("x", 300<<10) + `"}`
+	in := "data: " + data + "\r\ndata: short\n\ndata: " + data + "\n\n"
+	var pool Chunks
+	for rname, wrap := range readers {
+		t.Run(rname, func(t *testing.T) {
+			r := NewReaderChunks(wrap(strings.NewReader(in)), 1<<20, &pool)
+			first, err := r.Next()
+			if err != nil || string(first.Data) != data+"\nshort" {
+				t.Fatalf("first event: %d bytes, %v", len(first.Data), err)
+			}
+			second, err := r.Next()
+			if err != nil || string(second.Data) != data {
+				t.Fatalf("second event: %d bytes, %v", len(second.Data), err)
+			}
+			if cap(second.Data) != len(second.Data) {
+				t.Errorf("the event's data has capacity %d for %d bytes", cap(second.Data), len(second.Data))
+			}
+			if len(r.long) != 0 {
+				t.Errorf("%d chunks kept after the line", len(r.long))
+			}
+		})
+	}
+	// Without a pool: the chunks and the line, about twice the line, not
+	// the four times of a buffer grown by doubling.
+	one := "data: " + data + "\n\n"
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ev, err := NewReader(strings.NewReader(one), 1<<20).Next()
+	runtime.ReadMemStats(&after)
+	if err != nil || len(ev.Data) != len(data) {
+		t.Fatal(len(ev.Data), err)
+	}
+	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(2*len(one)+3*chunkSize); got > limit {
+		t.Errorf("reading a %d-byte line allocated %d bytes, want at most %d", len(one), got, limit)
 	}
 }
 
