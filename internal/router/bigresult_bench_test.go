@@ -40,6 +40,7 @@ var bigResult = `{"content":[{"type":"text","text":"` + bigText + `"}],"isError"
 // answered on an SSE stream (a log message first when withLog), written
 // piecewise so that the upstream allocates nothing per call.
 func bigUpstream(withLog bool) http.Handler {
+	result := []byte(bigResult) // io.WriteString would copy it per call
 	logEvent := []byte("event: message\ndata: " + `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}` + "\n\n")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -72,7 +73,7 @@ func bigUpstream(withLog bool) http.Handler {
 			_, _ = io.WriteString(w, `event: message`+"\n"+`data: {"jsonrpc":"2.0","id":`)
 			_, _ = w.Write(msg.ID)
 			_, _ = io.WriteString(w, `,"result":`)
-			_, _ = io.WriteString(w, bigResult)
+			_, _ = w.Write(result)
 			_, _ = io.WriteString(w, "}\n\n")
 			return
 		default:
