@@ -375,6 +375,10 @@ func (c *checker) str(i int) (end int, flags int, err *CheckError) {
 	var high byte
 	j := i + 1
 	for {
+		var nonASCII bool
+		if j, nonASCII = plainRun(d, j); nonASCII {
+			high |= 0x80
+		}
 		for j < len(d) && plainByte[d[j]] {
 			high |= d[j]
 			j++
