@@ -4,7 +4,6 @@
 package sse
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -27,7 +26,11 @@ var ErrEventTooLarge = errors.New("sse: event exceeds the size limit")
 
 // Reader parses an event stream.
 type Reader struct {
-	br       *bufio.Reader
+	src      io.Reader
+	buf      []byte // read ahead of the parse: buf[rpos:wpos] is unread
+	rpos     int
+	wpos     int
+	err      error // the source's error, returned once buf is drained
 	maxEvent int
 	lastID   string
 	idBuf    string // the "last event ID buffer": the latest id field seen
@@ -45,13 +48,16 @@ func NewReader(r io.Reader, maxEvent int) *Reader { return NewReaderChunks(r, ma
 // NewReaderChunks is NewReader gathering long lines in the pieces of c,
 // which readers may share (nil: pieces of its own).
 func NewReaderChunks(r io.Reader, maxEvent int, c *Chunks) *Reader {
-	// 4 KiB, not more: a reader is made per upstream response, and most
-	// events are small (longer lines are gathered piecewise).
-	return &Reader{br: bufio.NewReaderSize(r, 4096), maxEvent: maxEvent, chunks: c}
+	return &Reader{src: r, buf: make([]byte, bufSize), maxEvent: maxEvent, chunks: c}
 }
 
-// chunkSize is the size of the pieces a long line is gathered in.
-const chunkSize = 32 << 10
+// bufSize is the read-ahead of a reader: 4 KiB, not more, as a reader is
+// made per upstream response and most events are small. A line longer
+// than that is read straight into chunks of chunkSize, in reads that large.
+const (
+	bufSize   = 4 << 10
+	chunkSize = 32 << 10
+)
 
 type chunk [chunkSize]byte
 
@@ -177,37 +183,104 @@ func (r *Reader) readLine(max int) ([]byte, int, error) {
 	defer r.release()
 	n := 0
 	for {
-		if _, err := r.br.Peek(1); err != nil {
-			if errors.Is(err, io.EOF) {
-				return r.joined(nil), n, io.EOF
+		if r.rpos == r.wpos && len(r.long) > 0 && r.err == nil {
+			// A long line, its start gathered: the rest goes straight
+			// into its chunks, without passing through buf.
+			got, i := r.readDirect()
+			if i >= 0 {
+				r.lastLen += i
+				r.skipLF = got[i] == '\r'
+				r.keep(got[i+1:]) // the stream's next bytes
+				return r.joined(nil), n + i + 1, nil
 			}
-			return nil, n, err
+			r.lastLen += len(got)
+			if n += len(got); n > max {
+				return nil, n, ErrEventTooLarge
+			}
+			continue
 		}
-		buf, _ := r.br.Peek(r.br.Buffered())
+		if r.rpos == r.wpos {
+			if err := r.fill(); err != nil {
+				if errors.Is(err, io.EOF) {
+					return r.joined(nil), n, io.EOF
+				}
+				return nil, n, err
+			}
+		}
+		buf := r.buf[r.rpos:r.wpos]
 		if r.skipLF {
 			r.skipLF = false
 			if buf[0] == '\n' {
-				_, _ = r.br.Discard(1)
+				r.rpos++
 				continue
 			}
 		}
 		if i := lineBreak(buf); i >= 0 {
 			line := r.joined(buf[:i])
 			r.skipLF = buf[i] == '\r'
-			_, _ = r.br.Discard(i + 1)
+			r.rpos += i + 1
 			return line, n + i + 1, nil
 		}
 		if n+len(buf) > max {
 			return nil, n + len(buf), ErrEventTooLarge
 		}
-		if len(r.long) == 0 && len(r.line)+len(buf) <= r.br.Size() {
+		if len(r.long) == 0 && len(r.line)+len(buf) <= bufSize {
 			r.line = appendGrow(r.line, buf)
 		} else {
 			r.gather(buf)
 		}
-		_, _ = r.br.Discard(len(buf))
+		r.rpos = r.wpos
 		n += len(buf)
 	}
+}
+
+// fill reads into the emptied buffer.
+func (r *Reader) fill() error {
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.buf) != bufSize {
+		r.buf = make([]byte, bufSize) // after keep held more
+	}
+	m, err := readSome(r.src, r.buf)
+	r.rpos, r.wpos, r.err = 0, m, err
+	if m > 0 {
+		return nil
+	}
+	return err
+}
+
+// readDirect reads into the room left in the long line's last chunk (a
+// new chunk when it is full) and returns what came and the index of the
+// first line break in it (-1: none). A read error is kept for fill.
+func (r *Reader) readDirect() ([]byte, int) {
+	if r.lastLen == chunkSize {
+		r.long = append(r.long, r.chunks.get())
+		r.lastLen = 0
+	}
+	room := r.long[len(r.long)-1][r.lastLen:]
+	m, err := readSome(r.src, room)
+	r.err = err
+	return room[:m], lineBreak(room[:m])
+}
+
+// keep makes rest (read past a long line's end) the unread buffer.
+func (r *Reader) keep(rest []byte) {
+	if len(rest) > len(r.buf) {
+		r.buf = make([]byte, len(rest))
+	}
+	r.rpos, r.wpos = 0, copy(r.buf, rest)
+}
+
+// readSome reads at least one byte or fails, as bufio does: a source that
+// keeps returning nothing is an error, not a loop.
+func readSome(src io.Reader, p []byte) (int, error) {
+	for range 100 {
+		if n, err := src.Read(p); n > 0 || err != nil {
+			return n, err
+		}
+	}
+	return 0, io.ErrNoProgress
 }
 
 // gather adds p to the chunks of a long line.

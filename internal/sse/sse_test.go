@@ -539,3 +539,33 @@ func TestWriterHandsLongLinesOn(t *testing.T) {
 		t.Errorf("a 1 MiB event costs %v allocations, want at most 1", n)
 	}
 }
+
+// countingReader counts the reads made of it.
+type countingReader struct {
+	io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.Reader.Read(p)
+}
+
+// The rest of a long line is read straight into its chunks, in reads as
+// large as a chunk, not through the 4 KiB read-ahead; what follows the
+// line in the same read is the next event's.
+func TestReaderReadsLongLinesInLargeReads(t *testing.T) {
+	data := strings.Repeat("q", 1<<20)
+	src := &countingReader{Reader: strings.NewReader("data: " + data + "\r\n\r\ndata: next\n\n")}
+	r := NewReaderChunks(src, 2<<20, &Chunks{})
+	ev, err := r.Next()
+	if err != nil || string(ev.Data) != data {
+		t.Fatalf("first event: %d bytes, %v", len(ev.Data), err)
+	}
+	if want := len(data)/chunkSize + 4; src.reads > want {
+		t.Errorf("%d reads for a %d-byte line, want at most %d", src.reads, len(data), want)
+	}
+	if ev, err := r.Next(); err != nil || string(ev.Data) != "next" {
+		t.Fatalf("second event: %q, %v", ev.Data, err)
+	}
+}
