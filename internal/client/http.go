@@ -379,19 +379,31 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 			answered := false
 			var drain *time.Timer
 			track := func(b []byte) {
-				if related != nil && !answered && isResponseTo(b, related) {
-					answered = true
-					// 2026-07-28: once the answer is in, the caller's end
-					// is no cancellation, so the stream is read to its end
-					// and its connection reused instead of closed under
-					// the reader (a new TCP connection per call at high
-					// concurrency). An upstream that keeps it open after
-					// answering gets drainAfterAnswer.
-					if s.stateless() && stop() {
-						drain = time.AfterFunc(drainAfterAnswer, cancel)
+				switch {
+				case related == nil || answered:
+					deliver(b)
+				case s.stateless():
+					if isResponseTo(b, related) {
+						answered = true
+						// 2026-07-28: once the answer is in, the caller's
+						// end is no cancellation, so the stream is read to
+						// its end and its connection reused instead of
+						// closed under the reader (a new TCP connection per
+						// call at high concurrency). An upstream that keeps
+						// it open after answering gets drainAfterAnswer.
+						// This must happen before the caller has the
+						// answer, hence the look before the delivery.
+						if stop() {
+							drain = time.AfterFunc(drainAfterAnswer, cancel)
+						}
 					}
+					deliver(b)
+				default:
+					// Nothing to do before the caller has it: the
+					// delivery's own parse says whether it was the
+					// answer, sparing a scan of a large one.
+					answered = s.deliver(b, related)
 				}
-				deliver(b)
 			}
 			lastID, retry, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, track, s.log)
 			if drain != nil {
