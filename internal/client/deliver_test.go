@@ -1,6 +1,9 @@
 package client
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -43,6 +46,38 @@ func TestDeliverReportsTheAnswer(t *testing.T) {
 				if tc.waiting {
 					t.Error("call 7 got no answer")
 				}
+			}
+		})
+	}
+}
+
+// readBody reads a JSON answer whole: at its Content-Length in one
+// buffer, or as it comes when none is given, and never past max+1.
+func TestReadBody(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		body    string
+		length  int64
+		max     int
+		want    string
+		exact   bool // read into a buffer of the announced size
+		wantErr bool
+	}{
+		{"with a length", `{"a":1}`, 7, 100, `{"a":1}`, true, false},
+		{"without", `{"a":1}`, -1, 100, `{"a":1}`, false, false},
+		{"empty", ``, 0, 100, ``, true, false},
+		{"longer than max, announced", `{"a":12345}`, 11, 5, `{"a":1`, false, false},
+		{"longer than max, not announced", `{"a":12345}`, -1, 5, `{"a":1`, false, false},
+		{"shorter than announced", `{"a"`, 7, 100, ``, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := &http.Response{ContentLength: tc.length, Body: io.NopCloser(strings.NewReader(tc.body))}
+			got, err := readBody(resp, tc.max)
+			if (err != nil) != tc.wantErr || string(got) != tc.want {
+				t.Fatalf("got %q, %v; want %q (error: %v)", got, err, tc.want, tc.wantErr)
+			}
+			if tc.exact && cap(got) != len(got) {
+				t.Errorf("capacity %d for %d bytes", cap(got), len(got))
 			}
 		})
 	}

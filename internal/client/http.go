@@ -433,7 +433,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	default:
 		defer cancel()
 		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, int64(s.cfg.MaxMessageBytes)+1))
+		body, err := readBody(resp, s.cfg.MaxMessageBytes)
 		if err != nil {
 			return fmt.Errorf("reading upstream answer: %w", err)
 		}
@@ -445,6 +445,21 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		}
 		return nil
 	}
+}
+
+// readBody reads a JSON answer of at most max bytes (a longer one is
+// returned cut at max+1, for the caller to refuse). With a Content-Length
+// it is read into a buffer of that size, once, instead of one grown as it
+// comes (io.ReadAll's growth copies a 1 MiB answer several times).
+func readBody(resp *http.Response, max int) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n <= int64(max) {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
 }
 
 // trackStream records how to end request id's answer stream.
