@@ -410,9 +410,12 @@ func (s *Writer) WriteLastPieces(ev Event, pieces [][]byte) error { return s.wri
 // directMin is the length from which a stretch of data without line breaks
 // is written from its own memory; shorter ones are gathered in buf, which
 // is written once it holds bufMax bytes.
+// A buffer of at most keepMax bytes is kept for the next event: an idle
+// stream (a session's GET stream) holds no more.
 const (
 	directMin = 1024
 	bufMax    = 4096
+	keepMax   = 512
 )
 
 func (s *Writer) write(ev Event, pieces [][]byte) error {
@@ -474,8 +477,8 @@ func (s *Writer) write(ev Event, pieces [][]byte) error {
 	if err == nil {
 		b, err = s.put(append(b, "\n\n"...))
 	}
-	if cap(b) <= 2*bufMax {
-		s.buf = b[:0] // kept for the next event; a rare larger one is not
+	if cap(b) <= keepMax {
+		s.buf = b[:0] // kept for the next event: a small one
 	}
 	return err
 }
