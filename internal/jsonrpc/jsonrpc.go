@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -116,6 +117,37 @@ type Message struct {
 	// ResultEdits change Result where Encode and Buffers write it; Result
 	// itself keeps the bytes as they came (ApplyEdits folds them in).
 	ResultEdits []Edit `json:"-"`
+
+	members *resultMembers // what Parse saw of Result's members
+}
+
+// resultMembers records the members of a parsed Result (ResultMembers):
+// Check's record, in offsets of Result.
+type resultMembers struct {
+	first *byte // Result as it was recorded: its first byte and length
+	n     int
+	rec   rawjson.MemberRecord
+}
+
+// ResultMembers calls fn with each top-level member of Result in order,
+// as Parse saw them, sparing the caller a scan of a large result: the
+// member's name (as written, which is its value: names with escapes are
+// not recorded; valid while Result is) and its value's span in Result. It
+// reports false, without calling fn, when there is no such record (a
+// message Parse did not read, a Result set since, or one with more members
+// than are kept): the caller then reads Result itself.
+func (m *Message) ResultMembers(fn func(name string, start, end int)) bool {
+	v := m.members
+	if v == nil || v.rec.Escaped || v.rec.Count > len(v.rec.Spans) ||
+		len(m.Result) == 0 || len(m.Result) != v.n || unsafe.SliceData(m.Result) != v.first {
+		return false
+	}
+	for _, sp := range v.rec.Spans[:v.rec.Count] {
+		ks := int(sp.Name) + 1 // past the opening quote; no escapes, so the next quote ends it
+		ke := ks + bytes.IndexByte(m.Result[ks:], '"')
+		fn(unsafe.String(unsafe.SliceData(m.Result[ks:]), ke-ks), int(sp.Start), int(sp.End))
+	}
+	return true
 }
 
 // Kind classifies the message. Parse guarantees it is one of the three.
@@ -418,9 +450,11 @@ func (p *Parser) parse(data []byte, clone bool) (*Message, error) {
 		m               Message
 		fieldErr        *Error
 		version, errObj []byte
+		members         resultMembers // data offsets until Check is done
 	})
-	m, fieldErr, version, errObj := &st.m, &st.fieldErr, &st.version, &st.errObj
-	err := rawjson.Check(data, rawjson.CheckOptions{MaxDepth: MaxDepth, Members: p.members, Root: func(name, value []byte) {
+	m, fieldErr, version, errObj, rm := &st.m, &st.fieldErr, &st.version, &st.errObj, &st.members
+	rm.rec.Of = "result"
+	err := rawjson.Check(data, rawjson.CheckOptions{MaxDepth: MaxDepth, Members: p.members, Record: &rm.rec, Root: func(name, value []byte) {
 		switch string(name) {
 		case "jsonrpc":
 			*version = value
@@ -445,6 +479,16 @@ func (p *Parser) parse(data []byte, clone bool) (*Message, error) {
 	}})
 	if err != nil {
 		return checkFailed(data, err)
+	}
+	if len(m.Result) > 0 && m.Result[0] == '{' {
+		// Offsets in data become offsets in Result (a slice of data).
+		off := int32(cap(data) - cap(m.Result))
+		for i := range rm.rec.Spans[:min(rm.rec.Count, len(rm.rec.Spans))] {
+			sp := &rm.rec.Spans[i]
+			sp.Name, sp.Start, sp.End = sp.Name-off, sp.Start-off, sp.End-off
+		}
+		rm.first, rm.n = unsafe.SliceData(m.Result), len(m.Result)
+		m.members = rm
 	}
 	if *fieldErr != nil {
 		return m, *fieldErr

@@ -114,9 +114,9 @@ func (c *Core) StatelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Me
 	var hasType, hasInputs, hasTTL, hasScope bool
 	var metas []rawjson.Field
 	members := 0
-	if rawjson.EachField(res, func(f rawjson.Field) bool {
+	see := func(name string, start, end int) {
 		members++
-		switch f.Key {
+		switch name {
 		case "resultType":
 			hasType = true
 		case "inputRequests":
@@ -126,10 +126,10 @@ func (c *Core) StatelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Me
 		case "cacheScope":
 			hasScope = true
 		case "_meta":
-			metas = append(metas, f)
+			metas = append(metas, rawjson.Field{Key: name, Value: res[start:end], Start: start, End: end})
 		}
-		return true
-	}) != nil {
+	}
+	if err := eachMember(resp, see); err != nil {
 		return resp // not an object: nothing to add to
 	}
 	var edits []jsonrpc.Edit
@@ -201,14 +201,13 @@ func sessionResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 	// One pass over the result's members tells whether there is anything
 	// to remove (a merged list is megabytes; most results have neither).
 	var hasType, hopMeta bool
-	_ = rawjson.EachField(resp.Result, func(f rawjson.Field) bool {
-		switch f.Key {
+	_ = eachMember(resp, func(name string, start, end int) {
+		switch name {
 		case "resultType":
 			hasType = true
 		case "_meta":
-			hopMeta = bytes.Contains(f.Value, []byte(mcp.HopPrefix))
+			hopMeta = bytes.Contains(resp.Result[start:end], []byte(mcp.HopPrefix))
 		}
-		return true
 	})
 	if hasType {
 		if res, err := rawjson.Delete(resp.Result, "resultType"); err == nil {
@@ -223,6 +222,19 @@ func sessionResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 		}
 	}
 	return resp
+}
+
+// eachMember calls fn with each member of resp's result: from what the
+// parse of the upstream's answer recorded when it can (no scan of a large
+// result), else from a scan.
+func eachMember(resp *jsonrpc.Message, fn func(name string, start, end int)) error {
+	if resp.ResultMembers(fn) {
+		return nil
+	}
+	return rawjson.EachField(resp.Result, func(f rawjson.Field) bool {
+		fn(f.Key, f.Start, f.End)
+		return true
+	})
 }
 
 // IsList reports whether method is one of the merged list methods.

@@ -34,21 +34,32 @@ func TestStatelessResultEdits(t *testing.T) {
 		{"other _meta untouched", mcp.MethodToolsCall, `{"_meta":{"k":"v"}}`, `{"_meta":{"k":"v"},"resultType":"complete"}`},
 		{"not an object", mcp.MethodToolsCall, `[1]`, `[1]`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := []byte(tc.result)
-			resp := c.StatelessResult(tc.method, jsonrpc.NewResult(jsonrpc.IntID(3), in))
-			b, _ := jsonrpc.Encode(resp)
-			if want := `{"jsonrpc":"2.0","id":3,"result":` + tc.want + `}`; string(b) != want {
-				t.Errorf("answer %s\nwant   %s", b, want)
-			}
-			if string(resp.Result) != tc.result || unsafe.SliceData(resp.Result) != unsafe.SliceData(in) {
-				t.Errorf("the result was copied or changed: %s", resp.Result)
-			}
-			resp.ApplyEdits()
-			if string(resp.Result) != tc.want {
-				t.Errorf("applied: %s, want %s", resp.Result, tc.want)
-			}
-		})
+		// Made here (the result scanned), and parsed from an upstream's
+		// answer (the parse's record of its members used).
+		for _, made := range []string{"made", "parsed"} {
+			t.Run(tc.name+"/"+made, func(t *testing.T) {
+				msg := jsonrpc.NewResult(jsonrpc.IntID(3), []byte(tc.result))
+				if made == "parsed" {
+					var err error
+					if msg, err = jsonrpc.ParseOwned([]byte(`{"jsonrpc":"2.0","id":3,"result":` + tc.result + `}`)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				in := msg.Result
+				resp := c.StatelessResult(tc.method, msg)
+				b, _ := jsonrpc.Encode(resp)
+				if want := `{"jsonrpc":"2.0","id":3,"result":` + strings.TrimRight(tc.want, "\n") + `}`; strings.ReplaceAll(string(b), "\n", "") != want {
+					t.Errorf("answer %s\nwant   %s", b, want)
+				}
+				if string(resp.Result) != string(in) || unsafe.SliceData(resp.Result) != unsafe.SliceData(in) {
+					t.Errorf("the result was copied or changed: %s", resp.Result)
+				}
+				resp.ApplyEdits()
+				if strings.TrimRight(string(resp.Result), "\n") != strings.TrimRight(tc.want, "\n") {
+					t.Errorf("applied: %s, want %s", resp.Result, tc.want)
+				}
+			})
+		}
 	}
 	e := c.StatelessResult(mcp.MethodResourcesRead, jsonrpc.NewError(jsonrpc.IntID(1), &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: "gone"}))
 	if e.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(e.Error.Message, "gone") {
