@@ -29,8 +29,11 @@ import (
 
 // DeliverFunc receives one message from the upstream. related is the id of
 // the client request whose response stream carried it (Streamable HTTP), or
-// nil when the transport cannot tell (stdio, standalone streams).
-type DeliverFunc func(msg []byte, related jsonrpc.ID)
+// nil when the transport cannot tell (stdio, standalone streams). msg is
+// handed over: the transport never uses or changes it again, so the
+// message parsed from it keeps its bytes rather than a copy. answered
+// reports whether msg was the response to related.
+type DeliverFunc func(msg []byte, related jsonrpc.ID) (answered bool)
 
 // Transport moves JSON-RPC messages to and from one upstream. Incoming
 // messages are handed to the deliver function given to Start; a transport
@@ -761,14 +764,14 @@ func (c *Client) failAll() {
 	c.mu.Unlock()
 }
 
-// deliver handles one message from the upstream.
-func (c *Client) deliver(data []byte, related jsonrpc.ID) {
-	m, err := jsonrpc.Parse(data)
+// deliver handles one message from the upstream (a DeliverFunc).
+func (c *Client) deliver(data []byte, related jsonrpc.ID) (answered bool) {
+	m, err := jsonrpc.ParseOwned(data) // DeliverFunc: data is handed over
 	if err != nil {
 		var je *jsonrpc.Error
 		if m == nil || m.Kind() != jsonrpc.KindResponse || !m.ID.Valid() || !errors.As(err, &je) {
 			c.log.Warn("dropping malformed message from upstream", zap.Error(err), zap.Int("bytes", len(data)))
-			return
+			return false
 		}
 		// An answer that cannot be read one way (a member twice, say):
 		// its call fails now, naming why, rather than at its timeout.
@@ -777,6 +780,7 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) {
 	}
 	switch m.Kind() {
 	case jsonrpc.KindResponse:
+		answered = related != nil && string(m.ID) == string(related)
 		c.mu.Lock()
 		cl := c.pending[string(m.ID)]
 		delete(c.pending, string(m.ID))
@@ -815,6 +819,7 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) {
 			c.answer(m, cl)
 		}()
 	}
+	return answered
 }
 
 // owner finds the call a server-initiated message belongs to: the one whose

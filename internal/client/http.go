@@ -169,8 +169,8 @@ func mediaType(h http.Header) string {
 // readEvents delivers every SSE "message" event's data until the stream
 // ends. It returns the last event id and the last reconnection time the
 // server asked for ("retry:", 0 when none).
-func readEvents(body io.Reader, max int, deliver func([]byte), log *zap.Logger) (lastID string, retry time.Duration, err error) {
-	rd := sse.NewReader(body, max)
+func readEvents(body io.Reader, max int, chunks *sse.Chunks, deliver func([]byte), log *zap.Logger) (lastID string, retry time.Duration, err error) {
+	rd := sse.NewReaderChunks(body, max, chunks)
 	for {
 		ev, err := rd.Next()
 		if err != nil {
@@ -208,6 +208,9 @@ type Streamable struct {
 	// upstream would otherwise hold its connection and reader for ever.
 	// One entry per request in flight, removed when its stream ends.
 	streams map[string]context.CancelFunc
+	// chunks gathers the long events of every stream from this upstream
+	// (a large tool result is one line), so each is allocated once.
+	chunks sse.Chunks
 }
 
 // NewStreamable returns an unstarted Streamable HTTP transport.
@@ -376,21 +379,33 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 			answered := false
 			var drain *time.Timer
 			track := func(b []byte) {
-				if related != nil && !answered && isResponseTo(b, related) {
-					answered = true
-					// 2026-07-28: once the answer is in, the caller's end
-					// is no cancellation, so the stream is read to its end
-					// and its connection reused instead of closed under
-					// the reader (a new TCP connection per call at high
-					// concurrency). An upstream that keeps it open after
-					// answering gets drainAfterAnswer.
-					if s.stateless() && stop() {
-						drain = time.AfterFunc(drainAfterAnswer, cancel)
+				switch {
+				case related == nil || answered:
+					deliver(b)
+				case s.stateless():
+					if isResponseTo(b, related) {
+						answered = true
+						// 2026-07-28: once the answer is in, the caller's
+						// end is no cancellation, so the stream is read to
+						// its end and its connection reused instead of
+						// closed under the reader (a new TCP connection per
+						// call at high concurrency). An upstream that keeps
+						// it open after answering gets drainAfterAnswer.
+						// This must happen before the caller has the
+						// answer, hence the look before the delivery.
+						if stop() {
+							drain = time.AfterFunc(drainAfterAnswer, cancel)
+						}
 					}
+					deliver(b)
+				default:
+					// Nothing to do before the caller has it: the
+					// delivery's own parse says whether it was the
+					// answer, sparing a scan of a large one.
+					answered = s.deliver(b, related)
 				}
-				deliver(b)
 			}
-			lastID, retry, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, track, s.log)
+			lastID, retry, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, track, s.log)
 			if drain != nil {
 				drain.Stop()
 			}
@@ -418,7 +433,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	default:
 		defer cancel()
 		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, int64(s.cfg.MaxMessageBytes)+1))
+		body, err := readBody(resp, s.cfg.MaxMessageBytes)
 		if err != nil {
 			return fmt.Errorf("reading upstream answer: %w", err)
 		}
@@ -430,6 +445,21 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		}
 		return nil
 	}
+}
+
+// readBody reads a JSON answer of at most max bytes (a longer one is
+// returned cut at max+1, for the caller to refuse). With a Content-Length
+// it is read into a buffer of that size, once, instead of one grown as it
+// comes (io.ReadAll's growth copies a 1 MiB answer several times).
+func readBody(resp *http.Response, max int) ([]byte, error) {
+	if n := resp.ContentLength; n >= 0 && n <= int64(max) {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
 }
 
 // trackStream records how to end request id's answer stream.
@@ -521,7 +551,7 @@ func (s *Streamable) resume(ctx context.Context, lastID string, retry time.Durat
 			s.log.Debug("upstream refused to resume a response stream", zap.Int("status", resp.StatusCode))
 			return
 		}
-		id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, deliver, s.log)
+		id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, deliver, s.log)
 		resp.Body.Close()
 		if id != "" {
 			lastID = id
@@ -592,7 +622,7 @@ func (s *Streamable) listen() {
 				return
 			case resp.StatusCode == http.StatusOK && mediaType(resp.Header) == mcp.ContentTypeEventStream:
 				backoff = 500 * time.Millisecond
-				id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, func(b []byte) { s.deliver(b, nil) }, s.log)
+				id, r, _ := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, func(b []byte) { s.deliver(b, nil) }, s.log)
 				if id != "" {
 					lastID = id
 				}
@@ -653,6 +683,7 @@ type LegacySSE struct {
 	lifecycle
 
 	endpoint string
+	chunks   sse.Chunks // gathers the stream's long events (sse.Chunks)
 }
 
 // NewLegacySSE returns an unstarted legacy HTTP+SSE transport.
@@ -686,7 +717,7 @@ func (l *LegacySSE) Start(ctx context.Context, deliver DeliverFunc) error {
 		cancel()
 		return &StatusError{Status: resp.StatusCode, Body: body}
 	}
-	rd := sse.NewReader(resp.Body, l.cfg.MaxMessageBytes)
+	rd := sse.NewReaderChunks(resp.Body, l.cfg.MaxMessageBytes, &l.chunks)
 	ev, err := rd.Next()
 	stop()
 	if err != nil || ev.Name != "endpoint" {

@@ -241,32 +241,38 @@ var errLineTooLong = errors.New("line too long")
 
 // readLine reads one '\n'-terminated line of at most max bytes. A longer line
 // is consumed to its end and reported as errLineTooLong.
+//
+// The line is allocated once, at its size: a line longer than the reader's
+// buffer (a large tool result) is kept as copies of each full buffer and
+// joined at its end, as bufio.Reader.ReadBytes does, rather than grown by
+// append (about eight copies of a 1 MiB line).
 func readLine(br *bufio.Reader, max int) ([]byte, error) {
-	var buf []byte
+	var full [][]byte // copies of the buffers a long line filled
+	size := 0
 	tooLong := false
 	for {
 		chunk, err := br.ReadSlice('\n')
-		if !tooLong {
-			if len(buf)+len(chunk) > max+1 { // +1: the newline itself
-				tooLong, buf = true, nil
-			} else {
-				buf = append(buf, chunk...)
-			}
+		if !tooLong && size+len(chunk) > max+1 { // +1: the newline itself
+			tooLong, full = true, nil
 		}
 		switch {
-		case err == nil:
-			if tooLong {
-				return nil, errLineTooLong
-			}
-			return buf, nil
 		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		default:
-			if len(buf) > 0 && !tooLong && errors.Is(err, io.EOF) {
-				return buf, nil
+			if !tooLong {
+				full = append(full, bytes.Clone(chunk))
+				size += len(chunk)
 			}
+			continue
+		case err == nil && tooLong:
+			return nil, errLineTooLong
+		case err != nil && (tooLong || size+len(chunk) == 0 || !errors.Is(err, io.EOF)):
 			return nil, err
 		}
+		// The line's end (or the stream's, with an unterminated rest).
+		line := make([]byte, 0, size+len(chunk))
+		for _, f := range full {
+			line = append(line, f...)
+		}
+		return append(line, chunk...), nil
 	}
 }
 

@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -112,6 +114,40 @@ type Message struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
+	// ResultEdits change Result where Encode and Buffers write it; Result
+	// itself keeps the bytes as they came (ApplyEdits folds them in).
+	ResultEdits []Edit `json:"-"`
+
+	members *resultMembers // what Parse saw of Result's members
+}
+
+// resultMembers records the members of a parsed Result (ResultMembers):
+// Check's record, in offsets of Result.
+type resultMembers struct {
+	first *byte // Result as it was recorded: its first byte and length
+	n     int
+	rec   rawjson.MemberRecord
+}
+
+// ResultMembers calls fn with each top-level member of Result in order,
+// as Parse saw them, sparing the caller a scan of a large result: the
+// member's name (as written, which is its value: names with escapes are
+// not recorded; valid while Result is) and its value's span in Result. It
+// reports false, without calling fn, when there is no such record (a
+// message Parse did not read, a Result set since, or one with more members
+// than are kept): the caller then reads Result itself.
+func (m *Message) ResultMembers(fn func(name string, start, end int)) bool {
+	v := m.members
+	if v == nil || v.rec.Escaped || v.rec.Count > len(v.rec.Spans) ||
+		len(m.Result) == 0 || len(m.Result) != v.n || unsafe.SliceData(m.Result) != v.first {
+		return false
+	}
+	for _, sp := range v.rec.Spans[:v.rec.Count] {
+		ks := int(sp.Name) + 1 // past the opening quote; no escapes, so the next quote ends it
+		ke := ks + bytes.IndexByte(m.Result[ks:], '"')
+		fn(unsafe.String(unsafe.SliceData(m.Result[ks:]), ke-ks), int(sp.Start), int(sp.End))
+	}
+	return true
 }
 
 // Kind classifies the message. Parse guarantees it is one of the three.
@@ -156,39 +192,151 @@ func NewError(id ID, err *Error) *Message {
 // Encode returns the message's JSON text without a trailing newline. It is
 // assembled by hand rather than with json.Marshal, which would compact (and
 // HTML-escape) raw params and results: what an upstream sent is forwarded
-// byte for byte.
+// byte for byte. ResultEdits are applied.
 func Encode(m *Message) ([]byte, error) {
-	n := 32 + len(m.ID) + len(m.Method) + len(m.Params) + len(m.Result)
-	b := make([]byte, 0, n)
-	b = append(b, `{"jsonrpc":"2.0"`...)
+	e := encoder{b: make([]byte, 0, m.encodedSize())}
+	e.message(m)
+	return e.b, nil
+}
+
+// Buffers returns the message's JSON text (as Encode has it) in pieces: the
+// envelope's own bytes, and between them params, result and error data as
+// slices of their own memory, not copied. Writing a large answer this way
+// (net.Buffers.WriteTo, or piece by piece) costs no copy of it.
+func Buffers(m *Message) net.Buffers {
+	out := make(net.Buffers, 0, 4+2*len(m.ResultEdits))
+	e := encoder{b: make([]byte, 0, 96), out: &out}
+	e.message(m)
+	e.finish()
+	return out
+}
+
+// An Edit replaces the bytes [Start, End) of a message's Result with With
+// when the message is encoded: how a few members of a large result are
+// changed without copying the rest, which goes out from the upstream's
+// own buffer (DESIGN.md: one scan, then byte-span edits).
+type Edit struct {
+	Start, End int
+	With       []byte
+}
+
+// ApplyEdits makes Result what Encode writes: its edits applied, in one
+// copy, for a caller that reads the result rather than writing it out.
+func (m *Message) ApplyEdits() {
+	if len(m.ResultEdits) == 0 {
+		return
+	}
+	var e encoder
+	e.b = make([]byte, 0, m.resultSize())
+	e.result(m)
+	m.Result, m.ResultEdits = e.b, nil
+}
+
+// resultSize is the length of the result with its edits applied.
+func (m *Message) resultSize() int {
+	n, prev := len(m.Result), 0
+	for _, ed := range m.ResultEdits {
+		if m.fits(ed, prev) {
+			n += len(ed.With) - (ed.End - ed.Start)
+			prev = ed.End
+		}
+	}
+	return n
+}
+
+// fits reports whether edit ed applies: it lies in the result, after the
+// edit applied before it (which ended at prev).
+func (m *Message) fits(ed Edit, prev int) bool {
+	return ed.Start >= prev && ed.End >= ed.Start && ed.End <= len(m.Result)
+}
+
+// encodedSize is at least the length of Encode(m) when no string needs
+// escaping: the envelope's literals take 16+6+10+1 bytes, an error's 24.
+func (m *Message) encodedSize() int {
+	n := 64 + len(m.ID) + len(m.Method) + len(m.Params) + m.resultSize()
+	if m.Error != nil {
+		n += 48 + len(m.Error.Message) + len(m.Error.Data)
+	}
+	return n
+}
+
+// encoder assembles a message's text: into b alone (Encode), or, when out
+// is set, into pieces where every raw member of inlineMax bytes or more is
+// its own piece, a slice of the member's memory (Buffers).
+type encoder struct {
+	b    []byte
+	mark int // b[mark:] is not in out yet
+	out  *net.Buffers
+}
+
+// inlineMax is the size from which Buffers hands a raw member out as a
+// piece of its own rather than copying it: below it, a piece costs more
+// than the copy.
+const inlineMax = 512
+
+func (e *encoder) raw(v []byte) {
+	if e.out == nil || len(v) < inlineMax {
+		e.b = append(e.b, v...)
+		return
+	}
+	e.finish()
+	*e.out = append(*e.out, v)
+}
+
+// finish puts what b holds beyond mark into out. Later appends to b write
+// past it or into a new array, so the piece stays as it is.
+func (e *encoder) finish() {
+	if len(e.b) > e.mark {
+		*e.out = append(*e.out, e.b[e.mark:len(e.b):len(e.b)])
+		e.mark = len(e.b)
+	}
+}
+
+func (e *encoder) message(m *Message) {
+	e.b = append(e.b, `{"jsonrpc":"2.0"`...)
 	if m.ID != nil {
-		b = append(b, `,"id":`...)
-		b = append(b, m.ID...)
+		e.b = append(e.b, `,"id":`...)
+		e.b = append(e.b, m.ID...)
 	}
 	if m.Method != "" {
-		b = append(b, `,"method":`...)
-		b = appendString(b, m.Method)
+		e.b = append(e.b, `,"method":`...)
+		e.b = appendString(e.b, m.Method)
 	}
 	if len(m.Params) > 0 {
-		b = append(b, `,"params":`...)
-		b = append(b, m.Params...)
+		e.b = append(e.b, `,"params":`...)
+		e.raw(m.Params)
 	}
 	if len(m.Result) > 0 {
-		b = append(b, `,"result":`...)
-		b = append(b, m.Result...)
+		e.b = append(e.b, `,"result":`...)
+		e.result(m)
 	}
 	if m.Error != nil {
-		b = append(b, `,"error":{"code":`...)
-		b = strconv.AppendInt(b, int64(m.Error.Code), 10)
-		b = append(b, `,"message":`...)
-		b = appendString(b, m.Error.Message)
+		e.b = append(e.b, `,"error":{"code":`...)
+		e.b = strconv.AppendInt(e.b, int64(m.Error.Code), 10)
+		e.b = append(e.b, `,"message":`...)
+		e.b = appendString(e.b, m.Error.Message)
 		if len(m.Error.Data) > 0 {
-			b = append(b, `,"data":`...)
-			b = append(b, m.Error.Data...)
+			e.b = append(e.b, `,"data":`...)
+			e.raw(m.Error.Data)
 		}
-		b = append(b, '}')
+		e.b = append(e.b, '}')
 	}
-	return append(b, '}'), nil
+	e.b = append(e.b, '}')
+}
+
+// result writes Result with ResultEdits applied (they are in order and do
+// not overlap; one that does not fit the result is not applied).
+func (e *encoder) result(m *Message) {
+	prev := 0
+	for _, ed := range m.ResultEdits {
+		if !m.fits(ed, prev) {
+			continue
+		}
+		e.raw(m.Result[prev:ed.Start])
+		e.raw(ed.With)
+		prev = ed.End
+	}
+	e.raw(m.Result[prev:])
 }
 
 // appendString appends s as a JSON string without HTML escaping, so error
@@ -260,11 +408,19 @@ var plain = NewParser(nil)
 // that interprets nothing inside params does.
 func Parse(data []byte) (*Message, error) { return plain.Parse(data) }
 
+// ParseOwned is Parse for a buffer the caller hands over and never
+// changes again (what a transport read for this one message): the message
+// keeps spans of data itself rather than of a copy, so a large result is
+// not copied to be parsed.
+func ParseOwned(data []byte) (*Message, error) { return plain.parse(data, false) }
+
 // Parse decodes one JSON-RPC message and checks its shape. Its errors are
 // *Error values with the code a peer should be answered with; with an
 // error, the message returned (when not nil) is only good for its ID,
 // which is set when it could be read unambiguously.
-func (p *Parser) Parse(data []byte) (*Message, error) {
+func (p *Parser) Parse(data []byte) (*Message, error) { return p.parse(data, true) }
+
+func (p *Parser) parse(data []byte, clone bool) (*Message, error) {
 	// Only JSON's own whitespace: bytes.TrimSpace would also accept \v, \f
 	// and Unicode spaces around a body that is not valid JSON.
 	data = bytes.Trim(data, " \t\r\n")
@@ -285,16 +441,20 @@ func (p *Parser) Parse(data []byte) (*Message, error) {
 	}
 	// The message keeps spans of one copy of the text (the caller may
 	// reuse its buffer); ids are copied apart, as they outlive it.
-	data = bytes.Clone(data)
+	if clone {
+		data = bytes.Clone(data)
+	}
 	// What the Root callback fills, in one allocation: the callback
 	// escapes, and with it everything it captures.
 	st := new(struct {
 		m               Message
 		fieldErr        *Error
 		version, errObj []byte
+		members         resultMembers // data offsets until Check is done
 	})
-	m, fieldErr, version, errObj := &st.m, &st.fieldErr, &st.version, &st.errObj
-	err := rawjson.Check(data, rawjson.CheckOptions{MaxDepth: MaxDepth, Members: p.members, Root: func(name, value []byte) {
+	m, fieldErr, version, errObj, rm := &st.m, &st.fieldErr, &st.version, &st.errObj, &st.members
+	rm.rec.Of = "result"
+	err := rawjson.Check(data, rawjson.CheckOptions{MaxDepth: MaxDepth, Members: p.members, Record: &rm.rec, Root: func(name, value []byte) {
 		switch string(name) {
 		case "jsonrpc":
 			*version = value
@@ -319,6 +479,16 @@ func (p *Parser) Parse(data []byte) (*Message, error) {
 	}})
 	if err != nil {
 		return checkFailed(data, err)
+	}
+	if len(m.Result) > 0 && m.Result[0] == '{' {
+		// Offsets in data become offsets in Result (a slice of data).
+		off := int32(cap(data) - cap(m.Result))
+		for i := range rm.rec.Spans[:min(rm.rec.Count, len(rm.rec.Spans))] {
+			sp := &rm.rec.Spans[i]
+			sp.Name, sp.Start, sp.End = sp.Name-off, sp.Start-off, sp.End-off
+		}
+		rm.first, rm.n = unsafe.SliceData(m.Result), len(m.Result)
+		m.members = rm
 	}
 	if *fieldErr != nil {
 		return m, *fieldErr

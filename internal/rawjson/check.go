@@ -103,7 +103,29 @@ type CheckOptions struct {
 	// during the call) and its raw value. A later member may still fail
 	// the check.
 	Root func(name, value []byte)
+	// Record, when set, is filled with the members of the object that is
+	// the value of the root member it names (MemberRecord).
+	Record *MemberRecord
 }
+
+// A MemberRecord, given to Check, records the members of one root
+// member's object value (Of: "result", say) as Check passes them, so that
+// a reader of that object needs no scan of its own. A later member may
+// still fail the check.
+type MemberRecord struct {
+	Of string
+	// Count is how many members there were; only the first len(Spans)
+	// are recorded.
+	Count int
+	// Escaped tells whether a recorded member's name has an escape (its
+	// text is then not its name).
+	Escaped bool
+	Spans   [8]MemberSpan
+}
+
+// MemberSpan is a recorded member: the offsets in the text of its name as
+// written (its opening quote) and of its value.
+type MemberSpan struct{ Name, Start, End int32 }
 
 // Reason says why Check refused a text.
 type Reason int
@@ -230,7 +252,7 @@ func Check(data []byte, opts CheckOptions) error {
 	if len(data) > math.MaxInt32 {
 		return &CheckError{Reason: Syntax, Detail: "text longer than 2 GiB"}
 	}
-	c := checker{data: data, max: opts.MaxDepth, root: opts.Root}
+	c := checker{data: data, max: opts.MaxDepth, root: opts.Root, rec: opts.Record}
 	if c.max <= 0 {
 		c.max = DefaultMaxDepth
 	}
@@ -255,6 +277,8 @@ type checker struct {
 	data    []byte
 	max     int
 	root    func(name, value []byte)
+	rec     *MemberRecord
+	inRec   bool   // the root member being checked is the one rec names
 	scratch []byte // decoded names of open objects that had escapes
 	tables  []*keyTable
 	gen     uint32
@@ -375,6 +399,10 @@ func (c *checker) str(i int) (end int, flags int, err *CheckError) {
 	var high byte
 	j := i + 1
 	for {
+		var nonASCII bool
+		if j, nonASCII = plainRun(d, j); nonASCII {
+			high |= 0x80
+		}
 		for j < len(d) && plainByte[d[j]] {
 			high |= d[j]
 			j++
@@ -413,6 +441,16 @@ func (c *checker) str(i int) (end int, flags int, err *CheckError) {
 			return 0, 0, c.syntax(j, "control character in a string")
 		}
 	}
+}
+
+// record adds a member of the recorded object to rec.
+func (c *checker) record(name, flags, start, end int) {
+	r := c.rec
+	if r.Count < len(r.Spans) {
+		r.Spans[r.Count] = MemberSpan{Name: int32(name), Start: int32(start), End: int32(end)}
+		r.Escaped = r.Escaped || flags&strEscaped != 0
+	}
+	r.Count++
 }
 
 func (c *checker) array(i, depth int) (int, *CheckError) {
@@ -463,6 +501,7 @@ func (c *checker) object(i, depth int, m *Members) (int, *CheckError) {
 		if j >= len(d) || d[j] != '"' {
 			return 0, c.syntax(j, "expected a string member name")
 		}
+		kStart := j
 		kEnd, flags, err := c.str(j)
 		if err != nil {
 			return 0, err
@@ -502,6 +541,9 @@ func (c *checker) object(i, depth int, m *Members) (int, *CheckError) {
 			return 0, c.syntax(j, "expected ':' after a member name")
 		}
 		v := skipSpace(d, j+1)
+		if depth == 1 && c.rec != nil {
+			c.inRec = string(name) == c.rec.Of
+		}
 		end, err := c.value(v, depth, inner)
 		if err != nil {
 			err.Path = append(err.Path, Step{Name: string(c.name(key)), Index: -1})
@@ -509,6 +551,9 @@ func (c *checker) object(i, depth int, m *Members) (int, *CheckError) {
 		}
 		if depth == 1 && c.root != nil {
 			c.root(c.name(key), d[v:end])
+		}
+		if depth == 2 && c.inRec {
+			c.record(kStart, flags, v, end)
 		}
 		j = skipSpace(d, end)
 		if j >= len(d) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -286,5 +287,44 @@ func TestCheckHugeAndAllocations(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("Check of a plain message allocates %v times, want 0", n)
+	}
+}
+
+// Check records the members of the root member a MemberRecord names, as
+// a scan of that object would find them, and nothing of the others.
+func TestCheckRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		members    []string // name as written, then value
+		count      int
+		escaped    bool
+	}{
+		{"members", `{"id":1,"result":{"a":[1,{"x":2}], "b" : "s" ,"c":{}},"z":{"q":1}}`, []string{`"a"`, `[1,{"x":2}]`, `"b"`, `"s"`, `"c"`, `{}`}, 3, false},
+		{"empty", `{"result":{}}`, nil, 0, false},
+		{"not an object", `{"result":[{"a":1}]}`, nil, 0, false},
+		{"absent", `{"params":{"a":1}}`, nil, 0, false},
+		{"escaped name", `{"result":{"\u0061":1}}`, []string{`"\u0061"`, `1`}, 1, true},
+		{"more than kept", `{"result":{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9}}`, nil, 9, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := MemberRecord{Of: "result"}
+			if err := Check([]byte(tc.text), CheckOptions{Record: &rec}); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Count != tc.count || rec.Escaped != tc.escaped {
+				t.Fatalf("count %d escaped %v, want %d %v", rec.Count, rec.Escaped, tc.count, tc.escaped)
+			}
+			var got []string
+			for _, sp := range rec.Spans[:min(rec.Count, len(rec.Spans))] {
+				end, err := skipString([]byte(tc.text), int(sp.Name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, tc.text[sp.Name:end], tc.text[sp.Start:sp.End])
+			}
+			if tc.members != nil && !slices.Equal(got, tc.members) {
+				t.Errorf("recorded %q, want %q", got, tc.members)
+			}
+		})
 	}
 }

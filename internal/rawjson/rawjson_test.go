@@ -555,3 +555,26 @@ func TestQuote(t *testing.T) {
 		}
 	}
 }
+
+// plainRun stops at every quote, backslash and control character, at any
+// offset in a word, never skips one, and tells whether it passed a byte
+// that is not ASCII.
+func TestPlainRun(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		special := c < 0x20 || c == '"' || c == '\\'
+		for pos := 0; pos < 24; pos++ {
+			b := []byte(strings.Repeat("a", 24))
+			b[pos] = byte(c)
+			j, nonASCII := plainRun(b, 0)
+			if special && j > pos {
+				t.Fatalf("byte %#x at %d skipped (stopped at %d)", c, pos, j)
+			}
+			if !special && j < 16 {
+				t.Fatalf("stopped at %d for plain byte %#x at %d", j, c, pos)
+			}
+			if want := c >= 0x80 && pos < j; nonASCII != want {
+				t.Fatalf("byte %#x at %d, stopped at %d: nonASCII %v", c, pos, j, nonASCII)
+			}
+		}
+	}
+}

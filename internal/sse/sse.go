@@ -4,14 +4,13 @@
 package sse
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Event is one dispatched event.
@@ -27,20 +26,63 @@ var ErrEventTooLarge = errors.New("sse: event exceeds the size limit")
 
 // Reader parses an event stream.
 type Reader struct {
-	br       *bufio.Reader
+	src      io.Reader
+	buf      []byte // read ahead of the parse: buf[rpos:wpos] is unread
+	rpos     int
+	wpos     int
+	err      error // the source's error, returned once buf is drained
 	maxEvent int
 	lastID   string
 	idBuf    string // the "last event ID buffer": the latest id field seen
 	line     []byte // the current line, gathered across buffer refills
 	skipLF   bool   // the previous line ended in CR: an LF next is part of it
 	started  bool   // the first line (which may begin with a BOM) was read
+	chunks   *Chunks
+	long     []*chunk // the rest of a line longer than line's first piece
+	lastLen  int      // bytes used in the last of long
 }
 
 // NewReader returns a Reader that refuses events larger than maxEvent bytes.
-func NewReader(r io.Reader, maxEvent int) *Reader {
-	// 4 KiB, not more: a reader is made per upstream response, and most
-	// events are small (longer lines are gathered piecewise).
-	return &Reader{br: bufio.NewReaderSize(r, 4096), maxEvent: maxEvent}
+func NewReader(r io.Reader, maxEvent int) *Reader { return NewReaderChunks(r, maxEvent, nil) }
+
+// NewReaderChunks is NewReader gathering long lines in the pieces of c,
+// which readers may share (nil: pieces of its own).
+func NewReaderChunks(r io.Reader, maxEvent int, c *Chunks) *Reader {
+	return &Reader{src: r, buf: make([]byte, bufSize), maxEvent: maxEvent, chunks: c}
+}
+
+// bufSize is the read-ahead of a reader: 4 KiB, not more, as a reader is
+// made per upstream response and most events are small. A line longer
+// than that is read straight into chunks of chunkSize, in reads that large.
+const (
+	bufSize   = 4 << 10
+	chunkSize = 32 << 10
+)
+
+type chunk [chunkSize]byte
+
+// Chunks is a pool of the pieces in which Readers gather a line longer
+// than their buffer, so that the line itself is allocated once, at its
+// exact size, when its end is found (growing one buffer by doubling would
+// allocate about four times a 1 MiB line, and copy it as often). Readers
+// that share one, such as the streams of one upstream, reuse its pieces;
+// the garbage collector empties it when it is not used. The zero value is
+// ready.
+type Chunks struct{ pool sync.Pool }
+
+func (c *Chunks) get() *chunk {
+	if c != nil {
+		if k, ok := c.pool.Get().(*chunk); ok {
+			return k
+		}
+	}
+	return new(chunk)
+}
+
+func (c *Chunks) put(k *chunk) {
+	if c != nil {
+		c.pool.Put(k)
+	}
 }
 
 // LastEventID is the last event id the stream set (for reconnects). As in the
@@ -130,45 +172,163 @@ func (r *Reader) Next() (Event, error) {
 // the number of bytes it took from the stream. At the end of the stream it
 // returns the unterminated rest (maybe empty) with io.EOF. A line longer than
 // max yields ErrEventTooLarge. The line is valid until the next call.
+//
+// A line that fits the reader's buffer is gathered in r.line; the rest of a
+// longer one in chunks, and joined at its exact size once its end is seen.
 func (r *Reader) readLine(max int) ([]byte, int, error) {
 	if cap(r.line) > 64*1024 {
 		r.line = nil // do not hold on to the memory of one huge event
 	}
 	r.line = r.line[:0]
+	defer r.release()
 	n := 0
 	for {
-		if _, err := r.br.Peek(1); err != nil {
-			if errors.Is(err, io.EOF) {
-				return r.line, n, io.EOF
+		if r.rpos == r.wpos && len(r.long) > 0 && r.err == nil {
+			// A long line, its start gathered: the rest goes straight
+			// into its chunks, without passing through buf.
+			got, i := r.readDirect()
+			if i >= 0 {
+				r.lastLen += i
+				r.skipLF = got[i] == '\r'
+				r.keep(got[i+1:]) // the stream's next bytes
+				return r.joined(nil), n + i + 1, nil
 			}
-			return nil, n, err
+			r.lastLen += len(got)
+			if n += len(got); n > max {
+				return nil, n, ErrEventTooLarge
+			}
+			continue
 		}
-		buf, _ := r.br.Peek(r.br.Buffered())
+		if r.rpos == r.wpos {
+			if err := r.fill(); err != nil {
+				if errors.Is(err, io.EOF) {
+					return r.joined(nil), n, io.EOF
+				}
+				return nil, n, err
+			}
+		}
+		buf := r.buf[r.rpos:r.wpos]
 		if r.skipLF {
 			r.skipLF = false
 			if buf[0] == '\n' {
-				_, _ = r.br.Discard(1)
+				r.rpos++
 				continue
 			}
 		}
-		if i := bytes.IndexAny(buf, "\r\n"); i >= 0 {
-			r.line = appendGrow(r.line, buf[:i])
+		if i := lineBreak(buf); i >= 0 {
+			line := r.joined(buf[:i])
 			r.skipLF = buf[i] == '\r'
-			_, _ = r.br.Discard(i + 1)
-			return r.line, n + i + 1, nil
+			r.rpos += i + 1
+			return line, n + i + 1, nil
 		}
 		if n+len(buf) > max {
 			return nil, n + len(buf), ErrEventTooLarge
 		}
-		r.line = appendGrow(r.line, buf)
-		_, _ = r.br.Discard(len(buf))
+		if len(r.long) == 0 && len(r.line)+len(buf) <= bufSize {
+			r.line = appendGrow(r.line, buf)
+		} else {
+			r.gather(buf)
+		}
+		r.rpos = r.wpos
 		n += len(buf)
 	}
 }
 
+// fill reads into the emptied buffer.
+func (r *Reader) fill() error {
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.buf) != bufSize {
+		r.buf = make([]byte, bufSize) // after keep held more
+	}
+	m, err := readSome(r.src, r.buf)
+	r.rpos, r.wpos, r.err = 0, m, err
+	if m > 0 {
+		return nil
+	}
+	return err
+}
+
+// readDirect reads into the room left in the long line's last chunk (a
+// new chunk when it is full) and returns what came and the index of the
+// first line break in it (-1: none). A read error is kept for fill.
+func (r *Reader) readDirect() ([]byte, int) {
+	if r.lastLen == chunkSize {
+		r.long = append(r.long, r.chunks.get())
+		r.lastLen = 0
+	}
+	room := r.long[len(r.long)-1][r.lastLen:]
+	m, err := readSome(r.src, room)
+	r.err = err
+	return room[:m], lineBreak(room[:m])
+}
+
+// keep makes rest (read past a long line's end) the unread buffer.
+func (r *Reader) keep(rest []byte) {
+	if len(rest) > len(r.buf) {
+		r.buf = make([]byte, len(rest))
+	}
+	r.rpos, r.wpos = 0, copy(r.buf, rest)
+}
+
+// readSome reads at least one byte or fails, as bufio does: a source that
+// keeps returning nothing is an error, not a loop.
+func readSome(src io.Reader, p []byte) (int, error) {
+	for range 100 {
+		if n, err := src.Read(p); n > 0 || err != nil {
+			return n, err
+		}
+	}
+	return 0, io.ErrNoProgress
+}
+
+// gather adds p to the chunks of a long line.
+func (r *Reader) gather(p []byte) {
+	for len(p) > 0 {
+		if len(r.long) == 0 || r.lastLen == chunkSize {
+			r.long = append(r.long, r.chunks.get())
+			r.lastLen = 0
+		}
+		k := copy(r.long[len(r.long)-1][r.lastLen:], p)
+		r.lastLen += k
+		p = p[k:]
+	}
+}
+
+// joined is the line gathered so far followed by rest: r.line itself for a
+// short line, a new slice of the exact length for a long one.
+func (r *Reader) joined(rest []byte) []byte {
+	if len(r.long) == 0 {
+		r.line = appendGrow(r.line, rest)
+		return r.line
+	}
+	size := len(r.line) + (len(r.long)-1)*chunkSize + r.lastLen + len(rest)
+	line := append(make([]byte, 0, size), r.line...)
+	for i, k := range r.long {
+		if i == len(r.long)-1 {
+			line = append(line, k[:r.lastLen]...)
+		} else {
+			line = append(line, k[:]...)
+		}
+	}
+	return append(line, rest...)
+}
+
+// release gives a long line's chunks back.
+func (r *Reader) release() {
+	for i, k := range r.long {
+		r.chunks.put(k)
+		r.long[i] = nil
+	}
+	r.long, r.lastLen = r.long[:0], 0
+	if cap(r.long) == 0 {
+		r.long = nil
+	}
+}
+
 // appendGrow is append that at least doubles the capacity when it must
-// grow: a long line arrives in 4 KiB pieces, and append's growth of large
-// slices (1.25x) would copy a 1 MiB line about six times over.
+// grow, so a short line gathered from a few reads is copied once or twice.
 func appendGrow(dst, src []byte) []byte {
 	if len(dst)+len(src) > cap(dst) {
 		grown := make([]byte, len(dst), max(2*cap(dst), len(dst)+len(src), 256))
@@ -194,8 +354,9 @@ func parseRetry(v []byte) (int, bool) {
 
 // Writer writes events to an HTTP response and flushes each one.
 type Writer struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController // finds Flush through wrapping writers
+	w   http.ResponseWriter
+	rc  *http.ResponseController // finds Flush through wrapping writers
+	buf []byte                   // an event's framing and short lines, written in one go
 }
 
 // NewWriter sets the event-stream headers and returns a Writer. The caller
@@ -226,36 +387,123 @@ var errBadField = errors.New("sse: event id or name holds a line break or NUL")
 // Write sends one event. Data may hold line breaks (LF, CRLF or CR); each line
 // gets its own "data:" field, so a reader gets them back as LF. The id and the
 // event name must not hold line breaks.
-func (s *Writer) Write(ev Event) error {
-	if err := s.write(ev); err != nil {
+func (s *Writer) Write(ev Event) error { return s.WritePieces(ev, [][]byte{ev.Data}) }
+
+// WriteLast sends the stream's last event without flushing it: the
+// handler's return sends it with the end of the response, in one write
+// instead of two. Nothing may be written after it.
+func (s *Writer) WriteLast(ev Event) error { return s.WriteLastPieces(ev, [][]byte{ev.Data}) }
+
+// WritePieces is Write for an event whose data is the concatenation of
+// pieces (ev.Data is not used): a long line goes to the response from its
+// own memory, not copied into the event's.
+func (s *Writer) WritePieces(ev Event, pieces [][]byte) error {
+	if err := s.write(ev, pieces); err != nil {
 		return err
 	}
 	return s.flush()
 }
 
-// WriteLast sends the stream's last event without flushing it: the
-// handler's return sends it with the end of the response, in one write
-// instead of two. Nothing may be written after it.
-func (s *Writer) WriteLast(ev Event) error { return s.write(ev) }
+// WriteLastPieces is WriteLast for data in pieces, as WritePieces.
+func (s *Writer) WriteLastPieces(ev Event, pieces [][]byte) error { return s.write(ev, pieces) }
 
-func (s *Writer) write(ev Event) error {
+// directMin is the length from which a stretch of data without line breaks
+// is written from its own memory; shorter ones are gathered in buf, which
+// is written once it holds bufMax bytes.
+// A buffer of at most keepMax bytes is kept for the next event: an idle
+// stream (a session's GET stream) holds no more.
+const (
+	directMin = 1024
+	bufMax    = 4096
+	keepMax   = 512
+)
+
+func (s *Writer) write(ev Event, pieces [][]byte) error {
 	if strings.ContainsAny(ev.ID, "\r\n\x00") || strings.ContainsAny(ev.Name, "\r\n") {
 		return errBadField
 	}
-	var b strings.Builder
+	b := s.buf[:0]
 	if ev.ID != "" {
-		fmt.Fprintf(&b, "id: %s\n", ev.ID)
+		b = append(append(append(b, "id: "...), ev.ID...), '\n')
 	}
 	if ev.Name != "" {
-		fmt.Fprintf(&b, "event: %s\n", ev.Name)
+		b = append(append(append(b, "event: "...), ev.Name...), '\n')
 	}
 	if ev.Retry > 0 {
-		fmt.Fprintf(&b, "retry: %d\n", ev.Retry)
+		b = append(strconv.AppendInt(append(b, "retry: "...), int64(ev.Retry), 10), '\n')
 	}
-	writeLines(&b, "data: ", ev.Data)
-	b.WriteByte('\n')
-	_, err := io.WriteString(s.w, b.String())
+	b = append(b, "data: "...)
+	var err error
+	afterCR := false // the last piece ended in CR: an LF first in the next is part of that break
+	for _, text := range pieces {
+		if len(text) == 0 {
+			continue
+		}
+		if afterCR && len(text) > 0 && text[0] == '\n' {
+			text = text[1:]
+		}
+		afterCR = false
+		for len(text) > 0 && err == nil {
+			i := lineBreak(text)
+			line := text
+			if i >= 0 {
+				line = text[:i]
+			}
+			if len(line) >= directMin {
+				if b, err = s.put(b); err == nil {
+					_, err = s.w.Write(line)
+				}
+			} else {
+				b = append(b, line...)
+			}
+			if i < 0 {
+				break
+			}
+			// Each line of the data gets its own field.
+			b = append(b, "\ndata: "...)
+			if text[i] == '\r' {
+				if i+1 == len(text) {
+					afterCR = true
+				} else if text[i+1] == '\n' {
+					i++
+				}
+			}
+			text = text[i+1:]
+			if len(b) >= bufMax {
+				b, err = s.put(b)
+			}
+		}
+	}
+	if err == nil {
+		b, err = s.put(append(b, "\n\n"...))
+	}
+	if cap(b) <= keepMax {
+		s.buf = b[:0] // kept for the next event: a small one
+	}
 	return err
+}
+
+// put writes b and returns it emptied.
+func (s *Writer) put(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return b, nil
+	}
+	_, err := s.w.Write(b)
+	return b[:0], err
+}
+
+// lineBreak is the index of the first CR or LF in b, or -1: two byte
+// searches, which are faster than one search for either byte.
+func lineBreak(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	end := i
+	if end < 0 {
+		end = len(b)
+	}
+	if j := bytes.IndexByte(b[:end], '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 // Comment sends a comment, used as a keep-alive. A text with line breaks
@@ -274,7 +522,7 @@ func (s *Writer) Comment(text string) error {
 func writeLines(b *strings.Builder, prefix string, text []byte) {
 	for {
 		b.WriteString(prefix)
-		i := bytes.IndexAny(text, "\r\n")
+		i := lineBreak(text)
 		if i < 0 {
 			b.Write(text)
 			b.WriteByte('\n')

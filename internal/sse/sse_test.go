@@ -7,10 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
 	"time"
+	"unsafe"
 )
 
 const bigLimit = 1 << 20
@@ -415,15 +418,154 @@ func TestWriterFlushes(t *testing.T) {
 }
 
 // BenchmarkReaderBigEvent reads one 1 MiB event, as an upstream's 1 MiB
-// tool result arrives: the line is gathered across buffer refills.
+// tool result arrives: the line is gathered across buffer refills, in
+// chunks of the reader's own or of a pool shared by the readers.
 func BenchmarkReaderBigEvent(b *testing.B) {
 	in := []byte("id: 1\nevent: message\ndata: {\"x\":\"" + strings.Repeat("x", 1<<20) + "\"}\n\n")
-	b.SetBytes(int64(len(in)))
-	b.ReportAllocs()
-	for b.Loop() {
-		ev, err := NewReader(bytes.NewReader(in), 4<<20).Next()
-		if err != nil || len(ev.Data) != 1<<20+8 {
-			b.Fatal(len(ev.Data), err)
+	var shared Chunks
+	for _, c := range []struct {
+		name   string
+		chunks *Chunks
+	}{{"own-chunks", nil}, {"shared-chunks", &shared}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				ev, err := NewReaderChunks(bytes.NewReader(in), 4<<20, c.chunks).Next()
+				if err != nil || len(ev.Data) != 1<<20+8 {
+					b.Fatal(len(ev.Data), err)
+				}
+			}
+		})
+	}
+}
+
+// A line longer than the reader's buffer is allocated once, at its size,
+// however it arrives; its pieces go back to the pool.
+func TestReaderLongLineExactSize(t *testing.T) {
+	data := `{"x":"` + strings.Repeat("x", 300<<10) + `"}`
+	in := "data: " + data + "\r\ndata: short\n\ndata: " + data + "\n\n"
+	var pool Chunks
+	for rname, wrap := range readers {
+		t.Run(rname, func(t *testing.T) {
+			r := NewReaderChunks(wrap(strings.NewReader(in)), 1<<20, &pool)
+			first, err := r.Next()
+			if err != nil || string(first.Data) != data+"\nshort" {
+				t.Fatalf("first event: %d bytes, %v", len(first.Data), err)
+			}
+			second, err := r.Next()
+			if err != nil || string(second.Data) != data {
+				t.Fatalf("second event: %d bytes, %v", len(second.Data), err)
+			}
+			if cap(second.Data) != len(second.Data) {
+				t.Errorf("the event's data has capacity %d for %d bytes", cap(second.Data), len(second.Data))
+			}
+			if len(r.long) != 0 {
+				t.Errorf("%d chunks kept after the line", len(r.long))
+			}
+		})
+	}
+	// Without a pool: the chunks and the line, about twice the line, not
+	// the four times of a buffer grown by doubling.
+	one := "data: " + data + "\n\n"
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ev, err := NewReader(strings.NewReader(one), 1<<20).Next()
+	runtime.ReadMemStats(&after)
+	if err != nil || len(ev.Data) != len(data) {
+		t.Fatal(len(ev.Data), err)
+	}
+	if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(2*len(one)+3*chunkSize); got > limit {
+		t.Errorf("reading a %d-byte line allocated %d bytes, want at most %d", len(one), got, limit)
+	}
+}
+
+// WritePieces writes what Write writes for the pieces joined, wherever the
+// data is cut, a CRLF cut in two included.
+func TestWritePiecesIsWrite(t *testing.T) {
+	long := strings.Repeat("z", 3000)
+	for _, data := range []string{
+		"", "a", "a\r\nb", "a\rb\nc\r\n", "\r\n\r\n", "x\r", long, long + "\r\n" + long + "\n", "a\n" + long + "\rb",
+	} {
+		whole := httptest.NewRecorder()
+		if err := NewWriter(whole).Write(Event{ID: "1", Data: []byte(data)}); err != nil {
+			t.Fatal(err)
 		}
+		for _, cuts := range [][]int{{0}, {len(data)}, {len(data) / 2}, {1, len(data) - 1}, {0, 0, len(data) / 3, len(data) / 3}} {
+			var pieces [][]byte
+			prev := 0
+			for _, c := range cuts {
+				c = max(prev, min(c, len(data)))
+				pieces = append(pieces, []byte(data[prev:c]))
+				prev = c
+			}
+			pieces = append(pieces, []byte(data[prev:]))
+			rec := httptest.NewRecorder()
+			if err := NewWriter(rec).WritePieces(Event{ID: "1"}, pieces); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Body.String() != whole.Body.String() {
+				t.Errorf("data %.20q cut at %v: %.60q, want %.60q", data, cuts, rec.Body.String(), whole.Body.String())
+			}
+		}
+	}
+}
+
+// pointerWriter remembers the buffers it is handed.
+type pointerWriter struct {
+	httptest.ResponseRecorder
+	got []*byte
+}
+
+func (p *pointerWriter) Write(b []byte) (int, error) {
+	p.got = append(p.got, unsafe.SliceData(b))
+	return len(b), nil
+}
+
+// A long data line goes to the response from its own memory: the event
+// costs no copy of it, and a small buffer for its framing.
+func TestWriterHandsLongLinesOn(t *testing.T) {
+	data := []byte(`{"jsonrpc":"2.0","id":1,"result":{"t":"` + strings.Repeat("y", 1<<20) + `"}}`)
+	pw := &pointerWriter{ResponseRecorder: *httptest.NewRecorder()}
+	w := NewWriter(pw)
+	if err := w.WriteLastPieces(Event{ID: "1", Name: "message"}, [][]byte{data[:10], data[10:]}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pw.got, &data[10]) {
+		t.Error("the long piece was copied")
+	}
+	pw.got = pw.got[:0]
+	if n := testing.AllocsPerRun(10, func() { _ = w.WriteLast(Event{ID: "1", Name: "message", Data: data}) }); n > 1 {
+		t.Errorf("a 1 MiB event costs %v allocations, want at most 1", n)
+	}
+}
+
+// countingReader counts the reads made of it.
+type countingReader struct {
+	io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.Reader.Read(p)
+}
+
+// The rest of a long line is read straight into its chunks, in reads as
+// large as a chunk, not through the 4 KiB read-ahead; what follows the
+// line in the same read is the next event's.
+func TestReaderReadsLongLinesInLargeReads(t *testing.T) {
+	data := strings.Repeat("q", 1<<20)
+	src := &countingReader{Reader: strings.NewReader("data: " + data + "\r\n\r\ndata: next\n\n")}
+	r := NewReaderChunks(src, 2<<20, &Chunks{})
+	ev, err := r.Next()
+	if err != nil || string(ev.Data) != data {
+		t.Fatalf("first event: %d bytes, %v", len(ev.Data), err)
+	}
+	if want := len(data)/chunkSize + 4; src.reads > want {
+		t.Errorf("%d reads for a %d-byte line, want at most %d", src.reads, len(data), want)
+	}
+	if ev, err := r.Next(); err != nil || string(ev.Data) != "next" {
+		t.Fatalf("second event: %q, %v", ev.Data, err)
 	}
 }

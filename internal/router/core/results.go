@@ -96,26 +96,11 @@ func StatelessStatus(code int) int {
 // resultType (session-revision upstreams omit it), cacheable results carry ttlMs and
 // cacheScope, resource-not-found uses -32602, and the server identity in
 // the per-hop _meta is the gateway's.
+//
+// One scan of the result's members finds what to change; the changes are
+// byte-span edits (jsonrpc.Edit) applied where the answer is written, so a
+// large result is neither rescanned nor copied here.
 func (c *Core) StatelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
-	resp = statelessResult(method, resp)
-	if resp.Error != nil {
-		return resp
-	}
-	// The client's server is the gateway: an upstream's identity in the
-	// per-hop _meta is replaced by the gateway's.
-	if meta, ok := rawjson.Get(resp.Result, "_meta"); ok {
-		if _, has := rawjson.Get(meta, mcp.MetaServerInfo); has {
-			if m, err := rawjson.Set(meta, mcp.MetaServerInfo, mustJSON(c.opts.ServerInfo)); err == nil {
-				if res, err := rawjson.Set(resp.Result, "_meta", m); err == nil {
-					resp.Result = res
-				}
-			}
-		}
-	}
-	return resp
-}
-
-func statelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
 	if resp.Error != nil {
 		if resp.Error.Code == mcp.CodeResourceNotFound {
 			e := *resp.Error
@@ -124,17 +109,62 @@ func statelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
 		}
 		return resp
 	}
+	resp.ApplyEdits() // edits of its own would have to be merged with these
 	res := resp.Result
-	if _, ok := rawjson.Get(res, "resultType"); !ok {
+	var hasType, hasInputs, hasTTL, hasScope bool
+	var metas []rawjson.Field
+	members := 0
+	see := func(name string, start, end int) {
+		members++
+		switch name {
+		case "resultType":
+			hasType = true
+		case "inputRequests":
+			hasInputs = true
+		case "ttlMs":
+			hasTTL = true
+		case "cacheScope":
+			hasScope = true
+		case "_meta":
+			metas = append(metas, rawjson.Field{Key: name, Value: res[start:end], Start: start, End: end})
+		}
+	}
+	if err := eachMember(resp, see); err != nil {
+		return resp // not an object: nothing to add to
+	}
+	var edits []jsonrpc.Edit
+	// The client's server is the gateway: an upstream's identity in the
+	// per-hop _meta is replaced by the gateway's (every occurrence, with
+	// what the first becomes, as rawjson.Set does).
+	if len(metas) > 0 {
+		if _, has := rawjson.Get(metas[0].Value, mcp.MetaServerInfo); has {
+			if m, err := rawjson.Set(metas[0].Value, mcp.MetaServerInfo, mustJSON(c.opts.ServerInfo)); err == nil {
+				for _, f := range metas {
+					edits = append(edits, jsonrpc.Edit{Start: f.Start, End: f.End, With: m})
+				}
+			}
+		}
+	}
+	// Members added go last, before the closing brace.
+	var add []byte
+	member := func(key, value string) {
+		if members > 0 {
+			add = append(add, ',')
+		}
+		members++
+		add = append(add, '"')
+		add = append(add, key...)
+		add = append(add, `":`...)
+		add = append(add, value...)
+	}
+	if !hasType {
 		// An older upstream's result that carries input requests (an SDK's
 		// multi-round-trip emulation does this on its second round) is an
 		// input_required result, whatever it forgot to say.
-		kind := "complete"
-		if _, ok := rawjson.Get(res, "inputRequests"); ok {
-			kind = "input_required"
-		}
-		if r, err := rawjson.SetString(res, "resultType", kind); err == nil {
-			res = r
+		if hasInputs {
+			member("resultType", `"input_required"`)
+		} else {
+			member("resultType", `"complete"`)
 		}
 	}
 	if _, isList := lists[method]; isList || method == mcp.MethodResourcesRead {
@@ -142,18 +172,18 @@ func statelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Message {
 		if method == mcp.MethodResourcesRead {
 			ttl = 0
 		}
-		if _, ok := rawjson.Get(res, "ttlMs"); !ok {
-			if r, err := rawjson.Set(res, "ttlMs", json.RawMessage(jsonInt(ttl))); err == nil {
-				res = r
-			}
+		if !hasTTL {
+			member("ttlMs", jsonInt(ttl))
 		}
-		if _, ok := rawjson.Get(res, "cacheScope"); !ok {
-			if r, err := rawjson.SetString(res, "cacheScope", "public"); err == nil {
-				res = r
-			}
+		if !hasScope {
+			member("cacheScope", `"public"`)
 		}
 	}
-	resp.Result = res
+	if add != nil {
+		end := bytes.LastIndexByte(res, '}')
+		edits = append(edits, jsonrpc.Edit{Start: end, End: end, With: add})
+	}
+	resp.ResultEdits = edits
 	return resp
 }
 
@@ -171,14 +201,13 @@ func sessionResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 	// One pass over the result's members tells whether there is anything
 	// to remove (a merged list is megabytes; most results have neither).
 	var hasType, hopMeta bool
-	_ = rawjson.EachField(resp.Result, func(f rawjson.Field) bool {
-		switch f.Key {
+	_ = eachMember(resp, func(name string, start, end int) {
+		switch name {
 		case "resultType":
 			hasType = true
 		case "_meta":
-			hopMeta = bytes.Contains(f.Value, []byte(mcp.HopPrefix))
+			hopMeta = bytes.Contains(resp.Result[start:end], []byte(mcp.HopPrefix))
 		}
-		return true
 	})
 	if hasType {
 		if res, err := rawjson.Delete(resp.Result, "resultType"); err == nil {
@@ -193,6 +222,19 @@ func sessionResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 		}
 	}
 	return resp
+}
+
+// eachMember calls fn with each member of resp's result: from what the
+// parse of the upstream's answer recorded when it can (no scan of a large
+// result), else from a scan.
+func eachMember(resp *jsonrpc.Message, fn func(name string, start, end int)) error {
+	if resp.ResultMembers(fn) {
+		return nil
+	}
+	return rawjson.EachField(resp.Result, func(f rawjson.Field) bool {
+		fn(f.Key, f.Start, f.End)
+		return true
+	})
 }
 
 // IsList reports whether method is one of the merged list methods.

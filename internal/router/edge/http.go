@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -22,16 +23,34 @@ func Accepts(r *http.Request, mediaType string) bool {
 	return false
 }
 
-// WriteJSON answers with one JSON-RPC message.
+// WriteJSON answers with one JSON-RPC message. A large one goes out in
+// pieces (jsonrpc.Buffers), its result from the upstream's own buffer,
+// with its length known up front.
 func WriteJSON(w http.ResponseWriter, status int, m *jsonrpc.Message) {
-	b, err := jsonrpc.Encode(m)
-	if err != nil {
-		b, _ = jsonrpc.Encode(jsonrpc.NewError(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "could not encode response")))
-	}
 	w.Header().Set("Content-Type", mcp.ContentTypeJSON)
+	if len(m.Params)+len(m.Result) < piecesMin {
+		b, _ := jsonrpc.Encode(m) // Encode cannot fail
+		w.WriteHeader(status)
+		_, _ = w.Write(b)
+		return
+	}
+	bufs := jsonrpc.Buffers(m)
+	n := 0
+	for _, p := range bufs {
+		n += len(p)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	for _, p := range bufs {
+		if _, err := w.Write(p); err != nil {
+			return // the client is gone
+		}
+	}
 }
+
+// piecesMin is the size of params or result from which WriteJSON writes
+// pieces rather than one copy of the message.
+const piecesMin = 64 << 10
 
 // Error answers an HTTP-level refusal with a JSON-RPC error body, which
 // MCP clients know how to show.

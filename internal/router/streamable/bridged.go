@@ -123,9 +123,9 @@ func (t *Transport) drive(w http.ResponseWriter, r *http.Request, call *core.Cal
 				}
 				startStream()
 			}
-			if b, err := jsonrpc.Encode(resp); err == nil {
-				_ = sw.WriteLast(sse.Event{Data: b}) // sent with the response's end
-			}
+			// Sent with the response's end; a large result straight from
+			// the upstream's buffer (jsonrpc.Buffers), not copied.
+			_ = sw.WriteLastPieces(sse.Event{}, jsonrpc.Buffers(resp))
 			return
 		}
 	}
