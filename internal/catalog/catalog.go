@@ -177,7 +177,31 @@ func (v *View) Canonical(ctx context.Context, kind mcp.Kind, name string) (strin
 	if !ok {
 		return name, v.unknown(kind, name)
 	}
+	if spells(name, r.upstream, v.canonicalSep(kind), r.internal) {
+		return name, nil // already canonical (a pinned target): no new string per call
+	}
 	return v.canonical(kind, r), nil
+}
+
+// canonicalSep is what joins an upstream and its name in the canonical
+// form of kind ("": the name alone, unprefixed).
+func (v *View) canonicalSep(kind mcp.Kind) string {
+	switch {
+	case !v.prefixed:
+		return ""
+	case kind == mcp.KindResource:
+		return URISeparator
+	}
+	return v.sep
+}
+
+// spells reports whether s is upstream+sep+name (just name when sep is "").
+func spells(s, upstream, sep, name string) bool {
+	if sep == "" {
+		return s == name
+	}
+	return len(s) == len(upstream)+len(sep)+len(name) && strings.HasPrefix(s, upstream) &&
+		strings.HasPrefix(s[len(upstream):], sep) && strings.HasSuffix(s, name)
 }
 
 // Pin resolves the target of a routed request once, among what visible
@@ -263,13 +287,11 @@ func (v *View) displayTemplate(ctx context.Context, upstream, tpl string, fetch 
 
 // canonical is the policy's name for a resolution.
 func (v *View) canonical(kind mcp.Kind, r resolution) string {
-	switch {
-	case !v.prefixed:
+	sep := v.canonicalSep(kind)
+	if sep == "" {
 		return r.internal
-	case kind == mcp.KindResource:
-		return r.upstream + URISeparator + r.internal
 	}
-	return r.upstream + v.sep + r.internal
+	return r.upstream + sep + r.internal
 }
 
 // explicit is the form of a resolution that names its upstream.

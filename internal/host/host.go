@@ -452,7 +452,7 @@ func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Cl
 		return c, err
 	}
 	initializes := !c.Modern() || (legacyCaller && u.cfg.Protocol != "2026")
-	if caps, ok := ctx.Value(callerCapsKey{}).(json.RawMessage); ok && initializes && u.cfg.ExactCapabilities {
+	if caps, ok := CallerCapabilities(ctx); ok && initializes && u.cfg.ExactCapabilities {
 		if vc, verr := u.viewClient(ctx, caps); vc != nil || verr != nil {
 			return vc, verr
 		}

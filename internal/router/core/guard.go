@@ -94,15 +94,22 @@ type Verdict struct {
 
 // Decide makes the access policy's decision on msg for the principal in ctx.
 func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Verdict {
-	v := &Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
+	v := new(Verdict)
+	c.decide(ctx, rte, msg, v)
+	return v
+}
+
+// decide is Decide into v: Handle's own verdict stays on its stack.
+func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict) {
+	*v = Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
 	switch metaName(rte, msg) { // toolsearch.go
 	case metaSearch:
-		return v // the gateway answers it, showing only what the caller may see
+		return // the gateway answers it, showing only what the caller may see
 	case metaCall:
 		inner, jerr := unwrapCall(rte, msg) // judged as the direct call it names
 		if jerr != nil {
 			v.pinErr = jerr
-			return v
+			return
 		}
 		msg = inner
 		v.params = msg.Params
@@ -110,7 +117,7 @@ func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Ve
 	pinned, name, jerr := rte.View.PinTarget(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
-		return v
+		return
 	}
 	v.params = pinned
 	pm := *msg
@@ -126,7 +133,6 @@ func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Ve
 		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(&pm))
 		v.decided = true
 	}
-	return v
 }
 
 // guard applies the access policy, the pinning lock and the rate limits

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
@@ -34,6 +35,9 @@ type Session struct {
 	// owner is the Key of the principal that created the session ("" when
 	// authentication is off); only that principal may use it.
 	owner string
+	// caller is what the host and the catalog read of the session on each
+	// of its requests (host.WithCaller): made with it, not per request.
+	caller host.Caller
 
 	subscriptionID json.RawMessage // a listen stream's id, tagged on its notifications
 
@@ -66,6 +70,7 @@ func NewSession(id string, rte *Route, version mcp.Revision, caps, info json.Raw
 	ctx, cancel := context.WithCancel(auth.WithPrincipal(context.Background(), p))
 	s := newSession(ctx, cancel, rte, version, caps, info, p.Key())
 	s.id = id
+	s.caller.Session = id
 	return s
 }
 
@@ -90,6 +95,7 @@ func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, vers
 		inflight: make(map[string]context.CancelFunc),
 		outgoing: make(map[string]chan *jsonrpc.Message),
 	}
+	s.caller = host.Caller{Capabilities: caps, Route: rte.Path, Principal: owner}
 	s.SetRoute(rte)
 	return s
 }
@@ -138,6 +144,7 @@ func (s *Session) Outbox() <-chan []byte { return s.outbox }
 func (s *Session) Handshake(version mcp.Revision, caps, info json.RawMessage) {
 	s.mu.Lock()
 	s.version, s.caps, s.info = version, caps, info
+	s.caller.Capabilities = caps
 	s.mu.Unlock()
 }
 
