@@ -249,7 +249,7 @@ func (c *Client) resume(r Resumption) error {
 		r.Init.Capabilities = json.RawMessage(`{}`)
 	}
 	st.mu.Lock()
-	st.sessionID = r.SessionID
+	st.setSession(r.SessionID)
 	st.mu.Unlock()
 	c.init = r.Init
 	c.setVersion(r.Init.ProtocolVersion)
