@@ -131,6 +131,8 @@ type Client struct {
 	modern bool      // the upstream speaks a stateless revision (2026-07-28)
 	subs   listening // its subscriptions/listen stream (stateless upstreams)
 
+	bound *bound // the cause of a call's own timeout (Options.Timeout)
+
 	ctx        context.Context // cancelled on Close: stops server→client request handlers
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
@@ -202,9 +204,13 @@ func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
 	if opts.Capabilities == nil {
 		opts.Capabilities = json.RawMessage(`{}`)
 	}
+	if opts.TimeoutSetting == "" {
+		opts.TimeoutSetting = "timeout"
+	}
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		opts:     opts,
+		bound:    &bound{after: opts.Timeout, setting: opts.TimeoutSetting},
 		t:        t,
 		log:      opts.Logger,
 		pending:  make(map[string]*call),
@@ -547,13 +553,9 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 }
 
 func (c *Client) call(ctx context.Context, method string, params json.RawMessage, opts CallOptions) (*jsonrpc.Message, error) {
-	if c.opts.Timeout > 0 && !opts.Background {
-		setting := c.opts.TimeoutSetting
-		if setting == "" {
-			setting = "timeout"
-		}
+	if c.opts.Timeout > 0 && !opts.Background && !sooner(ctx, c.opts.Timeout) {
 		var cancel context.CancelFunc
-		ctx, cancel = WithBound(ctx, c.opts.Timeout, setting)
+		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.Timeout, c.bound) // WithBound, its cause made once
 		defer cancel()
 	}
 	if c.modern && (method == mcp.MethodResourcesSubscribe || method == mcp.MethodResourcesUnsubscribe) {
@@ -717,6 +719,14 @@ func (b *bound) Error() string { return fmt.Sprintf("%s elapsed (%s)", b.after, 
 // the longer one: the first deadline to fire is the one named.
 func WithBound(ctx context.Context, d time.Duration, setting string) (context.Context, context.CancelFunc) {
 	return context.WithTimeoutCause(ctx, d, &bound{after: d, setting: setting})
+}
+
+// sooner reports whether ctx has a deadline before d from now: a bound
+// of d would never be the one to fire (nor be named), so it is not set
+// (a timer and a context less for the call).
+func sooner(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < d
 }
 
 // ctxErr is the error of a call whose ctx ended: a TimeoutError naming the

@@ -162,7 +162,12 @@ func readSnippet(r io.Reader) string {
 }
 
 func mediaType(h http.Header) string {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	ct := h.Get("Content-Type")
+	switch ct {
+	case mcp.ContentTypeJSON, mcp.ContentTypeEventStream:
+		return ct // the usual answers, without ParseMediaType's map
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
 	return mt
 }
 
@@ -483,8 +488,13 @@ func (s *Streamable) endStream(id string) {
 // cancelledRequest returns the raw requestId of a notifications/cancelled
 // message ("" for any other message).
 func cancelledRequest(msg []byte) string {
-	if m, _ := rawjson.GetString(msg, "method"); m != mcp.NotificationCancelled {
-		return ""
+	if m, _ := rawjson.Get(msg, "method"); string(m) != quotedCancelled {
+		if !bytes.Contains(m, []byte{'\\'}) {
+			return "" // (no string made: this runs for every message sent)
+		}
+		if s, _ := rawjson.GetString(msg, "method"); s != mcp.NotificationCancelled {
+			return ""
+		}
 	}
 	params, _ := rawjson.Get(msg, "params")
 	id, ok := rawjson.Get(params, "requestId")
@@ -493,6 +503,9 @@ func cancelledRequest(msg []byte) string {
 	}
 	return string(id)
 }
+
+// quotedCancelled is notifications/cancelled as a JSON string token.
+const quotedCancelled = `"` + mcp.NotificationCancelled + `"`
 
 // streamLost is the answer to request id when the upstream closed its
 // response stream before answering and the stream cannot be resumed. The
