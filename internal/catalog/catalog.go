@@ -490,6 +490,14 @@ func concurrently(idx []int, fn func(i int)) {
 // that names the upstream; the upstream's own errors come back inside the
 // response.
 func (v *View) Forward(ctx context.Context, method string, params json.RawMessage, opts client.CallOptions) (*jsonrpc.Message, *jsonrpc.Error) {
+	return v.ForwardTarget(ctx, method, params, "", opts)
+}
+
+// ForwardTarget is Forward of a request whose target the caller already
+// read from params (external: exactly what params carry at the target's
+// member; "": Forward reads it), so that the router's one reading serves
+// the routing too.
+func (v *View) ForwardTarget(ctx context.Context, method string, params json.RawMessage, external string, opts client.CallOptions) (*jsonrpc.Message, *jsonrpc.Error) {
 	t, ok := mcp.TargetOf(method, params)
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not routed by mcpgw", method)
@@ -497,9 +505,11 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	if t.Kind == mcp.KindTask {
 		return v.forwardTask(ctx, method, params, opts) // tasks.go
 	}
-	external, err := rawjson.GetPath(params, t.Path)
-	if err != nil {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, t.Field())
+	var err error
+	if external == "" {
+		if external, err = rawjson.GetPath(params, t.Path); err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, t.Field())
+		}
 	}
 	r, ok, jerr := v.resolve(ctx, t.Kind, external, true, nil)
 	if jerr != nil {

@@ -141,7 +141,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		if cs != nil {
 			opts = cs.options()
 		}
-		resp, gerr := view.Forward(ctx, msg.Method, msg.Params, opts)
+		resp, gerr := view.ForwardTarget(ctx, msg.Method, msg.Params, v.external, opts)
 		if gerr != nil {
 			edge.Logger(ctx, c.log).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
 			if gerr.Code == mcp.CodeURLElicitationRequired { // elicitations.go

@@ -35,22 +35,26 @@ func mustCompileAllowAll() *policy.Policy {
 //
 // pinned is the target as pinning read it ("" when it did not): it is not
 // read from the params again.
-func target(ctx context.Context, rte *Route, msg *jsonrpc.Message, pinned string) (kind, name string, ok bool) {
+//
+// external is the target as the params carry it, for Forward (which then
+// does not read it again).
+func target(ctx context.Context, rte *Route, msg *jsonrpc.Message, pinned string) (kind, name, external string, ok bool) {
 	t, ok := mcp.TargetOf(msg.Method, msg.Params)
 	if !ok {
-		return "", "", false
+		return "", "", "", false
 	}
-	name = pinned
-	if name == "" {
+	external = pinned
+	if external == "" {
 		var err error
-		if name, err = rawjson.GetPath(msg.Params, t.Path); err != nil {
-			return "", "", false
+		if external, err = rawjson.GetPath(msg.Params, t.Path); err != nil {
+			return "", "", "", false
 		}
 	}
+	name = external
 	if c, err := rte.View.Canonical(ctx, t.Kind, name); err == nil {
 		name = c
 	}
-	return string(t.Kind), name, true
+	return string(t.Kind), name, external, true
 }
 
 // visibleTo is what the policy lets the caller see on rte, for resolving
@@ -87,9 +91,12 @@ type Verdict struct {
 	params     json.RawMessage
 	pinErr     *jsonrpc.Error
 	kind, name string
-	targeted   bool            // the request names a target (else the routing layer answers it)
-	decided    bool            // a policy made decision
-	decision   policy.Decision // when decided
+	// external is the target as params carry it, handed to Forward so
+	// that it routes by what was judged without reading the params again.
+	external string
+	targeted bool            // the request names a target (else the routing layer answers it)
+	decided  bool            // a policy made decision
+	decision policy.Decision // when decided
 }
 
 // Decide makes the access policy's decision on msg for the principal in ctx.
@@ -122,7 +129,7 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *
 	v.params = pinned
 	pm := *msg
 	pm.Params = pinned
-	v.kind, v.name, v.targeted = target(ctx, rte, &pm, name)
+	v.kind, v.name, v.external, v.targeted = target(ctx, rte, &pm, name)
 	if v.kind == string(mcp.KindTask) {
 		// A task: only the principal it was handed to may use it (the host
 		// opens its sealed id), and the tools/call that created it was
