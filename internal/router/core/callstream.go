@@ -21,9 +21,9 @@ type CallStream struct {
 	park   *parkedCall // for 2026-07-28 callers: input requests become input_required
 }
 
-// newCallStream makes the stream of one call of sess that runs in ctx.
-func newCallStream(ctx context.Context, sess *Session) *CallStream {
-	return &CallStream{ctx: ctx, sess: sess, events: make(chan []byte, 64)}
+// init makes cs the stream of one call of sess that runs in ctx.
+func (cs *CallStream) init(ctx context.Context, sess *Session) {
+	*cs = CallStream{ctx: ctx, sess: sess, events: make(chan []byte, 64)}
 }
 
 // options are the client.CallOptions that route a call's messages here.
