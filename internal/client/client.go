@@ -8,6 +8,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -980,6 +981,11 @@ func (c *Client) modernMeta(params json.RawMessage, opts CallOptions) (json.RawM
 
 // progressToken returns params._meta.progressToken.
 func progressToken(params json.RawMessage) (json.RawMessage, bool) {
+	if !bytes.Contains(params, []byte("progressToken")) && bytes.IndexByte(params, '\\') < 0 {
+		// Most calls carry none: no scan of the params for it. (A key
+		// spelled with escapes has a backslash, and is looked for.)
+		return nil, false
+	}
 	meta, ok := rawjson.Get(params, "_meta")
 	if !ok {
 		return nil, false

@@ -40,3 +40,26 @@ func TestMediaType(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressToken: params._meta.progressToken, however its key is
+// spelled, and nothing when there is none (the fast path skips the scan
+// only when neither the key nor an escape occurs).
+func TestProgressToken(t *testing.T) {
+	for _, tc := range []struct {
+		params, want string
+		ok           bool
+	}{
+		{`{"name":"x","_meta":{"progressToken":7}}`, "7", true},
+		{`{"name":"x","_meta":{"progress\u0054oken":"t"}}`, `"t"`, true},
+		{`{"name":"x","arguments":{"s":"a\\b"},"_meta":{"progressToken":1}}`, "1", true},
+		{`{"name":"x","_meta":{"progressToken":null}}`, "", false},
+		{`{"name":"x","arguments":{"progressToken":3}}`, "", false},
+		{`{"name":"x"}`, "", false},
+		{`{"name":"x","arguments":{"s":"a\\b"}}`, "", false},
+	} {
+		got, ok := progressToken([]byte(tc.params))
+		if ok != tc.ok || string(got) != tc.want {
+			t.Errorf("progressToken(%s) = %s, %v; want %s, %v", tc.params, got, ok, tc.want, tc.ok)
+		}
+	}
+}
