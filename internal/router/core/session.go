@@ -59,8 +59,8 @@ type Session struct {
 
 	mu       sync.Mutex
 	logLevel string
-	inflight map[string]context.CancelFunc    // by downstream request id
-	outgoing map[string]chan *jsonrpc.Message // relayed server→client requests, by the id the gateway gave them
+	inflight map[string]context.CancelFunc    // by downstream request id (nil until the first)
+	outgoing map[string]chan *jsonrpc.Message // relayed server→client requests, by the id the gateway gave them (nil until the first)
 	nextOut  int64
 }
 
@@ -85,15 +85,15 @@ func NewRequestSession(ctx context.Context, rte *Route, version mcp.Revision, ca
 
 func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner string) *Session {
 	s := &Session{
-		owner:    owner,
-		version:  version,
-		caps:     caps,
-		info:     info,
-		ctx:      ctx,
-		cancel:   cancel,
-		outbox:   make(chan []byte, 64),
-		inflight: make(map[string]context.CancelFunc),
-		outgoing: make(map[string]chan *jsonrpc.Message),
+		owner:   owner,
+		version: version,
+		caps:    caps,
+		info:    info,
+		ctx:     ctx,
+		cancel:  cancel,
+		outbox:  make(chan []byte, 64),
+		// inflight and outgoing are made on first use: a 2026-07-28
+		// request's session (one per request) seldom needs either.
 	}
 	s.caller = host.Caller{Capabilities: caps, Route: rte.Path, Principal: owner}
 	s.SetRoute(rte)
@@ -165,6 +165,9 @@ func (s *Session) InFlight() int {
 // Track registers an in-flight request so notifications/cancelled can stop it.
 func (s *Session) Track(id jsonrpc.ID, cancel context.CancelFunc) {
 	s.mu.Lock()
+	if s.inflight == nil {
+		s.inflight = make(map[string]context.CancelFunc)
+	}
 	s.inflight[string(id)] = cancel
 	s.mu.Unlock()
 }
@@ -197,6 +200,9 @@ func (s *Session) expect() (jsonrpc.ID, chan *jsonrpc.Message) {
 	// client uses for its requests to us.
 	id := jsonrpc.ID(fmt.Sprintf(`"mcpgw-%d"`, s.nextOut))
 	ch := make(chan *jsonrpc.Message, 1)
+	if s.outgoing == nil {
+		s.outgoing = make(map[string]chan *jsonrpc.Message)
+	}
 	s.outgoing[string(id)] = ch
 	return id, ch
 }
