@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
 // TestPostRedirects: what a Streamable HTTP upstream's redirect of a POST
@@ -104,5 +106,52 @@ func TestPostRedirects(t *testing.T) {
 				t.Errorf("the other origin got %d requests", n)
 			}
 		})
+	}
+}
+
+// countingConn counts the writes made on a connection.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestPostIsOneWrite: a message's POST leaves in one write, headers and
+// body together (net/http flushes the headers apart, a second write and
+// packet per call, unless it knows the body is in memory).
+func TestPostIsOneWrite(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer ts.Close()
+	var writes atomic.Int64
+	var d net.Dialer
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{c, &writes}, nil
+	}}
+	defer tr.CloseIdleConnections()
+	s := client.NewStreamable(client.HTTPConfig{URL: ts.URL, Client: &http.Client{Transport: tr}, Headers: map[string]string{"X-Api-Key": "k"}})
+	if err := s.Start(context.Background(), func([]byte, jsonrpc.ID) {}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 3 {
+		writes.Store(0)
+		msg := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%d,"progress":1}}`, i)
+		if err := s.Send(context.Background(), []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if n := writes.Load(); n != 1 {
+			t.Errorf("POST %d took %d writes, want 1", i, n)
+		}
 	}
 }
