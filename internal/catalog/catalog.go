@@ -617,7 +617,7 @@ const maxInputRounds = 8
 
 // fulfil bridges a 2026-07-28 upstream's input_required results for a
 // caller of an older revision: each input request becomes a server→client
-// request on the caller's stream (opts.Request), and the original request is
+// request on the caller's stream (opts.Ask), and the original request is
 // retried with the answers and the upstream's requestState, untouched.
 func (v *View) fulfil(ctx context.Context, c *client.Client, method string, params json.RawMessage, resp *jsonrpc.Message, opts client.CallOptions) (*jsonrpc.Message, error) {
 	for round := 0; ; round++ {
@@ -627,9 +627,9 @@ func (v *View) fulfil(ctx context.Context, c *client.Client, method string, para
 		if rt, _ := rawjson.GetString(resp.Result, "resultType"); rt != "input_required" {
 			return resp, nil
 		}
-		if opts.Request == nil || round == maxInputRounds {
+		if !opts.CanAsk() || round == maxInputRounds {
 			why := "the caller cannot receive server requests (it accepts no event stream)"
-			if opts.Request != nil {
+			if opts.CanAsk() {
 				why = fmt.Sprintf("the upstream still asked for input after %d rounds", maxInputRounds)
 			}
 			resp.Result, resp.Error = nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the upstream needs input from the client, but %s", why)
@@ -641,7 +641,7 @@ func (v *View) fulfil(ctx context.Context, c *client.Client, method string, para
 		for _, f := range fields {
 			m, _ := rawjson.GetString(f.Value, "method")
 			p, _ := rawjson.Get(f.Value, "params")
-			res, rerr := opts.Request(ctx, m, p)
+			res, rerr := opts.Ask(ctx, m, p)
 			if rerr != nil {
 				resp.Result, resp.Error = nil, jsonrpc.Errorf(rerr.Code, "mcpgw: the client did not answer the upstream's %s: %s", m, rerr.Message)
 				return resp, nil

@@ -427,6 +427,7 @@ func (tc *taskCall) result(resp *jsonrpc.Message) {
 // related-task _meta (a request's answer gets the upstream's id back).
 // Whatever arrives on a call's stream is its caller's.
 func (tc *taskCall) translate(opts *client.CallOptions) {
+	opts.Expand() // (only calls that may create a task come here)
 	if n := opts.Notify; n != nil {
 		opts.Notify = func(method string, params json.RawMessage) {
 			n(method, tc.outgoing(method, params))
@@ -552,6 +553,7 @@ func (v *View) forwardTask(ctx context.Context, method string, params json.RawMe
 		// Only tasks/result carries a task's requests; the others answer at
 		// once, and must not make a shared stdio upstream's requests look
 		// ambiguous while they are in flight (client.Client's owner rule).
+		copts.Expand()
 		copts.Request, copts.Notify = nil, nil
 	}
 	tc := &taskCall{t: t, upstream: c.Upstream, owner: owner, form: c.Form, stateful: u.Config().Stateful}

@@ -190,11 +190,73 @@ type CallOptions struct {
 	// server→client requests until its client comes back (a bridged call
 	// awaiting a 2026-07-28 client's retry): see owner.
 	Parked func() bool
+	// Handler, when set, takes what Progress, Notify and Request leave
+	// nil: one interface value where three method values would cost an
+	// allocation each on every call (the router's call streams).
+	Handler CallHandler
+	// Roots, when set, answers roots/list during the call (the roots from
+	// config) instead of Request.
+	Roots func() json.RawMessage
+}
+
+// CallHandler receives what an upstream sends during one call, as
+// CallOptions' Progress, Notify and Request do.
+type CallHandler interface {
+	Progress(params json.RawMessage)
+	Notify(method string, params json.RawMessage)
+	Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
+}
+
+// Expand moves Handler's methods into the func fields it fills, for code
+// that wraps them; Handler is then nil.
+func (o *CallOptions) Expand() {
+	if h := o.Handler; h != nil {
+		if o.Progress == nil {
+			o.Progress = h.Progress
+		}
+		if o.Notify == nil {
+			o.Notify = h.Notify
+		}
+		if o.Request == nil {
+			o.Request = h.Request
+		}
+		o.Handler = nil
+	}
+}
+
+func (o *CallOptions) progressFunc() func(json.RawMessage) {
+	if o.Progress == nil && o.Handler != nil {
+		return o.Handler.Progress
+	}
+	return o.Progress
+}
+
+func (o *CallOptions) notifyFunc() func(string, json.RawMessage) {
+	if o.Notify == nil && o.Handler != nil {
+		return o.Handler.Notify
+	}
+	return o.Notify
+}
+
+// CanAsk reports whether the call relays server→client requests (Ask).
+func (o CallOptions) CanAsk() bool { return o.Request != nil || o.Handler != nil }
+
+// Ask answers a server→client request made during the call: roots/list
+// from Roots when set, anything else through Request (or Handler). Only
+// when CanAsk.
+func (o CallOptions) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	switch {
+	case method == mcp.MethodRootsList && o.Roots != nil:
+		return o.Roots(), nil
+	case o.Request != nil:
+		return o.Request(ctx, method, params)
+	}
+	return o.Handler.Request(ctx, method, params)
 }
 
 // interactive reports whether the call can take messages beyond progress.
 func (o CallOptions) interactive() bool {
-	return !o.Background && (o.Notify != nil || o.Request != nil)
+	return !o.Background && (o.Notify != nil || o.CanAsk() || o.Handler != nil)
 }
 
 // Connect starts the transport and runs the initialize handshake.
@@ -807,9 +869,11 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) {
 			related = subscriptionID(m.Params)
 		}
 		if m.Method == mcp.NotificationMessage || related != nil {
-			if cl := c.owner(related); cl != nil && cl.opts.Notify != nil {
-				cl.opts.Notify(m.Method, m.Params)
-				return
+			if cl := c.owner(related); cl != nil {
+				if notify := cl.opts.notifyFunc(); notify != nil {
+					notify(m.Method, m.Params)
+					return
+				}
 			}
 		}
 		if m.Method == mcp.NotificationSubscriptionsAcked {
@@ -883,21 +947,22 @@ func (c *Client) deliverProgress(params json.RawMessage) bool {
 	if cl == nil {
 		return false
 	}
-	if cl.opts.Progress == nil {
+	progress := cl.opts.progressFunc()
+	if progress == nil {
 		return true
 	}
 	p, err := rawjson.Set(params, "progressToken", cl.orig)
 	if err != nil {
 		return false
 	}
-	cl.opts.Progress(p)
+	progress(p)
 	return true
 }
 
 func (c *Client) answer(m *jsonrpc.Message, owner *call) {
 	handler := c.opts.OnRequest
-	if owner != nil && owner.opts.Request != nil {
-		handler = owner.opts.Request
+	if owner != nil && owner.opts.CanAsk() {
+		handler = owner.opts.Ask
 	}
 	var resp *jsonrpc.Message
 	switch {
