@@ -37,6 +37,8 @@ type Session struct {
 	owner string
 	// caller is what the host and the catalog read of the session on each
 	// of its requests (host.WithCaller): made with it, not per request.
+	// Its Route is the route's path, which SetRoute keeps (a reload moves
+	// a session only to the same path's route).
 	caller host.Caller
 
 	subscriptionID json.RawMessage // a listen stream's id, tagged on its notifications
