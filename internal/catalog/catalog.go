@@ -177,7 +177,31 @@ func (v *View) Canonical(ctx context.Context, kind mcp.Kind, name string) (strin
 	if !ok {
 		return name, v.unknown(kind, name)
 	}
+	if spells(name, r.upstream, v.canonicalSep(kind), r.internal) {
+		return name, nil // already canonical (a pinned target): no new string per call
+	}
 	return v.canonical(kind, r), nil
+}
+
+// canonicalSep is what joins an upstream and its name in the canonical
+// form of kind ("": the name alone, unprefixed).
+func (v *View) canonicalSep(kind mcp.Kind) string {
+	switch {
+	case !v.prefixed:
+		return ""
+	case kind == mcp.KindResource:
+		return URISeparator
+	}
+	return v.sep
+}
+
+// spells reports whether s is upstream+sep+name (just name when sep is "").
+func spells(s, upstream, sep, name string) bool {
+	if sep == "" {
+		return s == name
+	}
+	return len(s) == len(upstream)+len(sep)+len(name) && strings.HasPrefix(s, upstream) &&
+		strings.HasPrefix(s[len(upstream):], sep) && strings.HasSuffix(s, name)
 }
 
 // Pin resolves the target of a routed request once, among what visible
@@ -263,13 +287,11 @@ func (v *View) displayTemplate(ctx context.Context, upstream, tpl string, fetch 
 
 // canonical is the policy's name for a resolution.
 func (v *View) canonical(kind mcp.Kind, r resolution) string {
-	switch {
-	case !v.prefixed:
+	sep := v.canonicalSep(kind)
+	if sep == "" {
 		return r.internal
-	case kind == mcp.KindResource:
-		return r.upstream + URISeparator + r.internal
 	}
-	return r.upstream + v.sep + r.internal
+	return r.upstream + sep + r.internal
 }
 
 // explicit is the form of a resolution that names its upstream.
@@ -468,6 +490,14 @@ func concurrently(idx []int, fn func(i int)) {
 // that names the upstream; the upstream's own errors come back inside the
 // response.
 func (v *View) Forward(ctx context.Context, method string, params json.RawMessage, opts client.CallOptions) (*jsonrpc.Message, *jsonrpc.Error) {
+	return v.ForwardTarget(ctx, method, params, "", opts)
+}
+
+// ForwardTarget is Forward of a request whose target the caller already
+// read from params (external: exactly what params carry at the target's
+// member; "": Forward reads it), so that the router's one reading serves
+// the routing too.
+func (v *View) ForwardTarget(ctx context.Context, method string, params json.RawMessage, external string, opts client.CallOptions) (*jsonrpc.Message, *jsonrpc.Error) {
 	t, ok := mcp.TargetOf(method, params)
 	if !ok {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q is not routed by mcpgw", method)
@@ -475,9 +505,11 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	if t.Kind == mcp.KindTask {
 		return v.forwardTask(ctx, method, params, opts) // tasks.go
 	}
-	external, err := rawjson.GetPath(params, t.Path)
-	if err != nil {
-		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, t.Field())
+	var err error
+	if external == "" {
+		if external, err = rawjson.GetPath(params, t.Path); err != nil {
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, t.Field())
+		}
 	}
 	r, ok, jerr := v.resolve(ctx, t.Kind, external, true, nil)
 	if jerr != nil {
@@ -585,7 +617,7 @@ const maxInputRounds = 8
 
 // fulfil bridges a 2026-07-28 upstream's input_required results for a
 // caller of an older revision: each input request becomes a server→client
-// request on the caller's stream (opts.Request), and the original request is
+// request on the caller's stream (opts.Ask), and the original request is
 // retried with the answers and the upstream's requestState, untouched.
 func (v *View) fulfil(ctx context.Context, c *client.Client, method string, params json.RawMessage, resp *jsonrpc.Message, opts client.CallOptions) (*jsonrpc.Message, error) {
 	for round := 0; ; round++ {
@@ -595,9 +627,9 @@ func (v *View) fulfil(ctx context.Context, c *client.Client, method string, para
 		if rt, _ := rawjson.GetString(resp.Result, "resultType"); rt != "input_required" {
 			return resp, nil
 		}
-		if opts.Request == nil || round == maxInputRounds {
+		if !opts.CanAsk() || round == maxInputRounds {
 			why := "the caller cannot receive server requests (it accepts no event stream)"
-			if opts.Request != nil {
+			if opts.CanAsk() {
 				why = fmt.Sprintf("the upstream still asked for input after %d rounds", maxInputRounds)
 			}
 			resp.Result, resp.Error = nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the upstream needs input from the client, but %s", why)
@@ -609,7 +641,7 @@ func (v *View) fulfil(ctx context.Context, c *client.Client, method string, para
 		for _, f := range fields {
 			m, _ := rawjson.GetString(f.Value, "method")
 			p, _ := rawjson.Get(f.Value, "params")
-			res, rerr := opts.Request(ctx, m, p)
+			res, rerr := opts.Ask(ctx, m, p)
 			if rerr != nil {
 				resp.Result, resp.Error = nil, jsonrpc.Errorf(rerr.Code, "mcpgw: the client did not answer the upstream's %s: %s", m, rerr.Message)
 				return resp, nil

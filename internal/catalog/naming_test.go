@@ -235,3 +235,27 @@ func FuzzCursor(f *testing.F) {
 		}
 	})
 }
+
+// TestSpells: Canonical hands back the name it was given only when that
+// is exactly upstream+sep+name, never a near miss.
+func TestSpells(t *testing.T) {
+	for _, tc := range []struct {
+		s, up, sep, name string
+		want             bool
+	}{
+		{"a__echo", "a", "__", "echo", true},
+		{"echo", "a", "", "echo", true},
+		{"a__echo", "a", "", "echo", false},
+		{"a__echoX", "a", "__", "echo", false},
+		{"ab__echo", "a", "__", "echo", false},
+		{"a_echo", "a", "__", "echo", false},
+		{"a___echo", "a", "__", "_echo", true},
+		{"a+file:///x", "a", URISeparator, "file:///x", true},
+		{"b+file:///x", "a", URISeparator, "file:///x", false},
+		{"", "", "__", "", false},
+	} {
+		if got := spells(tc.s, tc.up, tc.sep, tc.name); got != tc.want {
+			t.Errorf("spells(%q, %q, %q, %q) = %v, want %v", tc.s, tc.up, tc.sep, tc.name, got, tc.want)
+		}
+	}
+}

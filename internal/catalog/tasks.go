@@ -83,17 +83,12 @@ type TaskOwner struct {
 	Session   string // the downstream session id ("" for 2026-07-28 requests)
 }
 
-type taskOwnerKey struct{}
-
-// WithTaskOwner records the caller of a request for the tasks it creates
-// and uses (the router sets it on every request it dispatches).
-func WithTaskOwner(ctx context.Context, o TaskOwner) context.Context {
-	return context.WithValue(ctx, taskOwnerKey{}, o)
-}
-
+// taskOwnerFrom is the owner of the tasks a request creates and uses: its
+// caller as the router recorded it (host.WithCaller, on every request it
+// dispatches).
 func taskOwnerFrom(ctx context.Context) TaskOwner {
-	o, _ := ctx.Value(taskOwnerKey{}).(TaskOwner)
-	return o
+	c := host.CallerOf(ctx)
+	return TaskOwner{Route: c.Route, Principal: c.Principal, Session: c.Session}
 }
 
 // taskClaims is what a downstream task id carries.
@@ -374,17 +369,21 @@ func (v *View) beginTaskCall(ctx context.Context, method, upstream string, param
 	if method != mcp.MethodToolsCall {
 		return nil, nil
 	}
-	tc := &taskCall{t: v.tasks, upstream: upstream, owner: taskOwnerFrom(ctx), form: formExtension, stateful: v.ups[upstream].Config().Stateful}
+	// Made only for a call that can create a task: one allocation less on
+	// every other call.
+	newCall := func(form string) *taskCall {
+		return &taskCall{t: v.tasks, upstream: upstream, owner: taskOwnerFrom(ctx), form: form, stateful: v.ups[upstream].Config().Stateful}
+	}
 	if opts.PassInputRequired {
 		if !declaresTasksExtension(ctx) {
 			return nil, nil
 		}
-		return tc, nil
+		return newCall(formExtension), nil
 	}
 	if _, augmented := rawjson.Get(params, "task"); !augmented {
 		return nil, nil
 	}
-	tc.form = formUtility
+	tc := newCall(formUtility)
 	if !tc.t.reserve() {
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError,
 			"mcpgw: %d tasks are held for tasks/list and status notifications (sessions.max_tasks); retry when some expire, or raise sessions.max_tasks", tc.t.max)
@@ -451,6 +450,7 @@ func (tc *taskCall) result(resp *jsonrpc.Message) {
 // related-task _meta (a request's answer gets the upstream's id back).
 // Whatever arrives on a call's stream is its caller's.
 func (tc *taskCall) translate(opts *client.CallOptions) {
+	opts.Expand() // (only calls that may create a task come here)
 	if n := opts.Notify; n != nil {
 		opts.Notify = func(method string, params json.RawMessage) {
 			n(method, tc.outgoing(method, params))
@@ -576,6 +576,7 @@ func (v *View) forwardTask(ctx context.Context, method string, params json.RawMe
 		// Only tasks/result carries a task's requests; the others answer at
 		// once, and must not make a shared stdio upstream's requests look
 		// ambiguous while they are in flight (client.Client's owner rule).
+		copts.Expand()
 		copts.Request, copts.Notify = nil, nil
 	}
 	tc := &taskCall{t: t, upstream: c.Upstream, owner: owner, form: c.Form, stateful: u.Config().Stateful}

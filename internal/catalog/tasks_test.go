@@ -216,7 +216,7 @@ func TestForwardTaskRefusals(t *testing.T) {
 		{"tasks/result in 2026", alice, withExt, true, mcp.MethodTasksResult, modernTok, jsonrpc.CodeMethodNotFound, "inlines the result"},
 		{"tasks/update before 2026", alice, nil, false, mcp.MethodTasksUpdate, legacyTok, jsonrpc.CodeMethodNotFound, "tasks/result stream"},
 	} {
-		ctx := WithTaskOwner(host.WithCallerCapabilities(context.Background(), tc.caps), tc.owner)
+		ctx := host.WithCaller(context.Background(), &host.Caller{Capabilities: tc.caps, Route: tc.owner.Route, Principal: tc.owner.Principal, Session: tc.owner.Session})
 		params, _ := json.Marshal(map[string]string{"taskId": tc.token})
 		resp, err := v.Forward(ctx, tc.method, params, client.CallOptions{PassInputRequired: tc.modern})
 		if resp != nil || err == nil || err.Code != tc.code || !strings.Contains(err.Message, tc.says) {

@@ -8,6 +8,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,6 +135,8 @@ type Client struct {
 	modern bool      // the upstream speaks a stateless revision (2026-07-28)
 	subs   listening // its subscriptions/listen stream (stateless upstreams)
 
+	bound *bound // the cause of a call's own timeout (Options.Timeout)
+
 	ctx        context.Context // cancelled on Close: stops server→client request handlers
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
@@ -190,11 +193,73 @@ type CallOptions struct {
 	// server→client requests until its client comes back (a bridged call
 	// awaiting a 2026-07-28 client's retry): see owner.
 	Parked func() bool
+	// Handler, when set, takes what Progress, Notify and Request leave
+	// nil: one interface value where three method values would cost an
+	// allocation each on every call (the router's call streams).
+	Handler CallHandler
+	// Roots, when set, answers roots/list during the call (the roots from
+	// config) instead of Request.
+	Roots func() json.RawMessage
+}
+
+// CallHandler receives what an upstream sends during one call, as
+// CallOptions' Progress, Notify and Request do.
+type CallHandler interface {
+	Progress(params json.RawMessage)
+	Notify(method string, params json.RawMessage)
+	Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
+}
+
+// Expand moves Handler's methods into the func fields it fills, for code
+// that wraps them; Handler is then nil.
+func (o *CallOptions) Expand() {
+	if h := o.Handler; h != nil {
+		if o.Progress == nil {
+			o.Progress = h.Progress
+		}
+		if o.Notify == nil {
+			o.Notify = h.Notify
+		}
+		if o.Request == nil {
+			o.Request = h.Request
+		}
+		o.Handler = nil
+	}
+}
+
+func (o *CallOptions) progressFunc() func(json.RawMessage) {
+	if o.Progress == nil && o.Handler != nil {
+		return o.Handler.Progress
+	}
+	return o.Progress
+}
+
+func (o *CallOptions) notifyFunc() func(string, json.RawMessage) {
+	if o.Notify == nil && o.Handler != nil {
+		return o.Handler.Notify
+	}
+	return o.Notify
+}
+
+// CanAsk reports whether the call relays server→client requests (Ask).
+func (o CallOptions) CanAsk() bool { return o.Request != nil || o.Handler != nil }
+
+// Ask answers a server→client request made during the call: roots/list
+// from Roots when set, anything else through Request (or Handler). Only
+// when CanAsk.
+func (o CallOptions) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+	switch {
+	case method == mcp.MethodRootsList && o.Roots != nil:
+		return o.Roots(), nil
+	case o.Request != nil:
+		return o.Request(ctx, method, params)
+	}
+	return o.Handler.Request(ctx, method, params)
 }
 
 // interactive reports whether the call can take messages beyond progress.
 func (o CallOptions) interactive() bool {
-	return !o.Background && (o.Notify != nil || o.Request != nil)
+	return !o.Background && (o.Notify != nil || o.CanAsk() || o.Handler != nil)
 }
 
 // Connect starts the transport and runs the initialize handshake.
@@ -205,9 +270,13 @@ func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
 	if opts.Capabilities == nil {
 		opts.Capabilities = json.RawMessage(`{}`)
 	}
+	if opts.TimeoutSetting == "" {
+		opts.TimeoutSetting = "timeout"
+	}
 	cctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		opts:     opts,
+		bound:    &bound{after: opts.Timeout, setting: opts.TimeoutSetting},
 		t:        t,
 		log:      opts.Logger,
 		pending:  make(map[string]*call),
@@ -252,7 +321,7 @@ func (c *Client) resume(r Resumption) error {
 		r.Init.Capabilities = json.RawMessage(`{}`)
 	}
 	st.mu.Lock()
-	st.sessionID = r.SessionID
+	st.setSession(r.SessionID)
 	st.mu.Unlock()
 	c.init = r.Init
 	c.setVersion(r.Init.ProtocolVersion)
@@ -550,13 +619,9 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 }
 
 func (c *Client) call(ctx context.Context, method string, params json.RawMessage, opts CallOptions) (*jsonrpc.Message, error) {
-	if c.opts.Timeout > 0 && !opts.Background {
-		setting := c.opts.TimeoutSetting
-		if setting == "" {
-			setting = "timeout"
-		}
+	if c.opts.Timeout > 0 && !opts.Background && !sooner(ctx, c.opts.Timeout) {
 		var cancel context.CancelFunc
-		ctx, cancel = WithBound(ctx, c.opts.Timeout, setting)
+		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.Timeout, c.bound) // WithBound, its cause made once
 		defer cancel()
 	}
 	if c.modern && (method == mcp.MethodResourcesSubscribe || method == mcp.MethodResourcesUnsubscribe) {
@@ -722,6 +787,14 @@ func WithBound(ctx context.Context, d time.Duration, setting string) (context.Co
 	return context.WithTimeoutCause(ctx, d, &bound{after: d, setting: setting})
 }
 
+// sooner reports whether ctx has a deadline before d from now: a bound
+// of d would never be the one to fire (nor be named), so it is not set
+// (a timer and a context less for the call).
+func sooner(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < d
+}
+
 // ctxErr is the error of a call whose ctx ended: a TimeoutError naming the
 // bound that fired, or the cancellation.
 func (c *Client) ctxErr(ctx context.Context, method string) error {
@@ -800,9 +873,11 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) (answered bool) {
 			related = subscriptionID(m.Params)
 		}
 		if m.Method == mcp.NotificationMessage || related != nil {
-			if cl := c.owner(related); cl != nil && cl.opts.Notify != nil {
-				cl.opts.Notify(m.Method, m.Params)
-				return
+			if cl := c.owner(related); cl != nil {
+				if notify := cl.opts.notifyFunc(); notify != nil {
+					notify(m.Method, m.Params)
+					return
+				}
 			}
 		}
 		if m.Method == mcp.NotificationSubscriptionsAcked {
@@ -877,21 +952,22 @@ func (c *Client) deliverProgress(params json.RawMessage) bool {
 	if cl == nil {
 		return false
 	}
-	if cl.opts.Progress == nil {
+	progress := cl.opts.progressFunc()
+	if progress == nil {
 		return true
 	}
 	p, err := rawjson.Set(params, "progressToken", cl.orig)
 	if err != nil {
 		return false
 	}
-	cl.opts.Progress(p)
+	progress(p)
 	return true
 }
 
 func (c *Client) answer(m *jsonrpc.Message, owner *call) {
 	handler := c.opts.OnRequest
-	if owner != nil && owner.opts.Request != nil {
-		handler = owner.opts.Request
+	if owner != nil && owner.opts.CanAsk() {
+		handler = owner.opts.Ask
 	}
 	var resp *jsonrpc.Message
 	switch {
@@ -975,6 +1051,11 @@ func (c *Client) modernMeta(params json.RawMessage, opts CallOptions) (json.RawM
 
 // progressToken returns params._meta.progressToken.
 func progressToken(params json.RawMessage) (json.RawMessage, bool) {
+	if !bytes.Contains(params, []byte("progressToken")) && bytes.IndexByte(params, '\\') < 0 {
+		// Most calls carry none: no scan of the params for it. (A key
+		// spelled with escapes has a backslash, and is looked for.)
+		return nil, false
+	}
 	meta, ok := rawjson.Get(params, "_meta")
 	if !ok {
 		return nil, false

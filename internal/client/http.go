@@ -162,7 +162,12 @@ func readSnippet(r io.Reader) string {
 }
 
 func mediaType(h http.Header) string {
-	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	ct := h.Get("Content-Type")
+	switch ct {
+	case mcp.ContentTypeJSON, mcp.ContentTypeEventStream:
+		return ct // the usual answers, without ParseMediaType's map
+	}
+	mt, _, _ := mime.ParseMediaType(ct)
 	return mt
 }
 
@@ -198,10 +203,16 @@ type Streamable struct {
 
 	deliver DeliverFunc
 
+	url   *url.URL    // cfg.URL, parsed once (nil: it does not parse)
+	fixed http.Header // cfg.Headers, canonical, their values made once
+
 	mu        sync.Mutex
 	sessionID string
 	version   mcp.Revision
-	detached  bool // Close leaves the upstream session alive (Client.Detach)
+	// The header values of sessionID and version, made when they change
+	// rather than per request.
+	sessionValue, versionValue []string
+	detached                   bool // Close leaves the upstream session alive (Client.Detach)
 	// streams ends the answer streams of legacy requests, which outlive
 	// their callers (resumable): once a request is cancelled
 	// (notifications/cancelled) nothing will read its answer, and a hung
@@ -216,7 +227,11 @@ type Streamable struct {
 // NewStreamable returns an unstarted Streamable HTTP transport.
 func NewStreamable(cfg HTTPConfig) *Streamable {
 	cfg.defaults()
-	return &Streamable{cfg: cfg, log: cfg.Logger, lifecycle: newLifecycle()}
+	s := &Streamable{cfg: cfg, log: cfg.Logger, lifecycle: newLifecycle(), url: parseURL(cfg.URL), fixed: make(http.Header, len(cfg.Headers))}
+	for k, v := range cfg.Headers {
+		s.fixed[http.CanonicalHeaderKey(k)] = headerValue(v)
+	}
+	return s
 }
 
 // Start records where to deliver messages; HTTP needs no connection up front.
@@ -227,24 +242,35 @@ func (s *Streamable) Start(_ context.Context, deliver DeliverFunc) error {
 
 func (s *Streamable) setProtocolVersion(v mcp.Revision) {
 	s.mu.Lock()
-	s.version = v
+	s.version, s.versionValue = v, headerValue(string(v))
 	s.mu.Unlock()
 }
 
 func (s *Streamable) openStream() { s.goTracked(s.listen) }
 
+// headers sets what every request to the upstream carries: the
+// configured headers, the session and the negotiated version.
 func (s *Streamable) headers(h http.Header) {
-	for k, v := range s.cfg.Headers {
-		h.Set(k, v)
+	for k, v := range s.fixed {
+		h[k] = v
 	}
 	s.mu.Lock()
 	if s.sessionID != "" {
-		h.Set(mcp.HeaderSessionID, s.sessionID)
+		h[mcp.HeaderSessionID] = s.sessionValue
 	}
 	if s.version != "" {
-		h.Set(mcp.HeaderProtocolVersion, string(s.version))
+		h[mcp.HeaderProtocolVersion] = s.versionValue
 	}
 	s.mu.Unlock()
+}
+
+// setSession records the upstream's session id.
+func (s *Streamable) setSession(id string) {
+	s.sessionID = id
+	s.sessionValue = nil
+	if id != "" {
+		s.sessionValue = headerValue(id)
+	}
 }
 
 type headersKey struct{}
@@ -298,13 +324,13 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		defer s.endStream(ended)
 	}
 	rctx, cancel, stop := s.requestContext(ctx)
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.cfg.URL, bytes.NewReader(msg))
+	req, err := s.newPost(rctx, msg, 4+len(s.fixed)) // post.go
 	if err != nil {
 		cancel()
 		return err
 	}
-	req.Header.Set("Content-Type", mcp.ContentTypeJSON)
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header["Content-Type"] = valueJSON
+	req.Header["Accept"] = valueAccept
 	s.headers(req.Header)
 	setTraceHeaders(ctx, req.Header)
 	sent := req.Header.Get(mcp.HeaderSessionID)
@@ -318,7 +344,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 			}
 		}
 	}
-	resp, err := s.cfg.Client.Do(req)
+	resp, err := s.post(req)
 	if !s.stateless() {
 		// Legacy: the answer stream outlives the caller (resumable, and the
 		// spec says a disconnect is not a cancellation). 2026-07-28: closing
@@ -332,7 +358,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	if id := resp.Header.Get(mcp.HeaderSessionID); id != "" {
 		s.mu.Lock()
 		if s.sessionID == "" {
-			s.sessionID = id
+			s.setSession(id)
 		}
 		s.mu.Unlock()
 	}
@@ -492,8 +518,13 @@ func (s *Streamable) endStream(id string) {
 // cancelledRequest returns the raw requestId of a notifications/cancelled
 // message ("" for any other message).
 func cancelledRequest(msg []byte) string {
-	if m, _ := rawjson.GetString(msg, "method"); m != mcp.NotificationCancelled {
-		return ""
+	if m, _ := rawjson.Get(msg, "method"); string(m) != quotedCancelled {
+		if !bytes.Contains(m, []byte{'\\'}) {
+			return "" // (no string made: this runs for every message sent)
+		}
+		if s, _ := rawjson.GetString(msg, "method"); s != mcp.NotificationCancelled {
+			return ""
+		}
 	}
 	params, _ := rawjson.Get(msg, "params")
 	id, ok := rawjson.Get(params, "requestId")
@@ -502,6 +533,9 @@ func cancelledRequest(msg []byte) string {
 	}
 	return string(id)
 }
+
+// quotedCancelled is notifications/cancelled as a JSON string token.
+const quotedCancelled = `"` + mcp.NotificationCancelled + `"`
 
 // streamLost is the answer to request id when the upstream closed its
 // response stream before answering and the stream cannot be resumed. The
@@ -587,7 +621,7 @@ var ErrSessionExpired = errors.New("upstream session expired (HTTP 404)")
 func (s *Streamable) forgetSession(id string) {
 	s.mu.Lock()
 	if s.sessionID == id {
-		s.sessionID = ""
+		s.setSession("")
 	}
 	s.mu.Unlock()
 }

@@ -59,6 +59,7 @@ type Stdio struct {
 	stdin *os.File
 
 	writeMu sync.Mutex
+	wbuf    []byte // the line being written (guarded by writeMu)
 
 	nonJSON   atomic.Int64
 	oversized atomic.Int64
@@ -352,13 +353,22 @@ func (s *Stdio) Send(ctx context.Context, msg []byte) error {
 	} else {
 		_ = s.stdin.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	}
-	buf := make([]byte, 0, len(msg)+1)
-	buf = append(append(buf, msg...), '\n')
-	if _, err := s.stdin.Write(buf); err != nil {
+	// One write per message (a line must not interleave with another's),
+	// from a buffer kept between writes rather than made per message; one
+	// grown past maxKeptWriteBuf by a big message is not kept.
+	s.wbuf = append(append(s.wbuf[:0], msg...), '\n')
+	_, err := s.stdin.Write(s.wbuf)
+	if cap(s.wbuf) > maxKeptWriteBuf {
+		s.wbuf = nil
+	}
+	if err != nil {
 		return fmt.Errorf("write to child stdin: %w", err)
 	}
 	return nil
 }
+
+// maxKeptWriteBuf bounds the write buffer a stdio transport keeps.
+const maxKeptWriteBuf = 64 << 10
 
 // Done is closed when the child exits or its stdout ends.
 func (s *Stdio) Done() <-chan struct{} { return s.done }

@@ -35,18 +35,6 @@ const gatewayCapabilities = `{"elicitation":{"form":{},"url":{}},"roots":{"listC
 // share the gateway's connection, with a warning.
 const maxViews = 8
 
-type callerCapsKey struct{}
-
-// WithCallerCapabilities records the calling client's capabilities (its
-// initialize or per-request clientCapabilities object) for routing calls
-// to an upstream with exact_capabilities.
-func WithCallerCapabilities(ctx context.Context, caps json.RawMessage) context.Context {
-	if len(caps) == 0 {
-		return ctx
-	}
-	return context.WithValue(ctx, callerCapsKey{}, caps)
-}
-
 // CallOnly keeps the caller's capabilities only for the methods a view
 // serves: calls, and the tasks methods, which must reach the connection
 // that created their task. Subscriptions and settings stay on the shared
@@ -57,10 +45,10 @@ func CallOnly(ctx context.Context, method string) context.Context {
 		mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksCancel, mcp.MethodTasksList:
 		return ctx
 	}
-	if ctx.Value(callerCapsKey{}) == nil {
+	if _, ok := CallerCapabilities(ctx); !ok {
 		return ctx
 	}
-	return context.WithValue(ctx, callerCapsKey{}, nil)
+	return withCallerField(ctx, func(c *Caller) { c.Capabilities = nil })
 }
 
 // capViews holds an upstream's per-capability-set connections.

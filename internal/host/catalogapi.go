@@ -1,7 +1,6 @@
 package host
 
 import (
-	"context"
 	"encoding/json"
 	"sync"
 
@@ -105,14 +104,8 @@ func (u *Upstream) Capabilities() json.RawMessage {
 
 // Also for the catalog, each defined next to the code it belongs to:
 // Upstream.ClientFor and CallOptions (host.go), Enter and Exit (reload.go),
-// ViewCapabilities and CallOnly (capviews.go), ListClient (stateful.go).
-
-// CallerCapabilities are the capabilities WithCallerCapabilities recorded
-// in ctx (and CallOnly kept).
-func CallerCapabilities(ctx context.Context) (json.RawMessage, bool) {
-	caps, ok := ctx.Value(callerCapsKey{}).(json.RawMessage)
-	return caps, ok
-}
+// ViewCapabilities and CallOnly (capviews.go), ListClient (stateful.go),
+// Caller and what reads it (caller.go).
 
 // UpstreamSet is the upstream set in force, read at once: its upstreams by
 // name, their names in catalog order and the prefix separator. The map is

@@ -207,6 +207,7 @@ func (h *Host) newUpstream(name string, ucfg *config.Upstream, sep string) *Upst
 	if len(ucfg.Command) > 0 {
 		u.stderr = client.NewStderrLog(stderrOptions(name, ucfg, u.log, u.m)) // startup.go
 	}
+	u.roots = u.rootsResult
 	return u
 }
 
@@ -292,6 +293,8 @@ func (h *Host) WaitReady(ctx context.Context) error {
 
 // Upstream is one supervised upstream connection.
 type Upstream struct {
+	roots func() json.RawMessage // rootsResult, made once (CallOptions)
+
 	name string
 	cfg  *config.Upstream
 	sep  string // the host-wide separator it was built with (reload diff)
@@ -452,7 +455,7 @@ func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Cl
 		return c, err
 	}
 	initializes := !c.Modern() || (legacyCaller && u.cfg.Protocol != "2026")
-	if caps, ok := ctx.Value(callerCapsKey{}).(json.RawMessage); ok && initializes && u.cfg.ExactCapabilities {
+	if caps, ok := CallerCapabilities(ctx); ok && initializes && u.cfg.ExactCapabilities {
 		if vc, verr := u.viewClient(ctx, caps); vc != nil || verr != nil {
 			return vc, verr
 		}
@@ -759,17 +762,12 @@ func (u *Upstream) rootsResult() json.RawMessage {
 
 // CallOptions adapts a downstream call's options to this upstream: unless
 // forward_roots is set, roots/list is answered from config even during a call.
+// (client.CallOptions.Roots: no wrapper made per call.)
 func (u *Upstream) CallOptions(opts client.CallOptions) client.CallOptions {
-	if opts.Request == nil || u.cfg.ForwardRoots {
+	if !opts.CanAsk() || u.cfg.ForwardRoots {
 		return opts
 	}
-	relay := opts.Request
-	opts.Request = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-		if method == mcp.MethodRootsList {
-			return u.rootsResult(), nil
-		}
-		return relay(ctx, method, params)
-	}
+	opts.Roots = u.roots
 	return opts
 }
 

@@ -28,22 +28,6 @@ import (
 // upstream's per-session session is shared by the replicas
 // (fleetsessions.go).
 
-type sessionKey struct{}
-
-// WithSession marks ctx as belonging to the downstream session key, so
-// that stateful upstreams use that session's own connection.
-func WithSession(ctx context.Context, key string) context.Context {
-	if key == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, sessionKey{}, key)
-}
-
-func sessionFrom(ctx context.Context) string {
-	k, _ := ctx.Value(sessionKey{}).(string)
-	return k
-}
-
 // Stateful reports whether the upstream gives each session its own connection.
 func (u *Upstream) Stateful() bool { return u.cfg.Stateful }
 

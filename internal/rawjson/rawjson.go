@@ -163,7 +163,14 @@ func hasControl(b []byte) bool {
 // more than once has every occurrence's value replaced, so that decoders that
 // keep the first and decoders that keep the last duplicate agree on it.
 func Set(obj []byte, key string, value []byte) ([]byte, error) {
-	var spans []Field
+	return set(obj, key, value, false)
+}
+
+// set is Set, with value written between quotes when quoted (a plain
+// string, SetString's): the output is the one allocation.
+func set[V []byte | string](obj []byte, key string, value V, quoted bool) ([]byte, error) {
+	var first [2]Field // on the stack: a member is almost always there once
+	spans := first[:0]
 	err := EachField(obj, func(f Field) bool {
 		if f.Key == key {
 			spans = append(spans, f)
@@ -173,16 +180,28 @@ func Set(obj []byte, key string, value []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	vlen := len(value)
+	if quoted {
+		vlen += 2
+	}
+	put := func(out []byte) []byte {
+		if !quoted {
+			return append(out, value...)
+		}
+		out = append(out, '"')
+		out = append(out, value...)
+		return append(out, '"')
+	}
 	if len(spans) > 0 {
 		n := len(obj)
 		for _, f := range spans {
-			n += len(value) - len(f.Value)
+			n += vlen - len(f.Value)
 		}
 		out := make([]byte, 0, n)
 		prev := 0
 		for _, f := range spans {
 			out = append(out, obj[prev:f.Start]...)
-			out = append(out, value...)
+			out = put(out)
 			prev = f.End
 		}
 		return append(out, obj[prev:]...), nil
@@ -193,31 +212,43 @@ func Set(obj []byte, key string, value []byte) ([]byte, error) {
 		end--
 	}
 	k, _ := json.Marshal(key)
-	out := make([]byte, 0, len(obj)+len(k)+len(value)+2)
+	out := make([]byte, 0, len(obj)+len(k)+vlen+2)
 	out = append(out, obj[:end]...)
 	if hasMembers(obj[:end]) {
 		out = append(out, ',')
 	}
 	out = append(out, k...)
 	out = append(out, ':')
-	out = append(out, value...)
+	out = put(out)
 	return append(out, obj[end:]...), nil
 }
 
 // SetString is Set with a JSON-encoded string value.
 func SetString(obj []byte, key, value string) ([]byte, error) {
+	if plainString(value) {
+		return set(obj, key, value, true)
+	}
 	return Set(obj, key, quote(value))
+}
+
+// plainString reports whether value needs no escape in JSON (json.Marshal
+// escapes <, > and & as HTML-safe \u escapes, and everything beyond
+// ASCII is checked by it too).
+func plainString(value string) bool {
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // quote is value as json.Marshal writes it, without its allocations for
 // the common case of a plain name.
 func quote(value string) []byte {
-	for i := 0; i < len(value); i++ {
-		// json.Marshal escapes these (<, >, & as HTML-safe \u escapes).
-		if c := value[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			v, _ := json.Marshal(value)
-			return v
-		}
+	if !plainString(value) {
+		v, _ := json.Marshal(value)
+		return v
 	}
 	v := make([]byte, 0, len(value)+2)
 	v = append(v, '"')

@@ -301,16 +301,33 @@ func TestSetMatchesDecodedKey(t *testing.T) {
 // A rewritten value must be what every decoder sees, whether it keeps the
 // first or the last of duplicate keys.
 func TestSetDuplicateKeys(t *testing.T) {
-	out, err := Set([]byte(`{"name":"a", "x":0, "name" : "evil"}`), "name", []byte(`"up_a"`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"name":"up_a", "x":0, "name" : "up_a"}`; string(out) != want {
-		t.Errorf("Set = %s, want %s", out, want)
-	}
-	var m struct{ Name string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Name != "up_a" {
-		t.Errorf("encoding/json sees %v (%v)", m, err)
+	for _, tc := range []struct {
+		name, in, want string
+		str            bool // through SetString (its plain-string path)
+	}{
+		{"twice", `{"name":"a", "x":0, "name" : "evil"}`, `{"name":"up_a", "x":0, "name" : "up_a"}`, false},
+		{"three times (more than Set keeps on its stack)", `{"name":"a","name":"b","x":0,"name":"c"}`, `{"name":"up_a","name":"up_a","x":0,"name":"up_a"}`, false},
+		{"SetString, twice", `{"name":"a", "x":0, "name" : "evil"}`, `{"name":"up_a", "x":0, "name" : "up_a"}`, true},
+		{"SetString, three times", `{"name":1,"name":2,"name":3}`, `{"name":"up_a","name":"up_a","name":"up_a"}`, true},
+		{"SetString, absent", `{"x":0}`, `{"x":0,"name":"up_a"}`, true},
+	} {
+		var out []byte
+		var err error
+		if tc.str {
+			out, err = SetString([]byte(tc.in), "name", "up_a")
+		} else {
+			out, err = Set([]byte(tc.in), "name", []byte(`"up_a"`))
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if string(out) != tc.want {
+			t.Errorf("%s: Set = %s, want %s", tc.name, out, tc.want)
+		}
+		var m struct{ Name string }
+		if err := json.Unmarshal(out, &m); err != nil || m.Name != "up_a" {
+			t.Errorf("%s: encoding/json sees %v (%v)", tc.name, m, err)
+		}
 	}
 }
 

@@ -156,8 +156,8 @@ func (c *Core) StartBridged(sess *Session, msg *jsonrpc.Message, v *Verdict, par
 		driven:  true,
 	}
 	sess.ctx = ctx // the call outlives the request; the request's End still ends only the request
-	call := &Call{cs: newCallStream(ctx, sess), done: make(chan *jsonrpc.Message, 1), park: p}
-	call.cs.park = p
+	call := newCall(ctx, sess)
+	call.park, call.cs.park = p, p
 	p.call = call
 	c.run(call, msg.ID, func() *jsonrpc.Message {
 		return c.StatelessResult(msg.Method, c.Handle(ctx, sess, msg, v, call.cs))

@@ -16,9 +16,18 @@ import (
 // server→client requests). Every transport drives a call with Next, the
 // one pump from a call to its caller's stream.
 type Call struct {
-	cs   *CallStream
-	done chan *jsonrpc.Message // buffered 1: the answer
-	park *parkedCall           // a bridged call (StartBridged) only
+	cs     *CallStream           // &stream
+	stream CallStream            // in the same allocation
+	done   chan *jsonrpc.Message // buffered 1: the answer
+	park   *parkedCall           // a bridged call (StartBridged) only
+}
+
+// newCall is a call of sess running in ctx, its stream ready.
+func newCall(ctx context.Context, sess *Session) *Call {
+	call := &Call{done: make(chan *jsonrpc.Message, 1)}
+	call.stream.init(ctx, sess)
+	call.cs = &call.stream
+	return call
 }
 
 // Outcome is what Next stopped at.
@@ -42,8 +51,20 @@ type Outcome struct {
 // Start runs msg for sess on a goroutine the core owns, with a call stream
 // in ctx; drive it with Next. v is as for Handle.
 func (c *Core) Start(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict) *Call {
-	call := &Call{cs: newCallStream(ctx, sess), done: make(chan *jsonrpc.Message, 1)}
-	c.run(call, msg.ID, func() *jsonrpc.Message { return c.Handle(ctx, sess, msg, v, call.cs) }, func() {})
+	call := newCall(ctx, sess)
+	// Not run (and Go): their two closures and Go's own would be three
+	// allocations per call for what this one goroutine does.
+	c.goMu.Lock()
+	defer c.goMu.Unlock()
+	if c.closed {
+		call.done <- shuttingDown(msg.ID)
+		return call
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		call.done <- c.Handle(ctx, sess, msg, v, call.cs)
+	}()
 	return call
 }
 
@@ -55,8 +76,13 @@ func (c *Core) run(call *Call, id jsonrpc.ID, f func() *jsonrpc.Message, end fun
 		call.done <- f()
 	}) {
 		end()
-		call.done <- jsonrpc.NewError(id, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: "mcpgw is shutting down; retry against another replica"})
+		call.done <- shuttingDown(id)
 	}
+}
+
+// shuttingDown is the answer to request id once Close has begun.
+func shuttingDown(id jsonrpc.ID) *jsonrpc.Message {
+	return jsonrpc.NewError(id, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: "mcpgw is shutting down; retry against another replica"})
 }
 
 // Next is the one event pump: it hands each message the upstream sends

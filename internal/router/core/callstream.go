@@ -21,9 +21,9 @@ type CallStream struct {
 	park   *parkedCall // for 2026-07-28 callers: input requests become input_required
 }
 
-// newCallStream makes the stream of one call of sess that runs in ctx.
-func newCallStream(ctx context.Context, sess *Session) *CallStream {
-	return &CallStream{ctx: ctx, sess: sess, events: make(chan []byte, 64)}
+// init makes cs the stream of one call of sess that runs in ctx.
+func (cs *CallStream) init(ctx context.Context, sess *Session) {
+	*cs = CallStream{ctx: ctx, sess: sess, events: make(chan []byte, 64)}
 }
 
 // options are the client.CallOptions that route a call's messages here.
@@ -31,7 +31,9 @@ func (cs *CallStream) options() client.CallOptions {
 	cs.sess.mu.Lock()
 	level := cs.sess.logLevel
 	cs.sess.mu.Unlock()
-	opts := client.CallOptions{Progress: cs.progress, Notify: cs.notify, Request: cs.request, PassInputRequired: cs.sess.Stateless(), LogLevel: level}
+	// The stream itself handles the call's messages (client.CallHandler):
+	// no method value made per call.
+	opts := client.CallOptions{Handler: cs, PassInputRequired: cs.sess.Stateless(), LogLevel: level}
 	if cs.park != nil {
 		opts.Parked = cs.park.waiting
 	}
@@ -51,18 +53,22 @@ func (cs *CallStream) hint(method string, params json.RawMessage) {
 	}
 }
 
-func (cs *CallStream) progress(params json.RawMessage) { cs.hint(mcp.NotificationProgress, params) }
+// Progress queues a progress notification of the call (client.CallHandler).
+func (cs *CallStream) Progress(params json.RawMessage) { cs.hint(mcp.NotificationProgress, params) }
 
-func (cs *CallStream) notify(method string, params json.RawMessage) {
+// Notify queues another notification of the call, a log message only
+// when it passes the session's threshold (client.CallHandler).
+func (cs *CallStream) Notify(method string, params json.RawMessage) {
 	if method == mcp.NotificationMessage && !cs.sess.wantsLog(params) {
 		return
 	}
 	cs.hint(method, params)
 }
 
-// request relays a server→client request to the downstream client and
-// waits for its answer, the call's end, or the upstream giving up.
-func (cs *CallStream) request(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+// Request relays a server→client request to the downstream client and
+// waits for its answer, the call's end, or the upstream giving up
+// (client.CallHandler).
+func (cs *CallStream) Request(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
 	if missing := cs.sess.lacks(method, params); missing != "" {
 		if cs.park != nil {
 			// A 2026-07-28 caller is told what it lacks (-32021), as the

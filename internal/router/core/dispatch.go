@@ -33,17 +33,17 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	rte := c.routeOf(sess)                         // one generation's route, view and policy for the whole request
 	ctx, obs := c.observe(ctx, sess, rte, msg, cs) // metrics and the server span (telemetry.go)
 	defer func() { c.report(rte, msg, resp, &obs) }()
-	ctx, uncut := c.cuttable(ctx) // shutdown.go
-	defer uncut()
+	ctx, cancel, cutID := c.cuttable(ctx) // shutdown.go
+	defer c.uncut(cutID, cancel)
 	defer func() {
 		if cut := cutAnswer(ctx, msg.ID); cut != nil && (resp == nil || resp.Error != nil) {
 			resp = cut // a result that made it stays
 		}
 	}()
-	ctx = host.WithCallerCapabilities(ctx, sess.caps) // exact_capabilities: the upstream sees the caller's own
-	ctx = host.WithSession(ctx, sess.id)              // stateful upstreams use this session's own connection
-	// The tasks it creates and uses are its own (catalog/tasks.go).
-	ctx = catalog.WithTaskOwner(ctx, catalog.TaskOwner{Route: rte.Path, Principal: sess.owner, Session: sess.id})
+	// The caller, for the host and the catalog: its own capabilities for
+	// exact_capabilities, its session's connection on a stateful upstream,
+	// and the tasks it creates and uses are its own (catalog/tasks.go).
+	ctx = host.WithCaller(ctx, &sess.caller)
 	view := rte.View
 	switch msg.Method {
 	case mcp.MethodPing:
@@ -109,8 +109,10 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		}
 		msg = inner
 	}
+	var own Verdict
 	if v == nil || v.rte != rte {
-		v = c.Decide(ctx, rte, msg)
+		c.decide(ctx, rte, msg, &own)
+		v = &own
 	}
 	au := c.auditBegin(ctx, rte, msg, v)
 	defer func() { au.end(resp) }()
@@ -139,7 +141,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		if cs != nil {
 			opts = cs.options()
 		}
-		resp, gerr := view.Forward(ctx, msg.Method, msg.Params, opts)
+		resp, gerr := view.ForwardTarget(ctx, msg.Method, msg.Params, v.external, opts)
 		if gerr != nil {
 			edge.Logger(ctx, c.log).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
 			if gerr.Code == mcp.CodeURLElicitationRequired { // elicitations.go

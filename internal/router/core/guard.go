@@ -35,22 +35,26 @@ func mustCompileAllowAll() *policy.Policy {
 //
 // pinned is the target as pinning read it ("" when it did not): it is not
 // read from the params again.
-func target(ctx context.Context, rte *Route, msg *jsonrpc.Message, pinned string) (kind, name string, ok bool) {
+//
+// external is the target as the params carry it, for Forward (which then
+// does not read it again).
+func target(ctx context.Context, rte *Route, msg *jsonrpc.Message, pinned string) (kind, name, external string, ok bool) {
 	t, ok := mcp.TargetOf(msg.Method, msg.Params)
 	if !ok {
-		return "", "", false
+		return "", "", "", false
 	}
-	name = pinned
-	if name == "" {
+	external = pinned
+	if external == "" {
 		var err error
-		if name, err = rawjson.GetPath(msg.Params, t.Path); err != nil {
-			return "", "", false
+		if external, err = rawjson.GetPath(msg.Params, t.Path); err != nil {
+			return "", "", "", false
 		}
 	}
+	name = external
 	if c, err := rte.View.Canonical(ctx, t.Kind, name); err == nil {
 		name = c
 	}
-	return string(t.Kind), name, true
+	return string(t.Kind), name, external, true
 }
 
 // visibleTo is what the policy lets the caller see on rte, for resolving
@@ -88,22 +92,32 @@ type Verdict struct {
 	params     json.RawMessage
 	pinErr     *jsonrpc.Error
 	kind, name string
-	targeted   bool            // the request names a target (else the routing layer answers it)
-	decided    bool            // a policy made decision
-	decision   policy.Decision // when decided
+	// external is the target as params carry it, handed to Forward so
+	// that it routes by what was judged without reading the params again.
+	external string
+	targeted bool            // the request names a target (else the routing layer answers it)
+	decided  bool            // a policy made decision
+	decision policy.Decision // when decided
 }
 
 // Decide makes the access policy's decision on msg for the principal in ctx.
 func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Verdict {
-	v := &Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
+	v := new(Verdict)
+	c.decide(ctx, rte, msg, v)
+	return v
+}
+
+// decide is Decide into v: Handle's own verdict stays on its stack.
+func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict) {
+	*v = Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
 	switch metaName(rte, msg) { // toolsearch.go
 	case metaSearch:
-		return v // the gateway answers it, showing only what the caller may see
+		return // the gateway answers it, showing only what the caller may see
 	case metaCall:
 		inner, jerr := unwrapCall(rte, msg) // judged as the direct call it names
 		if jerr != nil {
 			v.pinErr = jerr
-			return v
+			return
 		}
 		msg = inner
 		v.params = msg.Params
@@ -111,12 +125,12 @@ func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Ve
 	pinned, name, jerr := rte.View.PinTarget(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
-		return v
+		return
 	}
 	v.params = pinned
 	pm := *msg
 	pm.Params = pinned
-	v.kind, v.name, v.targeted = target(ctx, rte, &pm, name)
+	v.kind, v.name, v.external, v.targeted = target(ctx, rte, &pm, name)
 	if v.kind == string(mcp.KindTask) {
 		// A task: only the principal it was handed to may use it (the host
 		// opens its sealed id), and the tools/call that created it was
@@ -127,7 +141,6 @@ func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Ve
 		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(&pm))
 		v.decided = true
 	}
-	return v
 }
 
 // guard applies the access policy, the pinning lock and the rate limits

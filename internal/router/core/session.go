@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
@@ -34,6 +35,11 @@ type Session struct {
 	// owner is the Key of the principal that created the session ("" when
 	// authentication is off); only that principal may use it.
 	owner string
+	// caller is what the host and the catalog read of the session on each
+	// of its requests (host.WithCaller): made with it, not per request.
+	// Its Route is the route's path, which SetRoute keeps (a reload moves
+	// a session only to the same path's route).
+	caller host.Caller
 
 	subscriptionID json.RawMessage // a listen stream's id, tagged on its notifications
 
@@ -55,8 +61,8 @@ type Session struct {
 
 	mu       sync.Mutex
 	logLevel string
-	inflight map[string]context.CancelFunc    // by downstream request id
-	outgoing map[string]chan *jsonrpc.Message // relayed server→client requests, by the id the gateway gave them
+	inflight map[string]context.CancelFunc    // by downstream request id (nil until the first)
+	outgoing map[string]chan *jsonrpc.Message // relayed server→client requests, by the id the gateway gave them (nil until the first)
 	nextOut  int64
 }
 
@@ -66,6 +72,7 @@ func NewSession(id string, rte *Route, version mcp.Revision, caps, info json.Raw
 	ctx, cancel := context.WithCancel(auth.WithPrincipal(context.Background(), p))
 	s := newSession(ctx, cancel, rte, version, caps, info, p.Key())
 	s.id = id
+	s.caller.Session = id
 	return s
 }
 
@@ -80,16 +87,17 @@ func NewRequestSession(ctx context.Context, rte *Route, version mcp.Revision, ca
 
 func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner string) *Session {
 	s := &Session{
-		owner:    owner,
-		version:  version,
-		caps:     caps,
-		info:     info,
-		ctx:      ctx,
-		cancel:   cancel,
-		outbox:   make(chan []byte, 64),
-		inflight: make(map[string]context.CancelFunc),
-		outgoing: make(map[string]chan *jsonrpc.Message),
+		owner:   owner,
+		version: version,
+		caps:    caps,
+		info:    info,
+		ctx:     ctx,
+		cancel:  cancel,
+		outbox:  make(chan []byte, 64),
+		// inflight and outgoing are made on first use: a 2026-07-28
+		// request's session (one per request) seldom needs either.
 	}
+	s.caller = host.Caller{Capabilities: caps, Route: rte.Path, Principal: owner}
 	s.SetRoute(rte)
 	return s
 }
@@ -138,6 +146,7 @@ func (s *Session) Outbox() <-chan []byte { return s.outbox }
 func (s *Session) Handshake(version mcp.Revision, caps, info json.RawMessage) {
 	s.mu.Lock()
 	s.version, s.caps, s.info = version, caps, info
+	s.caller.Capabilities = caps
 	s.mu.Unlock()
 }
 
@@ -158,6 +167,9 @@ func (s *Session) InFlight() int {
 // Track registers an in-flight request so notifications/cancelled can stop it.
 func (s *Session) Track(id jsonrpc.ID, cancel context.CancelFunc) {
 	s.mu.Lock()
+	if s.inflight == nil {
+		s.inflight = make(map[string]context.CancelFunc)
+	}
 	s.inflight[string(id)] = cancel
 	s.mu.Unlock()
 }
@@ -190,6 +202,9 @@ func (s *Session) expect() (jsonrpc.ID, chan *jsonrpc.Message) {
 	// client uses for its requests to us.
 	id := jsonrpc.ID(fmt.Sprintf(`"mcpgw-%d"`, s.nextOut))
 	ch := make(chan *jsonrpc.Message, 1)
+	if s.outgoing == nil {
+		s.outgoing = make(map[string]chan *jsonrpc.Message)
+	}
 	s.outgoing[string(id)] = ch
 	return id, ch
 }
