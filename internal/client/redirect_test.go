@@ -140,7 +140,7 @@ func TestPostIsOneWrite(t *testing.T) {
 	}}
 	defer tr.CloseIdleConnections()
 	s := client.NewStreamable(client.HTTPConfig{URL: ts.URL, Client: &http.Client{Transport: tr}, Headers: map[string]string{"X-Api-Key": "k"}})
-	if err := s.Start(context.Background(), func([]byte, jsonrpc.ID) {}); err != nil {
+	if err := s.Start(context.Background(), func([]byte, jsonrpc.ID) bool { return false }); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
