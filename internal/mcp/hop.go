@@ -28,7 +28,10 @@ func IsHopKey(k string) bool {
 // byte for byte. obj comes back unchanged when it carries none.
 func WithoutHopMeta(obj json.RawMessage) (json.RawMessage, error) {
 	meta, ok := rawjson.Get(obj, "_meta")
-	if !ok || !bytes.Contains(meta, []byte(HopPrefix)) {
+	// The quick test must not be fooled by a key spelled with escapes
+	// ("io.modelcontextprotocol\/…" is the same key): any backslash means
+	// the keys are read properly.
+	if !ok || (!bytes.Contains(meta, []byte(HopPrefix)) && bytes.IndexByte(meta, '\\') < 0) {
 		return obj, nil
 	}
 	fields, err := rawjson.Fields(meta)

@@ -15,6 +15,10 @@ func TestWithoutHopMeta(t *testing.T) {
 		{`{"_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"b":[ 1, 2 ]}`, `{"_meta":{"progressToken":7},"b":[ 1, 2 ]}`},
 		{`{"_meta":{"io.modelcontextprotocol/a":1,"x.io/keep":{"io.modelcontextprotocol/inner":1}}}`, `{"_meta":{"x.io/keep":{"io.modelcontextprotocol/inner":1}}}`},
 		{`{"_meta":{"io.modelcontextprotocol/a":1,"io.modelcontextprotocol/a":2}}`, `{}`},
+		// The same keys spelled with escapes are the same keys.
+		{`{"a":1,"_meta":{"io.modelcontextprotocol\/protocolVersion":"x","k":2}}`, `{"a":1,"_meta":{"k":2}}`},
+		{`{"a":1,"_meta":{"io.modelcontextprotocol\u002fclientCapabilities":{}}}`, `{"a":1}`},
+		{`{"_meta":{"\u0069o.modelcontextprotocol/serverInfo":{},"k\n":1}}`, `{"_meta":{"k\n":1}}`},
 		// Task metadata is payload, not hop.
 		{`{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t"},"io.modelcontextprotocol/serverInfo":{}}}`, `{"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t"}}}`},
 		{`{"_meta":{"io.modelcontextprotocol/model-immediate-response":"soon"}}`, `{"_meta":{"io.modelcontextprotocol/model-immediate-response":"soon"}}`},
@@ -32,6 +36,7 @@ func FuzzWithoutHopMeta(f *testing.F) {
 	f.Add(`{"a":1,"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"},"k":2}}`)
 	f.Add(`{"_meta":{"io.modelcontextprotocol/a":1}}`)
 	f.Add(`{"_meta":"io.modelcontextprotocol/"}`)
+	f.Add(`{"_meta":{"io.modelcontextprotocol\/a":1,"b\"":2}}`)
 	f.Add(`{"_meta":{"io.modelcontextprotocol/a":1,"io.modelcontextprotocol/a":2},"_meta":{}}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		var obj map[string]json.RawMessage
