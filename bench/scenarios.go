@@ -234,9 +234,13 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 		return l
 	}
 	// Warm-up: connections to every worker count, caches, the GC's pace.
+	// Long enough for several calls per worker (4 ms each), or the pools
+	// are still growing to their steady size in the measured runs, and
+	// that shows as new upstream connections.
+	warm := min(b.o.dur, max(300*time.Millisecond, time.Duration(c)*4*time.Millisecond))
 	for _, ep := range eps {
 		var st stats
-		if err := b.runOnce(ctx, ep, mk(ep, min(b.o.dur/2, 300*time.Millisecond)), &st, ""); err != nil {
+		if err := b.runOnce(ctx, ep, mk(ep, warm), &st, ""); err != nil {
 			return err
 		}
 		if st.errs > 0 {
