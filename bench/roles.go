@@ -32,10 +32,11 @@ import (
 // first argument, so each one has its own /proc/<pid>/stat and its own Go
 // heap: the CPU and allocations of the middle process are its alone.
 const (
-	roleUpstream  = "role-upstream"  // go-sdk MCP servers over Streamable HTTP
-	roleForwarder = "role-forwarder" // the transparent forwarder
-	roleGateway   = "role-gateway"   // mcpgw (internal/gateway, as `mcpgw run` starts it)
-	roleDemo      = "demo-server"    // mcpgw's demo server on stdio (`mcpgw demo-server`)
+	roleUpstream  = "role-upstream"   // go-sdk MCP servers over Streamable HTTP
+	roleForwarder = "role-forwarder"  // the transparent forwarder
+	roleGateway   = "role-gateway"    // mcpgw (internal/gateway, as `mcpgw run` starts it)
+	roleDemo      = "demo-server"     // mcpgw's demo server on stdio (`mcpgw demo-server`)
+	roleStdioEcho = "role-stdio-echo" // the stdio floor: a minimal JSON-RPC echo child (stdioecho.go)
 )
 
 // runRole runs a child role and reports whether args named one.
@@ -53,6 +54,8 @@ func runRole(args []string) (bool, int) {
 		err = gatewayRole(args[1:])
 	case roleDemo:
 		err = demo.Server("bench").Run(context.Background(), &mcp.StdioTransport{})
+	case roleStdioEcho:
+		err = stdioEchoRole()
 	default:
 		return false, 0
 	}

@@ -142,9 +142,11 @@ upstreams:
     url: %s/stateless
   demo:
     command: [%q, %q]
+  raw:
+    command: [%q, %q]
 routes:
   - path: /mcp
-%s`, up.mcpURL, up.mcpURL, exe, roleDemo, extra))
+%s`, up.mcpURL, up.mcpURL, exe, roleDemo, exe, roleStdioEcho, extra))
 	if err != nil {
 		return
 	}
@@ -154,13 +156,18 @@ routes:
 
 // echoEndpoints are the rows of one upstream transport and mode: a legacy
 // session goes to the go-sdk's stateful handler (upstream "up" of mcpgw),
-// a 2026-07-28 request to its stateless one ("st"); the stdio upstream
-// ("demo") has no direct or forwarder row.
+// a 2026-07-28 request to its stateless one ("st"); the stdio upstreams
+// (the go-sdk "demo", and "raw", the minimal echo child of stdioecho.go)
+// have no direct or forwarder row.
 func (b *bench) echoEndpoints(upstream, mode, tool string, up, fwd, gw *child) []endpoint {
 	var eps []endpoint
-	if upstream == "stdio" {
+	if upstream == "stdio" || upstream == "stdio-raw" {
+		prefix := "demo__"
+		if upstream == "stdio-raw" {
+			prefix = "raw__"
+		}
 		if b.want("mcpgw") {
-			eps = append(eps, endpoint{name: "mcpgw", url: gw.mcpURL + "/mcp", tool: "demo__" + tool, middle: gw})
+			eps = append(eps, endpoint{name: "mcpgw", url: gw.mcpURL + "/mcp", tool: prefix + tool, middle: gw})
 		}
 		return eps
 	}
