@@ -537,6 +537,10 @@ func writeLines(b *strings.Builder, prefix string, text []byte) {
 	}
 }
 
+// Flush sends what WriteLast left buffered (and the headers, if nothing
+// was sent yet).
+func (s *Writer) Flush() error { return s.flush() }
+
 // flush sends what is buffered; a writer that cannot flush is not an
 // error (the event goes out when the response ends).
 func (s *Writer) flush() error {

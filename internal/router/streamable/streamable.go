@@ -190,8 +190,19 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	t.core.Metrics().CallStream(route, +1)       // metrics
 	defer t.core.Metrics().CallStream(route, -1) // metrics
 	call := t.core.Start(ctx, sess.Session, msg, v)
-	rw := newResumableWriter(w, sess.Events, sessions.NewStreamID(), msg.ID, sess.Version().AtLeast(mcp.Version20251125))
-	resp := call.Next(nil, nil, rw.write).Resp
+	rw := newPostWriter(w, sess.Events, sessions.NewStreamID(), msg.ID, sess.Version().AtLeast(mcp.Version20251125))
+	var out core.Outcome
+	if rw.held {
+		hold := time.NewTimer(primingHold)
+		if out = call.Next(nil, hold.C, rw.write); out.Woke {
+			rw.flushPriming() // a longer call: the client gets its priming event now
+			out = call.Next(nil, nil, rw.write)
+		}
+		hold.Stop()
+	} else {
+		out = call.Next(nil, nil, rw.write)
+	}
+	resp := out.Resp
 	if b, err := jsonrpc.Encode(resp); err == nil {
 		rw.writeLast(b)
 	}
