@@ -576,7 +576,7 @@ func (s *Streamable) resume(ctx context.Context, lastID string, retry time.Durat
 		req.Header.Set("Accept", mcp.ContentTypeEventStream)
 		req.Header.Set("Last-Event-ID", lastID)
 		s.headers(req.Header)
-		resp, err := s.cfg.Client.Do(req)
+		resp, err := send(s.cfg.Client, req)
 		if err != nil {
 			continue
 		}
@@ -648,7 +648,7 @@ func (s *Streamable) listen() {
 			req.Header.Set("Last-Event-ID", lastID)
 		}
 		s.headers(req.Header)
-		resp, err := s.cfg.Client.Do(req)
+		resp, err := send(s.cfg.Client, req)
 		if err == nil {
 			switch {
 			case resp.StatusCode == http.StatusMethodNotAllowed:
@@ -699,7 +699,7 @@ func (s *Streamable) Close() error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodDelete, s.cfg.URL, nil)
 		if err == nil {
 			s.headers(req.Header)
-			if resp, err := s.cfg.Client.Do(req); err == nil {
+			if resp, err := send(s.cfg.Client, req); err == nil {
 				resp.Body.Close()
 			}
 		}
@@ -738,7 +738,7 @@ func (l *LegacySSE) Start(ctx context.Context, deliver DeliverFunc) error {
 	for k, v := range l.cfg.Headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := l.cfg.Client.Do(req)
+	resp, err := send(l.cfg.Client, req)
 	if err != nil {
 		stop()
 		cancel()
@@ -821,7 +821,7 @@ func (l *LegacySSE) Send(ctx context.Context, msg []byte) error {
 		req.Header.Set(k, v)
 	}
 	setTraceHeaders(ctx, req.Header)
-	resp, err := l.cfg.Client.Do(req)
+	resp, err := send(l.cfg.Client, req)
 	if err != nil {
 		return fmt.Errorf("POST %s: %w", redactURL(l.endpoint), unwrapURLError(err))
 	}

@@ -71,8 +71,13 @@ func (s *Streamable) newPost(ctx context.Context, msg []byte, n int) (*http.Requ
 // post sends req. A client with its own timeout, cookie jar or redirect
 // policy keeps them (http.Client.Do); the default one's Transport gets the
 // request directly, with the redirect policy above.
-func (s *Streamable) post(req *http.Request) (*http.Response, error) {
-	c := s.cfg.Client
+func (s *Streamable) post(req *http.Request) (*http.Response, error) { return send(s.cfg.Client, req) }
+
+// send is post for any request to an upstream (the POSTs, the GET
+// streams and their resumptions, the DELETE, the legacy SSE transport's
+// requests): one redirect policy for all, so that no request follows a
+// redirect to another origin with the upstream's configured headers.
+func send(c *http.Client, req *http.Request) (*http.Response, error) {
 	if c.Timeout != 0 || c.Jar != nil || c.CheckRedirect != nil {
 		return c.Do(req)
 	}
@@ -90,7 +95,7 @@ func (s *Streamable) post(req *http.Request) (*http.Response, error) {
 			return resp, nil // a 3xx without a Location is the answer, as http.Client has it
 		}
 		discard(resp.Body)
-		next, err := s.redirect(req, resp.StatusCode, loc, hops)
+		next, err := redirect(req, resp.StatusCode, loc, hops)
 		if err != nil {
 			return nil, err
 		}
@@ -98,28 +103,31 @@ func (s *Streamable) post(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// redirect is the request that follows a POST's redirect to loc, or why
-// it is not followed.
-func (s *Streamable) redirect(req *http.Request, status int, loc string, hops int) (*http.Request, error) {
+// redirect is the request that follows a redirect to loc, or why it is
+// not followed.
+func redirect(req *http.Request, status int, loc string, hops int) (*http.Request, error) {
 	to, err := req.URL.Parse(loc)
 	if err != nil {
 		return nil, fmt.Errorf("upstream answered HTTP %d with a Location that is not a URL (%q)", status, loc)
 	}
 	shown := redactURL(to.String())
 	switch {
-	case status != http.StatusTemporaryRedirect && status != http.StatusPermanentRedirect:
-		return nil, fmt.Errorf("upstream answered HTTP %d, redirecting the message to %s: following it would turn the POST into a GET without the message; set the upstream's url to the MCP endpoint itself", status, shown)
+	case status != http.StatusTemporaryRedirect && status != http.StatusPermanentRedirect && req.Method != http.MethodGet:
+		return nil, fmt.Errorf("upstream answered HTTP %d, redirecting the %s to %s: following it would turn it into a GET without the message; set the upstream's url to the MCP endpoint itself", status, req.Method, shown)
 	case to.Scheme != req.URL.Scheme || to.Host != req.URL.Host:
 		return nil, fmt.Errorf("upstream answered HTTP %d, redirecting the message to another origin (%s): refused, so that the message and the upstream's headers do not go there; set the upstream's url to that endpoint if it is the one meant", status, shown)
 	case hops >= maxRedirects:
 		return nil, fmt.Errorf("upstream redirected the message %d times (last to %s); set the upstream's url to the MCP endpoint itself", hops+1, shown)
 	}
-	body, err := req.GetBody()
-	if err != nil {
-		return nil, err
-	}
 	next := req.Clone(req.Context())
-	next.URL, next.Host, next.Body = to, to.Host, body
+	next.URL, next.Host = to, to.Host
+	if req.GetBody != nil {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		next.Body = body
+	}
 	return next, nil
 }
 

@@ -155,3 +155,87 @@ func TestPostIsOneWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestGetStreamRedirects: the GET stream follows the same policy as the
+// POSTs. A redirect within the upstream's origin is followed, with the
+// configured headers; one to another origin is not, and nothing — least of
+// all the configured headers — reaches it.
+func TestGetStreamRedirects(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		crossOrig bool
+	}{{"same origin", false}, {"another origin", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var elsewhere, redirected, streamed atomic.Int64
+			var streamKey atomic.Value
+			other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				elsewhere.Add(1)
+				w.WriteHeader(http.StatusTeapot)
+			}))
+			defer other.Close()
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch {
+				case r.Method == http.MethodGet && r.URL.Path == "/mcp":
+					redirected.Add(1)
+					to := "/mcp/events"
+					if tc.crossOrig {
+						to = other.URL + "/events"
+					}
+					w.Header().Set("Location", to)
+					w.WriteHeader(http.StatusFound)
+				case r.Method == http.MethodGet && r.URL.Path == "/mcp/events":
+					streamKey.Store(r.Header.Get("X-Api-Key"))
+					streamed.Add(1)
+					w.Header().Set("Content-Type", "text/event-stream")
+					w.WriteHeader(http.StatusOK)
+					w.(http.Flusher).Flush()
+					<-r.Context().Done()
+				case r.Method == http.MethodPost:
+					body, _ := io.ReadAll(r.Body)
+					var m struct {
+						ID     json.RawMessage `json:"id"`
+						Method string          `json:"method"`
+					}
+					_ = json.Unmarshal(body, &m)
+					if m.Method != "initialize" {
+						w.WriteHeader(http.StatusAccepted)
+						return
+					}
+					w.Header().Set("Content-Type", "application/json")
+					w.Header().Set("Mcp-Session-Id", "s1")
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`, m.ID)
+				default:
+					w.WriteHeader(http.StatusMethodNotAllowed)
+				}
+			}))
+			defer ts.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := client.Connect(ctx, client.NewStreamable(client.HTTPConfig{URL: ts.URL + "/mcp", Headers: map[string]string{"x-api-key": "k"}}), client.Options{Name: "t", Protocol: "legacy"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for redirected.Load() == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if redirected.Load() == 0 {
+				t.Fatal("the client opened no GET stream")
+			}
+			if !tc.crossOrig {
+				for streamed.Load() == 0 && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if streamed.Load() == 0 || streamKey.Load() != "k" {
+					t.Fatalf("the same-origin redirect of the GET stream was not followed with the headers (streamed %d, X-Api-Key %v)", streamed.Load(), streamKey.Load())
+				}
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+			if n := elsewhere.Load(); n != 0 {
+				t.Errorf("the GET stream followed a redirect to another origin (%d requests there)", n)
+			}
+		})
+	}
+}
