@@ -71,6 +71,30 @@ type RedisOptions struct {
 	Logger *zap.Logger
 }
 
+// withDefaults is o with every unset bound at its default, the one home of
+// those defaults for the Redis-backed parts.
+func (o RedisOptions) withDefaults() RedisOptions {
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 500 * time.Millisecond
+	}
+	if o.TTL <= 0 {
+		o.TTL = time.Hour // router.Options.IdleTimeout's default
+	}
+	if o.Queue <= 0 {
+		o.Queue = 10000
+	}
+	if o.Poll <= 0 {
+		o.Poll = 250 * time.Millisecond
+	}
+	if o.Grace <= 0 {
+		o.Grace = 2 * time.Second
+	}
+	return o
+}
+
 // RedisEvents is the EventStore of a replica in a fleet: its sessions'
 // logs in memory, copied to Redis (the package comment above says how).
 type RedisEvents struct {
@@ -105,21 +129,7 @@ func NewRedisEvents(local *MemoryEvents, em EventMetrics, o RedisOptions) *Redis
 	if em == nil {
 		em = noEventMetrics{}
 	}
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-	if o.Poll <= 0 {
-		o.Poll = 250 * time.Millisecond
-	}
-	if o.Queue <= 0 {
-		o.Queue = 10000
-	}
-	if o.Grace <= 0 {
-		o.Grace = 2 * time.Second
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 500 * time.Millisecond
-	}
+	o = o.withDefaults()
 	s := &RedisEvents{local: local, em: em, o: o, q: make(chan redisOp, o.Queue), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.writer()
 	return s
@@ -528,12 +538,7 @@ const maxPendingRevocations = 10000
 // NewRedisRevocations makes the list (o.Client, Prefix, Timeout, Metrics,
 // Logger are used).
 func NewRedisRevocations(o RedisOptions) *RedisRevocations {
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 500 * time.Millisecond
-	}
+	o = o.withDefaults()
 	r := &RedisRevocations{o: o, stop: make(chan struct{}), done: make(chan struct{}), pending: map[string]time.Time{}, retryDone: make(chan struct{})}
 	go r.retry()
 	return r

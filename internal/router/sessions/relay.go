@@ -70,15 +70,7 @@ type relayHolder struct{ deliver func([]byte) }
 // Metrics, Logger are used) and starts its two goroutines; Close stops
 // them.
 func NewRedisRelay(o RedisOptions) *RedisRelay {
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 500 * time.Millisecond
-	}
-	if o.Queue <= 0 {
-		o.Queue = 10000
-	}
+	o = o.withDefaults()
 	r := &RedisRelay{o: o, q: make(chan relayMsg, min(o.Queue, 4096)), stop: make(chan struct{}), holders: map[string]map[*relayHolder]bool{}}
 	// Subscribed to nothing yet: the connection is made on the first Hold.
 	r.sub = o.Client.Subscribe(context.Background())
@@ -240,15 +232,7 @@ type RedisSubscriptions struct {
 
 // NewRedisSubscriptions makes the record for the replica named replica.
 func NewRedisSubscriptions(o RedisOptions, replica string) *RedisSubscriptions {
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 500 * time.Millisecond
-	}
-	if o.TTL <= 0 {
-		o.TTL = time.Hour
-	}
+	o = o.withDefaults()
 	return &RedisSubscriptions{o: o, replica: replica, stop: make(chan struct{}), done: make(chan struct{})}
 }
 

@@ -75,15 +75,7 @@ type upstreamOp struct {
 // NewRedisUpstreamSessions starts the store (o.Client, Prefix, TTL,
 // Timeout, Metrics, Logger are used); Close stops it.
 func NewRedisUpstreamSessions(o RedisOptions) *RedisUpstreamSessions {
-	if o.Logger == nil {
-		o.Logger = zap.NewNop()
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 500 * time.Millisecond
-	}
-	if o.TTL <= 0 {
-		o.TTL = time.Hour
-	}
+	o = o.withDefaults()
 	s := &RedisUpstreamSessions{o: o, q: make(chan upstreamOp, 1024), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.run()
 	return s
