@@ -30,26 +30,30 @@ type resumableWriter struct {
 // client). A call still running after it gets its priming event then.
 const primingHold = 10 * time.Millisecond
 
-// newPostWriter is newResumableWriter for a POST's answer stream with the
-// priming event held (primingHold; the caller flushes it with
-// flushPriming when the hold ends first).
-func newPostWriter(w http.ResponseWriter, log sessions.EventLog, stream string, request jsonrpc.ID, prime bool) *resumableWriter {
+// newHeldWriter opens stream's log and its SSE response. On 2025-11-25
+// (prime) the stream starts with a priming event — an id and empty data,
+// so the client can resume even before the first real event, and how long
+// to wait — which is written with the headers but held: it goes out with
+// the first event, or with flushPriming (a POST stream waits primingHold
+// for its call's first event, so that a quick answer takes one write).
+func newHeldWriter(w http.ResponseWriter, log sessions.EventLog, stream string, request jsonrpc.ID, prime bool) *resumableWriter {
 	log.Open(stream, request)
 	rw := &resumableWriter{log: log, stream: stream, sw: sse.NewWriterHeld(w), live: true}
 	if !prime {
-		rw.live = rw.sw.Flush() == nil
+		rw.live = rw.sw.Flush() == nil // a gone client shows at once
 		return rw
 	}
-	rw.live = rw.sw.WriteLast(primingEvent(stream)) == nil
+	rw.live = rw.sw.WriteLast(sse.Event{ID: sessions.EventID(stream, 0), Data: []byte{}, Retry: sessions.RetryMillis}) == nil
 	rw.held = rw.live
 	return rw
 }
 
-// primingEvent is 2025-11-25's first event of a stream: an id and empty
-// data, so the client can resume even before the first real event, and
-// how long to wait.
-func primingEvent(stream string) sse.Event {
-	return sse.Event{ID: sessions.EventID(stream, 0), Data: []byte{}, Retry: sessions.RetryMillis}
+// newResumableWriter is newHeldWriter with the headers and priming event
+// sent at once (a GET stream has no first event to wait for).
+func newResumableWriter(w http.ResponseWriter, log sessions.EventLog, stream string, request jsonrpc.ID, prime bool) *resumableWriter {
+	rw := newHeldWriter(w, log, stream, request, prime)
+	rw.flushPriming()
+	return rw
 }
 
 // flushPriming sends the held headers and priming event now.
@@ -58,19 +62,6 @@ func (rw *resumableWriter) flushPriming() {
 		rw.held = false
 		rw.live = rw.sw.Flush() == nil
 	}
-}
-
-func newResumableWriter(w http.ResponseWriter, log sessions.EventLog, stream string, request jsonrpc.ID, prime bool) *resumableWriter {
-	log.Open(stream, request)
-	if !prime {
-		return &resumableWriter{log: log, stream: stream, sw: sse.NewWriter(w), live: true}
-	}
-	// The headers go out with the priming event, in one write.
-	// 2025-11-25: an event with an id and empty data, so the client can
-	// resume even before the first real event, and how long to wait.
-	rw := &resumableWriter{log: log, stream: stream, sw: sse.NewWriterHeld(w), live: true}
-	rw.live = rw.sw.Write(primingEvent(stream)) == nil
-	return rw
 }
 
 // write logs data, then sends it if the connection is still there.

@@ -190,7 +190,7 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	t.core.Metrics().CallStream(route, +1)       // metrics
 	defer t.core.Metrics().CallStream(route, -1) // metrics
 	call := t.core.Start(ctx, sess.Session, msg, v)
-	rw := newPostWriter(w, sess.Events, sessions.NewStreamID(), msg.ID, sess.Version().AtLeast(mcp.Version20251125))
+	rw := newHeldWriter(w, sess.Events, sessions.NewStreamID(), msg.ID, sess.Version().AtLeast(mcp.Version20251125))
 	var out core.Outcome
 	if rw.held {
 		hold := time.NewTimer(primingHold)
