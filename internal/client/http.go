@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/internal/workers"
 )
 
 // HTTPConfig describes an HTTP upstream.
@@ -88,6 +89,7 @@ type lifecycle struct {
 	ctx    context.Context // cancelled by Close: ends every stream
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	pool   *workers.Pool // runs goTracked's goroutines
 
 	mu      sync.Mutex
 	stopped bool // no goroutine may start once stop began waiting
@@ -97,9 +99,16 @@ type lifecycle struct {
 	err      error
 }
 
+// The streams' goroutines kept between requests (internal/workers): an
+// answer stream is read on one per request.
+const (
+	maxIdleReaders = 256
+	idleReaderTime = 2 * time.Second
+)
+
 func newLifecycle() lifecycle {
 	ctx, cancel := context.WithCancel(context.Background())
-	return lifecycle{ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return lifecycle{ctx: ctx, cancel: cancel, done: make(chan struct{}), pool: workers.New(maxIdleReaders, idleReaderTime)}
 }
 
 func (l *lifecycle) fail(err error) {
@@ -130,10 +139,10 @@ func (l *lifecycle) goTracked(fn func()) bool {
 	}
 	l.wg.Add(1)
 	l.mu.Unlock()
-	go func() {
+	l.pool.Go(func() { // cannot be refused: the pool closes after stopped is set
 		defer l.wg.Done()
 		fn()
-	}()
+	})
 	return true
 }
 
@@ -144,6 +153,7 @@ func (l *lifecycle) stop() {
 	l.mu.Unlock()
 	l.cancel()
 	l.wg.Wait()
+	l.pool.Close()
 }
 
 // requestContext derives a request context from the transport's lifetime

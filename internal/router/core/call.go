@@ -61,10 +61,10 @@ func (c *Core) Start(ctx context.Context, sess *Session, msg *jsonrpc.Message, v
 		return call
 	}
 	c.wg.Add(1)
-	go func() {
+	c.pool.Go(func() { // cannot be refused: the pool closes after c.closed is set
 		defer c.wg.Done()
 		call.done <- c.Handle(ctx, sess, msg, v, call.cs)
-	}()
+	})
 	return call
 }
 

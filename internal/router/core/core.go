@@ -12,6 +12,7 @@ package core
 import (
 	"context"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -19,6 +20,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/workers"
 )
 
 // Stored is how the core reaches the stored sessions (package sessions),
@@ -105,11 +107,20 @@ type Core struct {
 	stop      chan struct{}
 	drain     chan struct{} // closed by Drain: no new sessions, streams end
 	wg        sync.WaitGroup
-	goMu      sync.Mutex // guards closed against Go's wg.Add
-	closed    bool       // Close began: Go starts nothing
+	pool      *workers.Pool // the goroutines of Start and Go, kept warm between calls
+	goMu      sync.Mutex    // guards closed against Go's wg.Add
+	closed    bool          // Close began: Go starts nothing
 	once      sync.Once
 	drainOnce sync.Once
 }
+
+// The calls' goroutines kept between calls (internal/workers): as many
+// as a busy gateway has calls in flight, each for 2–4 s after the load
+// (so that a burst leaves no goroutines behind for long).
+const (
+	maxIdleWorkers = 256
+	idleWorkerTime = 2 * time.Second
+)
 
 // New makes the core over h and starts its list-change coalescer.
 func New(h *host.Host, opts Options) *Core {
@@ -130,6 +141,7 @@ func New(h *host.Host, opts Options) *Core {
 		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
 		stop:      make(chan struct{}),
 		drain:     make(chan struct{}),
+		pool:      workers.New(maxIdleWorkers, idleWorkerTime),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
@@ -181,6 +193,7 @@ func (c *Core) Close(endSessions func()) {
 		c.bridge.closeAll()
 		endSessions()
 		c.wg.Wait()
+		c.pool.Close()
 	})
 }
 
@@ -194,10 +207,10 @@ func (c *Core) Go(f func()) bool {
 		return false
 	}
 	c.wg.Add(1)
-	go func() {
+	c.pool.Go(func() {
 		defer c.wg.Done()
 		f()
-	}()
+	})
 	return true
 }
 
