@@ -312,12 +312,15 @@ type Sessions struct {
 	// client's queue and how long one write to it may take; and how many
 	// bridged calls wait for their client's input, in all and for one
 	// principal.
-	MaxSessions                int      `yaml:"max_sessions"`
-	MaxSessionsPerPrincipal    int      `yaml:"max_sessions_per_principal"`
-	MaxRequestsPerSession      int      `yaml:"max_requests_per_session"`
-	MaxReplayStreams           int      `yaml:"max_replay_streams"`
-	SSEQueue                   int      `yaml:"sse_queue"`
-	SSEWriteTimeout            Duration `yaml:"sse_write_timeout"`
+	MaxSessions             int      `yaml:"max_sessions"`
+	MaxSessionsPerPrincipal int      `yaml:"max_sessions_per_principal"`
+	MaxRequestsPerSession   int      `yaml:"max_requests_per_session"`
+	MaxReplayStreams        int      `yaml:"max_replay_streams"`
+	SSEQueue                int      `yaml:"sse_queue"`
+	SSEWriteTimeout         Duration `yaml:"sse_write_timeout"`
+	// PrimingHold is how long a POST stream's priming event (2025-11-25)
+	// waits to go out with the call's first event, in one write.
+	PrimingHold                Duration `yaml:"priming_hold"`
 	MaxParkedCalls             int      `yaml:"max_parked_calls"`
 	MaxParkedCallsPerPrincipal int      `yaml:"max_parked_calls_per_principal"`
 }

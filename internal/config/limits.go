@@ -23,8 +23,13 @@ const (
 	DefaultMaxReplayStreams        = 16
 	DefaultSSEQueue                = 256 // messages
 	DefaultSSEWriteTimeout         = 30 * time.Second
-	DefaultMaxParkedCalls          = 256
-	DefaultMaxParkedPerPrincipal   = 32
+	// DefaultPrimingHold: longer than a small call takes even on a busy
+	// replica (p99 25 ms at 32 calls at once on 2 cores), far shorter
+	// than a call worth resuming.
+	DefaultPrimingHold           = 50 * time.Millisecond
+	MaxPrimingHold               = time.Second
+	DefaultMaxParkedCalls        = 256
+	DefaultMaxParkedPerPrincipal = 32
 
 	// Stateful upstreams: each session connection may be a child process.
 	DefaultMaxStatefulSessions             = 64
@@ -63,6 +68,9 @@ func limitsDefaults(c *Config, d *strictyaml.Decoder) {
 	if !d.Set("sessions.sse_write_timeout") {
 		s.SSEWriteTimeout = Duration(DefaultSSEWriteTimeout)
 	}
+	if !d.Set("sessions.priming_hold") {
+		s.PrimingHold = Duration(DefaultPrimingHold)
+	}
 	for name, u := range c.Upstreams {
 		if u == nil {
 			continue
@@ -93,6 +101,9 @@ func (v *validator) limits() {
 	v.atLeastOne("sessions.max_replay_streams", s.MaxReplayStreams, DefaultMaxReplayStreams)
 	v.atLeastOne("sessions.sse_queue", s.SSEQueue, DefaultSSEQueue)
 	v.positiveDuration("sessions.sse_write_timeout", s.SSEWriteTimeout, DefaultSSEWriteTimeout)
+	if s.PrimingHold < 0 || s.PrimingHold.D() > MaxPrimingHold {
+		v.add("sessions.priming_hold", fmt.Sprintf("must be from 0s (send the priming event at once) to %s; remove it for the default (%s)", MaxPrimingHold, DefaultPrimingHold))
+	}
 	v.atLeastOne("sessions.max_parked_calls", s.MaxParkedCalls, DefaultMaxParkedCalls)
 	v.atLeastOne("sessions.max_parked_calls_per_principal", s.MaxParkedCallsPerPrincipal, DefaultMaxParkedPerPrincipal)
 	v.share("sessions.max_parked_calls_per_principal", s.MaxParkedCallsPerPrincipal, "sessions.max_parked_calls", s.MaxParkedCalls)

@@ -38,10 +38,18 @@ func (c *countedConn) Write(b []byte) (int, error) { c.n.Add(1); return c.Conn.W
 // with the priming event. A call that answers at once sends it with the
 // headers and the answer in one write; a longer call gets it first, long
 // before its answer, so the client can resume a stream cut early.
-func TestPostStreamPriming(t *testing.T) {
+func TestPostStreamPriming(t *testing.T) { testPostStreamPriming(t, "", 1) }
+
+// With sessions.priming_hold: 0s the priming event goes out at once, on
+// its own: every call takes two writes.
+func TestPostStreamPrimingHoldOff(t *testing.T) {
+	testPostStreamPriming(t, "sessions: {priming_hold: 0s}\n", 2)
+}
+
+func testPostStreamPriming(t *testing.T, extra string, wantLeast int64) {
 	t.Parallel()
 	up := fidHTTPUpstream(t, "up", 0)
-	cfg, err := config.Parse("test.yaml", []byte("listen: 127.0.0.1:0\nupstreams:\n"+up.entry), nil)
+	cfg, err := config.Parse("test.yaml", []byte("listen: 127.0.0.1:0\n"+extra+"upstreams:\n"+up.entry), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +116,8 @@ func TestPostStreamPriming(t *testing.T) {
 		}
 		least = min(least, wc.writes.Load()-before)
 	}
-	if least != 1 {
-		t.Errorf("every quick call took at least %d writes, want 1 (the priming event sent with the answer)", least)
+	if least != wantLeast {
+		t.Errorf("every quick call took at least %d writes, want %d (1: the priming event sent with the answer; 2: on its own)", least, wantLeast)
 	}
 
 	evs := events(call(20, `{"tag":"slow","ms":800}`))

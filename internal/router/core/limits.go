@@ -17,17 +17,18 @@ type Limits struct {
 	MaxReplayStreams        int // sessions.max_replay_streams
 	SSEQueue                int // sessions.sse_queue
 	SSEWriteTimeout         time.Duration
-	MaxParked               int // sessions.max_parked_calls
-	MaxParkedPerPrincipal   int // sessions.max_parked_calls_per_principal
+	PrimingHold             time.Duration // sessions.priming_hold (0: no hold)
+	MaxParked               int           // sessions.max_parked_calls
+	MaxParkedPerPrincipal   int           // sessions.max_parked_calls_per_principal
 	ReadBodyTimeout         time.Duration
 }
 
 // LimitsOf reads the bounds of cfg; a bound cfg leaves at zero (a config
 // not made by config.Parse, in tests) gets its default.
 func LimitsOf(cfg *config.Config) Limits {
-	var s config.Sessions
+	s := config.Sessions{PrimingHold: config.Duration(config.DefaultPrimingHold)}
 	if cfg.Sessions != nil {
-		s = *cfg.Sessions
+		s = *cfg.Sessions // made by config.Parse: an unset hold has its default, a 0 is meant
 	}
 	or := func(v, def int) int {
 		if v > 0 {
@@ -48,6 +49,7 @@ func LimitsOf(cfg *config.Config) Limits {
 		MaxReplayStreams:        or(s.MaxReplayStreams, config.DefaultMaxReplayStreams),
 		SSEQueue:                or(s.SSEQueue, config.DefaultSSEQueue),
 		SSEWriteTimeout:         ord(s.SSEWriteTimeout, config.DefaultSSEWriteTimeout),
+		PrimingHold:             s.PrimingHold.D(),
 		MaxParked:               or(s.MaxParkedCalls, config.DefaultMaxParkedCalls),
 		MaxParkedPerPrincipal:   or(s.MaxParkedCallsPerPrincipal, config.DefaultMaxParkedPerPrincipal),
 		ReadBodyTimeout:         ord(cfg.ReadBodyTimeout, config.DefaultReadBodyTimeout),

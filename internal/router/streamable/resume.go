@@ -3,7 +3,6 @@ package streamable
 import (
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/limits"
@@ -23,19 +22,13 @@ type resumableWriter struct {
 	held   bool // the headers and priming event are written but not yet flushed
 }
 
-// primingHold is how long a POST stream's headers and priming event may
-// wait for the call's first event, to go out with it in one write: most
-// calls answer well within it, and one write instead of two is a fifth of
-// the gateway's CPU per small call (a syscall, a packet, a wakeup of the
-// client). A call still running after it gets its priming event then.
-const primingHold = 10 * time.Millisecond
-
 // newHeldWriter opens stream's log and its SSE response. On 2025-11-25
 // (prime) the stream starts with a priming event — an id and empty data,
 // so the client can resume even before the first real event, and how long
 // to wait — which is written with the headers but held: it goes out with
-// the first event, or with flushPriming (a POST stream waits primingHold
-// for its call's first event, so that a quick answer takes one write).
+// the first event, or with flushPriming (a POST stream waits
+// sessions.priming_hold for its call's first event, so that a quick answer
+// takes one write).
 func newHeldWriter(w http.ResponseWriter, log sessions.EventLog, stream string, request jsonrpc.ID, prime bool) *resumableWriter {
 	log.Open(stream, request)
 	rw := &resumableWriter{log: log, stream: stream, sw: sse.NewWriterHeld(w), live: true}
