@@ -112,3 +112,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIDValid checks ID.Valid's hand-written fast paths against
+// encoding/json: an id is valid exactly when it is one JSON string or
+// number.
+func FuzzIDValid(f *testing.F) {
+	for _, s := range []string{`1`, `-0`, `-1.5e+3`, `1E9`, `01`, `1.`, `.5`, `-`, `1e`, `"a"`, `""`, `"a\"b"`, `"\u00e9"`, "\"\x01\"", "\"\xff\"", `"a`, `a"`, `"`, `null`, `1 `, ` 1`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := false
+		if len(b) > 0 {
+			switch b[0] {
+			case '"':
+				var s string
+				want = json.Unmarshal(b, &s) == nil
+			case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+				var n json.Number
+				want = json.Unmarshal(b, &n) == nil
+			}
+		}
+		if got := ID(b).Valid(); got != want {
+			t.Fatalf("ID(%q).Valid() = %v, encoding/json says %v", b, got, want)
+		}
+	})
+}

@@ -68,13 +68,74 @@ func (id ID) Valid() bool {
 	}
 	switch id[0] {
 	case '"':
+		if plainString(id) {
+			return true // the usual id, without encoding/json's allocations
+		}
 		var s string
 		return json.Unmarshal(id, &s) == nil
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		var f json.Number
-		return json.Unmarshal(id, &f) == nil
+		return isNumber(id)
 	}
 	return false
+}
+
+// plainString reports whether b is a JSON string of printable ASCII
+// without escapes (a false answer says only that it is not that simple).
+func plainString(b []byte) bool {
+	if len(b) < 2 || b[len(b)-1] != '"' {
+		return false
+	}
+	for _, c := range b[1 : len(b)-1] {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// isNumber reports whether b is exactly one JSON number (RFC 8259 §6),
+// maybe followed by whitespace.
+func isNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	digits := func() bool {
+		j := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i > j
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++ // trailing whitespace, as encoding/json allows
+	}
+	return i == len(b)
 }
 
 // MarshalJSON writes the raw id.
@@ -383,6 +444,7 @@ const MaxDepth = rawjson.DefaultMaxDepth
 // encoding/json) would take for the member itself.
 type Parser struct {
 	members *rawjson.Members
+	methods map[string]string // known method names by their JSON text, read without an allocation
 }
 
 // envelope is what this layer interprets itself, with params' members.
@@ -398,8 +460,16 @@ func envelope(params *rawjson.Members) *rawjson.Members {
 }
 
 // NewParser returns a Parser for a reader that interprets params (nil:
-// nothing inside params).
-func NewParser(params *rawjson.Members) *Parser { return &Parser{members: envelope(params)} }
+// nothing inside params). Messages naming one of methods get that string
+// itself as their Method, rather than a new copy.
+func NewParser(params *rawjson.Members, methods ...string) *Parser {
+	p := &Parser{members: envelope(params), methods: make(map[string]string, len(methods))}
+	for _, m := range methods {
+		q, _ := json.Marshal(m)
+		p.methods[string(q)] = m
+	}
+	return p
+}
 
 // plain interprets nothing inside params.
 var plain = NewParser(nil)
@@ -464,6 +534,10 @@ func (p *Parser) parse(data []byte, clone bool) (*Message, error) {
 			if string(value) == "null" {
 				return // as encoding/json reads it: absent
 			}
+			if known, ok := p.methods[string(value)]; ok {
+				m.Method = known
+				return
+			}
 			s, ok := decodeString(value)
 			if !ok && *fieldErr == nil {
 				*fieldErr = Errorf(CodeInvalidRequest, `invalid request: "method" must be a string`)
@@ -500,7 +574,10 @@ func (p *Parser) parse(data []byte, clone bool) (*Message, error) {
 		}
 		m.Error = &e
 	}
-	if *version != nil && string(*version) != "null" {
+	switch {
+	case string(*version) == `"2.0"`:
+		m.JSONRPC = "2.0" // what every message says, without a copy
+	case *version != nil && string(*version) != "null":
 		m.JSONRPC, _ = decodeString(*version)
 	}
 	if m.JSONRPC != "2.0" {

@@ -367,14 +367,25 @@ func NewWriter(w http.ResponseWriter) *Writer {
 	return sw
 }
 
+// A stream's response header values, shared by every stream: net/http
+// only reads them, and a capacity equal to the length makes an append by
+// anyone copy them.
+var (
+	valueEventStream = []string{"text/event-stream"}[:1:1]
+	valueNoCache     = []string{"no-cache, no-transform"}[:1:1]
+	valueNo          = []string{"no"}[:1:1]
+)
+
 // NewWriterHeld is NewWriter without the flush of the headers: they go out
 // with the first event, in one write, so it is for a stream whose first
 // event is written at once (a session stream's priming event).
 func NewWriterHeld(w http.ResponseWriter) *Writer {
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache, no-transform")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	// The values made once (header.Set makes a slice per call); the keys
+	// are canonical already.
+	h["Content-Type"] = valueEventStream
+	h["Cache-Control"] = valueNoCache
+	h["X-Accel-Buffering"] = valueNo // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	return &Writer{w: w, rc: http.NewResponseController(w)}
 }

@@ -13,10 +13,13 @@ import (
 
 // Accepts reports whether the request's Accept header takes mediaType.
 func Accepts(r *http.Request, mediaType string) bool {
-	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
-		mt = strings.ToLower(strings.TrimSpace(mt))
-		if mt == mediaType || mt == "*/*" {
+	rest := r.Header.Get("Accept")
+	for rest != "" { // a walk rather than strings.Split: nothing allocated per request
+		var part string
+		part, rest, _ = strings.Cut(rest, ",")
+		mt, _, _ := strings.Cut(part, ";")
+		mt = strings.TrimSpace(mt)
+		if strings.EqualFold(mt, mediaType) || mt == "*/*" {
 			return true
 		}
 	}

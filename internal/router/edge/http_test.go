@@ -43,3 +43,31 @@ func TestWriteJSON(t *testing.T) {
 		})
 	}
 }
+
+func TestAccepts(t *testing.T) {
+	for _, tt := range []struct {
+		accept, mediaType string
+		want              bool
+	}{
+		{"application/json, text/event-stream", "text/event-stream", true},
+		{"application/json, text/event-stream", "application/json", true},
+		{"text/event-stream;q=0.9 ,application/json;q=1", "application/json", true},
+		{"Text/Event-Stream", "text/event-stream", true},
+		{"*/*", "application/json", true},
+		{"application/json", "text/event-stream", false},
+		{"application/jsonx, text/plain", "application/json", false},
+		{"", "application/json", false},
+		{",,;", "application/json", false},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		r.Header.Set("Accept", tt.accept)
+		if got := Accepts(r, tt.mediaType); got != tt.want {
+			t.Errorf("Accepts(%q, %q) = %v, want %v", tt.accept, tt.mediaType, got, tt.want)
+		}
+	}
+	r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+	r.Header.Set("Accept", "application/json, text/event-stream")
+	if n := testing.AllocsPerRun(100, func() { Accepts(r, "text/event-stream") }); n != 0 {
+		t.Errorf("Accepts allocates %v times per request, want 0", n)
+	}
+}

@@ -216,3 +216,22 @@ func TestEventLogTrimWakes(t *testing.T) {
 		t.Errorf("Since after the trim: %v", err)
 	}
 }
+
+// Stream ids are unique within a store and between stores (replicas of a
+// fleet share a session's event ids), and survive an event id's round trip.
+func TestNewStreamIDs(t *testing.T) {
+	a, b := NewStore(StoreOptions{}), NewStore(StoreOptions{})
+	seen := map[string]bool{}
+	for i := 0; i < 1000; i++ {
+		for _, st := range []*Store{a, b} {
+			id := st.NewStreamID()
+			if seen[id] {
+				t.Fatalf("stream id %q made twice", id)
+			}
+			seen[id] = true
+			if stream, seq, ok := ParseEventID(EventID(id, 7)); !ok || stream != id || seq != 7 {
+				t.Fatalf("event id of stream %q reads back as %q, %d, %v", id, stream, seq, ok)
+			}
+		}
+	}
+}

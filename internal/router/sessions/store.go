@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,6 +133,12 @@ type Store struct {
 	hashes  map[string]string // sealed session ids by sessionHash, to end one revoked elsewhere
 
 	now func() time.Time
+
+	// Stream ids: a random prefix per store and a count, unique within a
+	// session across the fleet (each replica's prefix is its own) without
+	// reading the system's randomness for every call.
+	streamPrefix string
+	streams      atomic.Uint64
 }
 
 // endedPerSession bounds the ended ids remembered: this many per
@@ -164,7 +171,7 @@ func NewStore(o StoreOptions) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	st := &Store{sessions: make(map[string]*Session), byOwner: map[string]int{}, events: o.Events, revoked: o.Revocations, relay: o.Relay, hashes: map[string]string{}, onEnd: o.OnEnd, m: o.Metrics, now: o.Now}
+	st := &Store{sessions: make(map[string]*Session), byOwner: map[string]int{}, events: o.Events, revoked: o.Revocations, relay: o.Relay, hashes: map[string]string{}, onEnd: o.OnEnd, m: o.Metrics, now: o.Now, streamPrefix: rand.Text()[:16] + "-"}
 	// Keys come from ParseSessionKeys, which checks their sizes.
 	sl, _ := newSealer(o.Keys)
 	st.sealer.Store(sl)
@@ -403,8 +410,12 @@ func (st *Store) CloseAll() {
 	}
 }
 
-// NewStreamID names one SSE stream within a session's event ids.
-func NewStreamID() string { return rand.Text() }
+// NewStreamID names one SSE stream within a session's event ids. The id is
+// no secret (a Last-Event-ID is honoured only on its own session), only
+// never used twice.
+func (s *Store) NewStreamID() string {
+	return s.streamPrefix + strconv.FormatUint(s.streams.Add(1), 36)
+}
 
 // newSessionID returns 256 random bits in base32 (a session id is a bearer
 // value that lives for hours): unguessable and visible-ASCII as the spec
