@@ -78,7 +78,12 @@ func (t *Transport) drive(w http.ResponseWriter, r *http.Request, call *core.Cal
 		}
 		early = nil
 	}
-	start := time.After(streamDelay)
+	delay := t.holdTimer(streamDelay) // pooled, as the priming hold's: time.After's would live on until it fired
+	defer func() {
+		delay.Stop()
+		t.holds.Put(delay)
+	}()
+	start := delay.C
 	for {
 		out := call.Next(r.Context().Done(), start, emit)
 		switch {

@@ -35,7 +35,7 @@ type Transport struct {
 	sessions  *sessions.Store
 	keepAlive time.Duration     // interval of SSE comment keep-alives
 	forward   http.RoundTripper // passes bridged retries to the replica holding their call (bridgeforward.go)
-	holds     sync.Pool         // stopped priming-hold timers (*time.Timer): three allocations per call less
+	holds     sync.Pool         // stopped timers (*time.Timer) of priming holds and stream delays: three allocations per call less
 }
 
 // New makes the transport over c, storing sessions in st.
