@@ -35,6 +35,25 @@ func Fields(obj []byte) ([]Field, error) {
 
 // EachField calls fn for each top-level member of obj until fn returns false.
 func EachField(obj []byte, fn func(Field) bool) error {
+	var bad error
+	err := eachRawField(obj, func(raw []byte, at, vStart, vEnd int) bool {
+		key, ok := unquote(raw)
+		if !ok {
+			bad = syntaxErr(at, "bad key")
+			return false
+		}
+		return fn(Field{Key: key, Value: obj[vStart:vEnd], Start: vStart, End: vEnd})
+	})
+	if bad != nil {
+		return bad
+	}
+	return err
+}
+
+// eachRawField is EachField with each key as its raw JSON string token
+// (quotes and escapes included; at is its offset), for a caller that need
+// not decode it.
+func eachRawField(obj []byte, fn func(raw []byte, at, vStart, vEnd int) bool) error {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return ErrNotObject
@@ -51,10 +70,7 @@ func EachField(obj []byte, fn func(Field) bool) error {
 		if err != nil {
 			return err
 		}
-		key, ok := unquote(obj[i:kEnd])
-		if !ok {
-			return syntaxErr(i, "bad key")
-		}
+		raw, at := obj[i:kEnd], i
 		i = skipSpace(obj, kEnd)
 		if i >= len(obj) || obj[i] != ':' {
 			return syntaxErr(i, "expected ':'")
@@ -64,7 +80,7 @@ func EachField(obj []byte, fn func(Field) bool) error {
 		if err != nil {
 			return err
 		}
-		if !fn(Field{Key: key, Value: obj[vStart:vEnd], Start: vStart, End: vEnd}) {
+		if !fn(raw, at, vStart, vEnd) {
 			return nil
 		}
 		i = skipSpace(obj, vEnd)
@@ -88,14 +104,33 @@ func EachField(obj []byte, fn func(Field) bool) error {
 func Get(obj []byte, key string) ([]byte, bool) {
 	var val []byte
 	found := false
-	_ = EachField(obj, func(f Field) bool {
-		if f.Key == key {
-			val, found = f.Value, true
+	_ = eachRawField(obj, func(raw []byte, _, vStart, vEnd int) bool {
+		if keyIs(raw, key) {
+			val, found = obj[vStart:vEnd], true
 			return false
 		}
 		return true
 	})
 	return val, found
+}
+
+// keyIs reports whether the raw key token raw names key. A key without
+// escapes is compared as it is, with nothing decoded or allocated (Get
+// runs for many keys of every message); one with escapes is decoded first,
+// so "\u0069d" is "id" as every decoder reads it. A key that does not
+// decode names nothing, as EachField refuses it.
+func keyIs(raw []byte, key string) bool {
+	inner := raw[1 : len(raw)-1] // skipString returned a whole token
+	if bytes.IndexByte(inner, '\\') < 0 {
+		if string(inner) == key {
+			return !hasControl(inner) && utf8.ValidString(key) // as unquote would have it
+		}
+		if isASCII(inner) {
+			return false // decoding changes nothing: it is not key
+		}
+	}
+	k, ok := unquote(raw) // escapes, or bytes that decode to U+FFFD
+	return ok && k == key
 }
 
 // GetString returns the string value of key, and whether it is present and a string.
