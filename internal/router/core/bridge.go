@@ -114,7 +114,7 @@ type parkedCall struct {
 	failed chan *jsonrpc.Error // ends the call for the client before the upstream does
 
 	mu      sync.Mutex
-	pending map[string]*inputNeed // asked of the client, not yet answered
+	pending map[string]*inputNeed // asked of the client, not yet answered (made by the first: most calls ask nothing)
 	seq     int
 	round   int        // input_required results returned so far
 	driven  bool       // an HTTP request is waiting on this call now
@@ -152,7 +152,6 @@ func (c *Core) StartBridged(sess *Session, msg *jsonrpc.Message, v *Verdict, par
 		cancel:  cancel,
 		needs:   make(chan *inputNeed, 8),
 		failed:  make(chan *jsonrpc.Error, 1),
-		pending: map[string]*inputNeed{},
 		driven:  true,
 	}
 	sess.ctx = ctx // the call outlives the request; the request's End still ends only the request
@@ -232,6 +231,9 @@ func (p *parkedCall) takeAgain() bool {
 // principal's share: sessions.max_parked_calls[_per_principal]).
 func (p *parkedCall) gather(need *inputNeed) Outcome {
 	p.mu.Lock()
+	if p.pending == nil {
+		p.pending = map[string]*inputNeed{}
+	}
 	p.pending[need.key] = need
 	p.mu.Unlock()
 	limit := time.After(bridgeGather)

@@ -11,6 +11,7 @@ package core
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -104,14 +105,16 @@ type Core struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	stop      chan struct{}
-	drain     chan struct{} // closed by Drain: no new sessions, streams end
-	wg        sync.WaitGroup
-	pool      *workers.Pool // the goroutines of Start and Go, kept warm between calls
-	goMu      sync.Mutex    // guards closed against Go's wg.Add
-	closed    bool          // Close began: Go starts nothing
-	once      sync.Once
-	drainOnce sync.Once
+	stop  chan struct{}
+	drain chan struct{} // closed by Drain: no new sessions, streams end
+	wg    sync.WaitGroup
+	pool  *workers.Pool // the goroutines of Start and Go, kept warm between calls
+
+	serverInfo json.RawMessage // opts.ServerInfo encoded once: every 2026-07-28 answer may carry it
+	goMu       sync.Mutex      // guards closed against Go's wg.Add
+	closed     bool            // Close began: Go starts nothing
+	once       sync.Once
+	drainOnce  sync.Once
 }
 
 // The calls' goroutines kept between calls (internal/workers): as many
@@ -143,6 +146,7 @@ func New(h *host.Host, opts Options) *Core {
 		drain:     make(chan struct{}),
 		pool:      workers.New(maxIdleWorkers, idleWorkerTime),
 	}
+	c.serverInfo = mustJSON(opts.ServerInfo)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.coalesce()

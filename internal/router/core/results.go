@@ -138,7 +138,7 @@ func (c *Core) StatelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Me
 	// what the first becomes, as rawjson.Set does).
 	if len(metas) > 0 {
 		if _, has := rawjson.Get(metas[0].Value, mcp.MetaServerInfo); has {
-			if m, err := rawjson.Set(metas[0].Value, mcp.MetaServerInfo, mustJSON(c.opts.ServerInfo)); err == nil {
+			if m, err := rawjson.Set(metas[0].Value, mcp.MetaServerInfo, c.serverInfo); err == nil {
 				for _, f := range metas {
 					edits = append(edits, jsonrpc.Edit{Start: f.Start, End: f.End, With: m})
 				}

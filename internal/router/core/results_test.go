@@ -16,7 +16,8 @@ import (
 // answer reads as the upstream's result with them applied, and the result
 // itself is the upstream's buffer, not a copy.
 func TestStatelessResultEdits(t *testing.T) {
-	c := &Core{log: zap.NewNop(), opts: Options{ServerInfo: mcp.Implementation{Name: "mcpgw", Version: "t"}}}
+	info := mcp.Implementation{Name: "mcpgw", Version: "t"}
+	c := &Core{log: zap.NewNop(), opts: Options{ServerInfo: info}, serverInfo: mustJSON(info)}
 	const gw = `{"name":"mcpgw","version":"t"}`
 	for _, tc := range []struct {
 		name, method, result, want string
