@@ -143,16 +143,16 @@ func (c *Core) StartBridged(sess *Session, msg *jsonrpc.Message, v *Verdict, par
 	ctx = client.WithTrace(ctx, client.TraceFrom(sess.ctx)) // sess.ctx is still the request's here
 	name, _ := rawjson.GetString(msg.Params, mcp.NameHeaderField(msg.Method))
 	p := &parkedCall{
-		method:  msg.Method,
-		name:    name,
-		owner:   principalTag(sess.owner),
-		bridge:  c.bridge,
-		limits:  sess.Route().Gen.Limits,
-		ctx:     ctx,
-		cancel:  cancel,
-		needs:   make(chan *inputNeed, 8),
-		failed:  make(chan *jsonrpc.Error, 1),
-		driven:  true,
+		method: msg.Method,
+		name:   name,
+		owner:  principalTag(sess.owner),
+		bridge: c.bridge,
+		limits: sess.Route().Gen.Limits,
+		ctx:    ctx,
+		cancel: cancel,
+		needs:  make(chan *inputNeed, 8),
+		failed: make(chan *jsonrpc.Error, 1),
+		driven: true,
 	}
 	sess.ctx = ctx // the call outlives the request; the request's End still ends only the request
 	call := newCall(ctx, sess)
