@@ -58,12 +58,8 @@ type Stdio struct {
 	cmd   *exec.Cmd
 	stdin *os.File
 
-	// Writes to stdin, one at a time: a Send that finds one in progress
-	// adds its line to the next batch and waits for it (stdinwrite.go).
 	writeMu sync.Mutex
-	writing bool        // a write is in progress
-	next    *stdinBatch // the lines gathered for the write after it
-	wbuf    []byte      // the line of a write that found none in progress (used by that writer alone)
+	wbuf    []byte // the line being written (guarded by writeMu)
 
 	nonJSON   atomic.Int64
 	oversized atomic.Int64
@@ -349,8 +345,30 @@ func (s *Stdio) Send(ctx context.Context, msg []byte) error {
 		return s.Err()
 	default:
 	}
-	return s.writeLine(ctx, msg)
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	// A child that stops reading must not wedge the gateway forever.
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.stdin.SetWriteDeadline(dl)
+	} else {
+		_ = s.stdin.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	}
+	// One write per message (a line must not interleave with another's),
+	// from a buffer kept between writes rather than made per message; one
+	// grown past maxKeptWriteBuf by a big message is not kept.
+	s.wbuf = append(append(s.wbuf[:0], msg...), '\n')
+	_, err := s.stdin.Write(s.wbuf)
+	if cap(s.wbuf) > maxKeptWriteBuf {
+		s.wbuf = nil
+	}
+	if err != nil {
+		return fmt.Errorf("write to child stdin: %w", err)
+	}
+	return nil
 }
+
+// maxKeptWriteBuf bounds the write buffer a stdio transport keeps.
+const maxKeptWriteBuf = 64 << 10
 
 // Done is closed when the child exits or its stdout ends.
 func (s *Stdio) Done() <-chan struct{} { return s.done }
