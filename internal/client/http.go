@@ -191,18 +191,26 @@ func readEvents(body io.Reader, max int, chunks *sse.Chunks, deliver func([]byte
 		if err != nil {
 			return rd.LastEventID(), retry, err
 		}
-		if ev.Retry > 0 {
-			retry = time.Duration(ev.Retry) * time.Millisecond
+		if data, ok := message(ev, &retry, log); ok {
+			deliver(data)
 		}
-		if len(bytes.TrimSpace(ev.Data)) == 0 {
-			continue // priming events and retry hints carry no message
-		}
-		if ev.Name != "" && ev.Name != "message" {
-			log.Debug("ignoring SSE event", zap.String("event", ev.Name))
-			continue
-		}
-		deliver(ev.Data)
 	}
+}
+
+// message is the JSON-RPC message an SSE event carries, if any; it notes
+// the reconnection time the event asks for in retry.
+func message(ev sse.Event, retry *time.Duration, log *zap.Logger) ([]byte, bool) {
+	if ev.Retry > 0 {
+		*retry = time.Duration(ev.Retry) * time.Millisecond
+	}
+	if len(bytes.TrimSpace(ev.Data)) == 0 {
+		return nil, false // priming events and retry hints carry no message
+	}
+	if ev.Name != "" && ev.Name != "message" {
+		log.Debug("ignoring SSE event", zap.String("event", ev.Name))
+		return nil, false
+	}
+	return ev.Data, true
 }
 
 // Streamable is the Streamable HTTP transport (2025-03-26 and later).
@@ -355,10 +363,12 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		}
 	}
 	resp, err := s.post(req)
-	if !s.stateless() {
+	if !s.stateless() && (err != nil || related == nil || mediaType(resp.Header) != mcp.ContentTypeEventStream) {
 		// Legacy: the answer stream outlives the caller (resumable, and the
 		// spec says a disconnect is not a cancellation). 2026-07-28: closing
 		// the stream is the cancellation, so it stays tied to the caller.
+		// A request's own answer stream is read by its caller until the
+		// answer (answerstream.go), and detached from it then.
 		stop()
 	}
 	if err != nil {
@@ -404,60 +414,17 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	}
 	switch mediaType(resp.Header) {
 	case mcp.ContentTypeEventStream:
-		if related != nil && !s.stateless() {
-			s.trackStream(related, cancel)
+		if related != nil {
+			return s.readAnswer(rctx, cancel, stop, resp, related) // answerstream.go
 		}
+		// A stream that answers no request of ours (the reply to a
+		// notification or response): whatever it carries, on a goroutine.
 		started := s.goTracked(func() {
 			defer cancel()
-			if related != nil {
-				defer s.untrackStream(related)
-			}
-			answered := false
-			var drain *time.Timer
-			track := func(b []byte) {
-				switch {
-				case related == nil || answered:
-					deliver(b)
-				case s.stateless():
-					if isResponseTo(b, related) {
-						answered = true
-						// 2026-07-28: once the answer is in, the caller's
-						// end is no cancellation, so the stream is read to
-						// its end and its connection reused instead of
-						// closed under the reader (a new TCP connection per
-						// call at high concurrency). An upstream that keeps
-						// it open after answering gets drainAfterAnswer.
-						// This must happen before the caller has the
-						// answer, hence the look before the delivery.
-						if stop() {
-							drain = time.AfterFunc(drainAfterAnswer, cancel)
-						}
-					}
-					deliver(b)
-				default:
-					// Nothing to do before the caller has it: the
-					// delivery's own parse says whether it was the
-					// answer, sparing a scan of a large one.
-					answered = s.deliver(b, related)
-				}
-			}
-			lastID, retry, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, track, s.log)
-			if drain != nil {
-				drain.Stop()
-			}
+			_, _, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, deliver, s.log)
 			resp.Body.Close()
 			if !errors.Is(err, io.EOF) && rctx.Err() == nil { // readEvents ends with io.EOF or a real error
 				s.log.Warn("upstream response stream broke", zap.Error(err))
-			}
-			if related != nil && !answered && lastID != "" && !s.stateless() {
-				s.resume(rctx, lastID, retry, track, &answered)
-			}
-			if related != nil && !answered && rctx.Err() == nil {
-				// The stream ended without the answer and cannot be picked
-				// up again: no answer can come any more (a response goes
-				// only on its request's stream), so the call ends now,
-				// not at its timeout.
-				deliver(streamLost(related))
 			}
 		})
 		if !started {
