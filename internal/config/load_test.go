@@ -174,7 +174,8 @@ upstreams:
 	// sessions: always carries its bounds (limits.go).
 	wantSessions := config.Sessions{
 		MaxSessions: 10000, MaxSessionsPerPrincipal: 1000, MaxRequestsPerSession: 128, MaxReplayStreams: 16,
-		SSEQueue: 256, SSEWriteTimeout: config.Duration(30 * time.Second), MaxParkedCalls: 256, MaxParkedCallsPerPrincipal: 32,
+		SSEQueue: 256, SSEWriteTimeout: config.Duration(30 * time.Second), PrimingHold: config.Duration(50 * time.Millisecond),
+		MaxParkedCalls: 256, MaxParkedCallsPerPrincipal: 32,
 	}
 	if c.Sessions == nil || !reflect.DeepEqual(*c.Sessions, wantSessions) {
 		t.Errorf("sessions = %+v, want the default bounds %+v", c.Sessions, wantSessions)
@@ -280,7 +281,8 @@ func TestEveryField(t *testing.T) {
 			IdleTimeout: config.Duration(30 * time.Minute),
 			Redis:       &config.Redis{Addr: "127.0.0.1:6379"},
 			MaxSessions: 500, MaxSessionsPerPrincipal: 50, MaxRequestsPerSession: 20, MaxReplayStreams: 4,
-			SSEQueue: 100, SSEWriteTimeout: config.Duration(10 * time.Second), MaxParkedCalls: 40, MaxParkedCallsPerPrincipal: 4,
+			SSEQueue: 100, SSEWriteTimeout: config.Duration(10 * time.Second), PrimingHold: config.Duration(20 * time.Millisecond),
+			MaxParkedCalls: 40, MaxParkedCallsPerPrincipal: 4,
 		},
 		Policy: &config.Policy{
 			Default: "deny",
