@@ -363,7 +363,8 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		}
 	}
 	resp, err := s.post(req)
-	if !s.stateless() && (err != nil || related == nil || mediaType(resp.Header) != mcp.ContentTypeEventStream) {
+	answerStream := err == nil && related != nil && resp.StatusCode/100 == 2 && mediaType(resp.Header) == mcp.ContentTypeEventStream
+	if !s.stateless() && !answerStream {
 		// Legacy: the answer stream outlives the caller (resumable, and the
 		// spec says a disconnect is not a cancellation). 2026-07-28: closing
 		// the stream is the cancellation, so it stays tied to the caller.
@@ -414,7 +415,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	}
 	switch mediaType(resp.Header) {
 	case mcp.ContentTypeEventStream:
-		if related != nil {
+		if answerStream {
 			return s.readAnswer(rctx, cancel, stop, resp, related) // answerstream.go
 		}
 		// A stream that answers no request of ours (the reply to a

@@ -117,7 +117,7 @@ func (f *fixture) session(caps string) *Session {
 
 // stateless is a 2026-07-28 caller's request session with caps.
 func (f *fixture) stateless(t *testing.T, caps string, p *auth.Principal) *Session {
-	s := NewRequestSession(auth.WithPrincipal(context.Background(), p), f.rte, mcp.Version20260728, json.RawMessage(caps), nil, p.Key(), "")
+	s := NewRequestSession(auth.WithPrincipal(context.Background(), p), f.rte, mcp.Version20260728, json.RawMessage(caps), nil, p.Key(), "", false)
 	t.Cleanup(s.End)
 	return s
 }

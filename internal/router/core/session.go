@@ -70,7 +70,7 @@ type Session struct {
 // Its context ends with End.
 func NewSession(id string, rte *Route, version mcp.Revision, caps, info json.RawMessage, p *auth.Principal) *Session {
 	ctx, cancel := context.WithCancel(auth.WithPrincipal(context.Background(), p))
-	s := newSession(ctx, cancel, rte, version, caps, info, p.Key())
+	s := newSession(ctx, cancel, rte, version, caps, info, p.Key(), outboxSize)
 	s.id = id
 	s.caller.Session = id
 	return s
@@ -78,14 +78,29 @@ func NewSession(id string, rte *Route, version mcp.Revision, caps, info json.Raw
 
 // NewRequestSession makes the state of one stateless (2026-07-28) request,
 // or of one listen stream: it lives no longer than ctx and is never stored.
-func NewRequestSession(ctx context.Context, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner, logLevel string) *Session {
+//
+// Only a subscriptions/listen request (listens) reads an outbox: any other
+// request's session has none (64 slots, 1.5 KiB, per request otherwise),
+// so what is sent to it is dropped at once, as it would be unread.
+func NewRequestSession(ctx context.Context, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner, logLevel string, listens bool) *Session {
 	ctx, cancel := context.WithCancel(ctx)
-	s := newSession(ctx, cancel, rte, version, caps, info, owner)
+	n := 0 // no outbox: a nil channel, which Send's select drops to and a reader's select never takes from
+	if listens {
+		n = outboxSize
+	}
+	s := newSession(ctx, cancel, rte, version, caps, info, owner, n)
 	s.logLevel = logLevel
 	return s
 }
 
-func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner string) *Session {
+// outboxSize is how many messages a session's stream may fall behind by.
+const outboxSize = 64
+
+func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner string, outbox int) *Session {
+	var out chan []byte
+	if outbox > 0 {
+		out = make(chan []byte, outbox)
+	}
 	s := &Session{
 		owner:   owner,
 		version: version,
@@ -93,7 +108,7 @@ func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, vers
 		info:    info,
 		ctx:     ctx,
 		cancel:  cancel,
-		outbox:  make(chan []byte, 64),
+		outbox:  out,
 		// inflight and outgoing are made on first use: a 2026-07-28
 		// request's session (one per request) seldom needs either.
 	}

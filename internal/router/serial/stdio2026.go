@@ -59,7 +59,7 @@ func (c *pushConn) statelessLocked(msg *jsonrpc.Message) {
 // give (cancelled by the client, or the connection ended).
 func (c *pushConn) stateless(ctx context.Context, m core.StatelessMeta, msg *jsonrpc.Message) *jsonrpc.Message {
 	rte := c.sess.Route()
-	sess := core.NewRequestSession(ctx, rte, m.Version, m.Caps, m.Info, c.sess.Owner(), m.Level)
+	sess := core.NewRequestSession(ctx, rte, m.Version, m.Caps, m.Info, c.sess.Owner(), m.Level, msg.Method == mcp.MethodSubscriptionsListen)
 	defer sess.End()
 	cr := c.t.core
 	switch msg.Method {

@@ -100,7 +100,7 @@ func (t *Transport) statelessSession(r *http.Request, rte *core.Route, msg *json
 	if jerr := mcp.CheckMirrorHeaders(r.Header, msg.Method, msg.Params); jerr != nil {
 		return nil, jerr
 	}
-	return core.NewRequestSession(r.Context(), rte, m.Version, m.Caps, m.Info, auth.FromContext(r.Context()).Key(), m.Level), nil
+	return core.NewRequestSession(r.Context(), rte, m.Version, m.Caps, m.Info, auth.FromContext(r.Context()).Key(), m.Level, msg.Method == mcp.MethodSubscriptionsListen), nil
 }
 
 // listen serves subscriptions/listen: an SSE stream that first acknowledges
