@@ -164,22 +164,32 @@ func run(bin string, sc scenario, downVersion string, logger *log.Logger) error 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if sc.usesPerUser() {
-		if sc.pu, err = newPerUser(dir); err != nil {
-			return err
-		}
-	}
-	cfgPath := filepath.Join(dir, "mcpgw.yaml")
-	if err := os.WriteFile(cfgPath, []byte(sc.config()), 0o600); err != nil {
-		return err
-	}
-	logger.Printf("scenario %s (protocol %s), upstream %s, downstream %s; config:\n%s", sc.name, sc.version, sc.upstream, downVersion, sc.config())
-
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
-	gw, err := startGateway(ctx, bin, cfgPath, logger)
-	if err != nil {
-		return err
+	cfgPath := filepath.Join(dir, "mcpgw.yaml")
+	var gw *gateway
+	// A per-user run's listen address is chosen before mcpgw starts
+	// (public_url names it), so another process of the suite's parallel
+	// scenarios may take the port first: mcpgw then exits before serving,
+	// and the run picks another port, a few times.
+	for attempt := 1; ; attempt++ {
+		if sc.usesPerUser() {
+			if sc.pu, err = newPerUser(dir); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(cfgPath, []byte(sc.config()), 0o600); err != nil {
+			return err
+		}
+		logger.Printf("scenario %s (protocol %s), upstream %s, downstream %s; config:\n%s", sc.name, sc.version, sc.upstream, downVersion, sc.config())
+		gw, err = startGateway(ctx, bin, cfgPath, logger)
+		if err == nil {
+			break
+		}
+		if !sc.usesPerUser() || attempt == 3 || !errors.Is(err, errExitedEarly) {
+			return err
+		}
+		logger.Printf("scenario %s: %v; trying another port", sc.name, err)
 	}
 	defer gw.stop(logger)
 
@@ -420,6 +430,9 @@ func clip(b []byte) string {
 	return string(b)
 }
 
+// errExitedEarly: mcpgw ended before naming its URLs (its log says why).
+var errExitedEarly = errors.New("mcpgw exited before serving")
+
 // gateway is a running mcpgw child.
 type gateway struct {
 	cmd      *exec.Cmd
@@ -442,7 +455,9 @@ func startGateway(ctx context.Context, bin, cfgPath string, logger *log.Logger) 
 	}
 	g := &gateway{cmd: cmd, exited: make(chan struct{})}
 	urls := make(chan [2]string, 4)
+	logged := make(chan struct{}) // the log read to its end: Wait closes the pipe, so it waits for this
 	go func() {
+		defer close(logged)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -462,6 +477,7 @@ func startGateway(ctx context.Context, bin, cfgPath string, logger *log.Logger) 
 		_, _ = io.Copy(io.Discard, stderr)
 	}()
 	go func() {
+		<-logged // the last lines say why it exited
 		_ = cmd.Wait()
 		close(g.exited)
 	}()
@@ -475,7 +491,7 @@ func startGateway(ctx context.Context, bin, cfgPath string, logger *log.Logger) 
 				g.adminURL = u[1]
 			}
 		case <-g.exited:
-			return nil, fmt.Errorf("mcpgw exited before serving: %v", cmd.ProcessState)
+			return nil, fmt.Errorf("%w: %v", errExitedEarly, cmd.ProcessState)
 		case <-ctx.Done():
 			g.stop(logger)
 			return nil, errors.New("mcpgw did not start serving in time")
