@@ -93,50 +93,9 @@ func plainString(b []byte) bool {
 	return true
 }
 
-// isNumber reports whether b is exactly one JSON number (RFC 8259 §6),
-// maybe followed by whitespace.
-func isNumber(b []byte) bool {
-	i := 0
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-	default:
-		return false
-	}
-	digits := func() bool {
-		j := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		return i > j
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if !digits() {
-			return false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return false
-		}
-	}
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++ // trailing whitespace, as encoding/json allows
-	}
-	return i == len(b)
-}
+// isNumber reports whether b is exactly one JSON number, maybe followed
+// by whitespace (as encoding/json allows).
+func isNumber(b []byte) bool { return rawjson.IsNumber(bytes.TrimRight(b, " \t\n\r")) }
 
 // MarshalJSON writes the raw id.
 func (id ID) MarshalJSON() ([]byte, error) {

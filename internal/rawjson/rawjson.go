@@ -524,6 +524,11 @@ func validScalar(s []byte) bool {
 	case "true", "false", "null":
 		return true
 	}
+	return IsNumber(s)
+}
+
+// IsNumber reports whether s is exactly one JSON number (RFC 8259 §6).
+func IsNumber(s []byte) bool {
 	j := 0
 	if j < len(s) && s[j] == '-' {
 		j++
