@@ -17,8 +17,7 @@ import (
 // the answer then reaches the caller without a hand-off between
 // goroutines (a wakeup per call that was on every call's critical path).
 // What follows the answer — normally only the stream's end, read so that
-// its connection is reused — is read on a goroutine of the transport's,
-// unless it has already been read with the answer.
+// its connection is reused — is read on a goroutine of the transport's.
 //
 // Until the answer the stream is tied to the caller's context, so that a
 // caller that gives up (a timeout, a cancellation) is not held by a read:
@@ -55,13 +54,6 @@ func (s *Streamable) readAnswer(ctx context.Context, cancel context.CancelFunc, 
 		if !a.next() {
 			return nil
 		}
-	}
-	if a.rd.Ended() {
-		// The stream's end came with the answer (under load, usually):
-		// finished here, its connection back in the pool before the caller
-		// sends its next request, and no goroutine for it.
-		a.rest()
-		return nil
 	}
 	if !s.goTracked(a.rest) {
 		a.resp.Body.Close()

@@ -91,12 +91,6 @@ func (c *Chunks) put(k *chunk) {
 // of an id alone counts; an "id" field with an empty value resets it.
 func (r *Reader) LastEventID() string { return r.lastID }
 
-// Ended reports whether the source has ended (or failed) and everything
-// read from it was parsed: Next would return its error without reading.
-func (r *Reader) Ended() bool {
-	return r.err != nil && r.rpos == r.wpos && len(r.line) == 0 && len(r.long) == 0
-}
-
 var bom = []byte("\xEF\xBB\xBF")
 
 // Next returns the next event with data or a retry hint. Comments and empty

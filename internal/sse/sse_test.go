@@ -569,37 +569,3 @@ func TestReaderReadsLongLinesInLargeReads(t *testing.T) {
 		t.Fatalf("second event: %q, %v", ev.Data, err)
 	}
 }
-
-// Ended says that the source has ended and everything read was parsed,
-// without a read: an answer stream's end that came with its last event.
-func TestReaderEnded(t *testing.T) {
-	// As net/http's chunked body does when the final chunk is buffered: the
-	// last data and io.EOF from one Read.
-	rd := NewReader(iotest.DataErrReader(strings.NewReader("id: 1\ndata: a\n\nid: 2\ndata: b\n\n")), 1<<20)
-	if _, err := rd.Next(); err != nil {
-		t.Fatal(err)
-	}
-	if rd.Ended() {
-		t.Fatal("Ended with an event still unparsed")
-	}
-	if ev, err := rd.Next(); err != nil || string(ev.Data) != "b" {
-		t.Fatalf("second event: %+v, %v", ev, err)
-	}
-	if !rd.Ended() {
-		t.Fatal("not Ended after the source's end was read with the last event")
-	}
-	if _, err := rd.Next(); err != io.EOF {
-		t.Fatalf("Next after Ended: %v, want io.EOF", err)
-	}
-
-	pr, pw := io.Pipe()
-	go func() { _, _ = pw.Write([]byte("data: c\n\n")) }()
-	rd = NewReader(pr, 1<<20)
-	if ev, err := rd.Next(); err != nil || string(ev.Data) != "c" {
-		t.Fatalf("event from a pipe: %+v, %v", ev, err)
-	}
-	if rd.Ended() {
-		t.Fatal("Ended while the source is still open")
-	}
-	pw.Close()
-}
