@@ -363,8 +363,14 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		}
 	}
 	resp, err := s.post(req)
-	answerStream := err == nil && related != nil && resp.StatusCode/100 == 2 && mediaType(resp.Header) == mcp.ContentTypeEventStream
-	if !s.stateless() && !answerStream {
+	var mt string // the answer's media type
+	if err == nil {
+		mt = mediaType(resp.Header)
+	}
+	// streamed: the request's own answer on an SSE stream, read by this
+	// caller (answerstream.go).
+	streamed := err == nil && related != nil && resp.StatusCode/100 == 2 && resp.StatusCode != http.StatusAccepted && mt == mcp.ContentTypeEventStream
+	if !s.stateless() && !streamed {
 		// Legacy: the answer stream outlives the caller (resumable, and the
 		// spec says a disconnect is not a cancellation). 2026-07-28: closing
 		// the stream is the cancellation, so it stays tied to the caller.
@@ -403,7 +409,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		// 2026-07-28 servers answer protocol errors with a 4xx status and a
 		// JSON-RPC error body: that is the request's answer, not a transport
 		// failure.
-		if related != nil && mediaType(resp.Header) == mcp.ContentTypeJSON {
+		if related != nil && mt == mcp.ContentTypeJSON {
 			if id, ok := rawjson.Get(body, "id"); ok && string(id) == string(related) {
 				if _, isErr := rawjson.Get(body, "error"); isErr {
 					deliver(body)
@@ -413,9 +419,9 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		}
 		return &StatusError{Status: resp.StatusCode, Body: string(bytes.TrimSpace(clipBytes(body, 512)))}
 	}
-	switch mediaType(resp.Header) {
+	switch mt {
 	case mcp.ContentTypeEventStream:
-		if answerStream {
+		if streamed {
 			return s.readAnswer(rctx, cancel, stop, resp, related) // answerstream.go
 		}
 		// A stream that answers no request of ours (the reply to a
