@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -117,8 +118,12 @@ func (b *bench) authPolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	authCfg, err := b.writeConfig("auth-policy.yaml", fmt.Sprintf("listen: 127.0.0.1:0\npublic_url: http://127.0.0.1\nauth:\n  oidc:\n    issuer: %s\n    jwks_url: %s/jwks\n    audience: %s\n    algorithms: [ES256]\n%s%s",
-		is.url, is.url, aud, ups, benchPolicy(policyRules, 500, "st__")))
+	authBlock := fmt.Sprintf("listen: 127.0.0.1:0\npublic_url: http://127.0.0.1\nauth:\n  oidc:\n    issuer: %s\n    jwks_url: %s/jwks\n    audience: %s\n    algorithms: [ES256]\n%s", is.url, is.url, aud, ups)
+	jwtCfg, err := b.writeConfig("auth-jwt.yaml", authBlock+"policy: {default: allow}\n") // auth: alone denies by default
+	if err != nil {
+		return err
+	}
+	authCfg, err := b.writeConfig("auth-policy.yaml", authBlock+benchPolicy(policyRules, 500, "st__"))
 	if err != nil {
 		return err
 	}
@@ -126,19 +131,25 @@ func (b *bench) authPolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	jwtOnly, err := b.start("mcpgw-jwt", roleGateway, "-config", jwtCfg)
+	if err != nil {
+		return err
+	}
 	guarded, err := b.start("mcpgw-auth", roleGateway, "-config", authCfg)
 	if err != nil {
 		return err
 	}
+	// The middle row splits what the JWT adds from what the policy adds.
 	eps := []endpoint{
 		{name: "mcpgw", url: plain.mcpURL + "/mcp", tool: "st__echo", middle: plain},
+		{name: "mcpgw + JWT", url: jwtOnly.mcpURL + "/mcp", tool: "st__echo", middle: jwtOnly},
 		{name: fmt.Sprintf("mcpgw + JWT + %d-rule CEL policy", policyRules), url: guarded.mcpURL + "/mcp", tool: "st__echo", middle: guarded},
 	}
-	bearer := map[string]string{eps[1].name: tok}
+	bearer := map[string]string{eps[1].name: tok, eps[2].name: tok}
 	mk := func(ep endpoint, dur time.Duration) load {
 		return load{conc: 1, tool: ep.tool, args: `{"text":"hello"}`, want: []byte(`hello`), dur: dur, stateless: true, bearer: bearer[ep.name]}
 	}
-	fmt.Fprintf(b.out, "\n## tools/call with JWT auth and a %d-rule CEL policy (stateless requests, c=1), %d × %s per row, alternating\n\n", policyRules, b.o.reps, b.o.dur)
+	fmt.Fprintf(b.out, "\n## tools/call with JWT auth and a %d-rule CEL policy (stateless requests, c=1), %d × %s, the rows' calls interleaved\n\n", policyRules, b.o.reps, b.o.dur)
 	fmt.Fprintln(b.out, "| target | calls/s | p50 | p90 | p99 | added p50 | CPU/call | allocs/call | errors |")
 	fmt.Fprintln(b.out, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 	rows := make([]stats, len(eps))
@@ -151,16 +162,36 @@ func (b *bench) authPolicy(ctx context.Context) error {
 			return fmt.Errorf("%s: warm-up failed: %s", ep.name, st.errMsg)
 		}
 	}
+	urls, loads := make([]string, len(eps)), make([]load, len(eps))
+	for i, ep := range eps {
+		urls[i], loads[i] = ep.url, mk(ep, b.o.dur)
+	}
 	for rep := range b.o.reps {
-		for k := range eps {
-			i := (k + rep) % len(eps)
-			prof := ""
-			if b.o.profileDir != "" {
-				prof = filepath.Join(b.o.profileDir, fmt.Sprintf("mcpgw-cpu-auth-%d-r%d.pprof", i, rep))
-			}
-			if err := b.runOnce(ctx, eps[i], mk(eps[i], b.o.dur), &rows[i], prof); err != nil {
+		before := make([]procSample, len(eps))
+		for i, ep := range eps {
+			if before[i], err = ep.middle.sample(false); err != nil {
 				return err
 			}
+		}
+		var wg sync.WaitGroup
+		if b.o.profileDir != "" {
+			for i, ep := range eps {
+				path := filepath.Join(b.o.profileDir, fmt.Sprintf("mcpgw-cpu-auth-%d-r%d.pprof", i, rep))
+				secs := max(int(b.o.dur.Seconds()), 1)
+				wg.Go(func() { fetch(ep.middle.statsURL+fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), path) })
+			}
+		}
+		res := b.c.runInterleaved(ctx, urls, loads, b.o.dur)
+		wg.Wait()
+		for i, ep := range eps {
+			after, err := ep.middle.sample(false)
+			if err != nil {
+				return err
+			}
+			rows[i].addMiddle(res[i], before[i], after)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 	}
 	if b.o.profileDir != "" {
