@@ -101,9 +101,10 @@ type Core struct {
 
 	// ctx is what the core's own work derives from (bridged calls,
 	// unsubscribe and restore requests to upstreams): Close cancels it, so
-	// that nothing the core started outlives the core.
+	// that nothing the core started outlives the core; Cut cancels it
+	// first, with errCut, which is how a bridged call is cut.
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 
 	stop  chan struct{}
 	drain chan struct{} // closed by Drain: no new sessions, streams end
@@ -147,7 +148,7 @@ func New(h *host.Host, opts Options) *Core {
 		pool:      workers.New(maxIdleWorkers, idleWorkerTime),
 	}
 	c.serverInfo = mustJSON(opts.ServerInfo)
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.wg.Add(1)
 	go c.coalesce()
 	if opts.Shared != nil {
@@ -193,7 +194,7 @@ func (c *Core) Close(endSessions func()) {
 		c.closed = true
 		c.goMu.Unlock()
 		close(c.stop)
-		c.cancel()
+		c.cancel(nil)
 		c.bridge.closeAll()
 		endSessions()
 		c.wg.Wait()

@@ -33,8 +33,15 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	rte := c.routeOf(sess)                         // one generation's route, view and policy for the whole request
 	ctx, obs := c.observe(ctx, sess, rte, msg, cs) // metrics and the server span (telemetry.go)
 	defer func() { c.report(rte, msg, resp, &obs) }()
-	ctx, cancel, cutID := c.cuttable(ctx) // shutdown.go
-	defer c.uncut(cutID, cancel)
+	if cs == nil || cs.park == nil {
+		// A bridged call's context derives from c.ctx, which Cut cancels
+		// itself: registering it too would be a context and a map entry
+		// per call for nothing.
+		var cancel context.CancelCauseFunc
+		var cutID uint64
+		ctx, cancel, cutID = c.cuttable(ctx) // shutdown.go
+		defer c.uncut(cutID, cancel)
+	}
 	defer func() {
 		if cut := cutAnswer(ctx, msg.ID); cut != nil && (resp == nil || resp.Error != nil) {
 			resp = cut // a result that made it stays

@@ -81,11 +81,16 @@ func NewSession(id string, rte *Route, version mcp.Revision, caps, info json.Raw
 //
 // Only a subscriptions/listen request (listens) reads an outbox: any other
 // request's session has none (64 slots, 1.5 KiB, per request otherwise),
-// so what is sent to it is dropped at once, as it would be unread.
+// so what is sent to it is dropped at once, as it would be unread. Only a
+// listen stream's session can be ended before its request (End, by a
+// reload that drops its route); any other's context is ctx itself, and End
+// leaves it to the request's end (a context of its own would be four
+// allocations per request for nothing).
 func NewRequestSession(ctx context.Context, rte *Route, version mcp.Revision, caps, info json.RawMessage, owner, logLevel string, listens bool) *Session {
-	ctx, cancel := context.WithCancel(ctx)
+	cancel := context.CancelFunc(func() {})
 	n := 0 // no outbox: a nil channel, which Send's select drops to and a reader's select never takes from
 	if listens {
+		ctx, cancel = context.WithCancel(ctx)
 		n = outboxSize
 	}
 	s := newSession(ctx, cancel, rte, version, caps, info, owner, n)
@@ -141,7 +146,8 @@ func (s *Session) Stateless() bool { return s.version.Stateless() }
 // Context ends when the session does.
 func (s *Session) Context() context.Context { return s.ctx }
 
-// End ends the session's context, cancelling what is in flight.
+// End ends the session's context, cancelling what is in flight (of a
+// request session, only a listen stream's: NewRequestSession).
 func (s *Session) End() { s.cancel() }
 
 // MarkEndedByClient records, before the session ends, that its client

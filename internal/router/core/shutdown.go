@@ -39,6 +39,7 @@ func (c *Core) Cut() {
 	for _, cancel := range calls {
 		cancel(errCut)
 	}
+	c.cancel(errCut) // bridged calls, which derive from c.ctx (Handle registers none of them)
 }
 
 // cuttable derives a context from ctx that Cut cancels (cause errCut);

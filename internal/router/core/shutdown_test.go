@@ -48,3 +48,35 @@ func TestCut(t *testing.T) {
 		t.Errorf("%d calls left registered", n)
 	}
 }
+
+// A bridged call (a 2026-07-28 caller's routed request) is cut too, though
+// Handle registers none: its context derives from the core's, which Cut
+// cancels.
+func TestCutBridged(t *testing.T) {
+	started := make(chan struct{}, 1)
+	c, rte, _ := cannedCore(t, cannedUpstreamWith(func(r *http.Request) {
+		select {
+		case started <- struct{}{}:
+		default:
+		}
+		select { // hangs until it is cut
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	sess := NewRequestSession(context.Background(), rte, mcp.Version20260728, json.RawMessage(`{}`), nil, "", "", false)
+	msg := jsonrpc.NewRequest(jsonrpc.IntID(1), mcp.MethodToolsCall, json.RawMessage(`{"name":"up__echo","arguments":{"text":"hi"}}`))
+	call := c.StartBridged(sess, msg, nil, nil)
+	<-started
+	c.Cut()
+	done := make(chan Outcome, 1)
+	go func() { done <- call.Next(nil, nil, func([]byte) {}) }()
+	select {
+	case out := <-done:
+		if out.Resp == nil || out.Resp.Error == nil || !strings.Contains(out.Resp.Error.Message, "shutting down") {
+			t.Errorf("a cut bridged call ended with %+v; want the shutdown error", out)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Cut did not end the bridged call")
+	}
+}
