@@ -36,6 +36,7 @@ type answerStream struct {
 	rd       *sse.Reader
 	request  jsonrpc.ID
 	answered bool
+	once     bool          // a 2026-07-28 upstream's stream: not resumable, read briefly after the answer
 	drain    *time.Timer   // 2026-07-28: bounds the read after the answer
 	retry    time.Duration // the reconnection time the upstream last asked for
 }
@@ -46,8 +47,8 @@ type answerStream struct {
 // a stream lost before it) is delivered.
 func (s *Streamable) readAnswer(ctx context.Context, cancel context.CancelFunc, detach func() bool, resp *http.Response, request jsonrpc.ID) error {
 	a := &answerStream{s: s, ctx: ctx, cancel: cancel, detach: detach, resp: resp, request: request,
-		rd: sse.NewReaderChunks(resp.Body, s.cfg.MaxMessageBytes, &s.chunks)}
-	if !s.stateless() {
+		rd: sse.NewReaderChunks(resp.Body, s.cfg.MaxMessageBytes, &s.chunks), once: s.stateless()}
+	if !a.once {
 		s.trackStream(request, cancel) // notifications/cancelled ends it (endStream)
 	}
 	for !a.answered {
@@ -84,28 +85,17 @@ func (a *answerStream) next() bool {
 
 // track delivers one message of the stream, noting the answer.
 func (a *answerStream) track(b []byte) {
-	s := a.s
-	switch {
-	case a.answered:
-		s.deliver(b, a.request)
-	case s.stateless():
-		if isResponseTo(b, a.request) {
-			a.answered = true
-			// Detached before the caller has the answer: its end right
-			// after must not close the stream under the read of its end
-			// (a new TCP connection per call at high concurrency).
-			if a.detach() {
-				a.drain = time.AfterFunc(drainAfterAnswer, a.cancel)
-			}
-		}
-		s.deliver(b, a.request)
-	default:
-		// The delivery's own parse says whether it was the answer,
-		// sparing a scan of a large one; the caller, on this goroutine,
-		// cannot have ended yet.
-		if a.answered = s.deliver(b, a.request); a.answered {
-			a.detach()
-		}
+	if a.answered {
+		a.s.deliver(b, a.request)
+		return
+	}
+	// The delivery's own parse says whether it was the answer, sparing a
+	// scan of a large one. The caller, on this goroutine, cannot have
+	// taken it yet, so the stream is detached before the caller's end
+	// could close it under the read of its end (a new TCP connection per
+	// call at high concurrency).
+	if a.answered = a.s.deliver(b, a.request); a.answered && a.detach() && a.once {
+		a.drain = time.AfterFunc(drainAfterAnswer, a.cancel)
 	}
 }
 
@@ -122,7 +112,7 @@ func (a *answerStream) end(err error) {
 	if !errors.Is(err, io.EOF) && a.ctx.Err() == nil {
 		s.log.Warn("upstream response stream broke", zap.Error(err))
 	}
-	if lastID := a.rd.LastEventID(); !a.answered && lastID != "" && !s.stateless() {
+	if lastID := a.rd.LastEventID(); !a.answered && lastID != "" && !a.once {
 		s.resume(a.ctx, lastID, a.retry, a.track, &a.answered)
 	}
 	if !a.answered && a.ctx.Err() == nil {
@@ -132,7 +122,7 @@ func (a *answerStream) end(err error) {
 }
 
 func (a *answerStream) close() {
-	if !a.s.stateless() {
+	if !a.once {
 		a.s.untrackStream(a.request)
 	}
 	a.cancel()

@@ -588,15 +588,6 @@ const (
 	maxRetryWait      = time.Minute
 )
 
-// isResponseTo reports whether msg is the response to request id.
-func isResponseTo(msg []byte, id jsonrpc.ID) bool {
-	if _, isReq := rawjson.Get(msg, "method"); isReq {
-		return false
-	}
-	got, ok := rawjson.Get(msg, "id")
-	return ok && string(got) == string(id)
-}
-
 // ErrSessionExpired is returned by Send when a Streamable HTTP upstream no
 // longer knows the session (HTTP 404): the message was not processed.
 var ErrSessionExpired = errors.New("upstream session expired (HTTP 404)")
