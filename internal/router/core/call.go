@@ -11,10 +11,11 @@ import (
 	"github.com/mcpgw/mcpgw/internal/metrics"
 )
 
-// Call is one request running on a goroutine the core owns, and the stream
-// of what its upstream sends meanwhile (progress, log messages,
-// server→client requests). Every transport drives a call with Next, the
-// one pump from a call to its caller's stream.
+// Call is a bridged request (StartBridged) running on a goroutine the core
+// owns, and the stream of what its upstream sends meanwhile (progress, log
+// messages, server→client requests, input requests). Its transport drives
+// it with Next. (A call that cannot outlive its request runs on its
+// caller's goroutine instead: Serve.)
 type Call struct {
 	cs     *CallStream           // &stream
 	stream CallStream            // in the same allocation
@@ -46,26 +47,6 @@ type Outcome struct {
 	Refusal *limits.Refusal
 	// Woke: wake fired. Stopped: stop fired, and the call was cancelled.
 	Woke, Stopped bool
-}
-
-// Start runs msg for sess on a goroutine the core owns, with a call stream
-// in ctx; drive it with Next. v is as for Handle.
-func (c *Core) Start(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict) *Call {
-	call := newCall(ctx, sess)
-	// Not run (and Go): their two closures and Go's own would be three
-	// allocations per call for what this one goroutine does.
-	c.goMu.Lock()
-	defer c.goMu.Unlock()
-	if c.closed {
-		call.done <- shuttingDown(msg.ID)
-		return call
-	}
-	c.wg.Add(1)
-	c.pool.Go(func() { // cannot be refused: the pool closes after c.closed is set
-		defer c.wg.Done()
-		call.done <- c.Handle(ctx, sess, msg, v, call.cs)
-	})
-	return call
 }
 
 // run answers call with f on an owned goroutine, then calls end; once

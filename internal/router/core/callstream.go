@@ -19,6 +19,7 @@ type CallStream struct {
 	sess   *Session
 	events chan []byte
 	park   *parkedCall // for 2026-07-28 callers: input requests become input_required
+	pump   *pump       // a call Serve runs: started by the first message queued
 }
 
 // init makes cs the stream of one call of sess that runs in ctx.
@@ -50,6 +51,9 @@ func (cs *CallStream) hint(method string, params json.RawMessage) {
 	select {
 	case cs.events <- b:
 	default:
+	}
+	if cs.pump != nil {
+		cs.pump.kick()
 	}
 }
 
@@ -90,6 +94,9 @@ func (cs *CallStream) Request(upstreamCtx context.Context, method string, params
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: %v", err)
 	}
 	gone := jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the downstream call ended before the client answered %s", method)
+	if cs.pump != nil {
+		cs.pump.kick() // before the send, which waits for a reader when the stream is full
+	}
 	select {
 	case cs.events <- b:
 	case <-cs.ctx.Done():

@@ -106,6 +106,8 @@ type Core struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	holds holdClock // Serve's priming holds (holdclock.go)
+
 	stop  chan struct{}
 	drain chan struct{} // closed by Drain: no new sessions, streams end
 	wg    sync.WaitGroup
@@ -198,6 +200,7 @@ func (c *Core) Close(endSessions func()) {
 		c.bridge.closeAll()
 		endSessions()
 		c.wg.Wait()
+		c.holds.stop()
 		c.pool.Close()
 	})
 }

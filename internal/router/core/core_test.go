@@ -225,60 +225,6 @@ func TestHandleUsesTheVerdict(t *testing.T) {
 	}
 }
 
-// The pump hands the call's events to emit in order, then the answer;
-// a server→client request the upstream makes reaches this caller, and its
-// answer goes back to the upstream.
-func TestCallNext(t *testing.T) {
-	f := newFixture(t, false)
-	t.Run("progress", func(t *testing.T) {
-		sess := f.session(`{}`)
-		call := f.core.Start(context.Background(), sess, request(mcp.MethodToolsCall, `{"name":"up__progress","arguments":{},"_meta":{"progressToken":"tok"}}`), nil)
-		var progress []string
-		out := call.Next(nil, nil, func(b []byte) {
-			m, err := jsonrpc.Parse(b)
-			if err != nil || m.Method != mcp.NotificationProgress {
-				t.Errorf("event %s", b)
-				return
-			}
-			var p struct {
-				Token    string  `json:"progressToken"`
-				Progress float64 `json:"progress"`
-			}
-			_ = json.Unmarshal(m.Params, &p)
-			progress = append(progress, fmt.Sprintf("%s:%v", p.Token, p.Progress))
-		})
-		if out.Resp == nil || text(t, out.Resp) != "progressed" {
-			t.Fatalf("outcome %+v", out)
-		}
-		if strings.Join(progress, " ") != "tok:1 tok:2 tok:3" {
-			t.Errorf("progress %v, want the caller's token, in order, before the answer", progress)
-		}
-	})
-	t.Run("server request relayed", func(t *testing.T) {
-		sess := f.session(`{"sampling":{}}`)
-		call := f.core.Start(context.Background(), sess, request(mcp.MethodToolsCall, `{"name":"up__sample","arguments":{"text":"2+2?"}}`), nil)
-		var asked []string
-		out := call.Next(nil, nil, func(b []byte) {
-			m, err := jsonrpc.Parse(b)
-			if err != nil || m.Kind() != jsonrpc.KindRequest {
-				return
-			}
-			asked = append(asked, m.Method)
-			sess.Answer(jsonrpc.NewResult(m.ID, json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}`)))
-		})
-		if out.Resp == nil || text(t, out.Resp) != "sampled:four" || !slices.Equal(asked, []string{mcp.MethodSamplingCreateMessage}) {
-			t.Errorf("outcome %+v (asked %v), want sampled:four after one sampling request", out, asked)
-		}
-	})
-	t.Run("capability not declared", func(t *testing.T) {
-		call := f.core.Start(context.Background(), f.session(`{}`), request(mcp.MethodToolsCall, `{"name":"up__sample","arguments":{"text":"?"}}`), nil)
-		out := call.Next(nil, nil, func(b []byte) { t.Errorf("relayed %s to a client without sampling", b) })
-		if out.Resp == nil || !strings.Contains(text(t, out.Resp), "sampling failed") {
-			t.Errorf("outcome %+v, want the upstream's own sampling failure", out)
-		}
-	})
-}
-
 // A stateless caller of a session-revision upstream: the upstream's
 // sampling request parks the call and becomes input_required; the retry
 // with inputResponses resumes it; only its owner may.

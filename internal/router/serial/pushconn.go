@@ -196,7 +196,7 @@ func (c *pushConn) call(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Mess
 	if !mcp.Routed(msg.Method) {
 		return c.t.core.Handle(ctx, c.sess.Session, msg, nil, nil)
 	}
-	return c.t.core.Start(ctx, c.sess.Session, msg, nil).Next(nil, nil, c.event).Resp
+	return c.t.core.Serve(ctx, c.sess.Session, msg, nil, core.EmitFunc(c.event), 0)
 }
 
 // event sends one per-call message. Once the client can answer nothing

@@ -57,6 +57,10 @@ func (rw *resumableWriter) flushPriming() {
 	}
 }
 
+// Emit and HoldPassed are write and flushPriming for core.Serve.
+func (rw *resumableWriter) Emit(data []byte) { rw.write(data) }
+func (rw *resumableWriter) HoldPassed()      { rw.flushPriming() }
+
 // write logs data, then sends it if the connection is still there.
 func (rw *resumableWriter) write(data []byte) {
 	id := rw.log.Append(rw.stream, data)

@@ -35,7 +35,7 @@ type Transport struct {
 	sessions  *sessions.Store
 	keepAlive time.Duration     // interval of SSE comment keep-alives
 	forward   http.RoundTripper // passes bridged retries to the replica holding their call (bridgeforward.go)
-	holds     sync.Pool         // stopped timers (*time.Timer) of priming holds and stream delays: three allocations per call less
+	holds     sync.Pool         // stopped timers (*time.Timer) of stream delays: three allocations per call less
 }
 
 // New makes the transport over c, storing sessions in st.
@@ -191,28 +191,19 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	route := sess.Route().Path
 	t.core.Metrics().CallStream(route, +1)       // metrics
 	defer t.core.Metrics().CallStream(route, -1) // metrics
-	call := t.core.Start(ctx, sess.Session, msg, v)
 	rw := newHeldWriter(w, sess.Events, t.sessions.NewStreamID(), msg.ID, sess.Version().AtLeast(mcp.Version20251125))
-	var out core.Outcome
 	// The hold: most calls answer well within sessions.priming_hold, and
 	// one write instead of two is a tenth or more of the gateway's CPU per
 	// small call (a syscall, which on loopback also runs the receiver's
 	// TCP path, a packet, a wakeup of the client). A call still running
 	// after it gets its priming event then. The hold is no worse for the
 	// client than a JSON answer, which carries no event id at all.
-	if hold := sess.Route().Gen.Limits.PrimingHold; rw.held && hold > 0 {
-		timer := t.holdTimer(hold)
-		if out = call.Next(nil, timer.C, rw.write); out.Woke {
-			rw.flushPriming() // a longer call: the client gets its priming event now
-			out = call.Next(nil, nil, rw.write)
-		}
-		timer.Stop() // since Go 1.23 a stopped timer's channel holds nothing: safe to reuse
-		t.holds.Put(timer)
-	} else {
+	hold := sess.Route().Gen.Limits.PrimingHold
+	if !rw.held || hold <= 0 {
 		rw.flushPriming() // priming_hold: 0s, the spec's "immediately"
-		out = call.Next(nil, nil, rw.write)
+		hold = 0
 	}
-	resp := out.Resp
+	resp := t.core.Serve(ctx, sess.Session, msg, v, rw, hold)
 	if b, err := jsonrpc.Encode(resp); err == nil {
 		rw.writeLast(b)
 	}

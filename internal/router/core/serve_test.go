@@ -1,0 +1,198 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+)
+
+// recStream records what Serve writes, and fails the test if two writes
+// overlap or one comes after Serve returned.
+type recStream struct {
+	t        *testing.T
+	busy     atomic.Bool
+	returned atomic.Bool
+	mu       sync.Mutex
+	got      []string // methods of the messages, "hold" for HoldPassed
+	onEmit   func(m *jsonrpc.Message)
+}
+
+func (s *recStream) enter() {
+	if s.busy.Swap(true) {
+		s.t.Error("two writes of one stream at once")
+	}
+	if s.returned.Load() {
+		s.t.Error("a write after Serve returned")
+	}
+}
+
+func (s *recStream) Emit(b []byte) {
+	s.enter()
+	defer s.busy.Store(false)
+	m, err := jsonrpc.Parse(b)
+	if err != nil {
+		s.t.Errorf("event %s: %v", b, err)
+		return
+	}
+	s.mu.Lock()
+	s.got = append(s.got, m.Method)
+	s.mu.Unlock()
+	if s.onEmit != nil {
+		s.onEmit(m)
+	}
+}
+
+func (s *recStream) HoldPassed() {
+	s.enter()
+	defer s.busy.Store(false)
+	s.mu.Lock()
+	s.got = append(s.got, "hold")
+	s.mu.Unlock()
+}
+
+func (s *recStream) events() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+// Serve runs the call on the caller's goroutine; what the upstream sends
+// meanwhile reaches the stream in order and before the answer, and a
+// server→client request is relayed and answered.
+func TestServe(t *testing.T) {
+	f := newFixture(t, false)
+	t.Run("progress", func(t *testing.T) {
+		out := &recStream{t: t}
+		resp := f.core.Serve(context.Background(), f.session(`{}`), request(mcp.MethodToolsCall, `{"name":"up__progress","arguments":{},"_meta":{"progressToken":"tok"}}`), nil, out, time.Minute)
+		out.returned.Store(true)
+		if text(t, resp) != "progressed" {
+			t.Fatalf("answer %s %+v", resp.Result, resp.Error)
+		}
+		if got := out.events(); !slices.Equal(got, []string{mcp.NotificationProgress, mcp.NotificationProgress, mcp.NotificationProgress}) {
+			t.Errorf("stream %v, want three progress notifications and no hold", got)
+		}
+	})
+	t.Run("server request relayed", func(t *testing.T) {
+		sess := f.session(`{"sampling":{}}`)
+		out := &recStream{t: t}
+		out.onEmit = func(m *jsonrpc.Message) { // on the pump, while the call waits for it
+			if m.Kind() == jsonrpc.KindRequest {
+				sess.Answer(jsonrpc.NewResult(m.ID, json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}`)))
+			}
+		}
+		resp := f.core.Serve(context.Background(), sess, request(mcp.MethodToolsCall, `{"name":"up__sample","arguments":{"text":"2+2?"}}`), nil, out, 0)
+		out.returned.Store(true)
+		if text(t, resp) != "sampled:four" || !slices.Equal(out.events(), []string{mcp.MethodSamplingCreateMessage}) {
+			t.Errorf("answer %s, stream %v; want sampled:four after one sampling request", resp.Result, out.events())
+		}
+	})
+	t.Run("capability not declared", func(t *testing.T) {
+		out := &recStream{t: t}
+		resp := f.core.Serve(context.Background(), f.session(`{}`), request(mcp.MethodToolsCall, `{"name":"up__sample","arguments":{"text":"?"}}`), nil, out, 0)
+		out.returned.Store(true)
+		if !strings.Contains(text(t, resp), "sampling failed") || len(out.events()) != 0 {
+			t.Errorf("answer %s, stream %v; want the upstream's own sampling failure and nothing relayed to a client without sampling", resp.Result, out.events())
+		}
+	})
+	t.Run("hold passes", func(t *testing.T) {
+		// The client answers the sampling request only after the hold:
+		// the hold passes while the call runs, once, and Serve still
+		// returns the answer with nothing written after it.
+		sess := f.session(`{"sampling":{}}`)
+		out := &recStream{t: t}
+		out.onEmit = func(m *jsonrpc.Message) {
+			if m.Kind() == jsonrpc.KindRequest {
+				go func() {
+					time.Sleep(100 * time.Millisecond)
+					sess.Answer(jsonrpc.NewResult(m.ID, json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"late"}}`)))
+				}()
+			}
+		}
+		resp := f.core.Serve(context.Background(), sess, request(mcp.MethodToolsCall, `{"name":"up__sample","arguments":{"text":"?"}}`), nil, out, 20*time.Millisecond)
+		out.returned.Store(true)
+		if text(t, resp) != "sampled:late" {
+			t.Fatalf("answer %s %+v", resp.Result, resp.Error)
+		}
+		got := out.events()
+		if !slices.Equal(got, []string{mcp.MethodSamplingCreateMessage, "hold"}) && !slices.Equal(got, []string{"hold", mcp.MethodSamplingCreateMessage}) {
+			t.Errorf("stream %v, want the sampling request and the hold once each", got)
+		}
+	})
+	t.Run("quick call", func(t *testing.T) {
+		out := &recStream{t: t}
+		resp := f.core.Serve(context.Background(), f.session(`{}`), request(mcp.MethodToolsCall, `{"name":"up__echo","arguments":{"text":"hi"}}`), nil, out, 30*time.Millisecond)
+		out.returned.Store(true)
+		if text(t, resp) != "echo:hi" {
+			t.Fatalf("answer %s %+v", resp.Result, resp.Error)
+		}
+		time.Sleep(60 * time.Millisecond) // the hold passes after the answer: nothing is written
+		if got := out.events(); len(got) != 0 {
+			t.Errorf("stream %v, want nothing: the call answered within its hold", got)
+		}
+	})
+	t.Run("after Close", func(t *testing.T) {
+		g := newFixture(t, false)
+		g.core.Close(func() {})
+		resp := g.core.Serve(context.Background(), g.session(`{}`), request(mcp.MethodToolsCall, `{"name":"up__echo","arguments":{"text":"hi"}}`), nil, &recStream{t: t}, 0)
+		if resp.Error == nil || resp.Error.Code != mcp.CodeUpstreamUnavailable {
+			t.Errorf("answer %+v, want the shutdown error", resp)
+		}
+	})
+}
+
+// The hold clock tells each call once its hold passed, and arms its one
+// timer once for many holds of one length rather than once per call.
+func TestHoldClock(t *testing.T) {
+	var k holdClock
+	defer k.stop()
+	const n = 200
+	pumps := make([]*pump, n)
+	for i := range pumps {
+		pumps[i] = &pump{ended: true} // an ended pump only notes the hold
+		k.add(pumps[i], 30*time.Millisecond)
+	}
+	k.mu.Lock()
+	arms := k.arms
+	k.mu.Unlock()
+	if arms > 2 {
+		t.Errorf("the timer was armed %d times for %d holds of one length, want 1", arms, n)
+	}
+	// Calls that come one after another, as at concurrency 1: one firing
+	// serves the holds due within a quarter of a hold of the first.
+	var steady holdClock
+	defer steady.stop()
+	for range 40 {
+		steady.add(&pump{ended: true}, 40*time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	steady.mu.Lock()
+	arms = steady.arms
+	steady.mu.Unlock()
+	if arms > 8 {
+		t.Errorf("the timer was armed %d times for 40 holds of 40 ms, one started each millisecond; want a few", arms)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, p := range pumps {
+		for !p.held.Load() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if !p.held.Load() {
+			t.Fatal("a hold never passed")
+		}
+	}
+	k.mu.Lock()
+	left := len(k.q)
+	k.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d entries left after every hold passed", left)
+	}
+}
