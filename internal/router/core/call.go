@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/limits"
@@ -71,7 +70,7 @@ func shuttingDown(id jsonrpc.ID) *jsonrpc.Message {
 // call's answer, when a bridged call needs its client's input or ends for
 // it, or when wake or stop fires (stop cancels the call; a nil channel
 // never fires).
-func (call *Call) Next(stop <-chan struct{}, wake <-chan time.Time, emit func([]byte)) Outcome {
+func (call *Call) Next(stop, wake <-chan struct{}, emit func([]byte)) Outcome {
 	p := call.park
 	var needs chan *inputNeed
 	var failed chan *jsonrpc.Error

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"container/heap"
 	"sync"
 	"time"
 )
@@ -28,29 +27,70 @@ type holdClock struct {
 
 type holdEntry struct {
 	at, late time.Time // the hold passes at at, and is told by late
-	p        *pump
+	h        holder
 }
 
+// holder is told its hold passed: a served call's pump, or a waker.
+type holder interface{ holdPassed() }
+
+// waker is a holder that is a channel (buffered 1): After.
+type waker chan struct{}
+
+func (w waker) holdPassed() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// holdQueue is a min-heap by late. (container/heap would box every entry
+// in an interface: an allocation per call.)
 type holdQueue []holdEntry
 
-func (q holdQueue) Len() int           { return len(q) }
-func (q holdQueue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
-func (q holdQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *holdQueue) Push(x any)        { *q = append(*q, x.(holdEntry)) }
-func (q *holdQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	old[len(old)-1] = holdEntry{} // no reference kept to a passed call
-	*q = old[:len(old)-1]
+func (q *holdQueue) push(e holdEntry) {
+	*q = append(*q, e)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !h[i].late.Before(h[up].late) {
+			break
+		}
+		h[i], h[up] = h[up], h[i]
+		i = up
+	}
+}
+
+func (q *holdQueue) pop() holdEntry {
+	h := *q
+	e := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = holdEntry{} // no reference kept to a passed call
+	h = h[:last]
+	for i := 0; ; {
+		l, r, least := 2*i+1, 2*i+2, i
+		if l < len(h) && h[l].late.Before(h[least].late) {
+			least = l
+		}
+		if r < len(h) && h[r].late.Before(h[least].late) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
 	return e
 }
 
-// add calls p.holdPassed once d has passed (unless p has ended by then).
-func (k *holdClock) add(p *pump, d time.Duration) {
+// add calls h.holdPassed once d has passed.
+func (k *holdClock) add(h holder, d time.Duration) {
 	at := time.Now().Add(d)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	heap.Push(&k.q, holdEntry{at: at, late: at.Add(d / 4), p: p})
+	k.q.push(holdEntry{at: at, late: at.Add(d / 4), h: h})
 	k.armLocked()
 }
 
@@ -76,18 +116,27 @@ func (k *holdClock) armLocked() {
 // fire tells every call whose hold has passed (not only the one it was
 // armed for), then re-arms.
 func (k *holdClock) fire() {
-	var due []*pump
+	var due []holder
 	k.mu.Lock()
 	now := time.Now()
 	for len(k.q) > 0 && !k.q[0].at.After(now) {
-		due = append(due, heap.Pop(&k.q).(holdEntry).p)
+		due = append(due, k.q.pop().h)
 	}
 	k.armed = time.Time{}
 	k.armLocked()
 	k.mu.Unlock()
-	for _, p := range due {
-		p.holdPassed() // one that has ended does nothing
+	for _, h := range due {
+		h.holdPassed() // a pump that has ended does nothing
 	}
+}
+
+// After returns a channel that receives once d has passed (up to a
+// quarter of d late), on the core's one hold timer: for a delay most calls
+// end before, without a timer of their own armed and stopped per call.
+func (c *Core) After(d time.Duration) <-chan struct{} {
+	w := make(waker, 1)
+	c.holds.add(w, d)
+	return w
 }
 
 // stop stops the timer (the core's Close); pending holds are dropped.

@@ -78,12 +78,7 @@ func (t *Transport) drive(w http.ResponseWriter, r *http.Request, call *core.Cal
 		}
 		early = nil
 	}
-	delay := t.holdTimer(streamDelay) // pooled, as the priming hold's: time.After's would live on until it fired
-	defer func() {
-		delay.Stop()
-		t.holds.Put(delay)
-	}()
-	start := delay.C
+	start := t.core.After(streamDelay) // the core's one hold timer: no timer armed and stopped per request
 	for {
 		out := call.Next(r.Context().Done(), start, emit)
 		switch {

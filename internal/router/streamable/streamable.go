@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,7 +34,6 @@ type Transport struct {
 	sessions  *sessions.Store
 	keepAlive time.Duration     // interval of SSE comment keep-alives
 	forward   http.RoundTripper // passes bridged retries to the replica holding their call (bridgeforward.go)
-	holds     sync.Pool         // stopped timers (*time.Timer) of stream delays: three allocations per call less
 }
 
 // New makes the transport over c, storing sessions in st.
@@ -208,15 +206,6 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 		rw.writeLast(b)
 	}
 	sess.Events.Finish(rw.stream)
-}
-
-// holdTimer is a timer firing after d, from the pool when it has one.
-func (t *Transport) holdTimer(d time.Duration) *time.Timer {
-	if tm, ok := t.holds.Get().(*time.Timer); ok {
-		tm.Reset(d)
-		return tm
-	}
-	return time.NewTimer(d)
 }
 
 // Get serves GET on the route path: the session's standalone stream, or
