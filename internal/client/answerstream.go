@@ -119,6 +119,7 @@ func (a *answerStream) end(err error) {
 		s.deliver(streamLost(a.request), a.request)
 	}
 	a.close()
+	a.rd.Release() // its buffer, for the next stream of this upstream
 }
 
 func (a *answerStream) close() {

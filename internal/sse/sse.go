@@ -38,6 +38,7 @@ type Reader struct {
 	skipLF   bool   // the previous line ended in CR: an LF next is part of it
 	started  bool   // the first line (which may begin with a BOM) was read
 	chunks   *Chunks
+	own      *readBuf // buf's array when it came from chunks (Release gives it back)
 	long     []*chunk // the rest of a line longer than line's first piece
 	lastLen  int      // bytes used in the last of long
 }
@@ -48,8 +49,30 @@ func NewReader(r io.Reader, maxEvent int) *Reader { return NewReaderChunks(r, ma
 // NewReaderChunks is NewReader gathering long lines in the pieces of c,
 // which readers may share (nil: pieces of its own).
 func NewReaderChunks(r io.Reader, maxEvent int, c *Chunks) *Reader {
-	return &Reader{src: r, buf: make([]byte, bufSize), maxEvent: maxEvent, chunks: c}
+	rd := &Reader{src: r, maxEvent: maxEvent, chunks: c}
+	if c != nil {
+		rd.own = c.getBuf()
+		rd.buf = rd.own[:]
+	} else {
+		rd.buf = make([]byte, bufSize)
+	}
+	return rd
 }
+
+// Release gives the reader's read-ahead buffer back to its Chunks, for
+// the next reader of the same owner: a reader is made per upstream
+// response, and its 4 KiB were a fifth of the bytes a small call
+// allocated. The reader must not be used after; the events it returned
+// stay valid (they never share that buffer).
+func (r *Reader) Release() {
+	if r.own != nil {
+		r.chunks.bufs.Put(r.own)
+		r.own, r.buf, r.rpos, r.wpos = nil, nil, 0, 0
+	}
+	r.err = errReleased
+}
+
+var errReleased = errors.New("sse: the reader was released")
 
 // bufSize is the read-ahead of a reader: 4 KiB, not more, as a reader is
 // made per upstream response and most events are small. A line longer
@@ -61,14 +84,27 @@ const (
 
 type chunk [chunkSize]byte
 
+type readBuf [bufSize]byte
+
 // Chunks is a pool of the pieces in which Readers gather a line longer
 // than their buffer, so that the line itself is allocated once, at its
 // exact size, when its end is found (growing one buffer by doubling would
 // allocate about four times a 1 MiB line, and copy it as often). Readers
-// that share one, such as the streams of one upstream, reuse its pieces;
-// the garbage collector empties it when it is not used. The zero value is
+// that share one, such as the streams of one upstream, reuse its pieces,
+// and the read-ahead buffers of readers released (Reader.Release); the
+// garbage collector empties it when it is not used. The zero value is
 // ready.
-type Chunks struct{ pool sync.Pool }
+type Chunks struct {
+	pool sync.Pool // *chunk
+	bufs sync.Pool // *readBuf: read-ahead buffers of released readers
+}
+
+func (c *Chunks) getBuf() *readBuf {
+	if b, ok := c.bufs.Get().(*readBuf); ok {
+		return b
+	}
+	return new(readBuf)
+}
 
 func (c *Chunks) get() *chunk {
 	if c != nil {
