@@ -17,14 +17,26 @@ import (
 type CallStream struct {
 	ctx    context.Context // the downstream call's; ends when it is answered or abandoned
 	sess   *Session
-	events chan []byte
+	events chan []byte // nil for a call Serve runs: its pump makes its queue
 	park   *parkedCall // for 2026-07-28 callers: input requests become input_required
 	pump   *pump       // a call Serve runs: started by the first message queued
 }
 
+// eventQueue is the bound on what a call's stream may fall behind by.
+const eventQueue = 64
+
+// queue is where the call's events go: the pump's (made on first use, so
+// that the many calls that send nothing do not allocate one), or events.
+func (cs *CallStream) queue() chan []byte {
+	if cs.pump != nil {
+		return cs.pump.queue()
+	}
+	return cs.events
+}
+
 // init makes cs the stream of one call of sess that runs in ctx.
 func (cs *CallStream) init(ctx context.Context, sess *Session) {
-	*cs = CallStream{ctx: ctx, sess: sess, events: make(chan []byte, 64)}
+	*cs = CallStream{ctx: ctx, sess: sess, events: make(chan []byte, eventQueue)}
 }
 
 // options are the client.CallOptions that route a call's messages here.
@@ -49,7 +61,7 @@ func (cs *CallStream) hint(method string, params json.RawMessage) {
 		return
 	}
 	select {
-	case cs.events <- b:
+	case cs.queue() <- b:
 	default:
 	}
 	if cs.pump != nil {
@@ -94,11 +106,12 @@ func (cs *CallStream) Request(upstreamCtx context.Context, method string, params
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: %v", err)
 	}
 	gone := jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the downstream call ended before the client answered %s", method)
+	q := cs.queue()
 	if cs.pump != nil {
 		cs.pump.kick() // before the send, which waits for a reader when the stream is full
 	}
 	select {
-	case cs.events <- b:
+	case q <- b:
 	case <-cs.ctx.Done():
 		return nil, gone
 	case <-upstreamCtx.Done():

@@ -33,17 +33,17 @@ func (c *Core) Serve(ctx context.Context, sess *Session, msg *jsonrpc.Message, v
 	defer c.wg.Done()
 
 	s := &served{}
-	s.stream.init(ctx, sess)
-	s.stream.pump = &s.pump
+	s.stream = CallStream{ctx: ctx, sess: sess, pump: &s.pump} // no events queue: the pump makes one if the call sends anything
 	p := &s.pump
-	p.core, p.events, p.out = c, s.stream.events, out
+	p.core, p.out = c, out
 	if hold > 0 {
 		c.holds.add(p, hold) // holdclock.go; one that passes after the answer finds the pump ended
 	}
 	resp := c.Handle(ctx, sess, msg, v, &s.stream)
-	p.finish()
-	for len(p.events) > 0 { // what came after the pump stopped, before the answer
-		out.Emit(<-p.events)
+	if q := p.finish(); q != nil {
+		for len(q) > 0 { // what came after the pump stopped, before the answer
+			out.Emit(<-q)
+		}
 	}
 	return resp
 }
@@ -73,18 +73,28 @@ type served struct {
 // goroutine; it runs only from the first message or the hold's end to
 // the answer.
 type pump struct {
-	core   *Core
-	events chan []byte // the call stream's
-	out    Stream
+	core *Core
+	out  Stream
 
 	held atomic.Bool   // the hold passed: out.HoldPassed is due
 	wake chan struct{} // buffered 1: the hold passed while the pump waited
 
 	mu      sync.Mutex
+	events  chan []byte // the call's queue, made by the first message (queue)
 	running bool
 	ended   bool          // finish ran: nothing starts any more
 	quit    chan struct{} // closed by finish
 	done    chan struct{} // closed when the pump's goroutine returns
+}
+
+// queue is the call's event queue, made on first use.
+func (p *pump) queue() chan []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.events == nil {
+		p.events = make(chan []byte, eventQueue)
+	}
+	return p.events
 }
 
 // kick starts the pump if it is not running (a message was queued).
@@ -95,6 +105,9 @@ func (p *pump) kick() {
 		return
 	}
 	p.running = true
+	if p.events == nil { // started by the hold, before any message: run reads this one
+		p.events = make(chan []byte, eventQueue)
+	}
 	p.quit, p.done, p.wake = make(chan struct{}), make(chan struct{}), make(chan struct{}, 1)
 	if !p.core.Go(p.run) {
 		// Close has begun: nothing pumps; the caller writes what is queued
@@ -137,14 +150,16 @@ func (p *pump) run() {
 }
 
 // finish stops the pump for good and waits for its goroutine: from its
-// return the caller alone writes the stream.
-func (p *pump) finish() {
+// return the caller alone writes the stream. It returns the call's queue
+// (nil if nothing was ever queued).
+func (p *pump) finish() chan []byte {
 	p.mu.Lock()
 	p.ended = true
-	running := p.running
+	running, q := p.running, p.events
 	p.mu.Unlock()
 	if running {
 		close(p.quit)
 		<-p.done
 	}
+	return q
 }

@@ -147,3 +147,29 @@ func TestServe(t *testing.T) {
 		}
 	})
 }
+
+// A pump the hold started, before the call sent anything, still carries
+// what the call sends next, after the hold.
+func TestPumpStartedByHold(t *testing.T) {
+	f := newFixture(t, false)
+	out := &recStream{t: t}
+	p := &pump{core: f.core, out: out}
+	p.holdPassed()
+	for len(out.events()) < 1 { // the pump has run the hold and waits
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	b, _ := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, json.RawMessage(`{"progressToken":"t","progress":1}`)))
+	p.queue() <- b
+	p.kick()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(out.events()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if q := p.finish(); len(q) > 0 {
+		t.Errorf("%d messages left in the queue of a running pump", len(q))
+	}
+	if got := out.events(); !slices.Equal(got, []string{"hold", mcp.NotificationProgress}) {
+		t.Errorf("stream %v, want the hold, then the progress notification", got)
+	}
+}
