@@ -493,6 +493,27 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	return v.ForwardTarget(ctx, method, params, "", opts)
 }
 
+// AsksNothing reports whether a stateless caller's routed request goes to
+// an upstream that cannot ask the caller anything during it (host's
+// AsksCallersNothing), judged without fetching anything: a task, a name
+// not resolved at once or an upstream that may ask reports false.
+func (v *View) AsksNothing(ctx context.Context, method string, params json.RawMessage) bool {
+	t, ok := mcp.TargetOf(method, params)
+	if !ok || t.Kind == mcp.KindTask {
+		return false
+	}
+	external, err := rawjson.GetPath(params, t.Path)
+	if err != nil {
+		return false
+	}
+	r, ok, jerr := v.resolve(ctx, t.Kind, external, false, nil)
+	if jerr != nil || !ok {
+		return false
+	}
+	u := v.ups[r.upstream]
+	return u != nil && u.AsksCallersNothing()
+}
+
 // ForwardTarget is Forward of a request whose target the caller already
 // read from params (external: exactly what params carry at the target's
 // member; "": Forward reads it), so that the router's one reading serves

@@ -86,6 +86,19 @@ func (u *Upstream) SharedClient() *client.Client {
 	return u.client
 }
 
+// AsksCallersNothing reports whether a stateless (2026-07-28) caller's
+// request goes to a connection that cannot send the caller a request
+// mid-call: the shared one, speaking a stateless revision (whose input
+// requests come back in its results). An acting-for upstream's caller has
+// a connection of its own, not known here: false.
+func (u *Upstream) AsksCallersNothing() bool {
+	if u.ActsForCaller() {
+		return false
+	}
+	c := u.SharedClient()
+	return c != nil && c.Modern()
+}
+
 // AltClient is the older-revision connection ClientFor made for older
 // callers, or nil.
 func (u *Upstream) AltClient() *client.Client {

@@ -129,6 +129,17 @@ type inputNeed struct {
 	answer chan json.RawMessage // the client's result
 }
 
+// Unbridged reports whether a stateless caller's routed request can run
+// as a plain call (Serve) rather than a bridged one: its upstream speaks a
+// stateless revision, so it asks the caller nothing mid-call and nothing
+// will need parking. (Should that connection be replaced by one of a
+// session revision between this answer and the call, a request it made
+// would fail rather than be bridged: the reconnect of a live upstream to
+// an older revision, which does not happen in practice.)
+func (c *Core) Unbridged(sess *Session, msg *jsonrpc.Message) bool {
+	return sess.Route().View.AsksNothing(sess.ctx, msg.Method, msg.Params)
+}
+
 // StartBridged runs a stateless caller's routed request as a call that
 // can outlive the HTTP request carrying it: when a session-revision
 // upstream asks the client for input (sampling, elicitation, roots), Next

@@ -79,7 +79,8 @@ func (noStored) All() []*Session        { return nil }
 func (noStored) Lookup(string) *Session { return nil }
 func (noStored) Remove(string)          {}
 
-// opts adjust the core's options (a tracer, say).
+// opts adjust the core's options (a tracer, say). A stateless fixture's
+// upstream speaks 2026-07-28.
 func newFixture(t *testing.T, stateless bool, opts ...func(*Options)) *fixture {
 	t.Helper()
 	cfg, err := config.Parse("core_test.yaml", []byte("upstreams:\n  up: {url: http://up.test/mcp, timeout: 10s}\n"), func(string) (string, bool) { return "", false })
@@ -87,9 +88,13 @@ func newFixture(t *testing.T, stateless bool, opts ...func(*Options)) *fixture {
 		t.Fatal(err)
 	}
 	srv := upstreamServer(stateless)
+	var hopts *sdk.StreamableHTTPOptions
+	if stateless {
+		hopts = &sdk.StreamableHTTPOptions{Stateless: true} // the SDK speaks 2026-07-28 only so
+	}
 	h := host.New(cfg, host.Options{
 		Logger:     zaptest.NewLogger(t).Named("host"),
-		HTTPClient: memhttp.Client(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)),
+		HTTPClient: memhttp.Client(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, hopts)),
 	})
 	h.Start()
 	t.Cleanup(h.Close)
@@ -303,5 +308,32 @@ func TestBridgedCallStop(t *testing.T) {
 	}
 	if err := call.park.ctx.Err(); err == nil {
 		t.Error("the stopped call's context is still live")
+	}
+}
+
+// A stateless caller's routed request runs unbridged only when its
+// upstream speaks a stateless revision, and then it answers as a plain
+// call, parking nothing.
+func TestUnbridged(t *testing.T) {
+	alice := &auth.Principal{Subject: "alice", Issuer: "https://idp"}
+	call := request(mcp.MethodToolsCall, `{"name":"up__echo","arguments":{"text":"hi"}}`)
+	modern := newFixture(t, true)
+	sess := modern.stateless(t, `{}`, alice)
+	if !modern.core.Unbridged(sess, call) {
+		t.Fatal("a call of a 2026-07-28 upstream is bridged")
+	}
+	if modern.core.Unbridged(sess, request(mcp.MethodTasksGet, `{"taskId":"x"}`)) {
+		t.Error("a task request is unbridged: which upstream it goes to is not known at once")
+	}
+	if modern.core.Unbridged(sess, request(mcp.MethodToolsCall, `{"name":"nowhere__echo","arguments":{}}`)) {
+		t.Error("a call of no known upstream is unbridged")
+	}
+	resp := modern.core.Serve(context.Background(), sess, call, nil, EmitFunc(func([]byte) {}), 0)
+	if text(t, resp) != "echo:hi" || len(modern.core.bridge.parked) != 0 {
+		t.Errorf("answer %s, %d parked; want echo:hi and nothing parked", resp.Result, len(modern.core.bridge.parked))
+	}
+	legacy := newFixture(t, false)
+	if legacy.core.Unbridged(legacy.stateless(t, `{"sampling":{}}`, alice), call) {
+		t.Error("a call of a session-revision upstream, which may ask for input mid-call, is unbridged")
 	}
 }

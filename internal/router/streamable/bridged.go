@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
@@ -24,6 +25,10 @@ const streamDelay = 50 * time.Millisecond
 func (t *Transport) bridged(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message, v *core.Verdict) {
 	state, _ := rawjson.GetString(msg.Params, "requestState")
 	if !core.IsBridgeState(state) {
+		if t.core.Unbridged(sess, msg) {
+			t.direct(w, r, sess, msg, v)
+			return
+		}
 		t.drive(w, r, t.core.StartBridged(sess, msg, v, paramHeaders(r.Header)), msg.ID)
 		return
 	}
@@ -55,46 +60,93 @@ func paramHeaders(h http.Header) http.Header {
 	return out
 }
 
+// statelessStream is a stateless request's answer: plain JSON, unless the
+// call outlasts streamDelay with something to stream first (progress, log
+// messages), when the client accepts an event stream.
+type statelessStream struct {
+	w         http.ResponseWriter
+	streaming bool        // the client accepts an event stream
+	sw        *sse.Writer // the stream, once started
+	early     [][]byte    // events before the stream starts
+}
+
+// Emit writes an event of the call, or keeps it until the stream starts.
+func (st *statelessStream) Emit(b []byte) {
+	switch {
+	case st.sw != nil:
+		_ = st.sw.Write(sse.Event{Data: b})
+	case st.streaming:
+		st.early = append(st.early, b)
+	}
+}
+
+// HoldPassed starts the stream once streamDelay has passed.
+func (st *statelessStream) HoldPassed() {
+	if st.streaming && st.sw == nil {
+		st.start()
+	}
+}
+
+func (st *statelessStream) start() {
+	st.sw = sse.NewWriter(st.w)
+	for _, b := range st.early {
+		_ = st.sw.Write(sse.Event{Data: b})
+	}
+	st.early = nil
+}
+
+// answer writes the call's answer: JSON with the status its error calls
+// for when nothing was streamed, else the stream's last event.
+func (st *statelessStream) answer(resp *jsonrpc.Message) {
+	if st.sw == nil {
+		if !st.streaming || len(st.early) == 0 || resp.Error != nil {
+			status := http.StatusOK
+			if resp.Error != nil {
+				status = core.StatelessStatus(resp.Error.Code)
+			}
+			edge.WriteJSON(st.w, status, resp)
+			return
+		}
+		st.start()
+	}
+	// Sent with the response's end; a large result straight from the
+	// upstream's buffer (jsonrpc.Buffers), not copied.
+	_ = st.sw.WriteLastPieces(sse.Event{}, jsonrpc.Buffers(resp))
+}
+
+// direct answers a stateless routed request whose upstream asks nothing
+// of the caller mid-call (core.Unbridged): a plain call on this goroutine,
+// no parking, the stream delay on the core's one hold timer. The call
+// ends with the request: closing it cancels the call, as 2026-07-28 says.
+func (t *Transport) direct(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message, v *core.Verdict) {
+	ctx := client.WithHeaders(r.Context(), paramHeaders(r.Header))
+	st := &statelessStream{w: w, streaming: edge.Accepts(r, mcp.ContentTypeEventStream)}
+	resp := t.core.StatelessResult(msg.Method, t.core.Serve(ctx, sess, msg, v, st, streamDelay))
+	resp.ID = msg.ID
+	st.answer(resp)
+}
+
 // drive carries a bridged call to this HTTP request: its answer, or the
 // input requests it needs (input_required; the call stays parked). Progress
 // and log messages stream meanwhile when the client accepts a stream.
 func (t *Transport) drive(w http.ResponseWriter, r *http.Request, call *core.Call, id jsonrpc.ID) {
 	defer call.Release()
-	var sw *sse.Writer
-	streaming := edge.Accepts(r, mcp.ContentTypeEventStream)
-	var early [][]byte // events before the stream starts
-	emit := func(b []byte) {
-		switch {
-		case sw != nil:
-			_ = sw.Write(sse.Event{Data: b})
-		case streaming:
-			early = append(early, b)
-		}
-	}
-	startStream := func() {
-		sw = sse.NewWriter(w)
-		for _, b := range early {
-			_ = sw.Write(sse.Event{Data: b})
-		}
-		early = nil
-	}
+	st := &statelessStream{w: w, streaming: edge.Accepts(r, mcp.ContentTypeEventStream)}
 	start := t.core.After(streamDelay) // the core's one hold timer: no timer armed and stopped per request
 	for {
-		out := call.Next(r.Context().Done(), start, emit)
+		out := call.Next(r.Context().Done(), start, st.Emit)
 		switch {
 		case out.Stopped:
 			return
 		case out.Woke:
 			start = nil
-			if streaming && sw == nil {
-				startStream()
-			}
+			st.HoldPassed()
 		case out.Err != nil:
-			if out.Refusal != nil && sw == nil {
+			if out.Refusal != nil && st.sw == nil {
 				out.Refusal.Write(w, id) // 503 or 429 with Retry-After
 				return
 			}
-			finish(w, sw, jsonrpc.NewError(id, out.Err))
+			finish(w, st.sw, jsonrpc.NewError(id, out.Err))
 			return
 		case out.InputRequired != nil:
 			// Parked before the client can read the answer: its retry may
@@ -102,9 +154,9 @@ func (t *Transport) drive(w http.ResponseWriter, r *http.Request, call *core.Cal
 			// call released, not "already being retried".
 			call.Release()
 			res := jsonrpc.NewResult(id, out.InputRequired)
-			if sw != nil {
+			if st.sw != nil {
 				b, _ := jsonrpc.Encode(res)
-				_ = sw.Write(sse.Event{Data: b})
+				_ = st.sw.Write(sse.Event{Data: b})
 				return
 			}
 			edge.WriteJSON(w, http.StatusOK, res)
@@ -112,20 +164,7 @@ func (t *Transport) drive(w http.ResponseWriter, r *http.Request, call *core.Cal
 		default:
 			resp := out.Resp
 			resp.ID = id
-			if sw == nil {
-				if !streaming || len(early) == 0 || resp.Error != nil {
-					status := http.StatusOK
-					if resp.Error != nil {
-						status = core.StatelessStatus(resp.Error.Code)
-					}
-					edge.WriteJSON(w, status, resp)
-					return
-				}
-				startStream()
-			}
-			// Sent with the response's end; a large result straight from
-			// the upstream's buffer (jsonrpc.Buffers), not copied.
-			_ = sw.WriteLastPieces(sse.Event{}, jsonrpc.Buffers(resp))
+			st.answer(resp)
 			return
 		}
 	}
