@@ -147,3 +147,18 @@ func TestBenchPolicy(t *testing.T) {
 		}
 	}
 }
+
+// An added time keeps its sign: a middle that queues less than the
+// upstream itself answers sooner than direct at high concurrency.
+func TestSignedDur(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		2020 * time.Microsecond:   "+2.02 ms",
+		-15161 * time.Microsecond: "−15.2 ms",
+		0:                         "+0 µs",
+		-300 * time.Microsecond:   "−300 µs",
+	} {
+		if got := signedDur(d); got != want {
+			t.Errorf("signedDur(%s) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -69,6 +69,15 @@ func fmtDur(d time.Duration) string {
 	}
 }
 
+// signedDur is an added time with its sign: "+2.02 ms", "−15.2 ms" (a
+// middle can answer sooner than direct when it queues less).
+func signedDur(d time.Duration) string {
+	if d < 0 {
+		return "−" + fmtDur(-d)
+	}
+	return "+" + fmtDur(d)
+}
+
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // runOnce measures one run of ep, sampling its middle process around it
@@ -279,7 +288,7 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 		if ep.name == "direct" {
 			direct = p50
 		} else if direct > 0 {
-			added = "+" + fmtDur(p50-direct)
+			added = signedDur(p50 - direct)
 		}
 		if ep.middle != nil && st.calls > 0 {
 			cpu = st.perCall(st.cpu)
@@ -540,7 +549,7 @@ func (b *bench) big(ctx context.Context) error {
 		if ep.name == "direct" {
 			direct = p50
 		} else if direct > 0 {
-			added = "+" + fmtDur(p50-direct)
+			added = signedDur(p50 - direct)
 		}
 		rssBefore, rssPeak, rssAfter := "—", "—", "—"
 		if ep.middle != nil && st.calls > 0 {
