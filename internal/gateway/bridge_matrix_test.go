@@ -139,7 +139,10 @@ func TestRevisionMatrix(t *testing.T) {
 		{"legacy client, 2026 upstream", "2025-11-25", true, `    protocol: "2026"` + "\n"},
 		// Nothing to bridge: the upstream's own input_required results
 		// reach the client, and its calls run unbridged (core.Unbridged).
-		{"2026 client, 2026 upstream", "2026-07-28", true, ""},
+		// protocol "2026" as for the column above: the SDK's stateless
+		// server also accepts initialize, but cannot push on that
+		// connection, which auto would use for subscriptions.
+		{"2026 client, 2026 upstream", "2026-07-28", true, `    protocol: "2026"` + "\n"},
 	} {
 		t.Run(col.name, func(t *testing.T) {
 			srv := matrixServer(col.modernUpstream) // one server: its updates must reach every session's subscriptions
@@ -263,13 +266,6 @@ func TestRevisionMatrix(t *testing.T) {
 			t.Run("elicitation", func(t *testing.T) { tool(t, "up__ask", map[string]any{"kind": "elicitation"}, "elicited accept Ada") })
 			t.Run("roots", func(t *testing.T) { tool(t, "up__ask", map[string]any{"kind": "roots"}, "roots file:///matrix/root") })
 			t.Run("subscriptions", func(t *testing.T) {
-				if col.clientVersion == "2026-07-28" && col.modernUpstream {
-					// Found when this column was added, and there before it:
-					// the update never reaches a 2026 client's subscription
-					// through a 2026 upstream (each half works with the other
-					// revision: the columns above, TestSubscribeThroughModernUpstream).
-					t.Skip("known gap: resource updates from a 2026-07-28 upstream to a 2026-07-28 client's subscription")
-				}
 				if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://doc"}); err != nil {
 					t.Fatalf("subscribe: %v", err)
 				}
