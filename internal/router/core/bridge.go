@@ -133,9 +133,9 @@ type inputNeed struct {
 // as a plain call (Serve) rather than a bridged one: its upstream speaks a
 // stateless revision, so it asks the caller nothing mid-call and nothing
 // will need parking. (Should that connection be replaced by one of a
-// session revision between this answer and the call, a request it made
-// would fail rather than be bridged: the reconnect of a live upstream to
-// an older revision, which does not happen in practice.)
+// session revision between this answer and the call — an upstream
+// downgraded while it was reconnecting — a request it made mid-call would
+// fail, naming why, rather than be bridged; its caller can retry.)
 func (c *Core) Unbridged(sess *Session, msg *jsonrpc.Message) bool {
 	return sess.Route().View.AsksNothing(sess.ctx, msg.Method, msg.Params)
 }
