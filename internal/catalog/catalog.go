@@ -493,20 +493,16 @@ func (v *View) Forward(ctx context.Context, method string, params json.RawMessag
 	return v.ForwardTarget(ctx, method, params, "", opts)
 }
 
-// AsksNothing reports whether a stateless caller's routed request goes to
+// AsksNothing reports whether a stateless caller's request for the
+// target external (as its params carry it, already read) of kind goes to
 // an upstream that cannot ask the caller anything during it (host's
 // AsksCallersNothing), judged without fetching anything: a task, a name
 // not resolved at once or an upstream that may ask reports false.
-func (v *View) AsksNothing(ctx context.Context, method string, params json.RawMessage) bool {
-	t, ok := mcp.TargetOf(method, params)
-	if !ok || t.Kind == mcp.KindTask {
+func (v *View) AsksNothing(ctx context.Context, kind mcp.Kind, external string) bool {
+	if kind == mcp.KindTask {
 		return false
 	}
-	external, err := rawjson.GetPath(params, t.Path)
-	if err != nil {
-		return false
-	}
-	r, ok, jerr := v.resolve(ctx, t.Kind, external, false, nil)
+	r, ok, jerr := v.resolve(ctx, kind, external, false, nil)
 	if jerr != nil || !ok {
 		return false
 	}

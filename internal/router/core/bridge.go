@@ -129,15 +129,21 @@ type inputNeed struct {
 	answer chan json.RawMessage // the client's result
 }
 
-// Unbridged reports whether a stateless caller's routed request can run
-// as a plain call (Serve) rather than a bridged one: its upstream speaks a
-// stateless revision, so it asks the caller nothing mid-call and nothing
-// will need parking. (Should that connection be replaced by one of a
-// session revision between this answer and the call — an upstream
-// downgraded while it was reconnecting — a request it made mid-call would
-// fail, naming why, rather than be bridged; its caller can retry.)
-func (c *Core) Unbridged(sess *Session, msg *jsonrpc.Message) bool {
-	return sess.Route().View.AsksNothing(sess.ctx, msg.Method, msg.Params)
+// Unbridged reports whether a stateless caller's routed request, judged
+// by v, can run as a plain call (Serve) rather than a bridged one: its
+// upstream speaks a stateless revision, so it asks the caller nothing
+// mid-call and nothing will need parking. It routes by the target v read,
+// not by reading the params again; a request v found no target in (a
+// task, a malformed one) is bridged, as before. (Should that connection
+// be replaced by one of a session revision between this answer and the
+// call — an upstream downgraded while it was reconnecting — a request it
+// made mid-call would fail, naming why, rather than be bridged; its
+// caller can retry.)
+func (c *Core) Unbridged(ctx context.Context, v *Verdict) bool {
+	if v == nil || !v.targeted || v.pinErr != nil {
+		return false
+	}
+	return v.rte.View.AsksNothing(ctx, mcp.Kind(v.kind), v.external)
 }
 
 // StartBridged runs a stateless caller's routed request as a call that

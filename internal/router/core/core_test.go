@@ -313,27 +313,34 @@ func TestBridgedCallStop(t *testing.T) {
 
 // A stateless caller's routed request runs unbridged only when its
 // upstream speaks a stateless revision, and then it answers as a plain
-// call, parking nothing.
+// call, parking nothing. It goes by the verdict's reading of the target.
 func TestUnbridged(t *testing.T) {
 	alice := &auth.Principal{Subject: "alice", Issuer: "https://idp"}
+	ctx := auth.WithPrincipal(context.Background(), alice)
 	call := request(mcp.MethodToolsCall, `{"name":"up__echo","arguments":{"text":"hi"}}`)
 	modern := newFixture(t, true)
 	sess := modern.stateless(t, `{}`, alice)
-	if !modern.core.Unbridged(sess, call) {
+	unbridged := func(f *fixture, msg *jsonrpc.Message) bool {
+		return f.core.Unbridged(ctx, f.core.Decide(ctx, f.rte, msg))
+	}
+	if !unbridged(modern, call) {
 		t.Fatal("a call of a 2026-07-28 upstream is bridged")
 	}
-	if modern.core.Unbridged(sess, request(mcp.MethodTasksGet, `{"taskId":"x"}`)) {
+	if unbridged(modern, request(mcp.MethodTasksGet, `{"taskId":"x"}`)) {
 		t.Error("a task request is unbridged: which upstream it goes to is not known at once")
 	}
-	if modern.core.Unbridged(sess, request(mcp.MethodToolsCall, `{"name":"nowhere__echo","arguments":{}}`)) {
+	if unbridged(modern, request(mcp.MethodToolsCall, `{"name":"nowhere__echo","arguments":{}}`)) {
 		t.Error("a call of no known upstream is unbridged")
+	}
+	if modern.core.Unbridged(ctx, nil) {
+		t.Error("a request without a verdict is unbridged")
 	}
 	resp := modern.core.Serve(context.Background(), sess, call, nil, EmitFunc(func([]byte) {}), 0)
 	if text(t, resp) != "echo:hi" || len(modern.core.bridge.parked) != 0 {
 		t.Errorf("answer %s, %d parked; want echo:hi and nothing parked", resp.Result, len(modern.core.bridge.parked))
 	}
 	legacy := newFixture(t, false)
-	if legacy.core.Unbridged(legacy.stateless(t, `{"sampling":{}}`, alice), call) {
+	if unbridged(legacy, call) {
 		t.Error("a call of a session-revision upstream, which may ask for input mid-call, is unbridged")
 	}
 }

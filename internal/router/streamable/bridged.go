@@ -25,7 +25,7 @@ const streamDelay = 50 * time.Millisecond
 func (t *Transport) bridged(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message, v *core.Verdict) {
 	state, _ := rawjson.GetString(msg.Params, "requestState")
 	if !core.IsBridgeState(state) {
-		if t.core.Unbridged(sess, msg) {
+		if t.core.Unbridged(r.Context(), v) {
 			t.direct(w, r, sess, msg, v)
 			return
 		}
