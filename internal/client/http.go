@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/mcpgw/mcpgw/internal/http1"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -53,12 +54,14 @@ func (c *HTTPConfig) defaults() {
 // upstream (and a thousand over all of them): with fewer, every burst
 // above the bound closes connections it then reopens (at c=256, 64 per
 // host and 100 in all made ~200 new upstream connections a second).
-func DefaultHTTPTransport() *http.Transport {
+// Plain-http requests are sent by internal/http1 on the caller's
+// goroutine; the net/http Transport underneath serves the rest.
+func DefaultHTTPTransport() *http1.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = 60 * time.Second
 	t.MaxIdleConnsPerHost = MaxIdleConnsPerUpstream
 	t.MaxIdleConns = MaxIdleConns
-	return t
+	return http1.New(t)
 }
 
 // drainAfterAnswer bounds how long a 2026-07-28 answer stream is read

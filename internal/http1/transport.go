@@ -1,0 +1,426 @@
+// Package http1 owns the transport of mcpgw's requests to plain-HTTP
+// upstreams: HTTP/1.1 on pooled keep-alive connections, each request
+// written and its answer read on the goroutine that sends it.
+//
+// net/http's Transport gives every connection a reader and a writer
+// goroutine and hands each request to the writer, the answer from the
+// reader and the end of its body back to the reader, over channels: four
+// goroutine handoffs and a dozen allocations per call that a gateway's
+// one-message calls never need (issue 18: a quarter of mcpgw's CPU per
+// call went to net/http's persistConn loops). The request and answer
+// themselves are written and parsed by net/http (Request.Write,
+// ReadResponse), so the wire format is the one net/http speaks.
+//
+// What this transport does not do goes to Fallback, a net/http Transport:
+// https (TLS and HTTP/2), proxies, requests whose body has no known length
+// or is larger than MaxDirectBody (a server may answer those before
+// reading them whole, which only a concurrent reader sees), upgrades.
+package http1
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// MaxDirectBody is the largest request body sent on the caller's
+// goroutine; larger ones go to the fallback. A server may answer a body
+// it refuses (413) and close before reading it: with the whole body in the
+// socket's buffers the answer is still read; past them, only net/http's
+// concurrent reader would see it.
+const MaxDirectBody = 64 << 10
+
+// Transport is an http.RoundTripper for http:// URLs without a proxy; any
+// other request goes to Fallback.
+type Transport struct {
+	// Fallback serves what this transport does not, and lends it its
+	// DialContext, Proxy, MaxIdleConnsPerHost, MaxIdleConns,
+	// IdleConnTimeout and ResponseHeaderTimeout.
+	Fallback *http.Transport
+
+	// now is the clock of idle timeouts (tests move it).
+	now func() time.Time
+
+	mu     sync.Mutex
+	idle   map[string][]*conn // by host:port, most recently used last
+	nidle  int
+	closed bool // CloseIdleConnections ran: nothing is kept idle after
+
+	opened, reused atomic.Int64
+}
+
+// New returns a Transport over fallback.
+func New(fallback *http.Transport) *Transport {
+	return &Transport{Fallback: fallback, now: time.Now, idle: map[string][]*conn{}}
+}
+
+// Stats counts the connections this transport opened and the requests
+// that reused one.
+type Stats struct{ Opened, Reused int64 }
+
+// Stats reports the transport's connection counts so far.
+func (t *Transport) Stats() Stats { return Stats{Opened: t.opened.Load(), Reused: t.reused.Load()} }
+
+// direct reports whether req is one this transport sends itself.
+func (t *Transport) direct(req *http.Request) bool {
+	if req.URL == nil || req.URL.Scheme != "http" || req.URL.User != nil {
+		return false
+	}
+	if req.Body != nil && req.Body != http.NoBody && (req.ContentLength <= 0 || req.ContentLength > MaxDirectBody) {
+		return false
+	}
+	if req.Header.Get("Upgrade") != "" || req.Header.Get("Expect") != "" {
+		return false
+	}
+	if t.Fallback.Proxy != nil {
+		if u, err := t.Fallback.Proxy(req); err != nil || u != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// RoundTrip sends req and reads the answer's header; the body is read by
+// the caller, on whose goroutine it is read from the connection.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.direct(req) {
+		return t.Fallback.RoundTrip(req)
+	}
+	if err := validHeader(req.Header); err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	ctx := req.Context()
+	addr := hostPort(req.URL.Host)
+	for attempt := 0; ; attempt++ {
+		c, err := t.get(ctx, addr)
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		resp, err := c.roundTrip(ctx, req, t)
+		if err == nil {
+			return resp, nil
+		}
+		var stale *staleError
+		if errors.As(err, &stale) && attempt < 2 && ctx.Err() == nil && replayable(req) {
+			// A kept connection that ended before any of its answer: the
+			// server closed it as it was handed out. A request that may
+			// be sent twice goes again on another connection (at most
+			// twice); a POST does not, as net/http has it, since the
+			// server may have read and acted on it before it closed.
+			if req.Body != nil && req.Body != http.NoBody {
+				body, berr := req.GetBody()
+				if berr != nil {
+					return nil, err
+				}
+				r2 := *req
+				r2.Body = body
+				req = &r2
+			}
+			continue
+		}
+		closeBody(req)
+		return nil, err
+	}
+}
+
+// validHeader refuses what net/http's Transport refuses: a header name or
+// value that would not be one header on the wire (Request.Write would
+// turn a newline in a value into a space, and send a bad name as it is).
+func validHeader(h http.Header) error {
+	for k, vs := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fmt.Errorf("net/http: invalid header field name %q", k)
+		}
+		for _, v := range vs {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return fmt.Errorf("net/http: invalid header field value for %q", k)
+			}
+		}
+	}
+	return nil
+}
+
+// replayable reports whether req may be sent again after a failure that
+// may have reached the server: net/http's rule (an idempotent method, or
+// an idempotency key, with a body that can be remade).
+func replayable(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// hostPort is host with its port (80 when it has none).
+func hostPort(host string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return net.JoinHostPort(host, "80")
+}
+
+// get is a kept connection to addr that its server has not closed, or a
+// new one.
+func (t *Transport) get(ctx context.Context, addr string) (*conn, error) {
+	now := t.now()
+	t.mu.Lock()
+	for list := t.idle[addr]; len(list) > 0; list = t.idle[addr] {
+		c := list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[addr] = list[:len(list)-1]
+		t.nidle--
+		t.mu.Unlock()
+		if t.expired(c, now) || !c.alive() {
+			c.nc.Close()
+			t.mu.Lock()
+			continue
+		}
+		c.reused = true
+		t.reused.Add(1)
+		return c, nil
+	}
+	t.mu.Unlock()
+	return t.dial(ctx, addr)
+}
+
+func (t *Transport) expired(c *conn, now time.Time) bool {
+	d := t.Fallback.IdleConnTimeout
+	return d > 0 && now.Sub(c.idleSince) > d
+}
+
+func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
+	dial := t.Fallback.DialContext
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	nc, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	t.opened.Add(1)
+	return newConn(nc), nil
+}
+
+// put keeps c for the next request to addr, within the idle bounds.
+func (t *Transport) put(addr string, c *conn) {
+	c.idleSince = t.now()
+	perHost := t.Fallback.MaxIdleConnsPerHost
+	if perHost == 0 {
+		perHost = http.DefaultMaxIdleConnsPerHost
+	}
+	t.mu.Lock()
+	list := t.idle[addr]
+	if t.closed || len(list) >= perHost || (t.Fallback.MaxIdleConns > 0 && t.nidle >= t.Fallback.MaxIdleConns) || t.Fallback.DisableKeepAlives {
+		t.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	// Connections idle past the timeout sit at the front: drop them here,
+	// since nothing else looks at a host's list until its next request.
+	var old []*conn
+	for len(list) > 0 && t.expired(list[0], c.idleSince) {
+		old = append(old, list[0])
+		list[0] = nil
+		list = list[1:]
+		t.nidle--
+	}
+	t.idle[addr] = append(list, c)
+	t.nidle++
+	t.mu.Unlock()
+	for _, o := range old {
+		o.nc.Close()
+	}
+}
+
+// CloseIdleConnections closes the kept connections, the fallback's too.
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = map[string][]*conn{}
+	t.nidle = 0
+	t.mu.Unlock()
+	for _, list := range idle {
+		for _, c := range list {
+			c.nc.Close()
+		}
+	}
+	t.Fallback.CloseIdleConnections()
+}
+
+// conn is one connection: its buffered reader and writer, and whether it
+// was kept from an earlier request.
+type conn struct {
+	nc        net.Conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	peek      *peeker
+	reused    bool
+	idleSince time.Time
+}
+
+func newConn(nc net.Conn) *conn {
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10), peek: newPeeker(nc)}
+}
+
+// alive reports whether a kept connection can take a request: its server
+// has not closed it and sent nothing unasked.
+func (c *conn) alive() bool { return c.br.Buffered() == 0 && c.peek.idle() }
+
+// staleError is a kept connection that ended before any of its answer
+// arrived: the server closed it while it was idle.
+type staleError struct{ err error }
+
+func (e *staleError) Error() string { return "kept connection closed by the server: " + e.err.Error() }
+func (e *staleError) Unwrap() error { return e.err }
+
+// aLongTimeAgo is a deadline that has passed: setting it ends a blocked
+// read or write at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// roundTrip writes req on c and reads the answer's header. The body, when
+// there is one, keeps c until it is read to its end (c then goes back to
+// t's pool) or closed (c is closed).
+func (c *conn) roundTrip(ctx context.Context, req *http.Request, t *Transport) (*http.Response, error) {
+	var cancelled atomic.Bool
+	stop := func() bool { return true }
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() {
+			cancelled.Store(true)
+			c.nc.SetDeadline(aLongTimeAgo)
+		})
+	}
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		c.nc.Close()
+		if cancelled.Load() || ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if err := req.Write(c.bw); err != nil {
+		return fail(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		if c.reused && isClosed(err) && !cancelled.Load() {
+			err = &staleError{err: err}
+		}
+		return fail(err)
+	}
+	if d := t.Fallback.ResponseHeaderTimeout; d > 0 {
+		c.nc.SetReadDeadline(t.now().Add(d))
+	}
+	var resp *http.Response
+	for {
+		r, err := http.ReadResponse(c.br, req)
+		if err != nil {
+			if c.reused && c.br.Buffered() == 0 && isClosed(err) && !cancelled.Load() {
+				err = &staleError{err: err}
+			} else if ne, ok := err.(net.Error); ok && ne.Timeout() && !cancelled.Load() {
+				err = fmt.Errorf("upstream sent no response header within %s", t.Fallback.ResponseHeaderTimeout)
+			}
+			return fail(err)
+		}
+		if r.StatusCode >= 100 && r.StatusCode < 200 && r.StatusCode != http.StatusSwitchingProtocols {
+			continue // informational (103 Early Hints): the answer follows
+		}
+		resp = r
+		break
+	}
+	if t.Fallback.ResponseHeaderTimeout > 0 {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return fail(errors.New("upstream switched protocols, which an MCP POST never asks"))
+	}
+	keep := !resp.Close && !req.Close
+	b := &body{rc: resp.Body, c: c, t: t, addr: hostPort(req.URL.Host), keep: keep, stop: stop, cancelled: &cancelled, ctx: ctx}
+	if resp.Body == http.NoBody {
+		b.finish(true)
+		return resp, nil
+	}
+	resp.Body = b
+	return resp, nil
+}
+
+// isClosed reports whether err is the connection ending (EOF, reset).
+func isClosed(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && !op.Timeout()
+}
+
+// body is an answer's body: read from its connection on the reader's
+// goroutine; its end hands the connection back.
+type body struct {
+	rc        io.ReadCloser
+	c         *conn
+	t         *Transport
+	addr      string
+	keep      bool
+	stop      func() bool
+	cancelled *atomic.Bool
+	ctx       context.Context
+	done      atomic.Bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		b.finish(true)
+	case err != nil:
+		b.finish(false)
+		if b.cancelled.Load() {
+			err = b.ctx.Err()
+		}
+	}
+	return n, err
+}
+
+// Close ends the body; one not read to its end closes its connection
+// first, so that a Read blocked on it returns.
+func (b *body) Close() error {
+	b.finish(false)
+	return b.rc.Close()
+}
+
+// finish hands the connection back when the body was read whole (atEnd)
+// and nothing cancelled it, and closes it otherwise. Only its first call
+// acts.
+func (b *body) finish(atEnd bool) {
+	if !b.done.CompareAndSwap(false, true) {
+		return
+	}
+	if atEnd && b.stop() && b.keep {
+		b.t.put(b.addr, b.c)
+		return
+	}
+	b.stop()
+	b.c.nc.Close()
+}
