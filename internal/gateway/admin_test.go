@@ -179,6 +179,14 @@ upstreams:
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
+	// alpha's handshake, listings and calls are a dozen requests in turn
+	// (its GET stream holds one connection): kept connections carry them.
+	if opened, _ := sample(mfs, "mcpgw_upstream_http_connections_opened_total"); opened < 1 || opened > 4 {
+		t.Errorf("mcpgw_upstream_http_connections_opened_total = %v, want 1-4 (connections reused)", opened)
+	}
+	if idle, ok := sample(mfs, "mcpgw_upstream_http_connections_idle"); !ok || idle < 1 {
+		t.Errorf("mcpgw_upstream_http_connections_idle = %v (present %v), want at least the last call's", idle, ok)
+	}
 	if sum, _ := sample(mfs, "mcpgw_upstream_call_duration_seconds_sum", "upstream", "alpha", "method", "tools/call"); sum <= 0 || sum > 10 {
 		t.Errorf("alpha tools/call duration sum = %v s, want a small positive number", sum)
 	}

@@ -186,6 +186,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	w.connect(g.host, rt)
 	g.router = rt
 	g.metrics.SetRouteSource(rt.RouteStats)
+	g.metrics.SetUpstreamConnSource(g.host.ConnStats)
 	g.metrics.ConfigLoaded()
 	g.reloads.add(ReloadEvent{Time: g.started, Initial: true, OK: true})
 

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/http1"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
@@ -122,6 +123,11 @@ type Host struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// conns is the HTTP transport the host made for its upstreams (nil
+	// when Options.HTTPClient came with one): Close closes its kept
+	// connections, and ConnStats reports them.
+	conns *http1.Transport
 }
 
 // upstreamSet is one generation's upstreams.
@@ -154,8 +160,10 @@ func New(cfg *config.Config, opts Options) *Host {
 	if opts.HealthFailures <= 0 {
 		opts.HealthFailures = 3
 	}
+	var conns *http1.Transport
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Transport: client.DefaultHTTPTransport()}
+		conns = client.DefaultHTTPTransport()
+		opts.HTTPClient = &http.Client{Transport: conns}
 	}
 	if opts.BreakerThreshold <= 0 {
 		opts.BreakerThreshold = 5
@@ -167,7 +175,7 @@ func New(cfg *config.Config, opts Options) *Host {
 		opts.BreakerCooldown = 5 * time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Host{log: opts.Logger, opts: opts, ctx: ctx, cancel: cancel, retiring: map[*Upstream]bool{}}
+	h := &Host{log: opts.Logger, opts: opts, ctx: ctx, cancel: cancel, retiring: map[*Upstream]bool{}, conns: conns}
 	set := &upstreamSet{byName: map[string]*Upstream{}, sep: separator(cfg)}
 	for name, ucfg := range cfg.Upstreams {
 		set.byName[name] = h.newUpstream(name, ucfg, set.sep)
@@ -253,6 +261,19 @@ func (h *Host) Close() {
 		u.closeSessions()
 	}
 	h.wg.Wait()
+	if h.conns != nil {
+		h.conns.CloseIdleConnections()
+	}
+}
+
+// ConnStats reports the connections to plain-http upstreams: opened so
+// far, and kept idle now (zero when the host was given its HTTP client).
+func (h *Host) ConnStats() (opened, idle int64) {
+	if h.conns == nil {
+		return 0, 0
+	}
+	st := h.conns.Stats()
+	return st.Opened, st.Idle
 }
 
 // allLocked returns the current and the retiring upstreams (h.mu held).

@@ -50,10 +50,13 @@ type Transport struct {
 	// now is the clock of idle timeouts (tests move it).
 	now func() time.Time
 
-	mu     sync.Mutex
-	idle   map[string][]*conn // by host:port, most recently used last
-	nidle  int
-	closed bool // CloseIdleConnections ran: nothing is kept idle after
+	mu    sync.Mutex
+	idle  map[string][]*conn // by host:port, most recently used last
+	nidle int
+	// sweep closes connections idle past IdleConnTimeout that no request
+	// came back for (an upstream removed by a reload): armed while any
+	// connection is kept, stopped by CloseIdleConnections.
+	sweep *time.Timer
 
 	opened, reused atomic.Int64
 }
@@ -63,12 +66,17 @@ func New(fallback *http.Transport) *Transport {
 	return &Transport{Fallback: fallback, now: time.Now, idle: map[string][]*conn{}}
 }
 
-// Stats counts the connections this transport opened and the requests
-// that reused one.
-type Stats struct{ Opened, Reused int64 }
+// Stats counts the connections this transport opened, the requests that
+// reused one, and the connections kept idle now.
+type Stats struct{ Opened, Reused, Idle int64 }
 
-// Stats reports the transport's connection counts so far.
-func (t *Transport) Stats() Stats { return Stats{Opened: t.opened.Load(), Reused: t.reused.Load()} }
+// Stats reports the transport's connection counts.
+func (t *Transport) Stats() Stats {
+	t.mu.Lock()
+	idle := t.nidle
+	t.mu.Unlock()
+	return Stats{Opened: t.opened.Load(), Reused: t.reused.Load(), Idle: int64(idle)}
+}
 
 // direct reports whether req is one this transport sends itself.
 func (t *Transport) direct(req *http.Request) bool {
@@ -234,25 +242,48 @@ func (t *Transport) put(addr string, c *conn) {
 	}
 	t.mu.Lock()
 	list := t.idle[addr]
-	if t.closed || len(list) >= perHost || (t.Fallback.MaxIdleConns > 0 && t.nidle >= t.Fallback.MaxIdleConns) || t.Fallback.DisableKeepAlives {
+	if len(list) >= perHost || (t.Fallback.MaxIdleConns > 0 && t.nidle >= t.Fallback.MaxIdleConns) || t.Fallback.DisableKeepAlives {
 		t.mu.Unlock()
-		c.nc.Close()
+		c.nc.Close() // over the bound: closed, as net/http closes it
 		return
-	}
-	// Connections idle past the timeout sit at the front: drop them here,
-	// since nothing else looks at a host's list until its next request.
-	var old []*conn
-	for len(list) > 0 && t.expired(list[0], c.idleSince) {
-		old = append(old, list[0])
-		list[0] = nil
-		list = list[1:]
-		t.nidle--
 	}
 	t.idle[addr] = append(list, c)
 	t.nidle++
+	if d := t.Fallback.IdleConnTimeout; d > 0 && t.sweep == nil {
+		t.sweep = time.AfterFunc(d, t.expire)
+	}
 	t.mu.Unlock()
-	for _, o := range old {
-		o.nc.Close()
+}
+
+// expire closes the connections idle past IdleConnTimeout, and is armed
+// again while any stays kept.
+func (t *Transport) expire() {
+	now := t.now()
+	var old []*conn
+	t.mu.Lock()
+	for addr, list := range t.idle {
+		// A list is in the order its connections were kept: the
+		// expired ones are at its front.
+		n := 0
+		for n < len(list) && t.expired(list[n], now) {
+			old = append(old, list[n])
+			n++
+		}
+		if n == len(list) {
+			delete(t.idle, addr)
+			continue
+		}
+		clear(list[:n])
+		t.idle[addr] = list[n:]
+	}
+	t.nidle -= len(old)
+	t.sweep = nil
+	if d := t.Fallback.IdleConnTimeout; d > 0 && t.nidle > 0 {
+		t.sweep = time.AfterFunc(d/2, t.expire) // a connection lives at most 1.5 × the timeout
+	}
+	t.mu.Unlock()
+	for _, c := range old {
+		c.nc.Close()
 	}
 }
 
@@ -262,6 +293,10 @@ func (t *Transport) CloseIdleConnections() {
 	idle := t.idle
 	t.idle = map[string][]*conn{}
 	t.nidle = 0
+	if t.sweep != nil {
+		t.sweep.Stop()
+		t.sweep = nil
+	}
 	t.mu.Unlock()
 	for _, list := range idle {
 		for _, c := range list {

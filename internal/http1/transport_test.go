@@ -31,9 +31,13 @@ func newServer(t *testing.T, h http.HandlerFunc, configure ...func(*http.Server)
 	for _, f := range configure {
 		f(s.Config)
 	}
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+	also := s.Config.ConnState
+	s.Config.ConnState = func(c net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			s.conns.Add(1)
+		}
+		if also != nil {
+			also(c, st)
 		}
 	}
 	s.Start()
@@ -564,5 +568,37 @@ func TestInvalidHeader(t *testing.T) {
 	}
 	if n := srv.conns.Load(); n != 0 {
 		t.Errorf("server saw %d connections for refused requests", n)
+	}
+}
+
+// TestSweep: connections kept for an address no request comes back for
+// (an upstream a reload removed) are closed once idle past the timeout,
+// and its entry goes with them.
+func TestSweep(t *testing.T) {
+	var closed atomic.Int64
+	srv := newServer(t, echo, func(s *http.Server) {
+		s.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed {
+				closed.Add(1)
+			}
+		}
+	})
+	tr := newTransport(t)
+	tr.Fallback.IdleConnTimeout = 50 * time.Millisecond
+	roundTrip(t, tr, post(t.Context(), srv.URL, "x"))
+	if st := tr.Stats(); st.Idle != 1 {
+		t.Fatalf("%+v, want one kept", st)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for closed.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if closed.Load() != 1 {
+		t.Fatal("the idle connection was not closed by the sweep")
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.nidle != 0 || len(tr.idle) != 0 || tr.sweep != nil {
+		t.Errorf("after the sweep: %d idle, %d addresses, sweep armed %v", tr.nidle, len(tr.idle), tr.sweep != nil)
 	}
 }

@@ -410,6 +410,17 @@ func (m *Metrics) SetRouteSource(f func() []RouteStats) {
 	m.sources.mu.Unlock()
 }
 
+// SetUpstreamConnSource installs the function that reports the
+// connections to plain-http upstreams at scrape time (the host's).
+func (m *Metrics) SetUpstreamConnSource(f func() (opened, idle int64)) {
+	if m == nil {
+		return
+	}
+	m.sources.mu.Lock()
+	m.sources.conns = f
+	m.sources.mu.Unlock()
+}
+
 // AuthFailure counts a request refused by authentication. reason must come
 // from a fixed set (e.g. missing_token, invalid_token, expired, audience,
 // insufficient_scope, unknown_key), never from the request.
@@ -746,8 +757,11 @@ type sourceCollector struct {
 	sessions *prometheus.Desc
 	streams  *prometheus.Desc
 
+	connsOpened, connsIdle *prometheus.Desc
+
 	mu     sync.Mutex
 	routes func() []RouteStats
+	conns  func() (opened, idle int64)
 }
 
 func newSourceCollector(m *Metrics) *sourceCollector {
@@ -758,18 +772,29 @@ func newSourceCollector(m *Metrics) *sourceCollector {
 		streams: prometheus.NewDesc(Namespace+"_streams_open",
 			"Open downstream SSE streams, by route and kind (call: a response stream; standalone: a session's GET or legacy SSE stream; listen: subscriptions/listen).",
 			[]string{"route", "kind"}, nil),
+		connsOpened: prometheus.NewDesc(Namespace+"_upstream_http_connections_opened_total",
+			"Connections opened to plain-http upstreams (kept ones are reused: a rate that follows the call rate is churn).", nil, nil),
+		connsIdle: prometheus.NewDesc(Namespace+"_upstream_http_connections_idle",
+			"Connections to plain-http upstreams kept idle for the next request (bounded per upstream address and in all; one past the bound is closed).", nil, nil),
 	}
 }
 
 func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.sessions
 	ch <- c.streams
+	ch <- c.connsOpened
+	ch <- c.connsIdle
 }
 
 func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	f := c.routes
+	f, conns := c.routes, c.conns
 	c.mu.Unlock()
+	if conns != nil {
+		opened, idle := conns()
+		ch <- prometheus.MustNewConstMetric(c.connsOpened, prometheus.CounterValue, float64(opened))
+		ch <- prometheus.MustNewConstMetric(c.connsIdle, prometheus.GaugeValue, float64(idle))
+	}
 	calls := map[string]int64{}
 	c.m.routes.Range(func(k, v any) bool {
 		calls[k.(string)] = v.(*routeSeries).callStreams.Load()

@@ -19,6 +19,7 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.RequestOutcome("/mcp", "tools/call", metrics.OutcomeDenied)
 	m.CallStream("/mcp", 1)
 	m.SetRouteSource(nil)
+	m.SetUpstreamConnSource(nil)
 	m.ConfigLoaded()
 	m.ConfigReload(false)
 	m.AuthFailure("invalid_token")
@@ -80,6 +81,7 @@ func TestSeriesAndLint(t *testing.T) {
 	m.SetRouteSource(func() []metrics.RouteStats {
 		return []metrics.RouteStats{{Route: "/mcp", Sessions: 4, Standalone: 2, Listen: 1}}
 	})
+	m.SetUpstreamConnSource(func() (int64, int64) { return 7, 3 })
 	u := m.Upstream("fs")
 	if m.Upstream("fs") != u {
 		t.Fatal("Upstream is not memoized")
@@ -109,6 +111,12 @@ mcpgw_sessions_active{route="/mcp"} 4
 mcpgw_streams_open{kind="call",route="/mcp"} 1
 mcpgw_streams_open{kind="listen",route="/mcp"} 1
 mcpgw_streams_open{kind="standalone",route="/mcp"} 2
+# HELP mcpgw_upstream_http_connections_opened_total Connections opened to plain-http upstreams (kept ones are reused: a rate that follows the call rate is churn).
+# TYPE mcpgw_upstream_http_connections_opened_total counter
+mcpgw_upstream_http_connections_opened_total 7
+# HELP mcpgw_upstream_http_connections_idle Connections to plain-http upstreams kept idle for the next request (bounded per upstream address and in all; one past the bound is closed).
+# TYPE mcpgw_upstream_http_connections_idle gauge
+mcpgw_upstream_http_connections_idle 3
 # HELP mcpgw_upstream_state Upstream connection state: 1 for the current state (starting, ready, down, breaker_open, stopped), 0 for the others.
 # TYPE mcpgw_upstream_state gauge
 mcpgw_upstream_state{state="breaker_open",upstream="fs"} 0
@@ -151,6 +159,7 @@ mcpgw_config_reloads_total{result="success"} 0
 		"mcpgw_upstream_up", "mcpgw_upstream_restarts_total", "mcpgw_upstream_handshake_failures_total",
 		"mcpgw_upstream_breaker_open", "mcpgw_upstream_breaker_opens_total", "mcpgw_upstream_inflight_calls",
 		"mcpgw_upstream_call_errors_total", "mcpgw_config_last_reload_successful", "mcpgw_config_reloads_total",
+		"mcpgw_upstream_http_connections_opened_total", "mcpgw_upstream_http_connections_idle",
 	}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
