@@ -190,6 +190,7 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 	u := m.Upstream("x")
 	u.CallDone("tools/call", u.CallStarted(), metrics.ReasonTimeout)
 	m.SetRouteSource(func() []metrics.RouteStats { return []metrics.RouteStats{{Route: "/mcp"}} })
+	m.SetUpstreamConnSource(func() (int64, int64) { return 0, 0 })
 	r := m.NewRedis() // registered only with sessions.redis
 	r.RedisDropped(metrics.RedisDroppedQueueFull, 1)
 	r.RedisError(metrics.RedisOpAppend)
