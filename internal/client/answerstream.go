@@ -17,7 +17,8 @@ import (
 // the answer then reaches the caller without a hand-off between
 // goroutines (a wakeup per call that was on every call's critical path).
 // What follows the answer — normally only the stream's end, read so that
-// its connection is reused — is read on a goroutine of the transport's.
+// its connection is reused — is read by the caller too when it came with
+// the answer, and on a goroutine of the transport's otherwise.
 //
 // Until the answer the stream is tied to the caller's context, so that a
 // caller that gives up (a timeout, a cancellation) is not held by a read:
@@ -55,6 +56,14 @@ func (s *Streamable) readAnswer(ctx context.Context, cancel context.CancelFunc, 
 		if !a.next() {
 			return nil
 		}
+	}
+	if a.rd.Ended() {
+		// The stream's end came with its answer (the upstream wrote both
+		// before this read them): read it here, and its connection is
+		// back in the pool before the caller has its answer. Else its end
+		// is waited for on a goroutine (a wakeup per call).
+		a.next()
+		return nil
 	}
 	if !s.goTracked(a.rest) {
 		a.resp.Body.Close()

@@ -112,3 +112,79 @@ func TestUnresumableStreamEndsTheCall(t *testing.T) {
 		t.Errorf("the call took %v: it waited for its timeout", d)
 	}
 }
+
+// TestStreamEndWithAnswerReadByCaller: an upstream that ends its answer
+// stream as it answers (the answer and the stream's end arrive together)
+// has its connection back in the pool by the time the call returns: the
+// end is read by the caller, with no goroutine to wait for it. One that
+// ends the stream later still gets its connection back, from that
+// goroutine.
+func TestStreamEndWithAnswerReadByCaller(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tail time.Duration // how long after the answer the stream ends
+	}{{"end with the answer", 0}, {"end later", 30 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := legacyUpstream(t, func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[]}}\n\n", id)
+				if tc.tail > 0 {
+					w.(http.Flusher).Flush()
+					time.Sleep(tc.tail)
+				} // else: returning writes the event and the stream's end in one write
+			})
+			tr := client.DefaultHTTPTransport()
+			defer tr.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			st := client.NewStreamable(client.HTTPConfig{URL: ts.URL, Client: &http.Client{Transport: tr}})
+			c, err := client.Connect(ctx, st, client.Options{Name: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// What the handshake left kept, once its requests (some sent
+			// after Connect returns) are done.
+			before, handed := tr.Stats(), st.Handoffs()
+			for settled := 0; settled < 10; {
+				time.Sleep(10 * time.Millisecond)
+				if now := tr.Stats(); now == before {
+					settled++
+				} else {
+					before, handed, settled = now, st.Handoffs(), 0
+				}
+			}
+			for i := range 5 {
+				if _, err := c.Call(ctx, mcp.MethodToolsCall, json.RawMessage(`{"name":"x"}`), client.CallOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				idle := tr.Stats().Idle
+				if tc.tail == 0 && idle != before.Idle {
+					t.Fatalf("call %d returned with %d idle connections, want its own back already (%d)", i, idle, before.Idle)
+				}
+				if tc.tail > 0 {
+					if idle != before.Idle-1 {
+						t.Fatalf("call %d: %d idle connections while its stream is still open, want %d", i, idle, before.Idle-1)
+					}
+					deadline := time.Now().Add(5 * time.Second)
+					for tr.Stats().Idle != before.Idle && time.Now().Before(deadline) {
+						time.Sleep(5 * time.Millisecond)
+					}
+					if tr.Stats().Idle != before.Idle {
+						t.Fatalf("call %d: the connection never came back after the stream ended", i)
+					}
+				}
+			}
+			if now := tr.Stats(); now.Opened != before.Opened {
+				t.Errorf("5 calls in turn opened %d connections, want none", now.Opened-before.Opened)
+			}
+			want := int64(0) // each stream finished by its caller
+			if tc.tail > 0 {
+				want = 5 // each stream's end waited for on a goroutine
+			}
+			if n := st.Handoffs() - handed; n != want {
+				t.Errorf("%d streams handed to a goroutine, want %d", n, want)
+			}
+		})
+	}
+}

@@ -121,6 +121,10 @@ func (c *Chunks) put(k *chunk) {
 	}
 }
 
+// Ended reports whether the stream's source ended and everything read
+// from it was returned: the next Next returns io.EOF without reading.
+func (r *Reader) Ended() bool { return r.rpos == r.wpos && r.err == io.EOF && len(r.long) == 0 }
+
 // LastEventID is the last event id the stream set (for reconnects). As in the
 // HTML standard an id takes effect when its event ends with a blank line (or
 // the stream ends), whether or not the event had data, so a priming event made

@@ -598,3 +598,34 @@ func TestReaderRelease(t *testing.T) {
 		t.Errorf("the first reader's event became %q once its buffer was reused", ev.Data)
 	}
 }
+
+// TestReaderEnded: Ended is true only once the source's end was seen and
+// every event before it returned, so that a caller can finish a stream
+// whose end came with its last event without a read that could wait.
+func TestReaderEnded(t *testing.T) {
+	const stream = "data: a\n\ndata: b\n\n"
+	// DataErrReader returns io.EOF with the last bytes, as a chunked body
+	// does when its end was read with them.
+	rd := NewReader(iotest.DataErrReader(strings.NewReader(stream)), 1<<10)
+	if rd.Ended() {
+		t.Fatal("Ended before anything was read")
+	}
+	if ev, err := rd.Next(); err != nil || string(ev.Data) != "a" || rd.Ended() {
+		t.Fatalf("first event %q %v, Ended %v (b is still buffered)", ev.Data, err, rd.Ended())
+	}
+	if ev, err := rd.Next(); err != nil || string(ev.Data) != "b" || !rd.Ended() {
+		t.Fatalf("last event %q %v, Ended %v, want true", ev.Data, err, rd.Ended())
+	}
+	if _, err := rd.Next(); err != io.EOF {
+		t.Fatalf("after Ended: %v, want io.EOF", err)
+	}
+
+	// A source that reports its end only on a later read: not Ended
+	// after the last event (the next read could wait).
+	rd = NewReader(strings.NewReader(stream), 1<<10)
+	rd.Next()
+	rd.Next()
+	if rd.Ended() {
+		t.Fatal("Ended with the source's end not yet seen")
+	}
+}

@@ -30,6 +30,7 @@ type Pool struct {
 	wg     sync.WaitGroup
 
 	started atomic.Int64
+	tasks   atomic.Int64
 }
 
 type worker struct {
@@ -51,6 +52,7 @@ func (p *Pool) Go(fn func()) bool {
 		p.mu.Unlock()
 		return false
 	}
+	p.tasks.Add(1)
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]
 		p.idle[n-1] = nil
@@ -68,6 +70,9 @@ func (p *Pool) Go(fn func()) bool {
 
 // Started is how many goroutines the pool has started.
 func (p *Pool) Started() int64 { return p.started.Load() }
+
+// Tasks is how many functions the pool has been given to run.
+func (p *Pool) Tasks() int64 { return p.tasks.Load() }
 
 // Idle is how many goroutines wait for a task now.
 func (p *Pool) Idle() int {
