@@ -230,11 +230,13 @@ func (c *stdioConn) serve(ctx, life context.Context, msg *jsonrpc.Message) {
 // list change, all tagged with the request's id, until it is cancelled.
 func (c *stdioConn) listen(ctx context.Context, msg *jsonrpc.Message) {
 	tools, ack := listenParams(msg)
-	c.write(tagged(mcp.NotificationSubscriptionsAcked, msg.ID, map[string]any{"notifications": ack}))
 	if tools {
+		// Listening before the acknowledgement goes out: a client that
+		// changes the list as soon as it is acknowledged hears of it.
 		stop := c.s.listen(func([]byte) { c.write(tagged(mcp.NotificationToolsListChanged, msg.ID, nil)) })
 		defer stop()
 	}
+	c.write(tagged(mcp.NotificationSubscriptionsAcked, msg.ID, map[string]any{"notifications": ack}))
 	<-ctx.Done()
 }
 
