@@ -115,7 +115,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeBody(req)
 			return nil, err
 		}
-		resp, err := c.roundTrip(ctx, req, t)
+		resp, err := c.roundTrip(ctx, req, t, addr)
 		if err == nil {
 			return resp, nil
 		}
@@ -339,7 +339,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // roundTrip writes req on c and reads the answer's header. The body, when
 // there is one, keeps c until it is read to its end (c then goes back to
 // t's pool) or closed (c is closed).
-func (c *conn) roundTrip(ctx context.Context, req *http.Request, t *Transport) (*http.Response, error) {
+func (c *conn) roundTrip(ctx context.Context, req *http.Request, t *Transport, addr string) (*http.Response, error) {
 	var cancelled atomic.Bool
 	stop := func() bool { return true }
 	if ctx.Done() != nil {
@@ -387,12 +387,17 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, t *Transport) (
 	}
 	if t.Fallback.ResponseHeaderTimeout > 0 {
 		c.nc.SetReadDeadline(time.Time{})
+		if cancelled.Load() {
+			// Cancelled while the header was read: that deadline was
+			// just cleared with the timeout's.
+			c.nc.SetDeadline(aLongTimeAgo)
+		}
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return fail(errors.New("upstream switched protocols, which an MCP POST never asks"))
+		return fail(errors.New("upstream switched protocols, which no MCP request asks"))
 	}
 	keep := !resp.Close && !req.Close
-	b := &body{rc: resp.Body, c: c, t: t, addr: hostPort(req.URL.Host), keep: keep, stop: stop, cancelled: &cancelled, ctx: ctx}
+	b := &body{rc: resp.Body, c: c, t: t, addr: addr, keep: keep, stop: stop, cancelled: &cancelled, ctx: ctx}
 	if resp.Body == http.NoBody {
 		b.finish(true)
 		return resp, nil
