@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"math/big"
@@ -101,10 +102,22 @@ type HeaderParam struct {
 	Header string
 }
 
+// mayAnnotate reports whether schema may carry an x-mcp-header
+// annotation: the key spelled out, or a \u escape, which could spell it.
+// A schema with neither has none and is not walked (the walk runs on
+// every 2026-07-28 tools/call, once for the caller's headers and once
+// for the upstream's).
+func mayAnnotate(schema []byte) bool {
+	return bytes.Contains(schema, []byte("x-mcp-header")) || bytes.Contains(schema, []byte(`\u`))
+}
+
 // HeaderParams finds the x-mcp-header annotations of an input schema
 // reachable from its root through "properties" chains only, as the spec
 // defines them.
 func HeaderParams(schema json.RawMessage) []HeaderParam {
+	if !mayAnnotate(schema) {
+		return nil
+	}
 	var out []HeaderParam
 	var walk func(s json.RawMessage, path []string, depth int)
 	walk = func(s json.RawMessage, path []string, depth int) {

@@ -103,6 +103,22 @@ func TestHeaderParams(t *testing.T) {
 	}
 }
 
+// TestHeaderParamsSpelled: an annotation found however its key is
+// spelled (mayAnnotate skips only schemas that cannot hold one).
+func TestHeaderParamsSpelled(t *testing.T) {
+	for schema, want := range map[string]int{
+		`{"properties":{"q":{"type":"string"}}}`:                                  0,
+		`{"properties":{"q":{"type":"string","x-mcp-header":"Q"}}}`:               1,
+		`{"properties":{"q":{"type":"string","\u0078-mcp-header":"Q"}}}`:          1,
+		`{"properties":{"q":{"type":"string","x-mcp-head\u0065r":"Q"}}}`:          1,
+		`{"properties":{"q":{"type":"string","description":"\u00e9 no header"}}}`: 0,
+	} {
+		if got := len(HeaderParams(json.RawMessage(schema))); got != want {
+			t.Errorf("HeaderParams(%s): %d annotations, want %d", schema, got, want)
+		}
+	}
+}
+
 func TestCheckParamHeaders(t *testing.T) {
 	schema := json.RawMessage(headerSchema)
 	for _, tc := range []struct {

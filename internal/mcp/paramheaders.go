@@ -26,6 +26,9 @@ const maxSchemaDepth = 16
 // compare), or an annotation on a parameter whose type is not string,
 // integer or boolean. A client must not call a tool with an invalid one.
 func ValidHeaderParams(schema json.RawMessage) ([]HeaderParam, error) {
+	if !mayAnnotate(schema) {
+		return nil, nil
+	}
 	var out []HeaderParam
 	seen := map[string]string{} // lower-cased header → property path
 	var walk func(s json.RawMessage, path []string, depth int) error

@@ -30,6 +30,10 @@ func TestValidHeaderParams(t *testing.T) {
 		{"array", `{"properties":{"i":{"type":"array","x-mcp-header":"Items"}}}`, `error: is of type "array"`},
 		{"null", `{"properties":{"n":{"type":"null","x-mcp-header":"Nil"}}}`, `error: is of type "null"`},
 		{"no type", `{"properties":{"n":{"x-mcp-header":"Nil"}}}`, "error: has no type"},
+		// The key spelled with escapes is the same key: the walk that is
+		// skipped for a schema without "x-mcp-header" still runs.
+		{"escaped key", `{"properties":{"region":{"type":"string","\u0078-mcp-header":"Region"}}}`, "[{[region] Region}]"},
+		{"escaped invalid", `{"properties":{"v":{"type":"string","x-mcp-h\u0065ader":""}}}`, "error: is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ps, err := ValidHeaderParams(json.RawMessage(tc.schema))
