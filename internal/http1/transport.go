@@ -44,7 +44,7 @@ const MaxDirectBody = 64 << 10
 type Transport struct {
 	// Fallback serves what this transport does not, and lends it its
 	// DialContext, Proxy, MaxIdleConnsPerHost, MaxIdleConns,
-	// IdleConnTimeout and ResponseHeaderTimeout.
+	// IdleConnTimeout, ResponseHeaderTimeout and MaxResponseHeaderBytes.
 	Fallback *http.Transport
 
 	// now is the clock of idle timeouts (tests move it).
@@ -310,6 +310,7 @@ func (t *Transport) CloseIdleConnections() {
 // was kept from an earlier request.
 type conn struct {
 	nc        net.Conn
+	lr        limitedReader // between nc and br: bounds a response's header
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	peek      *peeker
@@ -318,15 +319,53 @@ type conn struct {
 }
 
 func newConn(nc net.Conn) *conn {
-	return &conn{nc: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10), peek: newPeeker(nc)}
+	c := &conn{nc: nc, bw: bufio.NewWriterSize(nc, 4<<10), peek: newPeeker(nc)}
+	c.lr.r = nc
+	c.br = bufio.NewReaderSize(&c.lr, 4<<10)
+	return c
+}
+
+// limitedReader refuses to read past n bytes while on: a response's
+// header is bounded as net/http bounds it (MaxResponseHeaderBytes, 10 MB
+// by default), so an upstream that sends a header without end fails its
+// request instead of growing the gateway's memory.
+type limitedReader struct {
+	r  io.Reader
+	n  int64
+	on bool
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if !l.on {
+		return l.r.Read(p)
+	}
+	if l.n <= 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+var errHeaderTooLarge = errors.New("upstream's response header is larger than the transport's MaxResponseHeaderBytes")
+
+// maxHeaderBytes is net/http's bound on a response header.
+func (t *Transport) maxHeaderBytes() int64 {
+	if n := t.Fallback.MaxResponseHeaderBytes; n > 0 {
+		return n
+	}
+	return 10 << 20
 }
 
 // alive reports whether a kept connection can take a request: its server
 // has not closed it and sent nothing unasked.
 func (c *conn) alive() bool { return c.br.Buffered() == 0 && c.peek.idle() }
 
-// staleError is a kept connection that ended before any of its answer
-// arrived: the server closed it while it was idle.
+// staleError is a kept connection that ended before any byte of its
+// answer arrived: the server closed it while it was idle.
 type staleError struct{ err error }
 
 func (e *staleError) Error() string { return "kept connection closed by the server: " + e.err.Error() }
@@ -366,15 +405,20 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, t *Transport, a
 		return fail(err)
 	}
 	if d := t.Fallback.ResponseHeaderTimeout; d > 0 {
-		c.nc.SetReadDeadline(t.now().Add(d))
+		c.nc.SetReadDeadline(time.Now().Add(d))
+	}
+	c.lr.n, c.lr.on = t.maxHeaderBytes(), true
+	// Nothing at all of an answer on a kept connection: its server closed
+	// it as it was handed out (stale). Once a byte came, it is an answer
+	// that broke, not a connection to try again.
+	if _, err := c.br.Peek(1); err != nil && c.reused && isClosed(err) && !cancelled.Load() {
+		return fail(&staleError{err: err})
 	}
 	var resp *http.Response
 	for {
 		r, err := http.ReadResponse(c.br, req)
 		if err != nil {
-			if c.reused && c.br.Buffered() == 0 && isClosed(err) && !cancelled.Load() {
-				err = &staleError{err: err}
-			} else if ne, ok := err.(net.Error); ok && ne.Timeout() && !cancelled.Load() {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() && !cancelled.Load() {
 				err = fmt.Errorf("upstream sent no response header within %s", t.Fallback.ResponseHeaderTimeout)
 			}
 			return fail(err)
@@ -385,6 +429,7 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, t *Transport, a
 		resp = r
 		break
 	}
+	c.lr.on = false // the body is bounded by its reader (an SSE event, a JSON answer)
 	if t.Fallback.ResponseHeaderTimeout > 0 {
 		c.nc.SetReadDeadline(time.Time{})
 		if cancelled.Load() {

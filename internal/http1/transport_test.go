@@ -275,7 +275,19 @@ func rawServer(t *testing.T, fn func(net.Conn, *bufio.Reader)) (string, *atomic.
 	}
 	var n atomic.Int64
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	// Cleanup closes the accepted connections too: a handler waiting
+	// for a request the client will never send must not hold the test.
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
 	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -283,6 +295,9 @@ func rawServer(t *testing.T, fn func(net.Conn, *bufio.Reader)) (string, *atomic.
 				return
 			}
 			n.Add(1)
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
 			wg.Go(func() {
 				defer c.Close()
 				fn(c, bufio.NewReader(c))
@@ -600,5 +615,63 @@ func TestSweep(t *testing.T) {
 	defer tr.mu.Unlock()
 	if tr.nidle != 0 || len(tr.idle) != 0 || tr.sweep != nil {
 		t.Errorf("after the sweep: %d idle, %d addresses, sweep armed %v", tr.nidle, len(tr.idle), tr.sweep != nil)
+	}
+}
+
+// TestHeaderBounded: an upstream whose answer's header never ends fails
+// its request once MaxResponseHeaderBytes are read, as net/http's
+// Transport does, instead of growing the reader without bound.
+func TestHeaderBounded(t *testing.T) {
+	addr, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+		line := "X-Filler: " + strings.Repeat("a", 1000) + "\r\n"
+		for range 1000 { // 1 MB of header, and no blank line
+			if _, err := io.WriteString(c, line); err != nil {
+				return
+			}
+		}
+	})
+	tr := newTransport(t)
+	tr.Fallback.MaxResponseHeaderBytes = 16 << 10
+	_, err := tr.RoundTrip(post(t.Context(), "http://"+addr, "x"))
+	if err == nil || !strings.Contains(err.Error(), "MaxResponseHeaderBytes") {
+		t.Fatalf("err %v, want the header bound named", err)
+	}
+}
+
+// TestBrokenAnswerNotResent: a kept connection that breaks after part of
+// its answer is an answer that failed, not a stale connection: not even
+// a GET goes again.
+func TestBrokenAnswerNotResent(t *testing.T) {
+	var gets atomic.Int64
+	addr, _ := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		for n := 0; ; n++ {
+			if _, err := http.ReadRequest(br); err != nil {
+				return
+			}
+			gets.Add(1)
+			if n == 1 {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n") // and closes before the blank line
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	tr := newTransport(t)
+	get := func() *http.Request {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr, nil)
+		return req
+	}
+	roundTrip(t, tr, get())
+	if _, err := tr.RoundTrip(get()); err == nil || strings.Contains(err.Error(), "closed by the server") {
+		t.Fatalf("err %v, want the broken answer's own error", err)
+	}
+	if n := gets.Load(); n != 2 {
+		t.Errorf("server read %d GETs, want 2 (the broken one not sent again)", n)
 	}
 }

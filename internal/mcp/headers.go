@@ -102,13 +102,17 @@ type HeaderParam struct {
 	Header string
 }
 
+// HeaderAnnotation is the input-schema key that maps a tool argument to
+// an Mcp-Param-* header (2026-07-28).
+const HeaderAnnotation = "x-mcp-header"
+
 // mayAnnotate reports whether schema may carry an x-mcp-header
 // annotation: the key spelled out, or a \u escape, which could spell it.
 // A schema with neither has none and is not walked (the walk runs on
 // every 2026-07-28 tools/call, once for the caller's headers and once
 // for the upstream's).
 func mayAnnotate(schema []byte) bool {
-	return bytes.Contains(schema, []byte("x-mcp-header")) || bytes.Contains(schema, []byte(`\u`))
+	return bytes.Contains(schema, []byte(HeaderAnnotation)) || bytes.Contains(schema, []byte(`\u`))
 }
 
 // HeaderParams finds the x-mcp-header annotations of an input schema
@@ -128,7 +132,7 @@ func HeaderParams(schema json.RawMessage) []HeaderParam {
 		fields, _ := rawjson.Fields(props)
 		for _, f := range fields {
 			p := append(append([]string(nil), path...), f.Key)
-			if h, ok := rawjson.GetString(f.Value, "x-mcp-header"); ok && h != "" {
+			if h, ok := rawjson.GetString(f.Value, HeaderAnnotation); ok && h != "" {
 				out = append(out, HeaderParam{Path: p, Header: h})
 			}
 			walk(f.Value, p, depth+1)

@@ -44,7 +44,7 @@ func ValidHeaderParams(schema json.RawMessage) ([]HeaderParam, error) {
 		for _, f := range fields {
 			p := append(append([]string(nil), path...), f.Key)
 			dotted := strings.Join(p, ".")
-			if raw, ok := rawjson.Get(f.Value, "x-mcp-header"); ok {
+			if raw, ok := rawjson.Get(f.Value, HeaderAnnotation); ok {
 				var h string
 				if err := json.Unmarshal(raw, &h); err != nil {
 					return fmt.Errorf("property %q: x-mcp-header must be a string, not %s", dotted, raw)
