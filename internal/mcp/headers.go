@@ -117,29 +117,52 @@ func mayAnnotate(schema []byte) bool {
 
 // HeaderParams finds the x-mcp-header annotations of an input schema
 // reachable from its root through "properties" chains only, as the spec
-// defines them.
+// defines them. It is lenient: an annotation that is not a non-empty
+// string is skipped (ValidHeaderParams is the one that refuses it).
 func HeaderParams(schema json.RawMessage) []HeaderParam {
+	var out []HeaderParam
+	_ = walkHeaderAnnotations(schema, func(path []string, prop, _ json.RawMessage) error {
+		if h, ok := rawjson.GetString(prop, HeaderAnnotation); ok && h != "" {
+			out = append(out, HeaderParam{Path: path, Header: h})
+		}
+		return nil
+	})
+	return out
+}
+
+// walkHeaderAnnotations calls fn, in document order, for each property
+// reachable from schema's root through "properties" chains (at most
+// maxSchemaDepth deep) that has an x-mcp-header member, with the
+// property's path, its schema and the member's raw value. fn's error ends
+// the walk and is returned. path is fn's to keep.
+func walkHeaderAnnotations(schema json.RawMessage, fn func(path []string, prop, annotation json.RawMessage) error) error {
 	if !mayAnnotate(schema) {
 		return nil
 	}
-	var out []HeaderParam
-	var walk func(s json.RawMessage, path []string, depth int)
-	walk = func(s json.RawMessage, path []string, depth int) {
+	var walk func(s json.RawMessage, path []string, depth int) error
+	walk = func(s json.RawMessage, path []string, depth int) error {
 		props, ok := rawjson.Get(s, "properties")
-		if !ok || depth > 16 {
-			return
+		if !ok || depth > maxSchemaDepth {
+			return nil
 		}
-		fields, _ := rawjson.Fields(props)
+		fields, err := rawjson.Fields(props)
+		if err != nil {
+			return nil
+		}
 		for _, f := range fields {
 			p := append(append([]string(nil), path...), f.Key)
-			if h, ok := rawjson.GetString(f.Value, HeaderAnnotation); ok && h != "" {
-				out = append(out, HeaderParam{Path: p, Header: h})
+			if raw, ok := rawjson.Get(f.Value, HeaderAnnotation); ok {
+				if err := fn(p, f.Value, raw); err != nil {
+					return err
+				}
 			}
-			walk(f.Value, p, depth+1)
+			if err := walk(f.Value, p, depth+1); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	walk(schema, nil, 0)
-	return out
+	return walk(schema, nil, 0)
 }
 
 // CheckParamHeaders checks a tools/call's Mcp-Param-* headers in h against

@@ -3,6 +3,7 @@ package mcp
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -161,5 +162,30 @@ func TestListenFilter(t *testing.T) {
 	}
 	if f.Empty() || !(ListenFilter{}).Empty() || (ListenFilter{ResourceSubscriptions: []string{"u"}}).Empty() {
 		t.Error("Empty")
+	}
+}
+
+// TestHeaderParamsLenient: the caller-header check skips an annotation
+// that is not a non-empty string, where ValidHeaderParams refuses the
+// schema; on a valid schema both find the same annotations.
+func TestHeaderParamsLenient(t *testing.T) {
+	for schema, want := range map[string]int{
+		`{"properties":{"q":{"type":"string","x-mcp-header":5}}}`:                                             0,
+		`{"properties":{"q":{"type":"string","x-mcp-header":""}}}`:                                            0,
+		`{"properties":{"q":{"type":"string","x-mcp-header":null},"r":{"type":"string","x-mcp-header":"R"}}}`: 1,
+	} {
+		if got := len(HeaderParams(json.RawMessage(schema))); got != want {
+			t.Errorf("HeaderParams(%s): %d annotations, want %d", schema, got, want)
+		}
+		if _, err := ValidHeaderParams(json.RawMessage(schema)); err == nil {
+			t.Errorf("ValidHeaderParams(%s) accepted it", schema)
+		}
+	}
+	valid, err := ValidHeaderParams(json.RawMessage(headerSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lenient := HeaderParams(json.RawMessage(headerSchema)); !reflect.DeepEqual(valid, lenient) {
+		t.Errorf("ValidHeaderParams = %+v, HeaderParams = %+v", valid, lenient)
 	}
 }

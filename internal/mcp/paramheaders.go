@@ -26,48 +26,28 @@ const maxSchemaDepth = 16
 // compare), or an annotation on a parameter whose type is not string,
 // integer or boolean. A client must not call a tool with an invalid one.
 func ValidHeaderParams(schema json.RawMessage) ([]HeaderParam, error) {
-	if !mayAnnotate(schema) {
-		return nil, nil
-	}
 	var out []HeaderParam
 	seen := map[string]string{} // lower-cased header → property path
-	var walk func(s json.RawMessage, path []string, depth int) error
-	walk = func(s json.RawMessage, path []string, depth int) error {
-		props, ok := rawjson.Get(s, "properties")
-		if !ok || depth > maxSchemaDepth {
-			return nil
+	err := walkHeaderAnnotations(schema, func(path []string, prop, raw json.RawMessage) error {
+		dotted := strings.Join(path, ".")
+		var h string
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return fmt.Errorf("property %q: x-mcp-header must be a string, not %s", dotted, raw)
 		}
-		fields, err := rawjson.Fields(props)
-		if err != nil {
-			return nil
+		if err := validHeaderName(h); err != nil {
+			return fmt.Errorf("property %q: x-mcp-header %q %v", dotted, h, err)
 		}
-		for _, f := range fields {
-			p := append(append([]string(nil), path...), f.Key)
-			dotted := strings.Join(p, ".")
-			if raw, ok := rawjson.Get(f.Value, HeaderAnnotation); ok {
-				var h string
-				if err := json.Unmarshal(raw, &h); err != nil {
-					return fmt.Errorf("property %q: x-mcp-header must be a string, not %s", dotted, raw)
-				}
-				if err := validHeaderName(h); err != nil {
-					return fmt.Errorf("property %q: x-mcp-header %q %v", dotted, h, err)
-				}
-				if other, dup := seen[strings.ToLower(h)]; dup {
-					return fmt.Errorf("properties %q and %q both name header %s%s (header names compare case-insensitively)", other, dotted, HeaderParamPrefix, h)
-				}
-				if err := primitiveType(f.Value); err != nil {
-					return fmt.Errorf("property %q (x-mcp-header %q): %v", dotted, h, err)
-				}
-				seen[strings.ToLower(h)] = dotted
-				out = append(out, HeaderParam{Path: p, Header: h})
-			}
-			if err := walk(f.Value, p, depth+1); err != nil {
-				return err
-			}
+		if other, dup := seen[strings.ToLower(h)]; dup {
+			return fmt.Errorf("properties %q and %q both name header %s%s (header names compare case-insensitively)", other, dotted, HeaderParamPrefix, h)
 		}
+		if err := primitiveType(prop); err != nil {
+			return fmt.Errorf("property %q (x-mcp-header %q): %v", dotted, h, err)
+		}
+		seen[strings.ToLower(h)] = dotted
+		out = append(out, HeaderParam{Path: path, Header: h})
 		return nil
-	}
-	if err := walk(schema, nil, 0); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -135,7 +115,7 @@ func ParamHeaders(schema, args json.RawMessage) (http.Header, error) {
 	}
 	h := http.Header{}
 	for _, p := range params {
-		v, ok := lookup(args, p.Path)
+		v, ok := rawjson.Lookup(args, p.Path)
 		if !ok {
 			continue
 		}
@@ -144,17 +124,6 @@ func ParamHeaders(schema, args json.RawMessage) (http.Header, error) {
 		}
 	}
 	return h, nil
-}
-
-func lookup(obj json.RawMessage, path []string) (json.RawMessage, bool) {
-	for _, k := range path {
-		v, ok := rawjson.Get(obj, k)
-		if !ok {
-			return nil, false
-		}
-		obj = v
-	}
-	return obj, true
 }
 
 // ParamHeaderValue is the header text of one argument: a string as itself
