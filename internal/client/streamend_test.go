@@ -19,7 +19,7 @@ import (
 // legacyUpstream is a 2025-11-25 Streamable HTTP server whose tools/call
 // is served by call (with the request's id); everything else is a
 // well-behaved handshake.
-func legacyUpstream(t *testing.T, call func(w http.ResponseWriter, r *http.Request, id json.RawMessage)) *httptest.Server {
+func legacyUpstream(t testing.TB, call func(w http.ResponseWriter, r *http.Request, id json.RawMessage)) *httptest.Server {
 	t.Helper()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
