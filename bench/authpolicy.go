@@ -199,16 +199,21 @@ func (b *bench) authPolicy(ctx context.Context) error {
 			fetch(ep.middle.statsURL+"/debug/pprof/allocs", filepath.Join(b.o.profileDir, fmt.Sprintf("mcpgw-allocs-auth-%d.pprof", i)))
 		}
 	}
+	paired := pairedAdded(rows)
 	var base time.Duration
+	var baseLat []time.Duration
 	for i, ep := range eps {
 		st := &rows[i]
 		lat := sortDurations(st.lat)
 		p50 := pct(lat, 50)
 		added := "—"
 		if i == 0 {
-			base = p50
+			base, baseLat = p50, lat
 		} else {
-			added = fmt.Sprintf("%+d µs", (p50 - base).Microseconds())
+			added = addedDur(p50-base, addedHalfWidth(lat, baseLat))
+			if paired != nil {
+				added += fmt.Sprintf(" (paired %s)", addedDur(pct(paired[i], 50), medianHalfWidth(paired[i])))
+			}
 		}
 		tput, allocs := 0.0, "—"
 		if st.wall > 0 {
@@ -224,4 +229,27 @@ func (b *bench) authPolicy(ctx context.Context) error {
 		fmt.Fprintf(b.out, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", ep.name, tput, fmtDur(p50), fmtDur(pct(lat, 90)), fmtDur(pct(lat, 99)), added, st.perCall(st.cpu), allocs, errs)
 	}
 	return nil
+}
+
+// pairedAdded is, for each row after the first, its calls' latencies less
+// the first row's call of the same round, sorted: calls made one after
+// the other share the host's state of the moment, which a difference of
+// two rows' medians does not cancel. Nil when the rows' calls do not
+// pair up (an error dropped one).
+func pairedAdded(rows []stats) [][]time.Duration {
+	n := len(rows[0].lat)
+	for _, r := range rows {
+		if len(r.lat) != n || r.errs > 0 {
+			return nil
+		}
+	}
+	out := make([][]time.Duration, len(rows))
+	for i := 1; i < len(rows); i++ {
+		d := make([]time.Duration, n)
+		for k := range d {
+			d[k] = rows[i].lat[k] - rows[0].lat[k]
+		}
+		out[i] = sortDurations(d)
+	}
+	return out
 }

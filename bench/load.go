@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -293,6 +294,30 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 	}
 	i := int(p/100*float64(len(sorted))+0.5) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// medianHalfWidth is half the width of a distribution-free 95 % interval
+// for the median of sorted: the order statistics n/2 ∓ 0.98·√n (the
+// binomial's normal approximation). It is what sampling alone leaves
+// uncertain in a p50 — not the host's drift between runs, which the
+// alternation and the repetitions spread over the rows instead. Zero for
+// too few samples to say.
+func medianHalfWidth(sorted []time.Duration) time.Duration {
+	n := len(sorted)
+	if n < 20 {
+		return 0
+	}
+	h := 0.98 * math.Sqrt(float64(n))
+	lo := max(int(math.Floor(float64(n)/2-h)), 0)
+	hi := min(int(math.Ceil(float64(n)/2+h)), n-1)
+	return (sorted[hi] - sorted[lo]) / 2
+}
+
+// addedHalfWidth is the ± of a difference of two independent medians:
+// their half-widths in quadrature.
+func addedHalfWidth(a, b []time.Duration) time.Duration {
+	ha, hb := float64(medianHalfWidth(a)), float64(medianHalfWidth(b))
+	return time.Duration(math.Sqrt(ha*ha + hb*hb))
 }
 
 // toolsList pages through tools/list on a session and returns the number of

@@ -69,6 +69,14 @@ func fmtDur(d time.Duration) string {
 	}
 }
 
+// addedDur is an added p50 and its sampling uncertainty: "+261 µs ±32 µs".
+func addedDur(d, pm time.Duration) string {
+	if pm <= 0 {
+		return signedDur(d)
+	}
+	return signedDur(d) + " ±" + fmtDur(pm)
+}
+
 // signedDur is an added time with its sign: "+2.02 ms", "−15.2 ms" (a
 // middle can answer sooner than direct when it queues less).
 func signedDur(d time.Duration) string {
@@ -276,6 +284,7 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 		}
 	}
 	var direct time.Duration
+	var directLat []time.Duration
 	sess := "—"
 	if nsess > 0 {
 		sess = fmt.Sprint(nsess)
@@ -286,9 +295,9 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 		p50 := pct(lat, 50)
 		added, cpu, allocs, rss := "—", "—", "—", "—"
 		if ep.name == "direct" {
-			direct = p50
+			direct, directLat = p50, lat
 		} else if direct > 0 {
-			added = signedDur(p50 - direct)
+			added = addedDur(p50-direct, addedHalfWidth(lat, directLat))
 		}
 		if ep.middle != nil && st.calls > 0 {
 			cpu = st.perCall(st.cpu)
@@ -542,14 +551,16 @@ func (b *bench) big(ctx context.Context) error {
 		}
 	}
 	var direct time.Duration
+	var directLat []time.Duration
 	for i, ep := range eps {
 		st := &rows[i]
-		p50 := pct(sortDurations(st.lat), 50)
+		lat := sortDurations(st.lat)
+		p50 := pct(lat, 50)
 		added, cpu, allocs, bytesPer := "—", "—", "—", "—"
 		if ep.name == "direct" {
-			direct = p50
+			direct, directLat = p50, lat
 		} else if direct > 0 {
-			added = signedDur(p50 - direct)
+			added = addedDur(p50-direct, addedHalfWidth(lat, directLat))
 		}
 		rssBefore, rssPeak, rssAfter := "—", "—", "—"
 		if ep.middle != nil && st.calls > 0 {
