@@ -255,7 +255,11 @@ func (c *caller) runInterleaved(ctx context.Context, urls []string, loads []load
 	res := make([]result, len(urls))
 	hs := make([]http.Header, len(urls))
 	for i, l := range loads {
-		hs[i] = headers("", l.tool)
+		sid := ""
+		if len(l.sessions) > 0 {
+			sid = l.sessions[0] // as run's one worker would
+		}
+		hs[i] = headers(sid, l.tool)
 		if l.bearer != "" {
 			hs[i]["Authorization"] = []string{"Bearer " + l.bearer}
 		}

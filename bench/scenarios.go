@@ -119,6 +119,52 @@ func (b *bench) runOnce(ctx context.Context, ep endpoint, l load, st *stats, pro
 	return ctx.Err()
 }
 
+// interleaved is one repetition of a c=1 cell with the targets' calls
+// taken in turn from one worker, for -dur per target: at c=1 a block of
+// seconds per target lets the host's drift land on one row and not the
+// next (the same binary's added p50 moved by 90 µs between blocks this
+// way), which calls in turn share. Each middle process is sampled around
+// the whole run; the upstream's new connections, which the rows share,
+// are counted on each row as the cell's.
+func (b *bench) interleaved(ctx context.Context, eps []endpoint, mk func(endpoint, time.Duration) load, rows []stats, profName string) error {
+	urls, loads := make([]string, len(eps)), make([]load, len(eps))
+	before := make([]procSample, len(eps))
+	for i, ep := range eps {
+		urls[i], loads[i] = ep.url, mk(ep, b.o.dur)
+		var err error
+		if before[i], err = ep.middle.sample(false); err != nil {
+			return err
+		}
+	}
+	upBefore, err := b.upstream.sample(false)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, ep := range eps {
+		if b.o.profileDir != "" && ep.name == "mcpgw" {
+			path := filepath.Join(b.o.profileDir, "mcpgw-cpu-"+profName+".pprof")
+			secs := max(int((time.Duration(len(eps)) * b.o.dur).Seconds()), 1)
+			wg.Go(func() { fetch(ep.middle.statsURL+fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), path) })
+		}
+	}
+	res := b.c.runInterleaved(ctx, urls, loads, time.Duration(len(eps))*b.o.dur)
+	wg.Wait()
+	upAfter, err := b.upstream.sample(false)
+	if err != nil {
+		return err
+	}
+	for i, ep := range eps {
+		after, err := ep.middle.sample(false)
+		if err != nil {
+			return err
+		}
+		rows[i].addMiddle(res[i], before[i], after)
+		rows[i].addUpstream(upBefore, upAfter)
+	}
+	return ctx.Err()
+}
+
 // fetch saves url's body to path (profiles; failures are reported, not fatal).
 func fetch(url, path string) {
 	resp, err := http.Get(url)
@@ -212,7 +258,7 @@ func (b *bench) calls(ctx context.Context) error {
 		return err
 	}
 	maxSess := slices.Max(b.o.sessions)
-	fmt.Fprintf(b.out, "\n## tools/call (small echo), %d × %s per row, alternating\n\n", b.o.reps, b.o.dur)
+	fmt.Fprintf(b.out, "\n## tools/call (small echo), %d × %s per row, alternating (at c=1 the rows' calls interleaved)\n\n", b.o.reps, b.o.dur)
 	fmt.Fprintln(b.out, "| upstream | mode | c | sessions | target | calls/s | p50 | p90 | p99 | added p50 | CPU/call | allocs/call | RSS | new upstream conns | errors |")
 	fmt.Fprintln(b.out, "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, upstream := range b.o.upstreams {
@@ -272,6 +318,13 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 		}
 	}
 	for rep := range b.o.reps {
+		if c == 1 && len(eps) > 1 {
+			// One worker: the targets' calls taken in turn (runInterleaved).
+			if err := b.interleaved(ctx, eps, mk, rows, fmt.Sprintf("%s-%s-c%d-s%d-r%d", upstream, mode, c, nsess, rep)); err != nil {
+				return err
+			}
+			continue
+		}
 		for k := range eps { // a different target first in each repetition
 			i := (k + rep) % len(eps)
 			prof := ""
