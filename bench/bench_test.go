@@ -4,6 +4,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +201,34 @@ func TestMedianHalfWidth(t *testing.T) {
 	}
 	if got := addedDur(261*time.Microsecond, 32*time.Microsecond); got != "+261 µs ±32 µs" {
 		t.Errorf("addedDur = %q", got)
+	}
+}
+
+// TestPairedAdded: each row's calls less the first row's call of the
+// same round, sorted; nil when the rows do not pair up.
+func TestPairedAdded(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	rows := []stats{{lat: ms(10, 20, 30)}, {lat: ms(13, 21, 35)}, {lat: ms(9, 20, 30)}}
+	got := pairedAdded(rows)
+	if want := ms(1, 3, 5); !slices.Equal(got[1], want) {
+		t.Errorf("row 1: %v, want %v", got[1], want)
+	}
+	if want := ms(-1, 0, 0); !slices.Equal(got[2], want) {
+		t.Errorf("row 2: %v, want %v", got[2], want)
+	}
+	if got[0] != nil {
+		t.Errorf("row 0 (the base): %v, want nil", got[0])
+	}
+	if pairedAdded([]stats{{lat: ms(1, 2)}, {lat: ms(1)}}) != nil {
+		t.Error("rows of different lengths paired")
+	}
+	if pairedAdded([]stats{{lat: ms(1, 2)}, {lat: ms(1, 2), errs: 1}}) != nil {
+		t.Error("a row with an error (a call missing from its round) paired")
 	}
 }

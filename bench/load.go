@@ -270,7 +270,11 @@ func (c *caller) runInterleaved(ctx context.Context, urls []string, loads []load
 		body []byte
 	)
 	deadline := time.Now().Add(dur)
-	for n := 0; ctx.Err() == nil && time.Now().Before(deadline); n++ {
+	more := func(n int) bool { return time.Now().Before(deadline) }
+	if calls := loads[0].calls; calls > 0 {
+		more = func(n int) bool { return n < calls } // each endpoint called that many times
+	}
+	for n := 0; ctx.Err() == nil && more(n); n++ {
 		for k := range urls {
 			i := (k + n) % len(urls) // each endpoint in each position in turn
 			var d time.Duration

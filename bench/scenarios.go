@@ -119,18 +119,18 @@ func (b *bench) runOnce(ctx context.Context, ep endpoint, l load, st *stats, pro
 	return ctx.Err()
 }
 
-// interleaved is one repetition of a c=1 cell with the targets' calls
-// taken in turn from one worker, for -dur per target: at c=1 a block of
-// seconds per target lets the host's drift land on one row and not the
-// next (the same binary's added p50 moved by 90 µs between blocks this
-// way), which calls in turn share. Each middle process is sampled around
+// interleaved is one repetition of a c=1 measurement with the targets'
+// calls taken in turn from one worker, for dur (or the loads' call
+// count): at c=1 a block of seconds per target lets the host's drift land
+// on one row and not the next (the same binary's added p50 moved by 90 µs
+// between blocks this way), which calls in turn share. Each middle process is sampled around
 // the whole run; the upstream's new connections, which the rows share,
 // are counted on each row as the cell's.
-func (b *bench) interleaved(ctx context.Context, eps []endpoint, mk func(endpoint, time.Duration) load, rows []stats, profName string) error {
-	urls, loads := make([]string, len(eps)), make([]load, len(eps))
+func (b *bench) interleaved(ctx context.Context, eps []endpoint, loads []load, dur time.Duration, rows []stats, profName string) error {
+	urls := make([]string, len(eps))
 	before := make([]procSample, len(eps))
 	for i, ep := range eps {
-		urls[i], loads[i] = ep.url, mk(ep, b.o.dur)
+		urls[i] = ep.url
 		var err error
 		if before[i], err = ep.middle.sample(false); err != nil {
 			return err
@@ -142,13 +142,13 @@ func (b *bench) interleaved(ctx context.Context, eps []endpoint, mk func(endpoin
 	}
 	var wg sync.WaitGroup
 	for _, ep := range eps {
-		if b.o.profileDir != "" && ep.name == "mcpgw" {
+		if b.o.profileDir != "" && profName != "" && ep.name == "mcpgw" {
 			path := filepath.Join(b.o.profileDir, "mcpgw-cpu-"+profName+".pprof")
-			secs := max(int((time.Duration(len(eps)) * b.o.dur).Seconds()), 1)
+			secs := max(int(dur.Seconds()), 1)
 			wg.Go(func() { fetch(ep.middle.statsURL+fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), path) })
 		}
 	}
-	res := b.c.runInterleaved(ctx, urls, loads, time.Duration(len(eps))*b.o.dur)
+	res := b.c.runInterleaved(ctx, urls, loads, dur)
 	wg.Wait()
 	upAfter, err := b.upstream.sample(false)
 	if err != nil {
@@ -320,7 +320,11 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 	for rep := range b.o.reps {
 		if c == 1 && len(eps) > 1 {
 			// One worker: the targets' calls taken in turn (runInterleaved).
-			if err := b.interleaved(ctx, eps, mk, rows, fmt.Sprintf("%s-%s-c%d-s%d-r%d", upstream, mode, c, nsess, rep)); err != nil {
+			loads := make([]load, len(eps))
+			for i, ep := range eps {
+				loads[i] = mk(ep, b.o.dur)
+			}
+			if err := b.interleaved(ctx, eps, loads, time.Duration(len(eps))*b.o.dur, rows, fmt.Sprintf("%s-%s-c%d-s%d-r%d", upstream, mode, c, nsess, rep)); err != nil {
 				return err
 			}
 			continue
@@ -335,6 +339,10 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 				return err
 			}
 		}
+	}
+	var paired [][]time.Duration
+	if c == 1 && len(eps) > 1 && eps[0].name == "direct" {
+		paired = pairedAdded(rows) // the calls were taken in turn
 	}
 	var direct time.Duration
 	var directLat []time.Duration
@@ -351,6 +359,9 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 			direct, directLat = p50, lat
 		} else if direct > 0 {
 			added = addedDur(p50-direct, addedHalfWidth(lat, directLat))
+			if paired != nil {
+				added += " (paired " + addedDur(pct(paired[i], 50), medianHalfWidth(paired[i])) + ")"
+			}
 		}
 		if ep.middle != nil && st.calls > 0 {
 			cpu = st.perCall(st.cpu)
@@ -579,7 +590,7 @@ func (b *bench) big(ctx context.Context) error {
 	eps := b.echoEndpoints("http", "stateless", "big", up, fwd, gw)
 	want := []byte("xxxxxxxxxxxxxxxx")
 	serial := max(b.o.bigCalls/10, 5)
-	fmt.Fprintf(b.out, "\n## a %s tool result (stateless requests): %d calls at c=1 × %d reps, then %d calls at c=%d\n\n", mib(int64(b.o.bigBytes)), serial, b.o.reps, b.o.bigCalls, b.o.bigConc)
+	fmt.Fprintf(b.out, "\n## a %s tool result (stateless requests): %d calls at c=1 × %d reps (the rows' calls interleaved), then %d calls at c=%d\n\n", mib(int64(b.o.bigBytes)), serial, b.o.reps, b.o.bigCalls, b.o.bigConc)
 	fmt.Fprintln(b.out, "| target | p50 c=1 | added p50 | CPU/call | allocs/call | bytes allocated/call | RSS before | peak RSS | RSS 3 s after | errors |")
 	fmt.Fprintln(b.out, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	rows := make([]stats, len(eps))
@@ -595,13 +606,18 @@ func (b *bench) big(ctx context.Context) error {
 			return fmt.Errorf("big via %s: %s", ep.name, st.errMsg)
 		}
 	}
-	for rep := range b.o.reps {
-		for k := range eps {
-			i := (k + rep) % len(eps)
-			if err := b.runOnce(ctx, eps[i], mk(eps[i], 1, serial), &rows[i], ""); err != nil {
-				return err
-			}
+	loads := make([]load, len(eps))
+	for i, ep := range eps {
+		loads[i] = mk(ep, 1, serial)
+	}
+	for range b.o.reps { // the rows' calls in turn, as at c=1 in scenario 1
+		if err := b.interleaved(ctx, eps, loads, 0, rows, ""); err != nil {
+			return err
 		}
+	}
+	var paired [][]time.Duration
+	if eps[0].name == "direct" {
+		paired = pairedAdded(rows)
 	}
 	var direct time.Duration
 	var directLat []time.Duration
@@ -614,6 +630,9 @@ func (b *bench) big(ctx context.Context) error {
 			direct, directLat = p50, lat
 		} else if direct > 0 {
 			added = addedDur(p50-direct, addedHalfWidth(lat, directLat))
+			if paired != nil {
+				added += " (paired " + addedDur(pct(paired[i], 50), medianHalfWidth(paired[i])) + ")"
+			}
 		}
 		rssBefore, rssPeak, rssAfter := "—", "—", "—"
 		if ep.middle != nil && st.calls > 0 {
