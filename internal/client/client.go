@@ -341,6 +341,16 @@ func (c *Client) SessionID() string {
 	return st.sessionID
 }
 
+// Sessionless reports whether this is an initialized Streamable HTTP
+// connection the upstream gave no Mcp-Session-Id: a server that keeps no
+// session (the Go SDK's Stateless mode) cannot route a client's answer
+// back to a request of its own, nor tie a GET stream to this connection,
+// so it sends it no requests and no updates.
+func (c *Client) Sessionless() bool {
+	_, ok := c.t.(*Streamable)
+	return ok && !c.modern && c.SessionID() == ""
+}
+
 // Detach closes the connection like Close but leaves the upstream session
 // alive (no DELETE): other replicas may still be using it.
 func (c *Client) Detach() error {

@@ -137,12 +137,15 @@ func TestRevisionMatrix(t *testing.T) {
 	}{
 		{"2026 client, legacy upstream", "2026-07-28", false, "    exact_capabilities: true\n"},
 		{"legacy client, 2026 upstream", "2025-11-25", true, `    protocol: "2026"` + "\n"},
+		// protocol auto, the default: the SDK's stateless server also
+		// accepts initialize, but keeps no session, so it could not push
+		// on that connection; older callers are served over 2026-07-28
+		// as with protocol "2026" (Upstream.ClientFor).
+		{"legacy client, 2026 upstream, protocol auto", "2025-11-25", true, ""},
 		// Nothing to bridge: the upstream's own input_required results
 		// reach the client, and its calls run unbridged (core.Unbridged).
-		// protocol "2026" as for the column above: the SDK's stateless
-		// server also accepts initialize, but cannot push on that
-		// connection, which auto would use for subscriptions.
 		{"2026 client, 2026 upstream", "2026-07-28", true, `    protocol: "2026"` + "\n"},
+		{"2026 client, 2026 upstream, protocol auto", "2026-07-28", true, ""},
 	} {
 		t.Run(col.name, func(t *testing.T) {
 			srv := matrixServer(col.modernUpstream) // one server: its updates must reach every session's subscriptions

@@ -376,6 +376,11 @@ type Upstream struct {
 	// comes along (protocol: auto).
 	altMu sync.Mutex
 	alt   *client.Client
+	// altSessionless: the upstream's older-revision connection came back
+	// without a session, so older callers are served on the primary one
+	// (ClientFor). Kept for the life of this Upstream (a reload builds a
+	// new one).
+	altSessionless bool
 
 	ext extSlot // what the catalog indexes of it (catalogapi.go)
 
@@ -462,8 +467,9 @@ func (u *Upstream) Client(ctx context.Context) (*client.Client, error) {
 // revision gets a connection of an older revision when the upstream speaks
 // both, so it is served exactly as if it talked to the upstream directly
 // (the upstream's own server→client requests, subscriptions and logging).
-// If that connection cannot be made, the primary one serves (and the
-// gateway bridges input_required results).
+// If that connection cannot be made, or comes back without a session (an
+// upstream that keeps none cannot send requests or updates on it), the
+// primary one serves (and the gateway bridges input_required results).
 func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Client, error) {
 	if key, err := u.ownConnection(ctx); err != nil || key != "" { // credentials.go
 		if err != nil {
@@ -495,9 +501,23 @@ func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Cl
 			return u.alt, nil
 		}
 	}
+	if u.altSessionless {
+		return c, nil
+	}
 	alt, aerr := u.connectWith(ctx, "legacy")
 	if aerr != nil {
 		u.log.Info("no legacy connection for an older caller; bridging instead", zap.Error(aerr))
+		return c, nil
+	}
+	if alt.Sessionless() {
+		// The upstream initializes but keeps no session: on that
+		// connection it could neither ask the caller anything (sampling,
+		// elicitation, roots) nor send a resource update, all of which its
+		// 2026-07-28 connection carries (input requests bridged,
+		// subscriptions as listen streams). Older callers use that one.
+		_ = alt.Close()
+		u.altSessionless = true
+		u.log.Info("the upstream's older-revision connection has no session (it could not send requests or updates on it); older callers are bridged over 2026-07-28")
 		return c, nil
 	}
 	u.alt = alt
