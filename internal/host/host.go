@@ -378,8 +378,7 @@ type Upstream struct {
 	alt   *client.Client
 	// altSessionless: the upstream's older-revision connection came back
 	// without a session, so older callers are served on the primary one
-	// (ClientFor). Kept for the life of this Upstream (a reload builds a
-	// new one).
+	// (ClientFor). Forgotten with the primary connection (closeAlt).
 	altSessionless bool
 
 	ext extSlot // what the catalog indexes of it (catalogapi.go)
@@ -530,6 +529,7 @@ func (u *Upstream) closeAlt() {
 	u.altMu.Lock()
 	alt := u.alt
 	u.alt = nil
+	u.altSessionless = false // the next connection may be to a server that keeps sessions
 	u.altMu.Unlock()
 	for _, v := range u.takeViews() {
 		u.host.wg.Add(1)
