@@ -21,6 +21,13 @@ import (
 // well-behaved handshake.
 func legacyUpstream(t testing.TB, call func(w http.ResponseWriter, r *http.Request, id json.RawMessage)) *httptest.Server {
 	t.Helper()
+	return legacyUpstreamSession(t, "s1", call)
+}
+
+// legacyUpstreamSession is legacyUpstream giving session as its
+// Mcp-Session-Id ("": none, as a server that keeps no session).
+func legacyUpstreamSession(t testing.TB, session string, call func(w http.ResponseWriter, r *http.Request, id json.RawMessage)) *httptest.Server {
+	t.Helper()
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var m struct {
@@ -34,7 +41,9 @@ func legacyUpstream(t testing.TB, call func(w http.ResponseWriter, r *http.Reque
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
 		case mcp.MethodInitialize:
 			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Mcp-Session-Id", "s1")
+			if session != "" {
+				w.Header().Set("Mcp-Session-Id", session)
+			}
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`, m.ID)
 		case mcp.MethodToolsCall:
 			call(w, r, m.ID)
