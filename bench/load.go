@@ -31,18 +31,65 @@ type endpoint struct {
 	middle *child
 }
 
-// caller is the load generator's HTTP side: keep-alive connections for
-// every worker, so no measured call opens one.
+// callTimeout bounds one call of the load generator.
+const callTimeout = 60 * time.Second
+
+// caller is the load generator's HTTP side: net/http for setting up
+// (sessions, listings) and a keep-alive wireConn for every worker's
+// measured calls, so no measured call opens a connection.
 type caller struct {
 	hc  *http.Client
 	ids atomic.Int64
+
+	mu   sync.Mutex
+	idle map[string][]*wireConn // by URL: kept between runs, as net/http's pool would
+}
+
+// conn is a kept connection to url, or a new one (dialled by its first call).
+func (c *caller) conn(url string) (*wireConn, error) {
+	c.mu.Lock()
+	if l := c.idle[url]; len(l) > 0 {
+		wc := l[len(l)-1]
+		c.idle[url] = l[:len(l)-1]
+		c.mu.Unlock()
+		return wc, nil
+	}
+	c.mu.Unlock()
+	return newWireConn(url, callTimeout)
+}
+
+// release keeps wc for the next run at its URL; the idle connections are
+// at most the largest concurrency run, and closeIdle ends them.
+func (c *caller) release(wc *wireConn) {
+	if wc.c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.idle == nil {
+		c.idle = map[string][]*wireConn{}
+	}
+	c.idle[wc.url] = append(c.idle[wc.url], wc)
+}
+
+// closeIdle closes the kept connections.
+func (c *caller) closeIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.idle {
+		for _, wc := range l {
+			wc.close()
+		}
+	}
+	c.idle = nil
+	c.hc.CloseIdleConnections()
 }
 
 func newCaller() *caller {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 4096, 4096
 	tr.DisableCompression = true
-	return &caller{hc: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
+	return &caller{hc: &http.Client{Transport: tr, Timeout: callTimeout}}
 }
 
 // post sends one JSON-RPC message and reads the whole answer into buf.
@@ -186,6 +233,15 @@ func (c *caller) run(ctx context.Context, url string, l load) result {
 				errs int
 				msg  string
 			)
+			wc, err := c.conn(url)
+			if err != nil {
+				mu.Lock()
+				res.errs++
+				res.errMsg = err.Error()
+				mu.Unlock()
+				return
+			}
+			defer c.release(wc)
 			sid := ""
 			if len(l.sessions) > 0 {
 				sid = l.sessions[w%len(l.sessions)]
@@ -204,7 +260,7 @@ func (c *caller) run(ctx context.Context, url string, l load) result {
 				}
 				var d time.Duration
 				var err error
-				body, d, err = c.one(ctx, url, l, h, body, &buf)
+				body, d, err = c.one(wc, l, h, body, &buf)
 				if err != nil {
 					errs++
 					if msg == "" && !errors.Is(err, context.Canceled) {
@@ -228,15 +284,15 @@ func (c *caller) run(ctx context.Context, url string, l load) result {
 	return res
 }
 
-// one makes one call of l's tool (body and buf are reused buffers) and
-// checks its answer.
-func (c *caller) one(ctx context.Context, url string, l load, h http.Header, body []byte, buf *bytes.Buffer) ([]byte, time.Duration, error) {
+// one makes one call of l's tool on wc (body and buf are reused buffers)
+// and checks its answer.
+func (c *caller) one(wc *wireConn, l load, h http.Header, body []byte, buf *bytes.Buffer) ([]byte, time.Duration, error) {
 	body = callBody(body[:0], c.ids.Add(1), l.tool, l.args, l.stateless)
 	t0 := time.Now()
-	resp, err := c.post(ctx, url, body, h, buf)
+	status, err := wc.post(body, h, buf)
 	d := time.Since(t0)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("status %d: %.200s", resp.StatusCode, buf.Bytes())
+	if err == nil && status != http.StatusOK {
+		err = fmt.Errorf("status %d: %.200s", status, buf.Bytes())
 	}
 	if err == nil {
 		err = checkResult(payload(buf.Bytes()), l.want)
@@ -254,6 +310,16 @@ func (c *caller) one(ctx context.Context, url string, l load, h http.Header, bod
 func (c *caller) runInterleaved(ctx context.Context, urls []string, loads []load, dur time.Duration) []result {
 	res := make([]result, len(urls))
 	hs := make([]http.Header, len(urls))
+	wcs := make([]*wireConn, len(urls))
+	for i, u := range urls {
+		wc, err := c.conn(u)
+		if err != nil {
+			res[i].errs, res[i].errMsg = 1, err.Error()
+			return res
+		}
+		defer c.release(wc)
+		wcs[i] = wc
+	}
 	for i, l := range loads {
 		sid := ""
 		if len(l.sessions) > 0 {
@@ -279,7 +345,7 @@ func (c *caller) runInterleaved(ctx context.Context, urls []string, loads []load
 			i := (k + n) % len(urls) // each endpoint in each position in turn
 			var d time.Duration
 			var err error
-			body, d, err = c.one(ctx, urls[i], loads[i], hs[i], body, &buf)
+			body, d, err = c.one(wcs[i], loads[i], hs[i], body, &buf)
 			r := &res[i]
 			if err != nil {
 				r.errs++

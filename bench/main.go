@@ -170,6 +170,13 @@ func mainBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
+	if o.profileDir != "" {
+		// Made here rather than refused later: a missing directory lost every profile of a run.
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			fmt.Fprintln(stderr, "bench: -profile:", err)
+			return 2
+		}
+	}
 	dir, err := os.MkdirTemp("", "mcpgw-bench-")
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
@@ -229,6 +236,7 @@ func (b *bench) start(name, role string, args ...string) (*child, error) {
 }
 
 func (b *bench) stopAll() {
+	b.c.closeIdle()
 	for _, c := range b.children {
 		c.stop()
 	}

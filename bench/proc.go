@@ -142,6 +142,16 @@ func (c *child) sample(gc bool) (procSample, error) {
 	return s, nil
 }
 
+// selfCPU is this process's CPU time so far (user and system): the load
+// generator's own cost, which shares the cores with what it measures.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // rss reads only VmRSS (cheap enough to poll during a run).
 func (c *child) rss() int64 {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))

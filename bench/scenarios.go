@@ -22,6 +22,7 @@ type stats struct {
 	calls   int
 	wall    time.Duration
 	cpu     time.Duration
+	gen     time.Duration // the load generator's own CPU (this process)
 	mallocs uint64
 	alloc   uint64
 	rss     int64
@@ -104,7 +105,9 @@ func (b *bench) runOnce(ctx context.Context, ep endpoint, l load, st *stats, pro
 		secs := max(int(l.dur.Seconds()), 1)
 		wg.Go(func() { fetch(ep.middle.statsURL+fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), profile) })
 	}
+	gen0 := selfCPU()
 	r := b.c.run(ctx, ep.url, l)
+	st.gen += selfCPU() - gen0
 	wg.Wait()
 	after, err := ep.middle.sample(false)
 	if err != nil {
@@ -148,8 +151,14 @@ func (b *bench) interleaved(ctx context.Context, eps []endpoint, loads []load, d
 			wg.Go(func() { fetch(ep.middle.statsURL+fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), path) })
 		}
 	}
+	gen0 := selfCPU()
 	res := b.c.runInterleaved(ctx, urls, loads, dur)
+	gen := selfCPU() - gen0
 	wg.Wait()
+	total := 0
+	for _, r := range res {
+		total += len(r.lat)
+	}
 	upAfter, err := b.upstream.sample(false)
 	if err != nil {
 		return err
@@ -161,6 +170,9 @@ func (b *bench) interleaved(ctx context.Context, eps []endpoint, loads []load, d
 		}
 		rows[i].addMiddle(res[i], before[i], after)
 		rows[i].addUpstream(upBefore, upAfter)
+		if total > 0 { // the one worker's CPU, shared by its calls
+			rows[i].gen += gen * time.Duration(len(res[i].lat)) / time.Duration(total)
+		}
 	}
 	return ctx.Err()
 }
@@ -259,8 +271,8 @@ func (b *bench) calls(ctx context.Context) error {
 	}
 	maxSess := slices.Max(b.o.sessions)
 	fmt.Fprintf(b.out, "\n## tools/call (small echo), %d × %s per row, alternating (at c=1 the rows' calls interleaved)\n\n", b.o.reps, b.o.dur)
-	fmt.Fprintln(b.out, "| upstream | mode | c | sessions | target | calls/s | p50 | p90 | p99 | added p50 | CPU/call | allocs/call | RSS | new upstream conns | errors |")
-	fmt.Fprintln(b.out, "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(b.out, "| upstream | mode | c | sessions | target | calls/s | p50 | p90 | p99 | added p50 | CPU/call | allocs/call | RSS | new upstream conns | errors | load gen CPU/call |")
+	fmt.Fprintln(b.out, "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, upstream := range b.o.upstreams {
 		for _, mode := range b.o.modes {
 			eps := b.echoEndpoints(upstream, mode, "echo", up, fwd, gw)
@@ -380,8 +392,8 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 		if upstream == "http" {
 			conns = fmt.Sprint(st.conns)
 		}
-		fmt.Fprintf(b.out, "| %s | %s | %d | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			upstream, mode, c, sess, ep.name, tput, fmtDur(p50), fmtDur(pct(lat, 90)), fmtDur(pct(lat, 99)), added, cpu, allocs, rss, conns, errs)
+		fmt.Fprintf(b.out, "| %s | %s | %d | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			upstream, mode, c, sess, ep.name, tput, fmtDur(p50), fmtDur(pct(lat, 90)), fmtDur(pct(lat, 99)), added, cpu, allocs, rss, conns, errs, st.perCall(st.gen))
 	}
 	return nil
 }
