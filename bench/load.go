@@ -45,12 +45,22 @@ type caller struct {
 	idle map[string][]*wireConn // by URL: kept between runs, as net/http's pool would
 }
 
+// keepIdle is how long a connection may sit unused between runs and still
+// be taken: well inside mcpgw's idle timeout (2 minutes), so that no
+// measured or warm-up call meets a connection its server has closed (a
+// call that fails is counted, never retried).
+const keepIdle = time.Minute
+
 // conn is a kept connection to url, or a new one (dialled by its first call).
 func (c *caller) conn(url string) (*wireConn, error) {
 	c.mu.Lock()
-	if l := c.idle[url]; len(l) > 0 {
+	for l := c.idle[url]; len(l) > 0; l = c.idle[url] {
 		wc := l[len(l)-1]
 		c.idle[url] = l[:len(l)-1]
+		if time.Since(wc.used) > keepIdle {
+			wc.close()
+			continue
+		}
 		c.mu.Unlock()
 		return wc, nil
 	}

@@ -31,9 +31,10 @@ type wireConn struct {
 	addr, host, path string
 	timeout          time.Duration
 
-	c   net.Conn
-	br  *bufio.Reader
-	req []byte // the request being written; its head is rebuilt per call
+	c    net.Conn
+	br   *bufio.Reader
+	req  []byte    // the request being written; its head is rebuilt per call
+	used time.Time // when its last answer was read
 }
 
 // newWireConn is a connection to rawURL (http only), not yet dialled.
@@ -79,6 +80,7 @@ func (w *wireConn) post(body []byte, h http.Header, buf *bytes.Buffer) (int, err
 	if err != nil || !keep {
 		w.close()
 	}
+	w.used = time.Now()
 	return status, err
 }
 

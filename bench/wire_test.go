@@ -165,3 +165,36 @@ func TestCallerKeepsConnections(t *testing.T) {
 		t.Fatalf("closeIdle left %d URLs", len(c.idle))
 	}
 }
+
+// TestCallerDropsStaleConnections: a connection unused for longer than
+// keepIdle is closed rather than handed to a run (its server may have
+// closed it, and the run would count that as a failed call).
+func TestCallerDropsStaleConnections(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	c := newCaller()
+	defer c.closeIdle()
+	wc, err := c.conn(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := wc.post([]byte("{}"), http.Header{}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	old := wc.c
+	wc.used = time.Now().Add(-keepIdle - time.Second)
+	c.release(wc)
+	got, err := c.conn(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.c != nil || old.SetDeadline(time.Now()) == nil {
+		t.Fatalf("a connection idle past keepIdle was handed out (%v) or left open", got.c)
+	}
+	if _, err := got.post([]byte("{}"), http.Header{}, &buf); err != nil || buf.String() != "ok" {
+		t.Fatalf("the new connection's call: %q, %v", buf.String(), err)
+	}
+}
