@@ -232,3 +232,31 @@ func TestPairedAdded(t *testing.T) {
 		t.Error("a row with an error (a call missing from its round) paired")
 	}
 }
+
+func TestRunRatios(t *testing.T) {
+	run := func(calls int, wallMs, cpuMs int) runStat {
+		return runStat{calls: calls, wall: time.Duration(wallMs) * time.Millisecond, cpu: time.Duration(cpuMs) * time.Millisecond}
+	}
+	// Three repetitions; the host slowed in the second, for both rows.
+	f := &stats{runs: []runStat{run(1000, 1000, 200), run(500, 1000, 400), run(1000, 1000, 200)}}
+	m := &stats{runs: []runStat{run(1100, 1000, 190), run(520, 1000, 420), run(900, 1000, 210)}}
+	// calls/s ratios 1.10, 1.04, 0.90; CPU ratios 0.95/1.10=0.8636…, 1.05/0.808=1.0096…, 1.05/0.90=1.1667
+	want := "calls/s 1.04× (0.90–1.10), CPU 1.01× (0.86–1.17) (3 runs)"
+	if got := runRatios(m, f); got != want {
+		t.Fatalf("runRatios = %q, want %q", got, want)
+	}
+	// Two runs: the median is their mean.
+	f2 := &stats{runs: f.runs[:2]}
+	m2 := &stats{runs: m.runs[:2]}
+	if got := runRatios(m2, f2); got != "calls/s 1.07× (1.04–1.10), CPU 0.94× (0.86–1.01) (2 runs)" {
+		t.Fatalf("two runs: %q", got)
+	}
+	if got := runRatios(&stats{runs: m.runs[:1]}, f); got != "—" {
+		t.Fatalf("one run: %q, want —", got)
+	}
+	// A run without calls (all failed) is left out, not divided by.
+	m3 := &stats{runs: []runStat{run(0, 1000, 100), m.runs[1], m.runs[2]}}
+	if got := runRatios(m3, f); got != "calls/s 0.97× (0.90–1.04), CPU 1.09× (1.01–1.17) (2 runs)" {
+		t.Fatalf("a run without calls: %q", got)
+	}
+}

@@ -29,6 +29,14 @@ type stats struct {
 	conns   int64 // new connections at the upstream (its listener's count)
 	errs    int
 	errMsg  string
+	runs    []runStat // each measured run's own, for ratios taken run by run
+}
+
+// runStat is one run of one row: its calls, wall time and the middle
+// process's CPU.
+type runStat struct {
+	calls     int
+	wall, cpu time.Duration
 }
 
 func (s *stats) add(r result, before, after procSample) {
@@ -46,6 +54,7 @@ func (s *stats) addMiddle(r result, before, after procSample) {
 	s.mallocs += after.mallocs - before.mallocs
 	s.alloc += after.alloc - before.alloc
 	s.rss = after.rss
+	s.runs = append(s.runs, runStat{calls: len(r.lat), wall: r.wall, cpu: after.cpu - before.cpu})
 	s.errs += r.errs
 	if s.errMsg == "" {
 		s.errMsg = r.errMsg
@@ -271,8 +280,8 @@ func (b *bench) calls(ctx context.Context) error {
 	}
 	maxSess := slices.Max(b.o.sessions)
 	fmt.Fprintf(b.out, "\n## tools/call (small echo), %d × %s per row, alternating (at c=1 the rows' calls interleaved)\n\n", b.o.reps, b.o.dur)
-	fmt.Fprintln(b.out, "| upstream | mode | c | sessions | target | calls/s | p50 | p90 | p99 | added p50 | CPU/call | allocs/call | RSS | new upstream conns | errors | load gen CPU/call |")
-	fmt.Fprintln(b.out, "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(b.out, "| upstream | mode | c | sessions | target | calls/s | p50 | p90 | p99 | added p50 | CPU/call | allocs/call | RSS | new upstream conns | errors | load gen CPU/call | ÷ forwarder, run by run: calls/s, CPU/call |")
+	fmt.Fprintln(b.out, "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, upstream := range b.o.upstreams {
 		for _, mode := range b.o.modes {
 			eps := b.echoEndpoints(upstream, mode, "echo", up, fwd, gw)
@@ -362,11 +371,16 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 	if nsess > 0 {
 		sess = fmt.Sprint(nsess)
 	}
+	fwd := slices.IndexFunc(eps, func(ep endpoint) bool { return ep.name == "forwarder" })
 	for i, ep := range eps {
 		st := &rows[i]
 		lat := sortDurations(st.lat)
 		p50 := pct(lat, 50)
 		added, cpu, allocs, rss := "—", "—", "—", "—"
+		vsFwd := "—"
+		if fwd >= 0 && ep.name == "mcpgw" {
+			vsFwd = runRatios(st, &rows[fwd])
+		}
 		if ep.name == "direct" {
 			direct, directLat = p50, lat
 		} else if direct > 0 {
@@ -392,8 +406,8 @@ func (b *bench) callCell(ctx context.Context, upstream, mode string, c, nsess in
 		if upstream == "http" {
 			conns = fmt.Sprint(st.conns)
 		}
-		fmt.Fprintf(b.out, "| %s | %s | %d | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			upstream, mode, c, sess, ep.name, tput, fmtDur(p50), fmtDur(pct(lat, 90)), fmtDur(pct(lat, 99)), added, cpu, allocs, rss, conns, errs, st.perCall(st.gen))
+		fmt.Fprintf(b.out, "| %s | %s | %d | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			upstream, mode, c, sess, ep.name, tput, fmtDur(p50), fmtDur(pct(lat, 90)), fmtDur(pct(lat, 99)), added, cpu, allocs, rss, conns, errs, st.perCall(st.gen), vsFwd)
 	}
 	return nil
 }
@@ -698,4 +712,47 @@ func (b *bench) bigRSS(ctx context.Context, ep endpoint, l load) (before, peak, 
 		return 0, 0, 0, 0, ctx.Err()
 	}
 	return before, peak, ep.middle.rss(), r.errs, nil
+}
+
+// runRatios compares row m with the forwarder's row f run by run: the
+// median, over the repetitions, of m's throughput and CPU per call each
+// divided by f's in the same repetition, with their range. The two rows'
+// runs of one repetition follow each other, so their ratio sees one state
+// of the host; the summed columns mix the host's drift between
+// repetitions into both rows, and at a ratio near 1.0 that drift decides
+// the comparison. "—" without two repetitions to compare.
+func runRatios(m, f *stats) string {
+	n := min(len(m.runs), len(f.runs))
+	if n < 2 {
+		return "—"
+	}
+	var tput, cpu []float64
+	for k := range n {
+		a, b := m.runs[k], f.runs[k]
+		if a.calls == 0 || b.calls == 0 || a.wall <= 0 || b.wall <= 0 {
+			continue
+		}
+		tput = append(tput, (float64(a.calls)/a.wall.Seconds())/(float64(b.calls)/b.wall.Seconds()))
+		if b.cpu > 0 {
+			cpu = append(cpu, (float64(a.cpu)/float64(a.calls))/(float64(b.cpu)/float64(b.calls)))
+		}
+	}
+	if len(tput) < 2 {
+		return "—"
+	}
+	out := "calls/s " + ratioSpread(tput)
+	if len(cpu) >= 2 {
+		out += ", CPU " + ratioSpread(cpu)
+	}
+	return out + fmt.Sprintf(" (%d runs)", len(tput))
+}
+
+// ratioSpread is "1.04× (0.97–1.10)": the median and the range.
+func ratioSpread(r []float64) string {
+	slices.Sort(r)
+	med := r[len(r)/2]
+	if len(r)%2 == 0 {
+		med = (r[len(r)/2-1] + r[len(r)/2]) / 2
+	}
+	return fmt.Sprintf("%.2f× (%.2f–%.2f)", med, r[0], r[len(r)-1])
 }
