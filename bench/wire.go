@@ -53,11 +53,12 @@ func newWireConn(rawURL string, timeout time.Duration) (*wireConn, error) {
 	return &wireConn{url: rawURL, addr: addr, host: u.Host, path: u.RequestURI(), timeout: timeout}, nil
 }
 
-// close drops the connection; the next call dials a new one.
+// close drops the connection; the next call dials a new one (and reads
+// it through the same buffer, Reset).
 func (w *wireConn) close() {
 	if w.c != nil {
 		_ = w.c.Close()
-		w.c, w.br = nil, nil
+		w.c = nil
 	}
 }
 
