@@ -46,6 +46,13 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	w := &responseWriter{header: http.Header{}, pipe: pw, started: make(chan struct{})}
 	go func() {
 		defer func() {
+			if ctx.Err() != nil && !w.wasStarted() {
+				// The handler ended because the client went away before any
+				// answer: the client sees its context's error, as it would
+				// over a socket, not an answer nobody wrote.
+				_ = pw.CloseWithError(ctx.Err())
+				return
+			}
 			w.WriteHeader(http.StatusOK) // a handler that wrote nothing answered 200
 			_ = pw.Close()
 		}()
@@ -94,6 +101,15 @@ type responseWriter struct {
 }
 
 func (w *responseWriter) Header() http.Header { return w.header }
+
+func (w *responseWriter) wasStarted() bool {
+	select {
+	case <-w.started:
+		return true
+	default:
+		return false
+	}
+}
 
 func (w *responseWriter) WriteHeader(status int) {
 	w.once.Do(func() {
