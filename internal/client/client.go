@@ -144,10 +144,13 @@ type Client struct {
 	quiet      chan struct{} // closed when cancelling drops to zero, for CloseGracefully (guarded by mu)
 }
 
-// cancelGrace is how long Close lets cancellations already on their way
-// reach the upstream: calls cancelled as the gateway shuts down would
-// otherwise run on upstream with nobody to answer.
-const cancelGrace = time.Second
+// cancelGrace bounds each notifications/cancelled, and so how long
+// CloseGracefully lets the ones already on their way reach the upstream:
+// calls cancelled as the gateway shuts down would otherwise run on upstream
+// with nobody to answer. One bound for both, so that a notification the
+// send would still have waited for is not cut short by Close (a shorter
+// grace lost them on a loaded machine).
+const cancelGrace = 2 * time.Second
 
 // discoverTimeout bounds the server/discover probe: a legacy stdio server
 // may ignore a request before initialize, and must not eat the whole
@@ -752,7 +755,7 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 			}
 			c.mu.Unlock()
 		}()
-		sendCtx, cancel := context.WithTimeout(c.ctx, 2*time.Second)
+		sendCtx, cancel := context.WithTimeout(c.ctx, cancelGrace)
 		defer cancel()
 		if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
 			c.log.Debug("could not send notifications/cancelled", zap.Error(err))
