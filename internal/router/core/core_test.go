@@ -55,6 +55,16 @@ func upstreamServer(stateless bool) *sdk.Server {
 		}
 		return text("progressed"), nil, nil
 	})
+	type slowIn struct {
+		MS int `json:"ms"`
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "slow"}, func(ctx context.Context, _ *sdk.CallToolRequest, in slowIn) (*sdk.CallToolResult, any, error) {
+		select {
+		case <-time.After(time.Duration(in.MS) * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return text("slept"), nil, nil
+	})
 	sdk.AddTool(s, &sdk.Tool{Name: "sample"}, func(ctx context.Context, req *sdk.CallToolRequest, in textIn) (*sdk.CallToolResult, any, error) {
 		res, err := req.Session.CreateMessage(ctx, &sdk.CreateMessageParams{MaxTokens: 8, Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: in.Text}}}})
 		if err != nil {
@@ -195,7 +205,7 @@ func TestHandle(t *testing.T) {
 			names = append(names, tool.Name)
 		}
 		slices.Sort(names)
-		if !slices.Equal(names, []string{"up__echo", "up__progress", "up__sample"}) {
+		if !slices.Equal(names, []string{"up__echo", "up__progress", "up__sample", "up__slow"}) {
 			t.Errorf("tools %v", names)
 		}
 	})

@@ -37,6 +37,7 @@ func (c *Core) Serve(ctx context.Context, sess *Session, msg *jsonrpc.Message, v
 	p := &s.pump
 	p.core, p.out = c, out
 	if hold > 0 {
+		_, p.quiet = out.(QuietHold)
 		c.holds.add(p, hold) // holdclock.go; one that passes after the answer finds the pump ended
 	}
 	resp := c.Handle(ctx, sess, msg, v, &s.stream)
@@ -55,6 +56,17 @@ type Stream interface {
 	// HoldPassed says the call outlasted Serve's hold; what is emitted
 	// after it comes after this call.
 	HoldPassed()
+}
+
+// QuietHold is a Stream whose hold matters only once the call has emitted
+// something (QuietHold itself is a marker and is never called): when the
+// hold passes before the first message, no pump starts for it, and
+// HoldPassed comes just before that message instead, if one comes. Under
+// load, queueing alone pushes small calls past their hold, and a pump
+// started for nothing was a goroutine and two wakeups each.
+type QuietHold interface {
+	Stream
+	QuietHold()
 }
 
 // EmitFunc is a Stream that only emits (a Serve without a hold).
@@ -76,8 +88,9 @@ type pump struct {
 	core *Core
 	out  Stream
 
-	held atomic.Bool   // the hold passed: out.HoldPassed is due
-	wake chan struct{} // buffered 1: the hold passed while the pump waited
+	held  atomic.Bool   // the hold passed: out.HoldPassed is due
+	quiet bool          // out is a QuietHold: its hold alone starts nothing
+	wake  chan struct{} // buffered 1: the hold passed while the pump waited
 
 	mu      sync.Mutex
 	events  chan []byte // the call's queue, made by the first message (queue)
@@ -119,7 +132,15 @@ func (p *pump) kick() {
 // holdPassed runs when the hold has passed (holdClock), perhaps after the
 // answer: then the pump has ended and it does nothing.
 func (p *pump) holdPassed() {
-	p.held.Store(true)
+	p.held.Store(true) // before the look at events: a message queued after it finds held set
+	if p.quiet {
+		p.mu.Lock()
+		idle := !p.running && p.events == nil
+		p.mu.Unlock()
+		if idle {
+			return // the first message's kick starts the pump, which calls HoldPassed first
+		}
+	}
 	p.kick()
 	p.mu.Lock()
 	if p.running {

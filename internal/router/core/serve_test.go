@@ -173,3 +173,64 @@ func TestPumpStartedByHold(t *testing.T) {
 		t.Errorf("stream %v, want the hold, then the progress notification", got)
 	}
 }
+
+// quietStream is a recStream that is a QuietHold.
+type quietStream struct{ recStream }
+
+func (*quietStream) QuietHold() {}
+
+// A QuietHold stream's hold starts no pump while the call has sent
+// nothing; a message after the hold comes just after HoldPassed.
+func TestQuietHold(t *testing.T) {
+	f := newFixture(t, false)
+	t.Run("nothing sent", func(t *testing.T) {
+		out := &quietStream{recStream{t: t}}
+		p := &pump{core: f.core, out: out, quiet: true}
+		p.holdPassed()
+		p.mu.Lock()
+		running := p.running
+		p.mu.Unlock()
+		if running {
+			t.Error("the hold of a call that sent nothing started a pump")
+		}
+		if q := p.finish(); q != nil || len(out.events()) != 0 {
+			t.Errorf("stream %v, queue %v: want nothing written", out.events(), q)
+		}
+	})
+	t.Run("sent after the hold", func(t *testing.T) {
+		out := &quietStream{recStream{t: t}}
+		p := &pump{core: f.core, out: out, quiet: true}
+		p.holdPassed()
+		b, _ := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, json.RawMessage(`{"progressToken":"t","progress":1}`)))
+		p.queue() <- b
+		p.kick()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(out.events()) < 2 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		p.finish()
+		if got := out.events(); !slices.Equal(got, []string{"hold", mcp.NotificationProgress}) {
+			t.Errorf("stream %v, want the hold, then the progress notification", got)
+		}
+	})
+	t.Run("Serve", func(t *testing.T) {
+		// Serve sees the marker: a call that outlasts its hold with
+		// nothing to send writes nothing but its answer, where a plain
+		// stream is told of its hold (a priming event's moment).
+		quiet, plain := &quietStream{recStream{t: t}}, &recStream{t: t}
+		for _, out := range []Stream{quiet, plain} {
+			resp := f.core.Serve(context.Background(), f.session(`{}`), request(mcp.MethodToolsCall, `{"name":"up__slow","arguments":{"ms":80}}`), nil, out, 10*time.Millisecond)
+			if text(t, resp) != "slept" {
+				t.Fatalf("answer %s %+v", resp.Result, resp.Error)
+			}
+		}
+		quiet.returned.Store(true)
+		plain.returned.Store(true)
+		if got := quiet.events(); len(got) != 0 {
+			t.Errorf("quiet stream %v, want nothing: the call sent nothing", got)
+		}
+		if got := plain.events(); !slices.Equal(got, []string{"hold"}) {
+			t.Errorf("plain stream %v, want its hold", got)
+		}
+	})
+}

@@ -61,17 +61,25 @@ func paramHeaders(h http.Header) http.Header {
 }
 
 // statelessStream is a stateless request's answer: plain JSON, unless the
-// call outlasts streamDelay with something to stream first (progress, log
-// messages), when the client accepts an event stream.
+// call outlasts streamDelay with something to stream (progress, log
+// messages), when the client accepts an event stream. A call with nothing
+// to stream answers plain JSON however long it takes: an event stream
+// started empty would only add a write and a flush to the call (and under
+// load, when queueing alone pushes small calls past the delay, to most
+// calls) and cost the answer its own HTTP status.
 type statelessStream struct {
 	w         http.ResponseWriter
 	streaming bool        // the client accepts an event stream
+	held      bool        // streamDelay has passed: an event starts the stream
 	sw        *sse.Writer // the stream, once started
 	early     [][]byte    // events before the stream starts
 }
 
 // Emit writes an event of the call, or keeps it until the stream starts.
 func (st *statelessStream) Emit(b []byte) {
+	if st.sw == nil && st.streaming && st.held {
+		st.start()
+	}
 	switch {
 	case st.sw != nil:
 		_ = st.sw.Write(sse.Event{Data: b})
@@ -80,12 +88,18 @@ func (st *statelessStream) Emit(b []byte) {
 	}
 }
 
-// HoldPassed starts the stream once streamDelay has passed.
+// HoldPassed starts the stream once streamDelay has passed, if there is
+// something to stream; else the first event will.
 func (st *statelessStream) HoldPassed() {
-	if st.streaming && st.sw == nil {
+	st.held = true
+	if st.streaming && st.sw == nil && len(st.early) > 0 {
 		st.start()
 	}
 }
+
+// QuietHold tells core.Serve that the hold matters only once the call has
+// emitted something: a call that has not needs no pump at its hold.
+func (*statelessStream) QuietHold() {}
 
 func (st *statelessStream) start() {
 	st.sw = sse.NewWriter(st.w)
