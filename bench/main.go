@@ -78,7 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.bigCalls, "big-calls", 400, "big: calls of the RSS run")
 	fs.IntVar(&o.bigConc, "big-c", 8, "big: concurrency of the RSS run")
 	fs.IntVar(&o.bigBytes, "big-bytes", 1<<20, "big: bytes of text in the result")
-	fs.StringVar(&o.profileDir, "profile", "", "write mcpgw's CPU profile of each call run and its allocs profile to this directory")
+	fs.StringVar(&o.profileDir, "profile", "", "write mcpgw's CPU profile of each call run (at c=1 the forwarder's too) and its allocs profile to this directory")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, child logs)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

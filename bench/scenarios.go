@@ -154,8 +154,10 @@ func (b *bench) interleaved(ctx context.Context, eps []endpoint, loads []load, d
 	}
 	var wg sync.WaitGroup
 	for _, ep := range eps {
-		if b.o.profileDir != "" && profName != "" && ep.name == "mcpgw" {
-			path := filepath.Join(b.o.profileDir, "mcpgw-cpu-"+profName+".pprof")
+		// The forwarder too: at c=1 the two rows' profiles side by side
+		// say where mcpgw's extra time per call goes.
+		if b.o.profileDir != "" && profName != "" && (ep.name == "mcpgw" || ep.name == "forwarder") {
+			path := filepath.Join(b.o.profileDir, ep.name+"-cpu-"+profName+".pprof")
 			secs := max(int(dur.Seconds()), 1)
 			wg.Go(func() { fetch(ep.middle.statsURL+fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), path) })
 		}
