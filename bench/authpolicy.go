@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+
+	"github.com/mcpgw/mcpgw/internal/policy/policytest"
 )
 
 // Scenario 4 (auth): the small tools/call as 2026-07-28 requests at c=1,
@@ -25,6 +27,12 @@ import (
 
 // policyRules is the number of rules of the scenario's policy.
 const policyRules = 1000
+
+// scenarioPolicy is the scenario's policy: section, every rule with a CEL
+// condition; rule 500 grants team500 the tools of upstream st (st__*).
+func scenarioPolicy() string {
+	return policytest.Large{Rules: policyRules, When: true, Grant: 500, GrantPrefix: "st__"}.YAML()
+}
 
 // issuer is a local token issuer: an ES256 key and its JWKS on 127.0.0.1.
 type issuer struct {
@@ -73,30 +81,6 @@ func (is *issuer) token(sub, aud string, groups []string) (string, error) {
 	return jws.CompactSerialize()
 }
 
-// benchPolicy is a policy: section of n rules, each with a CEL condition,
-// as a large deployment writes them: one team per upstream prefix (with
-// its admin tools denied), some single users, some public resource trees.
-// Rule allowRule grants team<allowRule> the tool prefix allowPrefix.
-func benchPolicy(n, allowRule int, allowPrefix string) string {
-	var b strings.Builder
-	b.WriteString("policy:\n  default: deny\n  rules:\n")
-	for i := range n {
-		switch {
-		case i%20 == 19:
-			fmt.Fprintf(&b, "    - {allow: ['resource:fs+file:///pub%d/*'], when: 'principal.claims.?tenant.orValue(\"\") == \"acme\"'}\n", i)
-		case i%20 == 18:
-			fmt.Fprintf(&b, "    - {match: {subjects: [user%d]}, allow: ['up%d__*'], when: '\"admins\" in principal.groups'}\n", i, i)
-		default:
-			prefix := fmt.Sprintf("up%d__", i)
-			if i == allowRule {
-				prefix = allowPrefix
-			}
-			fmt.Fprintf(&b, "    - {match: {groups: [team%d]}, allow: ['%s*'], deny: ['%sadmin_*'], when: 'arguments.?limit.orValue(0) <= 100 && principal.subject != \"blocked\"'}\n", i, prefix, prefix)
-		}
-	}
-	return b.String()
-}
-
 func (b *bench) authPolicy(ctx context.Context) error {
 	up, err := b.start("upstream", roleUpstream, "-big", "1024")
 	if err != nil {
@@ -123,7 +107,7 @@ func (b *bench) authPolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	authCfg, err := b.writeConfig("auth-policy.yaml", authBlock+benchPolicy(policyRules, 500, "st__"))
+	authCfg, err := b.writeConfig("auth-policy.yaml", authBlock+scenarioPolicy())
 	if err != nil {
 		return err
 	}

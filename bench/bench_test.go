@@ -124,7 +124,7 @@ func TestParseFlags(t *testing.T) {
 // The auth scenario's policy is valid and decides as the scenario needs:
 // its principal's call allowed by the one rule meant for it, others not.
 func TestBenchPolicy(t *testing.T) {
-	src := "upstreams: {st: {url: 'https://up.example.com'}}\nauth: {api_keys: [{name: k, key: s}]}\n" + benchPolicy(policyRules, 500, "st__")
+	src := "upstreams: {st: {url: 'https://up.example.com'}}\nauth: {api_keys: [{name: k, key: s}]}\n" + scenarioPolicy()
 	cfg, err := config.Parse("bench.yaml", []byte(src), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,17 +2,17 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/internal/policy/policytest"
 )
 
 // BenchmarkPolicyAddedHTTP is what a 1,000-rule policy with CEL
@@ -28,27 +28,12 @@ import (
 // policy runs here between other work, as in a server, with its caches
 // cold.
 func BenchmarkPolicyAddedHTTP(b *testing.B) {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
-	type textIn struct {
-		Text string `json:"text"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in textIn) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
-	})
+	srv := testServer("st", 0) // its echo answers "st:<text>"
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	b.Cleanup(up.Close)
 	base := fmt.Sprintf("listen: 127.0.0.1:0\nauth:\n  api_keys: [{name: alice, key: k1, groups: [team500, team7]}]\nupstreams:\n  st:\n    url: %s/mcp\n", up.URL)
-	var pol strings.Builder
-	pol.WriteString("policy:\n  default: deny\n  rules:\n")
-	for i := range 1000 {
-		prefix := fmt.Sprintf("up%d__", i)
-		if i == 500 {
-			prefix = "st__"
-		}
-		fmt.Fprintf(&pol, "    - {match: {groups: [team%d]}, allow: ['%s*'], deny: ['%sadmin_*'], when: 'arguments.?limit.orValue(0) <= 100 && principal.subject != \"blocked\"'}\n", i, prefix, prefix)
-	}
 	_, plain := benchStartGateway(b, base+"policy: {default: allow}\n")
-	_, guarded := benchStartGateway(b, base+pol.String())
+	_, guarded := benchStartGateway(b, base+policytest.Large{Rules: 1000, When: true, Grant: 500, GrantPrefix: "st__"}.YAML())
 
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"st__echo","arguments":{"text":"hello"},` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
@@ -69,7 +54,7 @@ func BenchmarkPolicyAddedHTTP(b *testing.B) {
 		got, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		d := time.Since(t0)
-		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(got, []byte(`"text":"hello"`)) {
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(got, []byte(`"text":"st:hello"`)) {
 			b.Fatalf("HTTP %d %s %v", resp.StatusCode, got, err)
 		}
 		return d

@@ -2,60 +2,26 @@ package policy
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/policy/cond"
+	"github.com/mcpgw/mcpgw/internal/policy/policytest"
 )
 
 // largePolicy is a policy of n rules the way a large deployment writes
-// them: most rules grant one team its upstream's tools (and deny its admin
-// tools), some grant one user more, some open a public resource tree to
-// everyone. With when, every rule carries a CEL condition on the
-// principal's claims, and the team rules one on the call's arguments.
+// them (policytest.Large); with when, every rule carries a CEL condition.
 func largePolicy(tb testing.TB, n int, when bool) *Policy {
 	tb.Helper()
 	return compileLarge(tb, n, when, false)
 }
 
 // compileLarge is largePolicy; with distinct, no two rules share the text
-// of their condition (each names its rule's number), so none is compiled
-// once for several rules.
+// of their condition, so none is compiled once for several rules.
 func compileLarge(tb testing.TB, n int, when, distinct bool) *Policy {
 	tb.Helper()
-	var b strings.Builder
-	b.WriteString("policy:\n  default: deny\n  rules:\n")
-	for i := range n {
-		var cond string
-		switch {
-		case i%20 == 19: // everyone: a public resource tree
-			if when {
-				cond = `, when: 'principal.claims.?tenant.orValue("") == "acme"'`
-			}
-			if when && distinct {
-				cond = fmt.Sprintf(`, when: 'principal.claims.?tenant.orValue("") == "acme%d"'`, i)
-			}
-			fmt.Fprintf(&b, "    - {allow: ['resource:fs+file:///pub%d/*']%s}\n", i, cond)
-		case i%20 == 18: // one user
-			if when {
-				cond = `, when: '"admins" in principal.groups'`
-			}
-			if when && distinct {
-				cond = fmt.Sprintf(`, when: '"admins%d" in principal.groups'`, i)
-			}
-			fmt.Fprintf(&b, "    - {match: {subjects: [user%d]}, allow: ['up%d__*']%s}\n", i, i, cond)
-		default: // one team
-			if when {
-				cond = `, when: 'arguments.?limit.orValue(0) <= 100 && principal.subject != "blocked"'`
-			}
-			if when && distinct {
-				cond = fmt.Sprintf(`, when: 'arguments.?limit.orValue(0) <= %d && principal.subject != "blocked"'`, 100+i)
-			}
-			fmt.Fprintf(&b, "    - {match: {groups: [team%d]}, allow: ['up%d__*'], deny: ['up%d__admin_*']%s}\n", i, i, i, cond)
-		}
-	}
-	cfg, err := config.Parse("bench.yaml", []byte("upstreams: {up: {url: 'https://up.example.com'}}\nauth: {api_keys: [{name: k, key: s}]}\n"+b.String()), nil)
+	y := policytest.Large{Rules: n, When: when, Distinct: distinct}.YAML()
+	cfg, err := config.Parse("bench.yaml", []byte("upstreams: {up: {url: 'https://up.example.com'}}\nauth: {api_keys: [{name: k, key: s}]}\n"+y), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

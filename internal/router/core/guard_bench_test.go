@@ -3,8 +3,6 @@ package core
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
@@ -13,6 +11,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/policy/cond"
+	"github.com/mcpgw/mcpgw/internal/policy/policytest"
 )
 
 // BenchmarkHandleGuardedCall is BenchmarkHandleCall by an authenticated
@@ -20,16 +19,9 @@ import (
 // (bench scenario 4's policy): what the guard adds to a call.
 func BenchmarkHandleGuardedCall(b *testing.B) {
 	c, rte, _ := benchCore(b)
-	var y strings.Builder
-	y.WriteString("upstreams: {up: {url: 'https://up.example.com'}}\nauth: {api_keys: [{name: k, key: s}]}\npolicy:\n  default: deny\n  rules:\n")
-	for i := range 1000 {
-		prefix := fmt.Sprintf("up%d__", i)
-		if i == 500 {
-			prefix = "up__"
-		}
-		fmt.Fprintf(&y, "    - {match: {groups: [team%d]}, allow: ['%s*'], deny: ['%sadmin_*'], when: 'arguments.?limit.orValue(0) <= 100 && principal.subject != \"blocked\"'}\n", i, prefix, prefix)
-	}
-	cfg, err := config.Parse("bench.yaml", []byte(y.String()), nil)
+	y := "upstreams: {up: {url: 'https://up.example.com'}}\nauth: {api_keys: [{name: k, key: s}]}\n" +
+		policytest.Large{Rules: 1000, When: true, Grant: 500, GrantPrefix: "up__"}.YAML()
+	cfg, err := config.Parse("bench.yaml", []byte(y), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
