@@ -159,18 +159,23 @@ func TestPumpStartedByHold(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(20 * time.Millisecond)
-	b, _ := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, json.RawMessage(`{"progressToken":"t","progress":1}`)))
-	p.queue() <- b
-	p.kick()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(out.events()) < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	sendProgress(p, out, 2)
 	if q := p.finish(); len(q) > 0 {
 		t.Errorf("%d messages left in the queue of a running pump", len(q))
 	}
 	if got := out.events(); !slices.Equal(got, []string{"hold", mcp.NotificationProgress}) {
 		t.Errorf("stream %v, want the hold, then the progress notification", got)
+	}
+}
+
+// sendProgress queues a progress notification on p as the call's reader
+// does, and waits (up to 5 s) until out has recorded n writes.
+func sendProgress(p *pump, out *recStream, n int) {
+	b, _ := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, json.RawMessage(`{"progressToken":"t","progress":1}`)))
+	p.queue() <- b
+	p.kick()
+	for deadline := time.Now().Add(5 * time.Second); len(out.events()) < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -201,13 +206,7 @@ func TestQuietHold(t *testing.T) {
 		out := &quietStream{recStream{t: t}}
 		p := &pump{core: f.core, out: out, quiet: true}
 		p.holdPassed()
-		b, _ := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, json.RawMessage(`{"progressToken":"t","progress":1}`)))
-		p.queue() <- b
-		p.kick()
-		deadline := time.Now().Add(5 * time.Second)
-		for len(out.events()) < 2 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		sendProgress(p, &out.recStream, 2)
 		p.finish()
 		if got := out.events(); !slices.Equal(got, []string{"hold", mcp.NotificationProgress}) {
 			t.Errorf("stream %v, want the hold, then the progress notification", got)
