@@ -75,9 +75,14 @@ type statelessStream struct {
 	early     [][]byte    // events before the stream starts
 }
 
+// maxEarly bounds the events kept before the stream starts: an upstream
+// that sends more within streamDelay has plenty to stream, and the
+// stream starts at once instead of the gateway holding them all.
+const maxEarly = 64
+
 // Emit writes an event of the call, or keeps it until the stream starts.
 func (st *statelessStream) Emit(b []byte) {
-	if st.sw == nil && st.streaming && st.held {
+	if st.sw == nil && st.streaming && (st.held || len(st.early) >= maxEarly) {
 		st.start()
 	}
 	switch {
