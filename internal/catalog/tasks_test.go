@@ -111,7 +111,8 @@ func TestTaskIndexBounded(t *testing.T) {
 	ix := newTasks(nil, 2, nil)
 	ix.now = func() time.Time { return now }
 	owner := TaskOwner{Route: "/mcp", Session: "s"}
-	if !ix.reserve() || !ix.reserve() {
+	first, second := ix.reserve(), ix.reserve()
+	if !first || !second {
 		t.Fatal("two slots of two refused")
 	}
 	if ix.reserve() {

@@ -40,10 +40,7 @@ policy:
 				{Groups: []string{"eng"}}, {Groups: []string{"team500", "team7"}, Scopes: []string{"read"}, Claims: map[string]any{"tenant": "acme"}},
 				{APIKey: "ci", Groups: []string{"eng", "automation"}}, {Scopes: []string{"admin"}, ClientID: "console"},
 			}
-			var names []string
-			for _, n := range []string{"github__get_me", "github__delete_branch", "fs__read_a", "fs__write_b", "up1__a", "up1__xy", "ap2__z", "up2__q", "up3__r", "abc", "ab", ""} {
-				names = append(names, n)
-			}
+			names := []string{"github__get_me", "github__delete_branch", "fs__read_a", "fs__write_b", "up1__a", "up1__xy", "ap2__z", "up2__q", "up3__r", "abc", "ab", ""}
 			for _, i := range []int{7, 18, 19, 38, 500, 999} {
 				names = append(names, fmt.Sprintf("up%d__search", i), fmt.Sprintf("up%d__admin_x", i), fmt.Sprintf("fs+file:///pub%d/a", i))
 			}

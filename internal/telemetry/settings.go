@@ -139,7 +139,7 @@ func fromEnv(get func(string) string, attrs []attribute.KeyValue) (*Settings, er
 	case exp == "" && tracesEndpoint == "" && base == "", exp == "none":
 		return nil, nil // off by default: an SDK's default exporter would be otlp
 	case exp != "" && !containsItem(exp, "otlp"):
-		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: mcpgw exports traces over OTLP only; set it to otlp (or none), or configure tracing:", exp)
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: mcpgw exports traces over OTLP only; set it to otlp (or none), or configure the tracing section", exp)
 	}
 	s := &Settings{Sampler: SamplerParentAlwaysOn, Ratio: 1, ServiceName: config.DefaultTracingServiceName, Attributes: attrs, Source: "environment"}
 	proto, protoVar := either("PROTOCOL")

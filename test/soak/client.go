@@ -588,9 +588,9 @@ func (l *legacy) read(rd *sse.Reader) {
 				Token json.RawMessage `json:"progressToken"`
 			}
 			_ = json.Unmarshal(m.Params, &pp)
-			key := string(bytes.TrimSpace(pp.Token))
+			key := bytes.TrimSpace(pp.Token)
 			l.mu.Lock()
-			inFlight, sentHere := l.tokens[key], l.sent[key]
+			inFlight, sentHere := l.tokens[string(key)], l.sent[string(key)]
 			l.mu.Unlock()
 			switch {
 			case inFlight:

@@ -103,7 +103,7 @@ func (k *holdClock) armLocked() {
 	if !k.armed.IsZero() && !first.Before(k.armed) {
 		return // armed in time for this entry
 	}
-	d := first.Sub(time.Now())
+	d := time.Until(first)
 	if k.timer == nil {
 		k.timer = time.AfterFunc(d, k.fire)
 	} else {
