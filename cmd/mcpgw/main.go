@@ -236,6 +236,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	drain := fs.Duration("drain-timeout", 10*time.Second, "how long in-flight requests may finish on SIGTERM")
 	delay := fs.Duration("shutdown-delay", 0, "on SIGTERM, how long to keep serving after /readyz turns 503 (e.g. 5s behind a load balancer), before draining")
+	listen := fs.String("listen", "", "serve MCP on this `ADDR` (overrides listen:; the embedded default config also reads $MCPGW_LISTEN)")
 	adminListen := fs.String("admin-listen", "", "serve /metrics, /healthz and /readyz on this `ADDR` (overrides admin.listen; the admin listener is off unless one of them is set)")
 	watch := fs.Bool("watch", false, "reload the config when --config FILE changes (checked every second); SIGHUP always reloads")
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
@@ -251,6 +252,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 	load := func() (*config.Config, error) {
 		cfg, err := loadConfig(*path)
+		if err == nil && *listen != "" {
+			cfg.Listen = *listen
+		}
 		if err == nil && *adminListen != "" {
 			cfg.Admin = &config.Admin{Listen: *adminListen}
 		}
@@ -265,7 +269,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpgw run: --watch needs --config FILE (the embedded default config cannot change)")
 		return 2
 	}
-	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Version: buildVersion(), ShutdownDelay: *delay})
+	gw, err := gateway.Start(cfg, gateway.Options{Logger: log, Version: buildVersion(), ShutdownDelay: *delay, StateDir: config.StateDir(os.LookupEnv)})
 	if err != nil {
 		log.Error("cannot start", zap.Error(err))
 		return 1

@@ -94,10 +94,17 @@ func perUserDefaults(p string, c *Config, u *Upstream, d *strictyaml.Decoder) {
 }
 
 // DefaultPerUserStoreFile is the default token file of upstream name:
-// tokens-NAME.json in the state directory ($STATE_DIRECTORY, set by
-// systemd's StateDirectory=; else $XDG_STATE_HOME/mcpgw; else
-// ~/.local/state/mcpgw; else ./mcpgw-state).
+// tokens-NAME.json in the state directory (StateDir).
 func DefaultPerUserStoreFile(name string, getenv func(string) (string, bool)) string {
+	return filepath.Join(StateDir(getenv), "tokens-"+name+".json")
+}
+
+// StateDir is the directory where the gateway keeps what must outlive a
+// restart when the config names no file for it (per-user tokens, the
+// session key ring): $STATE_DIRECTORY (set by systemd's StateDirectory=);
+// else $XDG_STATE_HOME/mcpgw; else ~/.local/state/mcpgw; else
+// ./mcpgw-state.
+func StateDir(getenv func(string) (string, bool)) string {
 	dir := "mcpgw-state"
 	if d, ok := getenv("STATE_DIRECTORY"); ok && d != "" {
 		dir, _, _ = strings.Cut(d, ":") // systemd may list several
@@ -106,7 +113,7 @@ func DefaultPerUserStoreFile(name string, getenv func(string) (string, bool)) st
 	} else if h, ok := getenv("HOME"); ok && h != "" {
 		dir = filepath.Join(h, ".local", "state", "mcpgw")
 	}
-	return filepath.Join(dir, "tokens-"+name+".json")
+	return dir
 }
 
 // RedirectPath is the path of upstream name's OAuth callback; the

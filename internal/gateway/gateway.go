@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,11 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Getenv reads the OTEL_* environment (nil: os.LookupEnv).
 	Getenv func(string) (string, bool)
+	// StateDir, when set, is where the gateway keeps its session key ring
+	// when sessions.key_file names none (created on first start, reused
+	// after), so that a restart keeps the sessions it issued. Empty: no
+	// ring unless configured (tests); `mcpgw run` sets config.StateDir.
+	StateDir string
 }
 
 // Gateway is one running mcpgw.
@@ -112,7 +118,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessionKeys, err := loadSessionKeys(cfg)
+	sessionKeys, err := loadSessionKeys(cfg, opts.StateDir, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -351,10 +357,22 @@ func replayLimits(cfg *config.Config) sessions.Limits {
 }
 
 // loadSessionKeys reads sessions.key_file, the AEAD key ring that lets any
-// replica serve a legacy session (nil when not configured).
-func loadSessionKeys(cfg *config.Config) ([][]byte, error) {
+// replica serve a legacy session. Without one it uses the ring in
+// stateDir, made on first start (nil when stateDir is empty too).
+func loadSessionKeys(cfg *config.Config, stateDir string, log *zap.Logger) ([][]byte, error) {
 	if cfg.Sessions == nil || cfg.Sessions.KeyFile == "" {
-		return nil, nil
+		if stateDir == "" {
+			return nil, nil
+		}
+		path := filepath.Join(stateDir, sessions.DefaultKeyRingFile)
+		keys, created, err := sessions.LoadOrCreateKeyRing(path)
+		if err != nil {
+			return nil, fmt.Errorf("session key ring (no sessions.key_file set, so the gateway keeps its own): %w", err)
+		}
+		if created {
+			log.Info("made a session key ring in the state directory; sessions survive a restart (set sessions.key_file to share one between replicas)", zap.String("file", path))
+		}
+		return keys, nil
 	}
 	data, err := os.ReadFile(cfg.Sessions.KeyFile)
 	if err != nil {

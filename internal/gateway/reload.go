@@ -94,7 +94,7 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	}
 	// The key ring is reread on every reload: a rotation (new key first,
 	// old kept until no session uses it) drops no session.
-	keys, err := loadSessionKeys(newCfg)
+	keys, err := loadSessionKeys(newCfg, g.opts.StateDir, g.log)
 	if err != nil {
 		return err
 	}

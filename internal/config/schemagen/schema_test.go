@@ -61,8 +61,14 @@ func instance(t *testing.T, y []byte) any {
 	return inst
 }
 
-// anyEnv sets every variable, as an operator's environment would.
-func anyEnv(name string) (string, bool) { return "placeholder-" + strings.ToLower(name), true }
+// anyEnv sets every variable, as an operator's environment would: an
+// address where the name says one (MCPGW_LISTEN), a placeholder otherwise.
+func anyEnv(name string) (string, bool) {
+	if strings.HasSuffix(name, "_LISTEN") {
+		return "127.0.0.1:8080", true
+	}
+	return "placeholder-" + strings.ToLower(name), true
+}
 
 func TestCommittedSchemaIsCurrent(t *testing.T) {
 	files, err := render(repo)
