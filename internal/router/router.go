@@ -204,7 +204,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 	mux.Use(edge.RequestIDs(rt.log))                                      // X-Request-Id, request_id on log lines
 	mux.Use(edge.BodyDeadline(g.Limits.ReadBodyTimeout, rt.opts.Metrics)) // read_body_timeout (edge/deadline.go)
 	mux.Use(edge.NewChecks(cfg.Listen, cfg.PublicURL, cfg.AllowedOrigins).Middleware(rt.log))
-	mux.Use(edge.CORS) // allowed origins' pages may call with fetch (edge/cors.go)
+	mux.Use(edge.CORS)         // allowed origins' pages may call with fetch (edge/cors.go)
 	taken := map[string]bool{} // route paths, never shadowed by HTTP+SSE endpoints
 	for _, rc := range cfg.Routes {
 		taken[rc.Path] = true
