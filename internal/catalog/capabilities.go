@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -43,6 +44,16 @@ func offer(caps json.RawMessage) capabilityOffer {
 		subscribe:   has("resources", "subscribe"),
 		completions: has("completions"),
 		logging:     has("logging"),
+	}
+}
+
+// AwaitStarting waits for the route's upstreams still making their first
+// connection, each until its startup_list_wait (counted from when it began
+// starting, so the waits overlap rather than add up), so that a handshake
+// answer made next offers what they offer.
+func (v *View) AwaitStarting(ctx context.Context) {
+	for _, name := range v.names {
+		v.ups[name].AwaitStart(ctx)
 	}
 }
 

@@ -62,6 +62,14 @@ func (u *Upstream) awaitStartForList(ctx context.Context) error {
 		bound, u.setting("startup_list_wait"))}
 }
 
+// AwaitStart waits, as a list does, for an upstream making its first
+// connection (bounded by its startup_list_wait); the handshake answers
+// (initialize, server/discover) wait so, since hosts gate features on the
+// capabilities and instructions of the first answer for a session's whole
+// life. It reports nothing: past the bound the answer leaves the upstream
+// out, as a list does.
+func (u *Upstream) AwaitStart(ctx context.Context) { _ = u.awaitStartForList(ctx) }
+
 // ListChanges returns the list_changed notifications that the upstream's
 // arrival or loss means for clients: one per list its latest connection
 // offered (tools, prompts, resources). Before it was ever ready it offered

@@ -115,10 +115,10 @@ func TestRouteCapabilitiesAreTheUpstreamsUnion(t *testing.T) {
 	} {
 		t.Run(tc.route, func(t *testing.T) {
 			rte := routes[tc.route]
-			if got := capabilitiesOf(t, c.InitializeResult(rte, mcp.Version20251125)); !reflect.DeepEqual(got, tc.want) {
+			if got := capabilitiesOf(t, c.InitializeResult(context.Background(), rte, mcp.Version20251125)); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("initialize capabilities = %v, want %v", got, tc.want)
 			}
-			if got := capabilitiesOf(t, c.Discover(rte)); !reflect.DeepEqual(got, tc.want) {
+			if got := capabilitiesOf(t, c.Discover(context.Background(), rte)); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("server/discover capabilities = %v, want %v", got, tc.want)
 			}
 		})

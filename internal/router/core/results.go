@@ -2,6 +2,7 @@ package core
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -44,8 +45,12 @@ func NegotiateInitialize(params json.RawMessage) (mcp.InitializeParams, mcp.Revi
 	return p, version, nil
 }
 
-// InitializeResult is the InitializeResult of route rte at version.
-func (c *Core) InitializeResult(rte *Route, version mcp.Revision) json.RawMessage {
+// InitializeResult is the InitializeResult of route rte at version. It
+// waits for upstreams still starting (bounded by their startup_list_wait):
+// a session keeps the capabilities and instructions of this answer for its
+// whole life, and hosts initialize at once (mcpgw stdio's within 100 ms).
+func (c *Core) InitializeResult(ctx context.Context, rte *Route, version mcp.Revision) json.RawMessage {
+	rte.View.AwaitStarting(ctx)
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
 		Capabilities:    rte.View.WithTaskCapabilities(rte.View.Capabilities(), false), // what the upstreams offer (catalog/capabilities.go), tasks too
@@ -55,8 +60,10 @@ func (c *Core) InitializeResult(rte *Route, version mcp.Revision) json.RawMessag
 	return res
 }
 
-// Discover answers server/discover for a route.
-func (c *Core) Discover(rte *Route) json.RawMessage {
+// Discover answers server/discover for a route, after waiting for
+// upstreams still starting as InitializeResult does.
+func (c *Core) Discover(ctx context.Context, rte *Route) json.RawMessage {
+	rte.View.AwaitStarting(ctx)
 	b, _ := json.Marshal(struct {
 		ResultType        string          `json:"resultType"`
 		TTLMs             int64           `json:"ttlMs"`

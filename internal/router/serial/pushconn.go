@@ -129,6 +129,11 @@ func (c *pushConn) isClosed() bool {
 // notifications/cancelled before handle returns, so a cancellation sent
 // right after it always finds it.
 func (c *pushConn) request(msg *jsonrpc.Message) error {
+	if msg.Method == mcp.MethodInitialize {
+		// InitializeResult waits for starting upstreams; waited for here,
+		// outside the lock, it finds them settled.
+		c.sess.Route().View.AwaitStarting(c.sess.Context())
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -186,7 +191,7 @@ func (c *pushConn) initializeLocked(msg *jsonrpc.Message) *jsonrpc.Message {
 	c.ready = true
 	c.t.log.Info("session started", zap.String("route", c.sess.Route().Path), zap.String("transport", c.transport),
 		zap.Stringer("protocol_version", version), core.ClientField(p.ClientInfo))
-	return jsonrpc.NewResult(msg.ID, c.t.core.InitializeResult(c.sess.Route(), version))
+	return jsonrpc.NewResult(msg.ID, c.t.core.InitializeResult(c.sess.Context(), c.sess.Route(), version))
 }
 
 // call dispatches one request. A routed call gets a callStream whose events

@@ -64,7 +64,7 @@ func (c *pushConn) stateless(ctx context.Context, m core.StatelessMeta, msg *jso
 	cr := c.t.core
 	switch msg.Method {
 	case mcp.MethodServerDiscover:
-		return jsonrpc.NewResult(msg.ID, cr.Discover(rte))
+		return jsonrpc.NewResult(msg.ID, cr.Discover(ctx, rte))
 	case mcp.MethodSubscriptionsListen:
 		return c.listen(ctx, sess, msg)
 	}

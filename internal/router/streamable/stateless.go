@@ -50,7 +50,7 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 
 	switch msg.Method {
 	case mcp.MethodServerDiscover:
-		edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.Discover(rte)))
+		edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.Discover(r.Context(), rte)))
 		return
 	case mcp.MethodSubscriptionsListen:
 		t.listen(w, r, sess, msg)

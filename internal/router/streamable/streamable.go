@@ -125,7 +125,7 @@ func (t *Transport) initialize(w http.ResponseWriter, r *http.Request, rte *core
 	}
 	t.log.Info("session started", zap.String("route", rte.Path), zap.Stringer("protocol_version", version), core.ClientField(p.ClientInfo))
 	w.Header().Set(mcp.HeaderSessionID, sess.ID())
-	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.InitializeResult(rte, version)))
+	edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, t.core.InitializeResult(r.Context(), rte, version)))
 }
 
 // refuse answers a request refused by a bound (a *limits.Refusal: 503 or
