@@ -65,6 +65,11 @@ func limitsDefaults(c *Config, d *strictyaml.Decoder) {
 			*b.v = b.def
 		}
 	}
+	// A share the operator did not write follows a total they lowered
+	// below its default, rather than refuse the config for a key it never
+	// named.
+	clampShare(d, "sessions.max_sessions_per_principal", &s.MaxSessionsPerPrincipal, s.MaxSessions)
+	clampShare(d, "sessions.max_parked_calls_per_principal", &s.MaxParkedCallsPerPrincipal, s.MaxParkedCalls)
 	if !d.Set("sessions.sse_write_timeout") {
 		s.SSEWriteTimeout = Duration(DefaultSSEWriteTimeout)
 	}
@@ -82,6 +87,15 @@ func limitsDefaults(c *Config, d *strictyaml.Decoder) {
 		if !d.Set(strictyaml.JoinPath(p, "max_sessions_per_principal")) {
 			u.MaxSessionsPerPrincipal = DefaultMaxStatefulSessionsPerPrincipal
 		}
+		clampShare(d, strictyaml.JoinPath(p, "max_sessions_per_principal"), &u.MaxSessionsPerPrincipal, u.MaxSessions)
+	}
+}
+
+// clampShare lowers a defaulted per-principal share (at path p) to the
+// total it is a share of, when the total is below it.
+func clampShare(d *strictyaml.Decoder, p string, share *int, total int) {
+	if !d.Set(p) && total >= 1 && *share > total {
+		*share = total
 	}
 }
 
