@@ -11,7 +11,9 @@ import (
 )
 
 // The process log: auto is JSON off a terminal (a pipe, a file, a buffer);
-// every line names its caller, and an error carries a stack trace.
+// every line names its caller. An error an operator can act on (a port in
+// use, a failed reload, an upstream crash-looping) is one line without a
+// Go stack trace; only a programming error (DPanic) carries one.
 func TestLoggerFormats(t *testing.T) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -33,21 +35,26 @@ func TestLoggerFormats(t *testing.T) {
 		}
 		log.Info("hello", zap.String("k", "v"))
 		log.Error("broke", zap.String("k", "v"))
+		log.DPanic("bug", zap.String("k", "v"))
 		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 		if !tc.json {
 			if json.Valid([]byte(lines[0])) || !strings.Contains(lines[0], "logger_test.go:") {
 				t.Errorf("%s: first line %q, want console text naming its caller", tc.format, lines[0])
 			}
-			if !strings.Contains(buf.String(), "TestLoggerFormats") {
-				t.Errorf("%s: the error has no stack trace:\n%s", tc.format, buf.String())
+			errLine, bug, _ := strings.Cut(buf.String(), "bug")
+			if strings.Contains(errLine, "TestLoggerFormats") {
+				t.Errorf("%s: the error carries a stack trace:\n%s", tc.format, buf.String())
+			}
+			if !strings.Contains(bug, "TestLoggerFormats") {
+				t.Errorf("%s: the DPanic has no stack trace:\n%s", tc.format, buf.String())
 			}
 			continue
 		}
-		if len(lines) != 2 {
+		if len(lines) != 3 {
 			t.Fatalf("%s: %d lines: %s", tc.format, len(lines), buf.String())
 		}
-		var info, errl map[string]any
-		if json.Unmarshal([]byte(lines[0]), &info) != nil || json.Unmarshal([]byte(lines[1]), &errl) != nil {
+		var info, errl, bug map[string]any
+		if json.Unmarshal([]byte(lines[0]), &info) != nil || json.Unmarshal([]byte(lines[1]), &errl) != nil || json.Unmarshal([]byte(lines[2]), &bug) != nil {
 			t.Fatalf("%s: not JSON lines: %s", tc.format, buf.String())
 		}
 		if c, _ := info["caller"].(string); !strings.HasPrefix(c, "mcpgw/logger_test.go:") {
@@ -56,8 +63,11 @@ func TestLoggerFormats(t *testing.T) {
 		if info["stacktrace"] != nil {
 			t.Errorf("%s: an info line has a stack trace", tc.format)
 		}
-		if st, _ := errl["stacktrace"].(string); !strings.Contains(st, "TestLoggerFormats") {
-			t.Errorf("%s: error stacktrace %q", tc.format, st)
+		if errl["stacktrace"] != nil {
+			t.Errorf("%s: an error line has a stack trace", tc.format)
+		}
+		if st, _ := bug["stacktrace"].(string); !strings.Contains(st, "TestLoggerFormats") {
+			t.Errorf("%s: DPanic stacktrace %q", tc.format, st)
 		}
 	}
 	if _, err := newLogger("xml", "info", &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "use auto, json or console") {

@@ -214,7 +214,10 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: use auto, json or console", format)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl), zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel)), nil
+	// Errors are an operator's (a port in use, a failed reload, an upstream
+	// crash-looping): one line that says what and the fix. A stack trace is
+	// for a programming error (DPanic) alone.
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl), zap.AddCaller(), zap.AddStacktrace(zapcore.DPanicLevel)), nil
 }
 
 // isTerminal reports whether w is a terminal (a character device: a tty;
