@@ -46,3 +46,29 @@ func RequiredServerCapability(method string) (c ServerCapability, ok bool) {
 	}
 	return ServerCapability{}, false
 }
+
+// serverCapabilitySince is the revision that introduced each top-level
+// server capability newer than 2024-11-05: a client of an older revision
+// is never offered it (it could not know what it means).
+var serverCapabilitySince = map[string]Revision{
+	"completions": Version20250326,
+	"tasks":       Version20251125,
+}
+
+// ServerCapabilitiesFor returns caps (a server's capabilities object)
+// without the members revision r does not define; caps itself when none
+// need removing.
+func ServerCapabilitiesFor(caps []byte, r Revision) []byte {
+	out := caps
+	for name, since := range serverCapabilitySince {
+		if r.AtLeast(since) {
+			continue
+		}
+		if _, ok := rawjson.Get(out, name); ok {
+			if b, err := rawjson.Delete(out, name); err == nil {
+				out = b
+			}
+		}
+	}
+	return out
+}

@@ -32,3 +32,20 @@ func TestRevision(t *testing.T) {
 		t.Errorf("AllVersions = %v", AllVersions)
 	}
 }
+
+func TestServerCapabilitiesFor(t *testing.T) {
+	caps := []byte(`{"tools":{"listChanged":true},"completions":{},"tasks":{"list":{}},"logging":{}}`)
+	for _, tc := range []struct {
+		r    Revision
+		want string
+	}{
+		{Version20241105, `{"tools":{"listChanged":true},"logging":{}}`},
+		{Version20250326, `{"tools":{"listChanged":true},"completions":{},"logging":{}}`},
+		{Version20250618, `{"tools":{"listChanged":true},"completions":{},"logging":{}}`},
+		{Version20251125, string(caps)},
+	} {
+		if got := string(ServerCapabilitiesFor(caps, tc.r)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.r, got, tc.want)
+		}
+	}
+}

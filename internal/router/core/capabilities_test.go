@@ -121,8 +121,24 @@ func TestRouteCapabilitiesAreTheUpstreamsUnion(t *testing.T) {
 			if got := capabilitiesOf(t, c.Discover(context.Background(), rte)); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("server/discover capabilities = %v, want %v", got, tc.want)
 			}
+			// A 2024-11-05 client is offered only what its revision
+			// defines: completions came with 2025-03-26.
+			old := capabilitiesOf(t, c.InitializeResult(context.Background(), rte, mcp.Version20241105))
+			if _, ok := old["completions"]; ok {
+				t.Errorf("a 2024-11-05 initialize offers completions: %v", old)
+			}
+			if len(old) != len(tc.want)-btoi(tc.want["completions"] != nil) {
+				t.Errorf("2024-11-05 capabilities = %v, want %v less completions", old, tc.want)
+			}
 		})
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // A request that needs a capability its upstream lacks is refused at the

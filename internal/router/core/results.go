@@ -53,9 +53,11 @@ func (c *Core) InitializeResult(ctx context.Context, rte *Route, version mcp.Rev
 	rte.View.AwaitStarting(ctx)
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    rte.View.WithTaskCapabilities(rte.View.Capabilities(), false), // what the upstreams offer (catalog/capabilities.go), tasks too
-		ServerInfo:      mustJSON(c.opts.ServerInfo),
-		Instructions:    rte.View.Instructions(),
+		// What the upstreams offer (catalog/capabilities.go), tasks too, as
+		// far as the client's revision defines it.
+		Capabilities: mcp.ServerCapabilitiesFor(rte.View.WithTaskCapabilities(rte.View.Capabilities(), false), version),
+		ServerInfo:   mustJSON(c.opts.ServerInfo),
+		Instructions: rte.View.Instructions(),
 	})
 	return res
 }
@@ -199,25 +201,28 @@ func jsonInt(n int64) string {
 	return string(b)
 }
 
-// sessionResult removes what only stateless results carry (resultType)
-// from a result bound for a session revision's caller.
+// sessionResult removes what only stateless results carry (resultType,
+// and the cache hints ttlMs and cacheScope a 2026-07-28 upstream puts on
+// its lists) from a result bound for a session revision's caller: each
+// client sees its own revision's shape.
 func sessionResult(sess *Session, resp *jsonrpc.Message) *jsonrpc.Message {
 	if sess.Stateless() || resp.Error != nil {
 		return resp
 	}
 	// One pass over the result's members tells whether there is anything
 	// to remove (a merged list is megabytes; most results have neither).
-	var hasType, hopMeta bool
+	var statelessOnly []string
+	var hopMeta bool
 	_ = eachMember(resp, func(name string, start, end int) {
 		switch name {
-		case "resultType":
-			hasType = true
+		case "resultType", "ttlMs", "cacheScope":
+			statelessOnly = append(statelessOnly, name)
 		case "_meta":
 			hopMeta = bytes.Contains(resp.Result[start:end], []byte(mcp.HopPrefix))
 		}
 	})
-	if hasType {
-		if res, err := rawjson.Delete(resp.Result, "resultType"); err == nil {
+	for _, name := range statelessOnly {
+		if res, err := rawjson.Delete(resp.Result, name); err == nil {
 			resp.Result = res
 		}
 	}

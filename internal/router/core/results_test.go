@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -76,5 +77,23 @@ func TestStatelessResultLargeNoCopy(t *testing.T) {
 	allocs := testing.AllocsPerRun(5, func() { got = c.StatelessResult(mcp.MethodToolsCall, jsonrpc.NewResult(jsonrpc.IntID(1), res)) })
 	if allocs > 6 || len(got.ResultEdits) != 1 {
 		t.Errorf("%v allocations, edits %v", allocs, got.ResultEdits)
+	}
+}
+
+// A session revision's caller sees its own revision's shape: what only
+// 2026-07-28 results carry (resultType, a list's ttlMs and cacheScope)
+// is removed, every other byte kept.
+func TestSessionResultShape(t *testing.T) {
+	sess := NewRequestSession(context.Background(), &Route{Path: "/mcp"}, mcp.Version20251125, json.RawMessage(`{}`), nil, "", "", false)
+	defer sess.End()
+	for _, tc := range []struct{ in, want string }{
+		{`{"tools":[{"name":"a"}],"ttlMs":5,"cacheScope":"private","resultType":"complete"}`, `{"tools":[{"name":"a"}]}`},
+		{`{"ttlMs":5,"tools":[],"nextCursor":"c"}`, `{"tools":[],"nextCursor":"c"}`},
+		{`{"content":[{"type":"text","text":"ttlMs"}]}`, `{"content":[{"type":"text","text":"ttlMs"}]}`},
+	} {
+		got := sessionResult(sess, jsonrpc.NewResult(jsonrpc.IntID(1), json.RawMessage(tc.in)))
+		if string(got.Result) != tc.want {
+			t.Errorf("%s: %s, want %s", tc.in, got.Result, tc.want)
+		}
 	}
 }
