@@ -47,6 +47,17 @@ func offer(caps json.RawMessage) capabilityOffer {
 	}
 }
 
+// HasStateful reports whether an upstream of the route is stateful (one
+// upstream session per downstream session).
+func (v *View) HasStateful() bool {
+	for _, name := range v.names {
+		if v.ups[name].Stateful() {
+			return true
+		}
+	}
+	return false
+}
+
 // AwaitStarting waits for the route's upstreams still making their first
 // connection, each until its startup_list_wait (counted from when it began
 // starting, so the waits overlap rather than add up), so that a handshake

@@ -298,6 +298,12 @@ type Sessions struct {
 	AdvertiseURL string `yaml:"advertise_url"`
 	// IdleTimeout ends a downstream session nobody used for this long.
 	IdleTimeout Duration `yaml:"idle_timeout"`
+	// DetachedTimeout ends sooner a session of a route with a stateful
+	// upstream once its client is gone: no request in flight and no open
+	// stream for this long (0: the default, 2m). Such a session holds an
+	// upstream session (a child, for stdio) that clients which never send
+	// DELETE would otherwise hold for idle_timeout.
+	DetachedTimeout Duration `yaml:"detached_timeout"`
 	// Replay bounds the logs sessions' streams are replayed from
 	// (Last-Event-ID).
 	Replay *Replay `yaml:"replay"`

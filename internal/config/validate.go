@@ -546,6 +546,9 @@ func (v *validator) sessions() {
 	if s.IdleTimeout < 0 {
 		v.add("sessions.idle_timeout", "must not be negative; set e.g. 30m, or remove it")
 	}
+	if s.DetachedTimeout < 0 {
+		v.add("sessions.detached_timeout", "must not be negative; set e.g. 5m, or remove it for the default (2m)")
+	}
 	if s.MaxTasks < 0 {
 		v.add("sessions.max_tasks", "must not be negative; set e.g. 10000, or remove it for the default")
 	}

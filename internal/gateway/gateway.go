@@ -150,42 +150,44 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		stopTracing(g.tracing, opts.Logger)
 		return nil, err
 	}
+	idle, detached := time.Duration(0), time.Duration(0)
+	if cfg.Sessions != nil {
+		idle, detached = cfg.Sessions.IdleTimeout.D(), cfg.Sessions.DetachedTimeout.D()
+	}
 	w := newWiring()
 	g.host = host.New(cfg, w.hostOptions(host.Options{
-		Logger:     opts.Logger.Named("host"),
-		Metrics:    g.metrics,
-		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		TaskKeys:   sessionKeys, // task ids every replica with the ring opens (catalog/tasks.go)
-		MaxTasks:   sessionsSection(cfg).MaxTasks,
+		SessionRelease: router.SessionRelease(idle, detached),
+		Logger:         opts.Logger.Named("host"),
+		Metrics:        g.metrics,
+		ClientInfo:     mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+		TaskKeys:       sessionKeys, // task ids every replica with the ring opens (catalog/tasks.go)
+		MaxTasks:       sessionsSection(cfg).MaxTasks,
 		// Per-user upstream OAuth (auth.per_user) plugs in here.
 		CredentialSource: pu.source,
 		// A stateful upstream's session is the fleet's (host/fleetsessions.go).
 		UpstreamSessions: g.shared.upstreamSessions(),
 		ReplicaID:        g.shared.replica,
 	}))
-	idle := time.Duration(0)
-	if cfg.Sessions != nil {
-		idle = cfg.Sessions.IdleTimeout.D()
-	}
 	rt := router.New(cfg, g.host, router.Options{
-		SessionKeys:   sessionKeys,
-		AdvertiseURL:  sessionsSection(cfg).AdvertiseURL,
-		Logger:        opts.Logger.Named("router"),
-		ServerInfo:    mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		IdleTimeout:   idle,
-		Replay:        replayLimits(cfg),
-		Events:        g.shared.eventStore(),
-		Revocations:   g.shared.revocations(),
-		Relay:         g.shared.relayer(),
-		Subscriptions: g.shared.subscriptions(),
-		Metrics:       g.metrics,
-		Tracer:        tracer,
-		Auth:          authn,
-		Policy:        pol.policy,
-		Limiter:       pol.limiter,
-		Pinner:        pol.pinner,
-		Audit:         g.audit,
-		PerUser:       pu.sources,
+		SessionKeys:     sessionKeys,
+		AdvertiseURL:    sessionsSection(cfg).AdvertiseURL,
+		Logger:          opts.Logger.Named("router"),
+		ServerInfo:      mcp.Implementation{Name: "mcpgw", Version: opts.Version},
+		IdleTimeout:     idle,
+		DetachedTimeout: detached,
+		Replay:          replayLimits(cfg),
+		Events:          g.shared.eventStore(),
+		Revocations:     g.shared.revocations(),
+		Relay:           g.shared.relayer(),
+		Subscriptions:   g.shared.subscriptions(),
+		Metrics:         g.metrics,
+		Tracer:          tracer,
+		Auth:            authn,
+		Policy:          pol.policy,
+		Limiter:         pol.limiter,
+		Pinner:          pol.pinner,
+		Audit:           g.audit,
+		PerUser:         pu.sources,
 	})
 	pu.rt.Store(rt)
 	g.perUser = pu

@@ -176,6 +176,9 @@ func restartOnly(old, next *config.Config) error {
 	if was.IdleTimeout != now.IdleTimeout {
 		keys = append(keys, "sessions.idle_timeout")
 	}
+	if was.DetachedTimeout != now.DetachedTimeout {
+		keys = append(keys, "sessions.detached_timeout")
+	}
 	if old.ReplayLimits() != next.ReplayLimits() {
 		keys = append(keys, "sessions.replay")
 	}

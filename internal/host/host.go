@@ -50,6 +50,10 @@ const (
 // Options configure a Host.
 type Options struct {
 	Logger *zap.Logger
+	// SessionRelease is how long it takes at most for a stateful
+	// upstream's slot to free without a DELETE (the router's reaping of
+	// detached sessions): the Retry-After of a max_sessions refusal.
+	SessionRelease time.Duration
 	// ClientInfo is sent to upstreams in initialize.
 	ClientInfo mcp.Implementation
 	// OnNotification receives every upstream notification that is not

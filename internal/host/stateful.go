@@ -149,12 +149,15 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 		max, share = config.DefaultMaxStatefulSessions, config.DefaultMaxStatefulSessionsPerPrincipal
 	}
 	var refused *limits.Refusal
+	// A slot frees when a session ends: by DELETE at once, else when the
+	// router reaps it as detached; the hint says the latter, truthfully.
+	retry := int(u.host.opts.SessionRelease.Seconds() + 0.999)
 	switch {
 	case len(ps.conns) >= max:
-		refused = &limits.Refusal{Bound: "upstreams." + u.name + ".max_sessions", Max: max,
+		refused = &limits.Refusal{Bound: "upstreams." + u.name + ".max_sessions", Max: max, RetryAfter: retry,
 			What: fmt.Sprintf("sessions with a connection of stateful upstream %q", u.name)}
 	case owner != "" && share > 0 && ps.byOwner[owner] >= share:
-		refused = &limits.Refusal{Bound: "upstreams." + u.name + ".max_sessions_per_principal", Max: share, PerPrincipal: true,
+		refused = &limits.Refusal{Bound: "upstreams." + u.name + ".max_sessions_per_principal", Max: share, PerPrincipal: true, RetryAfter: retry,
 			What: fmt.Sprintf("of this principal's sessions with a connection of stateful upstream %q", u.name)}
 	}
 	if refused != nil {

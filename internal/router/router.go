@@ -45,6 +45,9 @@ type Options struct {
 	ServerInfo mcp.Implementation
 	// IdleTimeout ends sessions unused for this long (default 1h).
 	IdleTimeout time.Duration
+	// DetachedTimeout ends a session of a route with a stateful upstream
+	// sooner, once nothing holds it (default 2m; never after IdleTimeout).
+	DetachedTimeout time.Duration
 	// KeepAlive is the interval of SSE comment keep-alives (default 25s).
 	KeepAlive time.Duration
 	// Metrics counts requests and streams (nil: none; see metrics.go).
@@ -121,6 +124,7 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = time.Hour
 	}
+	opts.DetachedTimeout = detachedTimeout(opts.IdleTimeout, opts.DetachedTimeout)
 	if opts.KeepAlive <= 0 {
 		opts.KeepAlive = 25 * time.Second
 	}
@@ -291,17 +295,59 @@ func (rt *Router) SessionNotification(session, upstream, method string, params j
 	rt.core.SessionNotification(session, upstream, method, params)
 }
 
+// DefaultDetachedTimeout is sessions.detached_timeout's default.
+const DefaultDetachedTimeout = 2 * time.Minute
+
 func (rt *Router) reaper() {
-	tick := time.NewTicker(min(rt.opts.IdleTimeout/4, time.Minute))
+	tick := time.NewTicker(rt.reapTick())
 	defer tick.Stop()
 	for {
 		select {
 		case <-rt.core.Done():
 			return
 		case <-tick.C:
-			if n := rt.sessions.Reap(rt.opts.IdleTimeout); n > 0 {
+			if n := rt.sessions.Reap(rt.idleLimit); n > 0 {
 				rt.log.Info("ended idle sessions", zap.Int("count", n))
 			}
 		}
 	}
+}
+
+// reapTick is how often the reaper looks: often enough that a session
+// ends within a quarter of its limit after it (at most a minute).
+func (rt *Router) reapTick() time.Duration { return reapTick(rt.opts.DetachedTimeout) }
+
+func reapTick(detached time.Duration) time.Duration { return min(detached/4, time.Minute) }
+
+// detachedTimeout is the detached timeout in force: the default for 0,
+// never longer than the idle timeout.
+func detachedTimeout(idle, detached time.Duration) time.Duration {
+	if idle <= 0 {
+		idle = time.Hour
+	}
+	if detached <= 0 {
+		detached = DefaultDetachedTimeout
+	}
+	return min(detached, idle)
+}
+
+// SessionRelease is the longest a stateful upstream's slot stays taken by
+// a session whose client left without DELETE, for the given
+// sessions.idle_timeout and detached_timeout (0: their defaults).
+func SessionRelease(idle, detached time.Duration) time.Duration {
+	d := detachedTimeout(idle, detached)
+	return d + reapTick(d)
+}
+
+// idleLimit is how long session s may go unused before it is ended: a
+// session of a route with a stateful upstream holds that upstream's
+// session (a child, for stdio), so it ends after DetachedTimeout once its
+// client is gone (clients that never DELETE: the Inspector CLI, the
+// TypeScript SDK v1's close()); with a key ring, a client that does come
+// back has its session recreated from its id, with a new upstream session.
+func (rt *Router) idleLimit(s *sessions.Session) time.Duration {
+	if rte := s.Route(); rte != nil && rte.View != nil && rte.View.HasStateful() {
+		return rt.opts.DetachedTimeout
+	}
+	return rt.opts.IdleTimeout
 }

@@ -373,14 +373,16 @@ func (st *Store) revokedElsewhere(hash string) {
 	}
 }
 
-// Reap ends sessions idle for longer than idle.
-func (st *Store) Reap(idle time.Duration) int {
-	cutoff := st.now().Add(-idle)
+// Reap ends sessions unused (no request in flight, no stream open) for
+// longer than their limit.
+func (st *Store) Reap(limit func(*Session) time.Duration) int {
+	now := st.now()
 	var stale []string
 	st.mu.Lock()
 	for id, s := range st.sessions {
+		idle := limit(s)
 		s.mu.Lock()
-		if s.lastUsed.Before(cutoff) && s.InFlight() == 0 && !s.streamOpen {
+		if s.lastUsed.Before(now.Add(-idle)) && s.InFlight() == 0 && !s.streamOpen {
 			stale = append(stale, id)
 		}
 		s.mu.Unlock()

@@ -56,7 +56,7 @@ func TestReap(t *testing.T) {
 	clock.advance(30 * time.Minute)
 	fresh.Touch()
 	clock.advance(31 * time.Minute) // 61 min for the others, 31 for fresh
-	if n := st.Reap(time.Hour); n != 1 {
+	if n := st.Reap(func(*Session) time.Duration { return time.Hour }); n != 1 {
 		t.Fatalf("reaped %d sessions, want 1", n)
 	}
 	if len(ended) != 1 || ended[0] != idle.ID() || st.Lookup(idle.ID()) != nil {
@@ -77,7 +77,7 @@ func TestReap(t *testing.T) {
 	streaming.CloseStream() // used now: idle from here
 	busy.Untrack([]byte("1"))
 	clock.advance(2 * time.Hour)
-	if n := st.Reap(time.Hour); n != 3 {
+	if n := st.Reap(func(*Session) time.Duration { return time.Hour }); n != 3 {
 		t.Errorf("reaped %d sessions after the stream closed and the request ended, want 3", n)
 	}
 }
@@ -171,7 +171,7 @@ func TestStoreRevocations(t *testing.T) {
 		t.Fatal("a sealed id not revoked was refused elsewhere")
 	}
 	here.Delete(deleted.ID())
-	here.Reap(time.Hour) // reaped and moved end here, idle
+	here.Reap(func(*Session) time.Duration { return time.Hour }) // reaped and moved end here, idle
 	if got, want := rev.ttl[deleted.ID()], 22*time.Hour; got != want {
 		t.Errorf("revoked for %v, want the token's remaining %v", got, want)
 	}
