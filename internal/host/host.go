@@ -80,6 +80,9 @@ type Options struct {
 	BreakerCooldown  time.Duration
 	// Metrics records upstream state, restarts and calls (nil: none).
 	Metrics *metrics.Metrics
+	// Environ is the gateway's environment, from which stdio children get
+	// the minimal set and their inherit_env (nil: os.Environ).
+	Environ func() []string
 	// Transport, when set, makes every connection to an upstream in place
 	// of its url or command (tests: an in-memory upstream).
 	Transport func(upstream string) (client.Transport, error)
@@ -827,6 +830,8 @@ func (u *Upstream) transportWith(httpc *http.Client) (client.Transport, error) {
 		return client.NewStdio(client.StdioConfig{
 			Argv:         u.cfg.Command,
 			Env:          u.cfg.Env,
+			InheritEnv:   u.cfg.InheritEnv,
+			Environ:      u.host.opts.Environ,
 			Dir:          u.cfg.Dir,
 			MaxLineBytes: u.cfg.MaxLineBytes,
 			Logger:       u.log,
