@@ -55,7 +55,7 @@ func TestStdioChildEnvironment(t *testing.T) {
 		Argv:       []string{"sh", "-c", `env | tr '\n' ' ' >&2; echo >&2`},
 		Env:        map[string]string{"OWN": "mine"},
 		InheritEnv: []string{"EXTRA_*"},
-		Stderr: NewStderrLog(StderrOptions{}),
+		Stderr:     NewStderrLog(StderrOptions{}),
 	})
 	if err := s.Start(context.Background(), func([]byte, jsonrpc.ID) bool { return false }); err != nil {
 		t.Fatal(err)

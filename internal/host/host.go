@@ -434,10 +434,20 @@ func (e *UnavailableError) Error() string {
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()
 	}
+	return msg + e.hint()
+}
+
+// Summary is the error without its cause: what a caller may be told (the
+// cause can quote the upstream: a child's stderr, an HTTP error body).
+func (e *UnavailableError) Summary() string {
+	return fmt.Sprintf("upstream %q is unavailable (%s)", e.Upstream, e.State) + e.hint()
+}
+
+func (e *UnavailableError) hint() string {
 	if e.State == StateBreakerOpen {
-		return msg + "; it keeps failing (crash loop), so mcpgw retries it only every few minutes: check its logs"
+		return "; it keeps failing (crash loop), so mcpgw retries it only every few minutes: check its logs"
 	}
-	return msg + "; mcpgw keeps retrying it in the background"
+	return "; mcpgw keeps retrying it in the background"
 }
 
 // Client returns the live client. While the upstream is making its first
