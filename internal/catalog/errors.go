@@ -91,6 +91,9 @@ func credentialError(err error) *jsonrpc.Error {
 // upstreamFailure is the caller's error for a request to upstream that
 // failed in transport (err), logged with its detail.
 func upstreamFailure(ctx context.Context, u *host.Upstream, method string, err error) *jsonrpc.Error {
+	if msg, ok := ownWords(err); ok {
+		return &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: msg}
+	}
 	id := requestID(ctx)
 	u.Logger().Warn("a request to the upstream failed; its caller was told only the request id",
 		zap.String("request_id", id), zap.String("method", method), zap.Error(err))
@@ -99,6 +102,26 @@ func upstreamFailure(ctx context.Context, u *host.Upstream, method string, err e
 		return jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "%s (request id %s; the gateway's log has the cause)", ue.Summary(), id)
 	}
 	return jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "upstream %q failed to answer %s (request id %s; the gateway's log has the cause)", u.Name(), method, id)
+}
+
+// ownWords is the message of a failure that is the gateway's own refusal,
+// written for the caller and quoting nothing of the upstream's: a stateful
+// stdio session's child on another replica, a shared upstream session the
+// upstream forgot. ok false for any other.
+func ownWords(err error) (msg string, ok bool) {
+	var ue *host.UnavailableError
+	if errors.As(err, &ue) && ue.Cause != nil {
+		err = ue.Cause
+	}
+	var ae *host.AffinityError
+	var sg *client.SessionGoneError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Error(), true
+	case errors.As(err, &sg):
+		return sg.Error(), true
+	}
+	return "", false
 }
 
 // requestID is the id of the downstream request ctx belongs to; a request
