@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/client"
-
 	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -84,7 +83,8 @@ func credentialError(err error) *jsonrpc.Error {
 // failure tells the caller which upstream failed and the request id, and
 // the detail goes to the log (whose secrets are redacted) under that id.
 // Fail closed: only errors known to be the gateway's own words (timeouts,
-// refusals of its bounds, the caller's own credential) keep their text.
+// refusals of its bounds, the caller's own credential, ownWords) keep
+// their text.
 // An upstream's own JSON-RPC error answer is not a failure: it passes
 // through as it came.
 

@@ -36,7 +36,8 @@ func EnvPatternMatches(pattern, name string) bool {
 // ChildEnv is a child's environment: the variables of environ (the
 // gateway's, as "NAME=value") that baseEnv or inherit names, then env,
 // which wins over them. The result is sorted by name and names each
-// variable once, so what the child sees does not depend on map order.
+// variable once, so what the child sees does not depend on map order. It
+// is never nil: exec.Cmd reads a nil Env as the gateway's whole one.
 func ChildEnv(environ, inherit []string, env map[string]string) []string {
 	base := baseEnv()
 	out := make(map[string]string, len(env)+len(base))

@@ -32,6 +32,9 @@ func TestChildEnv(t *testing.T) {
 		{"everything", []string{"*"}, nil, []string{"AWS_SECRET_ACCESS_KEY=aws-secret", "GITHUB_TOKEN=ghp-secret", "HOME=/home/gw", "LC_ALL=C.UTF-8",
 			"NODE_EXTRA_CA_CERTS=/ca.pem", "NPM_CONFIG_CACHE=/tmp/npm", "NPM_CONFIG_REGISTRY=https://r.example", "PATH=/usr/bin", "TZ=UTC"}},
 	}
+	if got := ChildEnv(nil, nil, nil); got == nil {
+		t.Error("ChildEnv of nothing is nil, which exec.Cmd reads as the gateway's whole environment")
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ChildEnv(gateway, tc.inherit, tc.env); !slices.Equal(got, tc.want) {

@@ -128,7 +128,7 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 	if environ == nil {
 		environ = os.Environ
 	}
-	cmd.Env = ChildEnv(environ(), s.cfg.InheritEnv, s.cfg.Env)
+	cmd.Env = ChildEnv(environ(), s.cfg.InheritEnv, s.cfg.Env) // never nil, which would be the whole environment
 	// No Pdeathsig: Go ties it to the spawning OS thread, not the process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
