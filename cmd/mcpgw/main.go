@@ -178,6 +178,9 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	for _, w := range envWarnings(cfg, os.Environ()) { // envwarn.go
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	fmt.Fprintln(stdout, cfg.Summary())
 	return 0
 }

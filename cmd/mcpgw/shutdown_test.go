@@ -20,9 +20,11 @@ import (
 // The test binary doubles as mcpgw: with MCPGW_TEST_AS_MCPGW=1 it runs the
 // real command line (run, demo-server, ...) exactly as main does, so these
 // tests drive the program as a separate process, signals included, without
-// a second build.
+// a second build. Run as "demo-server" it is mcpgw too: the demo upstream
+// child of such a gateway does not get MCPGW_TEST_AS_MCPGW (a child gets a
+// minimal environment, not the gateway's).
 func TestMain(m *testing.M) {
-	if os.Getenv("MCPGW_TEST_AS_MCPGW") == "1" {
+	if os.Getenv("MCPGW_TEST_AS_MCPGW") == "1" || len(os.Args) > 1 && os.Args[1] == "demo-server" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

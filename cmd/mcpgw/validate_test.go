@@ -35,3 +35,39 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// validate warns about stdio children that look as if they relied on the
+// gateway's environment, which they no longer inherit: a shell variable in
+// the argv, a variable named after the upstream. It still exits 0.
+func TestValidateWarnsAboutInheritedEnv(t *testing.T) {
+	t.Setenv("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp-x")
+	path := filepath.Join(t.TempDir(), "mcpgw.yaml")
+	cfg := `upstreams:
+  github: {command: [npx, -y, server-github]}
+  wrapped: {command: [sh, -c, 'exec server --token "$$API_TOKEN" --home "$$HOME" --x "$${OTHER}"']}
+  passed: {command: [sh, -c, 'exec server --token $$API_TOKEN $$NPM_CONFIG_CACHE'], env: {API_TOKEN: t}, inherit_env: [NPM_CONFIG_*]}
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"validate", "--config", path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	got := stderr.String()
+	for _, want := range []string{
+		"warning: upstreams.github: the gateway's environment has GITHUB_PERSONAL_ACCESS_TOKEN, which the child no longer gets",
+		"upstreams.github.inherit_env: [GITHUB_PERSONAL_ACCESS_TOKEN]",
+		"warning: upstreams.wrapped.command refers to $API_TOKEN, which the child does not get",
+		"warning: upstreams.wrapped.command refers to $OTHER,",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, got)
+		}
+	}
+	for _, unwanted := range []string{"$HOME", "upstreams.passed"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("validate warns about %s:\n%s", unwanted, got)
+		}
+	}
+}

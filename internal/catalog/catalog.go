@@ -552,11 +552,7 @@ func (v *View) ForwardTarget(ctx context.Context, method string, params json.Raw
 	defer u.Exit()
 	c, cerr := u.ClientFor(host.CallOnly(ctx, method), !opts.PassInputRequired)
 	if cerr != nil {
-		if gerr := connectError(ctx, upstream, cerr); gerr != nil { // errors.go
-			return nil, gerr
-		}
-		u.Metrics().Unavailable()
-		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
+		return nil, unavailableError(ctx, u.Upstream, upstream, method, cerr) // errors.go
 	}
 	if jerr := capabilityGap(upstream, method, c.InitializeResult().Capabilities); jerr != nil {
 		return nil, jerr // capabilities.go: the gap named, not the upstream's bare -32601
@@ -588,7 +584,7 @@ func (v *View) ForwardTarget(ctx context.Context, method string, params json.Raw
 		if gone := callerGone(ctx, upstream); gone != nil { // errors.go
 			return nil, gone
 		}
-		return nil, callError(upstream, cerr)
+		return nil, callError(ctx, u.Upstream, method, cerr) // tasks.go
 	}
 	tc.result(resp) // tasks.go: a created task's id, sealed for the caller
 	if !v.prefixed {

@@ -2,9 +2,13 @@ package catalog
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -69,4 +73,75 @@ func credentialError(err error) *jsonrpc.Error {
 		return &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: ce.Error()}
 	}
 	return nil
+}
+
+// What went wrong on the way to an upstream is the operator's to read, not
+// the caller's: a stdio child's last stderr lines (a secret it printed,
+// another user's data: a shared child serves everyone), an HTTP upstream's
+// 401 body echoing the credential mcpgw sent, a connection error naming
+// internal hosts. So an error the gateway composes from a transport
+// failure tells the caller which upstream failed and the request id, and
+// the detail goes to the log (whose secrets are redacted) under that id.
+// Fail closed: only errors known to be the gateway's own words (timeouts,
+// refusals of its bounds, the caller's own credential, ownWords) keep
+// their text.
+// An upstream's own JSON-RPC error answer is not a failure: it passes
+// through as it came.
+
+// upstreamFailure is the caller's error for a request to upstream that
+// failed in transport (err), logged with its detail.
+func upstreamFailure(ctx context.Context, u *host.Upstream, method string, err error) *jsonrpc.Error {
+	if msg, ok := ownWords(err); ok {
+		return &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: msg}
+	}
+	id := requestID(ctx)
+	u.Logger().Warn("a request to the upstream failed; its caller was told only the request id",
+		zap.String("request_id", id), zap.String("method", method), zap.Error(err))
+	var ue *host.UnavailableError
+	if errors.As(err, &ue) {
+		return jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "%s (request id %s; the gateway's log has the cause)", ue.Summary(), id)
+	}
+	return jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "upstream %q failed to answer %s (request id %s; the gateway's log has the cause)", u.Name(), method, id)
+}
+
+// ownWords is the message of a failure that is the gateway's own refusal,
+// written for the caller and quoting nothing of the upstream's: a stateful
+// stdio session's child on another replica, a shared upstream session the
+// upstream forgot. ok false for any other.
+func ownWords(err error) (msg string, ok bool) {
+	var ue *host.UnavailableError
+	if errors.As(err, &ue) && ue.Cause != nil {
+		err = ue.Cause
+	}
+	var ae *host.AffinityError
+	var sg *client.SessionGoneError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Error(), true
+	case errors.As(err, &sg):
+		return sg.Error(), true
+	}
+	return "", false
+}
+
+// requestID is the id of the downstream request ctx belongs to; a request
+// without one (an internal call) gets a new one, so that its error and log
+// line still meet.
+func requestID(ctx context.Context) string {
+	if r := client.RequestRefFrom(ctx); r != nil {
+		if id := r.RequestID(); id != "" {
+			return id
+		}
+	}
+	return rand.Text()
+}
+
+// unavailableError is the caller's error for a request for which no
+// connection to upstream could be had (err from ClientFor).
+func unavailableError(ctx context.Context, u *host.Upstream, upstream, method string, err error) *jsonrpc.Error {
+	if gerr := connectError(ctx, upstream, err); gerr != nil {
+		return gerr
+	}
+	u.Metrics().Unavailable()
+	return upstreamFailure(ctx, u, method, err)
 }

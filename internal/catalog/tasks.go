@@ -334,19 +334,21 @@ func declaresTasksExtension(ctx context.Context) bool {
 	return ok && string(v) != "null"
 }
 
-// callError is the gateway's error for a call that got no answer.
-func callError(upstream string, err error) *jsonrpc.Error {
+// callError is the gateway's error for a call that got no answer: the
+// gateway's own words for a timeout or a credential, else only that it
+// failed, with the detail in the log (errors.go).
+func callError(ctx context.Context, u *host.Upstream, method string, err error) *jsonrpc.Error {
 	if cerr := credentialError(err); cerr != nil { // errors.go: an upstream credential for the caller
 		return cerr
 	}
 	var te *client.TimeoutError
 	switch {
 	case errors.As(err, &te):
-		return jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: %v", upstream, te)
+		return jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: %v", u.Name(), te)
 	case errors.Is(err, context.Canceled):
-		return jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: request cancelled", upstream)
+		return jsonrpc.Errorf(mcp.CodeRequestTimeout, "upstream %q: request cancelled", u.Name())
 	}
-	return jsonrpc.Errorf(mcp.CodeUpstreamUnavailable, "upstream %q: %v", upstream, err)
+	return upstreamFailure(ctx, u, method, err) // errors.go
 }
 
 // taskCall is what the gateway does about tasks around one tools/call.
@@ -565,11 +567,7 @@ func (v *View) forwardTask(ctx context.Context, method string, params json.RawMe
 	// The connection the task was created on: the one its creating call took.
 	cl, cerr := u.ClientFor(host.CallOnly(ctx, method), legacy)
 	if cerr != nil {
-		if gerr := connectError(ctx, c.Upstream, cerr); gerr != nil { // errors.go
-			return nil, gerr
-		}
-		u.Metrics().Unavailable()
-		return nil, &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: cerr.Error()}
+		return nil, unavailableError(ctx, u.Upstream, c.Upstream, method, cerr) // errors.go
 	}
 	copts := u.CallOptions(opts)
 	if method != mcp.MethodTasksResult {
@@ -588,7 +586,7 @@ func (v *View) forwardTask(ctx context.Context, method string, params json.RawMe
 		if gone := callerGone(ctx, c.Upstream); gone != nil {
 			return nil, gone
 		}
-		return nil, callError(c.Upstream, callErr)
+		return nil, callError(ctx, u.Upstream, method, callErr)
 	}
 	if resp.Error != nil {
 		// The upstream's own words, about the id the caller used.

@@ -513,6 +513,17 @@ func (c *Client) initialize(ctx context.Context) error {
 	return nil
 }
 
+// SessionGoneError ends a shared upstream session the upstream no longer
+// knows (it answered 404): its words are the gateway's, for the caller.
+type SessionGoneError struct{ Upstream string }
+
+func (e *SessionGoneError) Error() string {
+	return fmt.Sprintf("%v: upstream %q no longer knows this session's upstream session (it ended or expired), so the state it kept there is gone; the next request opens a new upstream session", ErrSessionExpired, e.Upstream)
+}
+
+// Unwrap makes it an ErrSessionExpired.
+func (e *SessionGoneError) Unwrap() error { return ErrSessionExpired }
+
 // refusedError is an initialize the upstream answered but would not go
 // through with (an error, or a revision mcpgw does not speak).
 type refusedError struct{ msg string }
@@ -681,7 +692,7 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 	if errors.Is(err, ErrSessionExpired) && c.opts.NoReinitialize {
 		// A shared session: a new one made here would split its state
 		// between replicas. The connection ends; the next one starts anew.
-		gone := fmt.Errorf("%w: upstream %q no longer knows this session's upstream session (it ended or expired), so the state it kept there is gone; the next request opens a new upstream session", err, c.opts.Name)
+		gone := &SessionGoneError{Upstream: c.opts.Name}
 		if f, ok := c.t.(interface{ fail(error) }); ok {
 			f.fail(gone)
 		}

@@ -23,8 +23,16 @@ import (
 type StdioConfig struct {
 	// Argv is the command and its arguments; no shell is involved.
 	Argv []string
-	// Env is added to the gateway's own environment.
+	// Env is the child's own variables, on top of the minimal environment
+	// it gets from the gateway's (BaseEnv) and InheritEnv.
 	Env map[string]string
+	// InheritEnv names more of the gateway's variables the child gets:
+	// exact names, or a prefix ending in "*" (NPM_CONFIG_*; "*" alone is
+	// every variable). Explicit and per upstream, because whatever a child
+	// gets, a compromised child can print.
+	InheritEnv []string
+	// Environ is the gateway's environment (nil: os.Environ).
+	Environ func() []string
 	// Dir is the working directory ("" = the gateway's).
 	Dir string
 	// MaxLineBytes caps one stdout line; longer lines are dropped and counted.
@@ -116,10 +124,11 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 	}
 	cmd := exec.Command(s.cfg.Argv[0], s.cfg.Argv[1:]...)
 	cmd.Dir = s.cfg.Dir
-	cmd.Env = os.Environ()
-	for k, v := range s.cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+	environ := s.cfg.Environ
+	if environ == nil {
+		environ = os.Environ
 	}
+	cmd.Env = ChildEnv(environ(), s.cfg.InheritEnv, s.cfg.Env) // never nil, which would be the whole environment
 	// No Pdeathsig: Go ties it to the spawning OS thread, not the process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 

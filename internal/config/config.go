@@ -71,6 +71,9 @@ type Upstream struct {
 	Command []string `yaml:"command"`
 	// Env is added to the child's environment.
 	Env map[string]string `yaml:"env"`
+	// InheritEnv names the gateway's variables the child gets besides the
+	// minimal set (PATH, HOME, locale, ...): names, or prefixes ending in *.
+	InheritEnv []string `yaml:"inherit_env"`
 	// Dir is the child's working directory.
 	Dir string `yaml:"dir"`
 	// Timeout bounds each request to the upstream.

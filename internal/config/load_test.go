@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -670,5 +671,28 @@ func TestReplayLimits(t *testing.T) {
 				t.Errorf("ReplayLimits = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// inherit_env takes variable names and prefixes ending in *, on command
+// upstreams only.
+func TestInheritEnv(t *testing.T) {
+	c := mustParse(t, "upstreams: {fs: {command: [x], inherit_env: [NODE_EXTRA_CA_CERTS, NPM_CONFIG_*, '*', _X1]}}", nil)
+	if got := c.Upstreams["fs"].InheritEnv; !slices.Equal(got, []string{"NODE_EXTRA_CA_CERTS", "NPM_CONFIG_*", "*", "_X1"}) {
+		t.Errorf("inherit_env = %q", got)
+	}
+	ps := parseProblems(t, "upstreams:\n  fs: {command: [x], inherit_env: [A-B, 'NPM_*_X', '', 1X, '**']}\n  web: {url: 'https://api.example.com/mcp', inherit_env: [HOME]}\n", nil)
+	text := ps.Error()
+	for _, want := range []string{
+		`upstreams.fs.inherit_env[0]: "A-B" is not a variable name`,
+		`upstreams.fs.inherit_env[1]: "NPM_*_X" is not a variable name`,
+		`upstreams.fs.inherit_env[2]: "" is not a variable name`,
+		`upstreams.fs.inherit_env[3]: "1X" is not a variable name`,
+		`upstreams.fs.inherit_env[4]: "**" is not a variable name`,
+		"upstreams.web.inherit_env: inherit_env applies only to command upstreams",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("problems lack %q:\n%s", want, text)
+		}
 	}
 }

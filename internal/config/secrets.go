@@ -137,6 +137,14 @@ func (u *Upstream) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if len(u.Env) > 0 {
 		_ = enc.AddObject("env", redactedMap(u.Env))
 	}
+	if len(u.InheritEnv) > 0 { // names only: what they hold is not logged
+		_ = enc.AddArray("inherit_env", zapcore.ArrayMarshalerFunc(func(a zapcore.ArrayEncoder) error {
+			for _, s := range u.InheritEnv {
+				a.AppendString(s)
+			}
+			return nil
+		}))
+	}
 	if u.Dir != "" {
 		enc.AddString("dir", u.Dir)
 	}

@@ -168,6 +168,9 @@ func (v *validator) upstream(name string, u *Upstream) {
 		if u.Dir != "" {
 			v.add(strictyaml.JoinPath(p, "dir"), "dir applies only to command upstreams (the child's working directory); remove it")
 		}
+		if len(u.InheritEnv) > 0 {
+			v.add(strictyaml.JoinPath(p, "inherit_env"), "inherit_env applies only to command upstreams (the gateway variables a child gets); remove it")
+		}
 	case hasCmd:
 		switch {
 		case len(u.Command) == 0:
@@ -181,6 +184,7 @@ func (v *validator) upstream(name string, u *Upstream) {
 		if len(u.Headers) > 0 {
 			v.add(strictyaml.JoinPath(p, "headers"), "headers apply only to url upstreams; remove them, or pass values to the child with env:")
 		}
+		v.inheritEnv(strictyaml.JoinPath(p, "inherit_env"), u.InheritEnv)
 	}
 	if u.Timeout <= 0 {
 		v.add(strictyaml.JoinPath(p, "timeout"), fmt.Sprintf("must be more than 0; remove it for the default (%s) or set e.g. 30s", DefaultTimeout))
@@ -738,4 +742,21 @@ func validName(s string) bool {
 
 func isSpace(r rune) bool {
 	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' || r == 0x85 || r == 0xA0
+}
+
+// inheritEnv checks the names of upstreams.<name>.inherit_env: variable
+// names, or a prefix ending in "*" (NPM_CONFIG_*; "*" alone is every
+// variable of the gateway, which takes back the protection).
+func (v *validator) inheritEnv(p string, names []string) {
+	for i, n := range names {
+		name, _ := strings.CutSuffix(n, "*")
+		ok := n == "*" || name != ""
+		for j := 0; ok && j < len(name); j++ {
+			c := name[j]
+			ok = c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || j > 0 && c >= '0' && c <= '9'
+		}
+		if !ok {
+			v.add(fmt.Sprintf("%s[%d]", p, i), fmt.Sprintf("%q is not a variable name; use a name of letters, digits and _ (e.g. NODE_EXTRA_CA_CERTS), or a prefix ending in * (e.g. NPM_CONFIG_*)", n))
+		}
+	}
 }

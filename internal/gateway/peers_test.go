@@ -25,6 +25,10 @@ import (
 // set it serves that test server on stdin/stdout instead of running tests,
 // so stdio tests use a real child process speaking through real pipes.
 func TestMain(m *testing.M) {
+	if marker := os.Getenv("MCPGW_TEST_HOSTILE_STDIO"); marker != "" {
+		serveHostileStdio(marker) // hostile_test.go
+		os.Exit(0)
+	}
 	if dir := os.Getenv("MCPGW_TEST_SCRIPTED_STDIO"); dir != "" {
 		serveScriptedStdio(dir)
 		os.Exit(0)

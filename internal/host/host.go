@@ -84,6 +84,9 @@ type Options struct {
 	BreakerCooldown  time.Duration
 	// Metrics records upstream state, restarts and calls (nil: none).
 	Metrics *metrics.Metrics
+	// Environ is the gateway's environment, from which stdio children get
+	// the minimal set and their inherit_env (nil: os.Environ).
+	Environ func() []string
 	// Transport, when set, makes every connection to an upstream in place
 	// of its url or command (tests: an in-memory upstream).
 	Transport func(upstream string) (client.Transport, error)
@@ -435,10 +438,20 @@ func (e *UnavailableError) Error() string {
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()
 	}
+	return msg + e.hint()
+}
+
+// Summary is the error without its cause: what a caller may be told (the
+// cause can quote the upstream: a child's stderr, an HTTP error body).
+func (e *UnavailableError) Summary() string {
+	return fmt.Sprintf("upstream %q is unavailable (%s)", e.Upstream, e.State) + e.hint()
+}
+
+func (e *UnavailableError) hint() string {
 	if e.State == StateBreakerOpen {
-		return msg + "; it keeps failing (crash loop), so mcpgw retries it only every few minutes: check its logs"
+		return "; it keeps failing (crash loop), so mcpgw retries it only every few minutes: check its logs"
 	}
-	return msg + "; mcpgw keeps retrying it in the background"
+	return "; mcpgw keeps retrying it in the background"
 }
 
 // Client returns the live client. While the upstream is making its first
@@ -831,6 +844,8 @@ func (u *Upstream) transportWith(httpc *http.Client) (client.Transport, error) {
 		return client.NewStdio(client.StdioConfig{
 			Argv:         u.cfg.Command,
 			Env:          u.cfg.Env,
+			InheritEnv:   u.cfg.InheritEnv,
+			Environ:      u.host.opts.Environ,
 			Dir:          u.cfg.Dir,
 			MaxLineBytes: u.cfg.MaxLineBytes,
 			Logger:       u.log,

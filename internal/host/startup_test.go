@@ -379,18 +379,23 @@ func TestProbeStderrNotInLastStderr(t *testing.T) {
 			}
 
 			pid := u.PID()
-			resp, jerr := catalog.NewView(h, nil, true).Forward(ctx, mcp.MethodToolsCall, json.RawMessage(`{"name":"py__crash","arguments":{}}`), client.CallOptions{})
+			resp, jerr := catalog.NewView(h, nil, true).Forward(client.WithRequestRef(ctx, reqID("crash-1")), mcp.MethodToolsCall, json.RawMessage(`{"name":"py__crash","arguments":{}}`), client.CallOptions{})
 			if jerr == nil {
 				t.Fatalf("crash answered %s", resp.Result)
 			}
-			if strings.Contains(jerr.Message, "validation") || strings.Contains(jerr.Message, "Input should be") {
-				t.Errorf("crash error quotes the probe's stderr: %q", jerr.Message)
+			if strings.Contains(jerr.Message, "stderr") || tc.say != "" && strings.Contains(jerr.Message, tc.say) {
+				t.Errorf("the caller's error quotes the child's stderr: %q", jerr.Message)
+			}
+			// The crash's cause is in the log, under the request's id.
+			detail := failureDetail(logs, "crash-1")
+			if strings.Contains(detail, "validation") || strings.Contains(detail, "Input should be") {
+				t.Errorf("crash error quotes the probe's stderr: %q", detail)
 			}
 			switch {
-			case tc.wantTail == "" && strings.Contains(jerr.Message, "last stderr"):
-				t.Errorf("silent crash error %q has a last stderr", jerr.Message)
-			case tc.wantTail != "" && !strings.Contains(jerr.Message, tc.wantTail):
-				t.Errorf("crash error %q, want %q", jerr.Message, tc.wantTail)
+			case tc.wantTail == "" && strings.Contains(detail, "last stderr"):
+				t.Errorf("silent crash error %q has a last stderr", detail)
+			case tc.wantTail != "" && !strings.Contains(detail, tc.wantTail):
+				t.Errorf("crash error %q, want %q", detail, tc.wantTail)
 			}
 
 			// The restarted child is initialized at once: no probe, no dump.

@@ -17,7 +17,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/client"
@@ -202,6 +205,28 @@ func call(ctx context.Context, h *host.Host, tool string, args string) (*jsonrpc
 	return catalog.NewView(h, nil, true).Forward(ctx, mcp.MethodToolsCall, params, client.CallOptions{})
 }
 
+// reqID is a downstream request's id, as the edge puts it in the context.
+type reqID string
+
+func (r reqID) RequestID() string { return string(r) }
+
+// teeLogger logs to the test's log and to an observer the test reads.
+func teeLogger(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	return zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core)), logs
+}
+
+// failureDetail is the error logged for the failed request id: the detail
+// its caller was not told ("" when nothing was logged for it).
+func failureDetail(logs *observer.ObservedLogs, id string) string {
+	for _, e := range logs.FilterField(zap.String("request_id", id)).All() {
+		if s, ok := e.ContextMap()["error"].(string); ok {
+			return s
+		}
+	}
+	return ""
+}
+
 // A stdio child killed with SIGKILL in the middle of a call: the call fails
 // within a second, the child is restarted, and nothing is left a zombie.
 //
@@ -218,8 +243,9 @@ func TestKillChildMidCall(t *testing.T) {
 func testKillChildMidCall(t *testing.T, protocol string) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, metrics.Options{NoRuntimeCollectors: true})
+	log, logs := teeLogger(t)
 	h := host.New(childConfigProtocol(t, "demo", protocol, nil), host.Options{
-		Logger: zaptest.NewLogger(t), Metrics: m,
+		Logger: log, Metrics: m,
 		MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 	})
 	h.Start()
@@ -245,7 +271,7 @@ func testKillChildMidCall(t *testing.T, protocol string) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		resp, err := call(ctx, h, "sleep", `{"ms":20000}`)
+		resp, err := call(client.WithRequestRef(ctx, reqID("kill-1")), h, "sleep", `{"ms":20000}`)
 		done <- result{resp, err, time.Now()}
 	}()
 	waitFor(t, 5*time.Second, "the call to be in flight", func() bool {
@@ -265,8 +291,12 @@ func testKillChildMidCall(t *testing.T, protocol string) {
 	if r.err == nil {
 		t.Fatalf("the call succeeded (%s) although its child was killed", r.resp.Result)
 	}
-	if r.err.Code != mcp.CodeUpstreamUnavailable || (protocol == "legacy" && !strings.Contains(r.err.Message, "killed by signal 9")) {
-		t.Errorf("error = %d %q, want %d naming the kill", r.err.Code, r.err.Message, mcp.CodeUpstreamUnavailable)
+	// The caller is told the request failed, and its id; the log says why.
+	if r.err.Code != mcp.CodeUpstreamUnavailable || !strings.Contains(r.err.Message, "request id kill-1") {
+		t.Errorf("error = %d %q, want %d naming the request id", r.err.Code, r.err.Message, mcp.CodeUpstreamUnavailable)
+	}
+	if d := failureDetail(logs, "kill-1"); protocol == "legacy" && !strings.Contains(d, "killed by signal 9") {
+		t.Errorf("logged detail %q, want it naming the kill", d)
 	}
 	t.Logf("call failed %s after SIGKILL: %s", r.at.Sub(killed).Round(time.Millisecond), r.err.Message)
 
@@ -305,8 +335,9 @@ func testKillChildMidCall(t *testing.T, protocol string) {
 func TestCrashLoopOpensBreaker(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, metrics.Options{NoRuntimeCollectors: true})
+	log, logs := teeLogger(t)
 	h := host.New(childConfig(t, "exit", nil), host.Options{
-		Logger: zaptest.NewLogger(t), Metrics: m,
+		Logger: log, Metrics: m,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond,
 		BreakerThreshold: 3, BreakerWindow: 30 * time.Second, BreakerCooldown: 1500 * time.Millisecond,
 	})
@@ -346,19 +377,26 @@ mcpgw_upstream_up{upstream="demo"} 0
 		t.Errorf(`mcpgw_upstream_state{state="breaker_open"} = %v, want 1`, got)
 	}
 
-	// Calls fail fast, naming the crash loop and the child's last words.
+	// Calls fail fast, naming the crash loop; the child's last words are
+	// the operator's, in the log under the request's id.
 	t0 := time.Now()
-	_, jerr := call(context.Background(), h, "echo", `{"text":"x"}`)
+	_, jerr := call(client.WithRequestRef(context.Background(), reqID("loop-1")), h, "echo", `{"text":"x"}`)
 	if jerr == nil || jerr.Code != mcp.CodeUpstreamUnavailable {
 		t.Fatalf("call while the breaker is open: %v, want an upstream-unavailable error", jerr)
 	}
 	if d := time.Since(t0); d > 200*time.Millisecond {
 		t.Errorf("the call took %s to fail; want fast", d)
 	}
-	for _, want := range []string{"breaker_open", "crash loop", "crashing on purpose"} {
+	for _, want := range []string{"breaker_open", "crash loop", "request id loop-1"} {
 		if !strings.Contains(jerr.Message, want) {
 			t.Errorf("error %q does not mention %q", jerr.Message, want)
 		}
+	}
+	if strings.Contains(jerr.Message, "crashing on purpose") {
+		t.Errorf("error %q quotes the child's stderr", jerr.Message)
+	}
+	if d := failureDetail(logs, "loop-1"); !strings.Contains(d, "crashing on purpose") {
+		t.Errorf("logged detail %q, want the child's last words", d)
 	}
 	if z := zombieChildren(t); len(z) > 0 {
 		t.Errorf("zombie children: %v", z)

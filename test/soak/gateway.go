@@ -23,7 +23,7 @@ import (
 )
 
 // markerEnv is set in the gateway's environment; every process it starts
-// inherits it, so the soak finds the gateway's children and grandchildren
+// inherits it (each stdio upstream names it in inherit_env), so the soak finds the gateway's children and grandchildren
 // (and any left behind) by scanning /proc for it.
 const markerEnv = "MCPGW_SOAK_RUN"
 
@@ -85,13 +85,13 @@ func (c configGen) yaml() string {
 		b.WriteString("no_such_key: true # the soak's deliberately broken config\n")
 	}
 	b.WriteString("upstreams:\n")
-	fmt.Fprintf(&b, "  demo:\n    command: [%s, demo-server]\n    timeout: 20s\n", q(c.mcpgw))
-	fmt.Fprintf(&b, "  fstdio:\n    command: [%s, --name, fstdio]\n    env: {FAULTY_GEN: %q}\n    timeout: 3s\n    max_line_bytes: 1048576\n", q(c.faulty), strconv.Itoa(c.gen%3))
-	fmt.Fprintf(&b, "  f2026:\n    command: [%s, --name, f2026, --modern]\n    timeout: 3s\n    max_line_bytes: 1048576\n", q(c.faulty))
-	fmt.Fprintf(&b, "  fstate:\n    command: [%s, --name, fstate]\n    stateful: true\n    timeout: 3s\n    max_line_bytes: 1048576\n", q(c.faulty))
+	fmt.Fprintf(&b, "  demo:\n    command: [%s, demo-server]\n    inherit_env: [%s]\n    timeout: 20s\n", q(c.mcpgw), markerEnv)
+	fmt.Fprintf(&b, "  fstdio:\n    command: [%s, --name, fstdio]\n    env: {FAULTY_GEN: %q}\n    inherit_env: [%s]\n    timeout: 3s\n    max_line_bytes: 1048576\n", q(c.faulty), strconv.Itoa(c.gen%3), markerEnv)
+	fmt.Fprintf(&b, "  f2026:\n    command: [%s, --name, f2026, --modern]\n    inherit_env: [%s]\n    timeout: 3s\n    max_line_bytes: 1048576\n", q(c.faulty), markerEnv)
+	fmt.Fprintf(&b, "  fstate:\n    command: [%s, --name, fstate]\n    inherit_env: [%s]\n    stateful: true\n    timeout: 3s\n    max_line_bytes: 1048576\n", q(c.faulty), markerEnv)
 	fmt.Fprintf(&b, "  fhttp:\n    url: %s\n    timeout: %ds\n", c.httpURL, c.httpTimeout)
 	if c.gen%4 < 2 {
-		fmt.Fprintf(&b, "  extra:\n    command: [%s, --name, extra]\n    timeout: 3s\n", q(c.faulty))
+		fmt.Fprintf(&b, "  extra:\n    command: [%s, --name, extra]\n    inherit_env: [%s]\n    timeout: 3s\n", q(c.faulty), markerEnv)
 	}
 	b.WriteString("routes:\n  - path: /mcp\n  - path: /demo\n    upstreams: [demo]\n    prefix: false\n")
 	return b.String()

@@ -23,8 +23,6 @@ const HeaderRequestID = "X-Request-Id"
 // maxRequestIDLen bounds an id taken from a client.
 const maxRequestIDLen = 128
 
-type requestLogKey struct{}
-
 // requestLog is what the context carries about a request: its id, and
 // the logger its own is derived from when something is logged (Logger).
 // Not derived up front: even zap's WithLazy clones the logger, about ten
@@ -33,6 +31,9 @@ type requestLog struct {
 	id   string
 	base *zap.Logger
 }
+
+// RequestID makes the requestLog the request's client.RequestRef.
+func (rl *requestLog) RequestID() string { return rl.id }
 
 // RequestIDs is the outermost middleware: it runs before the edge checks,
 // so that refusals are logged with the id too. log is the logger the
@@ -49,7 +50,7 @@ func requestIDs(log *zap.Logger, next http.Handler) http.Handler {
 		}
 		w.Header().Set(HeaderRequestID, id)
 		rl := &requestLog{id: id, base: log}
-		ctx := context.WithValue(r.Context(), requestLogKey{}, rl)
+		ctx := client.WithRequestRef(r.Context(), rl)                  // the upstream side names it in its errors
 		ctx = client.WithTrace(ctx, client.TraceFromHeaders(r.Header)) // passed on upstream
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
@@ -79,7 +80,7 @@ func newRequestID() string { return rand.Text() }
 
 // RequestID returns the request id carried by ctx, or "".
 func RequestID(ctx context.Context) string {
-	if rl, _ := ctx.Value(requestLogKey{}).(*requestLog); rl != nil {
+	if rl, _ := client.RequestRefFrom(ctx).(*requestLog); rl != nil {
 		return rl.id
 	}
 	return ""
@@ -89,7 +90,7 @@ func RequestID(ctx context.Context) string {
 // to a request, else fallback. It is made on each call: for the lines a
 // request logs (refusals, failures), not for every request.
 func Logger(ctx context.Context, fallback *zap.Logger) *zap.Logger {
-	if rl, _ := ctx.Value(requestLogKey{}).(*requestLog); rl != nil {
+	if rl, _ := client.RequestRefFrom(ctx).(*requestLog); rl != nil {
 		return rl.base.With(zap.String("request_id", rl.id))
 	}
 	return fallback
@@ -99,8 +100,8 @@ func Logger(ctx context.Context, fallback *zap.Logger) *zap.Logger {
 // work that outlives the HTTP request's own context (a streamed call runs
 // in the session's context).
 func WithRequestLog(ctx, from context.Context) context.Context {
-	if rl, _ := from.Value(requestLogKey{}).(*requestLog); rl != nil {
-		return context.WithValue(ctx, requestLogKey{}, rl)
+	if rl, _ := client.RequestRefFrom(from).(*requestLog); rl != nil {
+		return client.WithRequestRef(ctx, rl)
 	}
 	return ctx
 }
