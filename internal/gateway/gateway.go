@@ -78,6 +78,10 @@ type Gateway struct {
 
 	audit *audit.Logger // nil when audit: is off; closed by Shutdown
 
+	// adminAccess is who may read the admin listener (adminaccess.go);
+	// each reload replaces it.
+	adminAccess atomic.Pointer[adminAccess]
+
 	tracing *telemetry.Provider // nil when tracing is off (or injected); flushed by Shutdown
 	started time.Time
 	reloads reloadHistory // the status page's reload history (status.go)
