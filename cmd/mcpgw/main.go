@@ -179,6 +179,10 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, cfg.Summary())
+	// Warnings do not fail validation: the config is valid as written.
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	return 0
 }
 

@@ -35,3 +35,31 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// Issue 27.8c: with auth on and several principals, a stdio upstream
+// without stateful: true is one child shared by all of them; validate says
+// so on stderr and still exits 0 (a warning, not a problem).
+func TestValidateWarnsSharedStdio(t *testing.T) {
+	const base = "upstreams:\n  browser: {command: [npx, playwright-mcp]%s}\nauth:\n  api_keys:\n    - {name: a, key: key-a-0123456789}\n    - {name: b, key: key-b-0123456789}\n"
+	for _, tc := range []struct {
+		name, extra string
+		warn        bool
+	}{
+		{"shared", "", true},
+		{"stateful", ", stateful: true", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "mcpgw.yaml")
+			if err := os.WriteFile(path, []byte(strings.Replace(base, "%s", tc.extra, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"validate", "--config", path}, &stdout, &stderr)
+			warned := strings.Contains(stderr.String(), "warning: upstreams.browser: one stdio child serves every client and every principal") &&
+				strings.Contains(stderr.String(), "stateful: true")
+			if code != 0 || !strings.Contains(stdout.String(), "config ok") || warned != tc.warn {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 0, the summary, and a shared-child warning: %v", code, stdout.String(), stderr.String(), tc.warn)
+			}
+		})
+	}
+}

@@ -325,6 +325,9 @@ func warnPolicy(cfg *config.Config, log *zap.Logger) {
 	if cfg.Auth != nil && cfg.Policy.Default == config.PolicyDeny && len(cfg.Policy.Rules) == 0 {
 		log.Warn("policy: default deny and no rules: every tool, prompt and resource is hidden from every caller; add policy.rules to allow some")
 	}
+	for _, w := range cfg.Warnings() { // what mcpgw validate warns about
+		log.Warn(w)
+	}
 }
 
 // policySet is the access policy of one config generation.
