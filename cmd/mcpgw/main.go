@@ -186,6 +186,16 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// overrideAdminListen applies --admin-listen: only the address changes, so
+// the file's admin.token_file, allowed_hosts and pprof still apply (a flag
+// that dropped the token would open /status/* without anyone noticing).
+func overrideAdminListen(cfg *config.Config, addr string) {
+	if cfg.Admin == nil {
+		cfg.Admin = &config.Admin{}
+	}
+	cfg.Admin.Listen = addr
+}
+
 // logFormatHelp is the --log-format flag's help.
 const logFormatHelp = "log format: auto (json when stderr is not a terminal, console on one), json or console"
 
@@ -256,7 +266,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	load := func() (*config.Config, error) {
 		cfg, err := loadConfig(*path)
 		if err == nil && *adminListen != "" {
-			cfg.Admin = &config.Admin{Listen: *adminListen}
+			overrideAdminListen(cfg, *adminListen)
 		}
 		return cfg, err
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/config"
 )
 
 // mcpgw validate reports what the config package finds, one problem per
@@ -61,5 +63,22 @@ func TestValidateWarnsSharedStdio(t *testing.T) {
 				t.Errorf("exit %d, stdout %q, stderr %q; want exit 0, the summary, and a shared-child warning: %v", code, stdout.String(), stderr.String(), tc.warn)
 			}
 		})
+	}
+}
+
+// --admin-listen changes the admin address only: the file's token and
+// allowed hosts stay in force (they were dropped with the whole section).
+func TestAdminListenFlagKeepsAdminSettings(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte("upstreams: {fs: {command: [x]}}\nadmin: {listen: 127.0.0.1:9091, token_file: /run/secrets/admin, allowed_hosts: [mcpgw-admin], pprof: true}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overrideAdminListen(cfg, "0.0.0.0:9999")
+	if a := cfg.Admin; a.Listen != "0.0.0.0:9999" || a.TokenFile != "/run/secrets/admin" || len(a.AllowedHosts) != 1 || !a.Pprof {
+		t.Errorf("admin after --admin-listen: %+v", *a)
+	}
+	cfg, _ = config.Parse("c.yaml", []byte("upstreams: {fs: {command: [x]}}\n"), nil)
+	if overrideAdminListen(cfg, "127.0.0.1:9091"); cfg.Admin == nil || cfg.Admin.Listen != "127.0.0.1:9091" {
+		t.Errorf("admin after --admin-listen without admin: %+v", cfg.Admin)
 	}
 }
