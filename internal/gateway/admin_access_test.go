@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -159,5 +161,25 @@ upstreams:
 	}
 	if code, _, _ := adminDo(t, admin, "/status/config", "", bearer(tok2)); code != http.StatusOK {
 		t.Errorf("after a failed reload: %d, want the token in force kept", code)
+	}
+}
+
+// HAProxy's `option httpchk GET /readyz` (deploy/fleet/haproxy.cfg) sends
+// HTTP/1.0 without a Host header; the admin listener's Host check lets it
+// through (no browser omits Host).
+func TestAdminHTTP10HealthCheckWithoutHost(t *testing.T) {
+	alpha := httpUpstream(t, "alpha", 0)
+	_, _, admin := startAdminGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: {listen: \"127.0.0.1:0\"}\nupstreams:\n  alpha: {url: %s}\n", alpha), gateway.Options{})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(admin, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET /readyz HTTP/1.0\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.0 200") {
+		t.Errorf("HTTP/1.0 /readyz without Host: %q %v, want 200", line, err)
 	}
 }

@@ -33,10 +33,11 @@ type Checks struct {
 // address:
 //
 //   - Host must be an IP address, a loopback name, the listen host or one
-//     of allowedHosts (e.g. a Kubernetes Service name). A DNS-rebinding
-//     page names its own domain in Host; a page whose origin is an IP
-//     address was served by that address itself, and scrapers and probes
-//     name the address they reach (Prometheus, the kubelet).
+//     of allowedHosts (e.g. a Kubernetes Service name), or absent. A
+//     DNS-rebinding page names its own domain in Host; a page whose origin
+//     is an IP address was served by that address itself, and scrapers
+//     and probes name the address they reach (Prometheus, the kubelet) or
+//     none (HTTP/1.0 health checks).
 //   - Origin, when sent, must be the listener's own (the status page).
 //   - Sec-Fetch-Site other than same-origin or none is refused, except for
 //     a top-level navigation (a link clicked elsewhere), whose answer the
@@ -138,7 +139,9 @@ func (c *Checks) hostAllowed(host string) bool {
 	if slices.Contains(c.hosts, h) || isLoopbackIP(h) {
 		return true
 	}
-	return c.admin && net.ParseIP(h) != nil
+	// No Host at all is an HTTP/1.0 client (HAProxy's httpchk), never a
+	// browser: browsers always send the name they resolved.
+	return c.admin && (h == "" || net.ParseIP(h) != nil)
 }
 
 // crossSite says why an admin request comes from another site's page, or

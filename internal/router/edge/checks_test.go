@@ -27,7 +27,7 @@ func TestAdminChecks(t *testing.T) {
 		}{
 			{"rebinding name", "attacker.example:9091", nil, 403, "add the name to admin.allowed_hosts"},
 			{"rebinding name, no port", "attacker.example", nil, 403, "DNS-rebinding"},
-			{"empty Host", "", nil, 403, "not served"},
+			{"no Host (HTTP/1.0 health check)", "", nil, 200, ""},
 			{"loopback address", "127.0.0.1:9091", nil, 200, ""},
 			{"IPv6 loopback", "[::1]:9091", nil, 200, ""},
 			{"localhost", "LocalHost:9091", nil, 200, ""},
