@@ -88,14 +88,15 @@ func (acc *adminAccess) authorized(r *http.Request) bool {
 
 // guardAdmin wraps the admin endpoints in the access rules in force.
 func (g *Gateway) guardAdmin(next http.Handler) http.Handler {
+	log := g.log.Named("admin")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		acc := g.adminAccess.Load()
 		if acc == nil { // the handler used without the listener: checks only
 			acc = &adminAccess{checks: edge.NewAdminChecks("", nil)}
 		}
-		acc.checks.Middleware(g.log.Named("admin"))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		acc.checks.Middleware(log)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if acc.token != nil && !acc.open(r.URL.Path) && !acc.authorized(r) {
-				g.log.Named("admin").Debug("admin request without the admin token refused", zap.String("path", r.URL.Path))
+				log.Debug("admin request without the admin token refused", zap.String("path", r.URL.Path))
 				h := w.Header()
 				h.Add("WWW-Authenticate", `Basic realm="mcpgw admin", charset="UTF-8"`)
 				h.Add("WWW-Authenticate", `Bearer realm="mcpgw admin"`)
