@@ -82,7 +82,7 @@ func (g *Gateway) serveAdmin() {
 	if g.admin == nil {
 		return
 	}
-	g.log.Info("serving admin endpoints", zap.String("url", "http://"+g.adminLn.Addr().String()), zap.Strings("paths", []string{"/", "/status/...", "/metrics", "/healthz", "/readyz"}), zap.Bool("pprof", g.cfg.Load().Admin != nil && g.cfg.Load().Admin.Pprof))
+	g.log.Info("serving admin endpoints", zap.String("url", "http://"+g.adminLn.Addr().String()), zap.Strings("paths", []string{"/", "/status/...", "/metrics", "/healthz", "/readyz"}), zap.Bool("pprof", g.cfg.Load().Admin != nil && g.cfg.Load().Admin.Pprof), zap.Bool("token", g.adminAccess.Load().token != nil))
 	go func() {
 		if err := g.admin.Serve(g.adminLn); err != nil && err != http.ErrServerClosed {
 			g.log.Error("admin listener failed", zap.Error(err))
