@@ -174,14 +174,14 @@ func TestHelmRendered(t *testing.T) {
 				b.external[ext] = true
 			}
 			configs := b.check()
-			checkChartObjects(t, b)
+			checkChartObjects(t, b, configs)
 			set.check(t, b, configs)
 		})
 	}
 }
 
 // checkChartObjects checks what the chart adds around the Deployment.
-func checkChartObjects(t *testing.T, b *bundle) {
+func checkChartObjects(t *testing.T, b *bundle, configs map[string]*config.Config) {
 	t.Helper()
 	d := all[*appsv1.Deployment](b)[0]
 	pod := d.Spec.Template
@@ -222,6 +222,11 @@ func checkChartObjects(t *testing.T, b *bundle) {
 		t.Fatalf("no helm test hook pod (helm.sh/hook: test, restartPolicy Never): %v", testPod)
 	}
 	wantArgs := []string{"healthcheck", "--url=http://" + admin.Name + ":" + strconv.Itoa(int(admin.Spec.Ports[0].Port)) + "/readyz", "--timeout=10s"}
+	// The admin listener refuses Host names it does not know (DNS
+	// rebinding): the chart must let the test pod name the Service.
+	if cfg := configs["Deployment "+d.Name]; cfg == nil || cfg.Admin == nil || !slices.Contains(cfg.Admin.AllowedHosts, admin.Name) {
+		t.Errorf("config.admin.allowed_hosts lacks %s, the name the helm test pod asks for", admin.Name)
+	}
 	if !slices.Equal(testPod.Spec.Containers[0].Args, wantArgs) || testPod.Spec.Containers[0].Image != pod.Spec.Containers[0].Image {
 		t.Errorf("helm test runs %s %v, want %s %v", testPod.Spec.Containers[0].Image, testPod.Spec.Containers[0].Args, pod.Spec.Containers[0].Image, wantArgs)
 	}

@@ -88,3 +88,50 @@ policy:
 		}
 	}
 }
+
+// With admin.token_file the gateway requires the token for /status/*;
+// mcpgw catalog --live sends the token of its --config's admin.token_file.
+func TestCatalogLiveAdminToken(t *testing.T) {
+	exe := pinEnv(t)
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(tokFile, []byte("catalog-live-admin-token-0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  demo: {command: [%q, demo-server]}\n", exe)
+	withToken := base + "admin: {listen: 127.0.0.1:0, token_file: " + tokFile + "}\n"
+	cfgPath, plainPath := filepath.Join(dir, "c.yaml"), filepath.Join(dir, "plain.yaml")
+	if err := os.WriteFile(cfgPath, []byte(withToken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plainPath, []byte(base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("c.yaml", []byte(withToken), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	adminLn, _ := net.Listen("tcp", "127.0.0.1:0")
+	gw, err := gateway.Start(cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, AdminListener: adminLn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = gw.Shutdown(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := gw.Host().WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin := "http://" + adminLn.Addr().String()
+	if code, out, errs := runCLI("catalog", "--config", cfgPath, "--live", admin); code != 0 || !strings.Contains(out, "demo__echo") {
+		t.Errorf("with admin.token_file: exit %d, %q %q", code, out, errs)
+	}
+	if code, _, errs := runCLI("catalog", "--config", plainPath, "--live", admin); code != 1 || !strings.Contains(errs, "HTTP 401") || !strings.Contains(errs, "admin.token_file") {
+		t.Errorf("without the token: exit %d, stderr %q; want 1 with HTTP 401 naming admin.token_file", code, errs)
+	}
+}

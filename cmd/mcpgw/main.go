@@ -182,7 +182,21 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	fmt.Fprintln(stdout, cfg.Summary())
+	// Warnings do not fail validation: the config is valid as written.
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	return 0
+}
+
+// overrideAdminListen applies --admin-listen: only the address changes, so
+// the file's admin.token_file, allowed_hosts and pprof still apply (a flag
+// that dropped the token would open /status/* without anyone noticing).
+func overrideAdminListen(cfg *config.Config, addr string) {
+	if cfg.Admin == nil {
+		cfg.Admin = &config.Admin{}
+	}
+	cfg.Admin.Listen = addr
 }
 
 // logFormatHelp is the --log-format flag's help.
@@ -262,7 +276,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			cfg.Listen = *listen
 		}
 		if err == nil && *adminListen != "" {
-			cfg.Admin = &config.Admin{Listen: *adminListen}
+			overrideAdminListen(cfg, *adminListen)
 		}
 		return cfg, err
 	}

@@ -225,7 +225,8 @@ const catalogUsage = `Usage:
 Prints what a principal would see from a recorded catalog, without
 starting any upstream, or from a running gateway's live catalog: --live
 takes its admin listener's URL (e.g. http://127.0.0.1:9091) and asks
-/status/catalog?route=PATH. FILE.json is a list result (tools/list,
+/status/catalog?route=PATH, with the token of the config's
+admin.token_file when it names one. FILE.json is a list result (tools/list,
 prompts/list, resources/list, resources/templates/list), a JSON-RPC
 response carrying one, an object holding several of the arrays tools,
 prompts, resources and resourceTemplates, or a bare JSON array of items
@@ -284,7 +285,7 @@ func cmdCatalog(args []string, stdout, stderr io.Writer) int {
 	var data []byte
 	switch {
 	case *live != "":
-		data, err = liveCatalog(*live, rt)
+		data, err = liveCatalog(*live, rt, cfg.Admin)
 		*catalog = *live + " (route " + rt + ")" // named in the messages below
 	case *catalog == "-":
 		data, err = io.ReadAll(os.Stdin)
@@ -348,15 +349,28 @@ func cmdCatalog(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// liveCatalog asks a running gateway's admin listener for route's catalog.
-func liveCatalog(base, route string) ([]byte, error) {
+// liveCatalog asks a running gateway's admin listener for route's catalog,
+// with the admin token of the config's admin.token_file when it names one
+// (the gateway then requires it for /status/*).
+func liveCatalog(base, route string, admin *config.Admin) ([]byte, error) {
 	u, err := url.Parse(strings.TrimSuffix(base, "/") + "/status/catalog")
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--live %q: give the admin listener's URL, e.g. http://127.0.0.1:9091", base)
 	}
 	u.RawQuery = url.Values{"route": {route}}.Encode()
+	req, err := http.NewRequest(http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("--live %q: %w", base, err)
+	}
+	if admin != nil && admin.TokenFile != "" {
+		tok, err := os.ReadFile(admin.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--live: admin.token_file: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
 	c := &http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Get(u.String())
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("--live: %w (is the gateway running with admin.listen at %s?)", err, base)
 	}

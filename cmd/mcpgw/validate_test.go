@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/config"
 )
 
 // mcpgw validate reports what the config package finds, one problem per
@@ -69,5 +71,50 @@ func TestValidateWarnsAboutInheritedEnv(t *testing.T) {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("validate warns about %s:\n%s", unwanted, got)
 		}
+	}
+}
+
+// Issue 27.8c: with auth on and several principals, a stdio upstream
+// without stateful: true is one child shared by all of them; validate says
+// so on stderr and still exits 0 (a warning, not a problem).
+func TestValidateWarnsSharedStdio(t *testing.T) {
+	const base = "upstreams:\n  browser: {command: [npx, playwright-mcp]%s}\nauth:\n  api_keys:\n    - {name: a, key: key-a-0123456789}\n    - {name: b, key: key-b-0123456789}\n"
+	for _, tc := range []struct {
+		name, extra string
+		warn        bool
+	}{
+		{"shared", "", true},
+		{"stateful", ", stateful: true", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "mcpgw.yaml")
+			if err := os.WriteFile(path, []byte(strings.Replace(base, "%s", tc.extra, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"validate", "--config", path}, &stdout, &stderr)
+			warned := strings.Contains(stderr.String(), "warning: upstreams.browser: one stdio child serves every client and every principal") &&
+				strings.Contains(stderr.String(), "stateful: true")
+			if code != 0 || !strings.Contains(stdout.String(), "config ok") || warned != tc.warn {
+				t.Errorf("exit %d, stdout %q, stderr %q; want exit 0, the summary, and a shared-child warning: %v", code, stdout.String(), stderr.String(), tc.warn)
+			}
+		})
+	}
+}
+
+// --admin-listen changes the admin address only: the file's token and
+// allowed hosts stay in force (they were dropped with the whole section).
+func TestAdminListenFlagKeepsAdminSettings(t *testing.T) {
+	cfg, err := config.Parse("c.yaml", []byte("upstreams: {fs: {command: [x]}}\nadmin: {listen: 127.0.0.1:9091, token_file: /run/secrets/admin, allowed_hosts: [mcpgw-admin], pprof: true}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overrideAdminListen(cfg, "0.0.0.0:9999")
+	if a := cfg.Admin; a.Listen != "0.0.0.0:9999" || a.TokenFile != "/run/secrets/admin" || len(a.AllowedHosts) != 1 || !a.Pprof {
+		t.Errorf("admin after --admin-listen: %+v", *a)
+	}
+	cfg, _ = config.Parse("c.yaml", []byte("upstreams: {fs: {command: [x]}}\n"), nil)
+	if overrideAdminListen(cfg, "127.0.0.1:9091"); cfg.Admin == nil || cfg.Admin.Listen != "127.0.0.1:9091" {
+		t.Errorf("admin after --admin-listen without admin: %+v", cfg.Admin)
 	}
 }

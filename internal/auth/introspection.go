@@ -27,8 +27,6 @@ import (
 )
 
 const (
-	// introspectionNoExpTTL caches the answer for a token without exp.
-	introspectionNoExpTTL = 2 * time.Minute
 	// introspectionInactiveTTL caches an inactive answer, so a client
 	// retrying a dead token does not turn into a stream of calls.
 	introspectionInactiveTTL = 10 * time.Second
@@ -179,7 +177,10 @@ func (in *introspector) introspect(ctx context.Context, token string, now time.T
 	if a.TokenType != "" && !strings.EqualFold(a.TokenType, "Bearer") && !strings.EqualFold(a.TokenType, "access_token") {
 		return refuse(introspectionInactiveTTL, Malformed, fmt.Sprintf("the token is a %q token, not a bearer access token", quoteDetail(a.TokenType)))
 	}
-	e := &introspected{until: now.Add(introspectionNoExpTTL)}
+	// The cache's life is the revocation delay: the endpoint is the only
+	// one who knows a token was revoked, so it is asked again after
+	// cache_ttl whatever the token's exp says.
+	e := &introspected{until: now.Add(in.cfg.CacheTTL.D())}
 	var exp time.Time
 	if a.Expiry != nil {
 		var ok bool
@@ -189,7 +190,9 @@ func (in *introspector) introspect(ctx context.Context, token string, now time.T
 		if now.After(exp.Add(introspectionLeeway)) {
 			return refuse(introspectionInactiveTTL, Expired, fmt.Sprintf("the token expired at %s", exp.UTC().Format(time.RFC3339)))
 		}
-		e.until = exp.Add(introspectionLeeway)
+		if end := exp.Add(introspectionLeeway); end.Before(e.until) {
+			e.until = end
+		}
 	}
 	if a.NotBefore != nil {
 		nbf, ok := numericDate(a.NotBefore)

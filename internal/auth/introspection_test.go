@@ -104,7 +104,7 @@ func TestIntrospection(t *testing.T) {
 	ep.set("opaque-expired", map[string]any{"active": true, "sub": "bob", "aud": resource, "exp": now.Add(-time.Hour).Unix()})
 	ep.set("opaque-dpop", map[string]any{"active": true, "sub": "carol", "aud": resource, "token_type": "DPoP", "exp": later})
 
-	t.Run("active token, cached until exp", func(t *testing.T) {
+	t.Run("active token, cached for cache_ttl, never past exp", func(t *testing.T) {
 		for range 3 {
 			p, err := a.Authenticate(request("opaque-alice"), resource)
 			if err != nil {
@@ -121,12 +121,16 @@ func TestIntrospection(t *testing.T) {
 		if n := ep.count("opaque-alice"); n != 1 {
 			t.Errorf("%d introspection calls for three requests, want 1", n)
 		}
-		advance(9 * time.Minute)
+		advance(59 * time.Second)
 		if _, err := a.Authenticate(request("opaque-alice"), resource); err != nil || ep.count("opaque-alice") != 1 {
-			t.Errorf("before exp: err %v, %d calls", err, ep.count("opaque-alice"))
+			t.Errorf("within cache_ttl: err %v, %d calls", err, ep.count("opaque-alice"))
 		}
-		advance(2 * time.Minute) // past exp: asked again (the endpoint still says active)
-		if _, err := a.Authenticate(request("opaque-alice"), resource); err == nil || ep.count("opaque-alice") != 2 {
+		advance(2 * time.Second) // past the default cache_ttl (1m): asked again
+		if _, err := a.Authenticate(request("opaque-alice"), resource); err != nil || ep.count("opaque-alice") != 2 {
+			t.Errorf("past cache_ttl: err %v, %d calls; want the endpoint asked again", err, ep.count("opaque-alice"))
+		}
+		advance(10 * time.Minute) // past exp: asked again (the endpoint still says active)
+		if _, err := a.Authenticate(request("opaque-alice"), resource); err == nil || ep.count("opaque-alice") != 3 {
 			t.Errorf("after exp: err %v, %d calls; want the endpoint asked again and the expired token refused", err, ep.count("opaque-alice"))
 		}
 	})
@@ -187,6 +191,56 @@ func TestIntrospection(t *testing.T) {
 			t.Errorf("after recovery: %+v %v", p, err)
 		}
 	})
+}
+
+// A token revoked at the authorization server is refused once the cached
+// answer is older than cache_ttl, however far away its exp is (issue 27.5:
+// an opaque token stayed accepted 150 s after revocation).
+func TestIntrospectionRevocationDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		delay       time.Duration // how long the revoked token is still accepted
+	}{
+		{"default", "", time.Minute},
+		{"configured", "    cache_ttl: 15s\n", 15 * time.Second},
+		{"off", "    cache_ttl: 0s\n", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			is := authtest.NewIssuer(t)
+			ep := newIntrospectionEndpoint(t)
+			var clockMu sync.Mutex
+			now := time.Now()
+			clock := func() time.Time {
+				clockMu.Lock()
+				defer clockMu.Unlock()
+				return now
+			}
+			advance := func(d time.Duration) {
+				clockMu.Lock()
+				now = now.Add(d)
+				clockMu.Unlock()
+			}
+			a := setup(t, is, fmt.Sprintf("  introspection:\n    url: %s/introspect\n    client_id: mcpgw\n    client_secret: %s\n%s", ep.srv.URL, introspectSecret, tc.extra), auth.Options{Now: clock})
+			ep.set("opaque-gina", map[string]any{"active": true, "sub": "gina", "aud": resource, "exp": now.Add(24 * time.Hour).Unix()})
+			if _, err := a.Authenticate(request("opaque-gina"), resource); err != nil {
+				t.Fatal(err)
+			}
+			ep.set("opaque-gina", map[string]any{"active": false}) // revoked
+			if tc.delay > 0 {
+				advance(tc.delay - time.Second)
+				if _, err := a.Authenticate(request("opaque-gina"), resource); err != nil {
+					t.Errorf("within cache_ttl: %v; want the cached answer", err)
+				}
+				if n := ep.count("opaque-gina"); n != 1 {
+					t.Errorf("%d calls within cache_ttl, want 1", n)
+				}
+			}
+			advance(time.Second)
+			if _, err := a.Authenticate(request("opaque-gina"), resource); reasonOf(err) != auth.Inactive {
+				t.Errorf("%s after revocation: %v, want the token refused as inactive", tc.delay, err)
+			}
+		})
+	}
 }
 
 func asAuthError(err error, target **auth.Error) bool {

@@ -290,6 +290,16 @@ type Admin struct {
 	// MaxMetricNames bounds the tool, prompt and resource names given their
 	// own series in the per-name metrics (tracing.go).
 	MaxMetricNames int `yaml:"max_metric_names"`
+	// AllowedHosts are the DNS names, besides IP addresses and loopback
+	// names, that requests may give in Host (DNS-rebinding protection),
+	// e.g. a Kubernetes Service name.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// TokenFile holds a bearer token that the status page, /status/* and
+	// /debug/* require (Authorization: Bearer, or as the Basic password).
+	TokenFile string `yaml:"token_file"`
+	// ProtectMetrics makes /metrics require the token too (scrapers then
+	// need it); /healthz and /readyz stay open for probes.
+	ProtectMetrics bool `yaml:"protect_metrics"`
 }
 
 // Sessions configures downstream sessions.

@@ -142,9 +142,10 @@ func applyDefaults(c *Config, d *strictyaml.Decoder) {
 			r.PageSize = c.PageSize
 		}
 	}
-	policyDefaults(c, d)  // policy.go
-	auditDefaults(c, d)   // audit.go
-	tracingDefaults(c, d) // tracing.go
+	policyDefaults(c, d)        // policy.go
+	auditDefaults(c, d)         // audit.go
+	tracingDefaults(c, d)       // tracing.go
+	introspectionDefaults(c, d) // introspection.go
 	if c.Auth != nil {
 		issuerDefaults("auth.oidc", c.Auth.OIDC, d)
 		for i, o := range c.Auth.Issuers {

@@ -696,3 +696,15 @@ func TestInheritEnv(t *testing.T) {
 		}
 	}
 }
+
+// auth.introspection.cache_ttl is the revocation delay: a minute unless
+// set, and an explicit 0 (ask every time) is kept.
+func TestIntrospectionCacheTTL(t *testing.T) {
+	base := "public_url: https://mcp.example.com\nupstreams: {fs: {command: [node]}}\nauth:\n  introspection: {url: https://idp.example.com/i, client_id: mcpgw, client_secret: s3cret%s}\n"
+	for extra, want := range map[string]time.Duration{"": config.DefaultIntrospectionCacheTTL, ", cache_ttl: 0s": 0, ", cache_ttl: 20s": 20 * time.Second} {
+		c := mustParse(t, fmt.Sprintf(base, extra), nil)
+		if got := c.Auth.Introspection.CacheTTL.D(); got != want {
+			t.Errorf("%q: cache_ttl %s, want %s", extra, got, want)
+		}
+	}
+}

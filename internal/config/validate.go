@@ -540,6 +540,38 @@ func (v *validator) admin() {
 	if v.address("admin.listen", a.Listen, "127.0.0.1:9091") && a.Listen == v.cfg.Listen && !strings.HasSuffix(a.Listen, ":0") {
 		v.add("admin.listen", fmt.Sprintf("%q is also the MCP listen address; the admin endpoints need their own listener, e.g. 127.0.0.1:9091", a.Listen))
 	}
+	for i, h := range a.AllowedHosts {
+		if !validHostName(h) {
+			v.add(fmt.Sprintf("admin.allowed_hosts[%d]", i), fmt.Sprintf("%q is not a DNS name; give a name alone, without scheme, port or path, e.g. mcpgw-admin.monitoring.svc (IP addresses need no entry)", h))
+		}
+	}
+	if a.TokenFile != "" && strings.TrimSpace(a.TokenFile) != a.TokenFile {
+		v.add("admin.token_file", fmt.Sprintf("%q has surrounding whitespace; remove it", a.TokenFile))
+	}
+	if a.ProtectMetrics && a.TokenFile == "" {
+		v.add("admin.protect_metrics", "needs admin.token_file, the token /metrics would require; add it, or remove protect_metrics")
+	}
+}
+
+// validHostName reports whether h is a DNS name as a Host header gives it
+// (letters, digits, '-', '_' and dots; a trailing dot allowed), not an IP
+// address.
+func validHostName(h string) bool {
+	name := strings.TrimSuffix(h, ".")
+	if name == "" || len(name) > 253 || net.ParseIP(name) != nil {
+		return false
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (v *validator) sessions() {

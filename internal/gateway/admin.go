@@ -38,7 +38,9 @@ import (
 //
 // It is off unless admin.listen is configured (or Options.AdminListener is
 // given), and it is the last thing Shutdown closes, so probes see /readyz
-// turn 503 while the gateway drains. Everything is read-only.
+// turn 503 while the gateway drains. Everything is read-only. Every
+// request passes Host and cross-site checks, and with admin.token_file all
+// but the probes (and /metrics) need a token (adminaccess.go).
 
 //go:embed status.html
 var statusHTML string
@@ -58,6 +60,12 @@ func (g *Gateway) listenAdmin() error {
 			return fmt.Errorf("admin listener %s: %w (change admin.listen:, or remove admin: to run without it)", cfg.Admin.Listen, err)
 		}
 	}
+	acc, err := newAdminAccess(g.cfg.Load(), ln.Addr().String())
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	g.adminAccess.Store(acc)
 	g.adminLn = ln
 	g.admin = &http.Server{
 		Handler:           g.AdminHandler(),
@@ -74,7 +82,7 @@ func (g *Gateway) serveAdmin() {
 	if g.admin == nil {
 		return
 	}
-	g.log.Info("serving admin endpoints", zap.String("url", "http://"+g.adminLn.Addr().String()), zap.Strings("paths", []string{"/", "/status/...", "/metrics", "/healthz", "/readyz"}), zap.Bool("pprof", g.cfg.Load().Admin != nil && g.cfg.Load().Admin.Pprof))
+	g.log.Info("serving admin endpoints", zap.String("url", "http://"+g.adminLn.Addr().String()), zap.Strings("paths", []string{"/", "/status/...", "/metrics", "/healthz", "/readyz"}), zap.Bool("pprof", g.cfg.Load().Admin != nil && g.cfg.Load().Admin.Pprof), zap.Bool("token", g.adminAccess.Load().token != nil))
 	go func() {
 		if err := g.admin.Serve(g.adminLn); err != nil && err != http.ErrServerClosed {
 			g.log.Error("admin listener failed", zap.Error(err))
@@ -204,7 +212,7 @@ func (g *Gateway) AdminHandler() http.Handler {
 		}
 		http.Error(w, "mcpgw admin: no such endpoint "+r.URL.Path+"; "+hint, http.StatusNotFound)
 	})
-	return mux
+	return g.guardAdmin(mux)
 }
 
 func (g *Gateway) serveStatusPage(w http.ResponseWriter, r *http.Request) {

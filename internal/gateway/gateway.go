@@ -84,6 +84,10 @@ type Gateway struct {
 
 	audit *audit.Logger // nil when audit: is off; closed by Shutdown
 
+	// adminAccess is who may read the admin listener (adminaccess.go);
+	// each reload replaces it.
+	adminAccess atomic.Pointer[adminAccess]
+
 	tracing *telemetry.Provider // nil when tracing is off (or injected); flushed by Shutdown
 	started time.Time
 	reloads reloadHistory // the status page's reload history (status.go)
@@ -328,6 +332,9 @@ func newAuthenticator(cfg *config.Config, opts Options) (*auth.Authenticator, er
 func warnPolicy(cfg *config.Config, log *zap.Logger) {
 	if cfg.Auth != nil && cfg.Policy.Default == config.PolicyDeny && len(cfg.Policy.Rules) == 0 {
 		log.Warn("policy: default deny and no rules: every tool, prompt and resource is hidden from every caller; add policy.rules to allow some")
+	}
+	for _, w := range cfg.Warnings() { // what mcpgw validate warns about
+		log.Warn(w)
 	}
 }
 

@@ -98,6 +98,13 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	if err != nil {
 		return err
 	}
+	// The admin token file is reread too: a rotated token takes effect.
+	var adminAcc *adminAccess
+	if g.adminLn != nil {
+		if adminAcc, err = newAdminAccess(newCfg, g.adminLn.Addr().String()); err != nil {
+			return err
+		}
+	}
 	if g.pol.limiter != nil && reflect.DeepEqual(old.Policy.RateLimits, newCfg.Policy.RateLimits) {
 		pol.limiter = g.pol.limiter // the buckets carry on
 	}
@@ -139,6 +146,9 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 		g.audit = aud
 	}
 	g.authn, g.pol = authn, pol
+	if adminAcc != nil {
+		g.adminAccess.Store(adminAcc)
+	}
 	g.cfg.Store(newCfg)
 	warnPolicy(newCfg, g.log)
 	g.log.Info("config reloaded",

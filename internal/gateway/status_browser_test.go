@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image/png"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/gateway"
 )
 
 // chromiumFlags run a headless Chromium that touches nothing outside its
@@ -101,5 +104,47 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	if !strings.Contains(text, "Upstreams") || !strings.Contains(text, "Routes") || !strings.Contains(text, "Reloads") {
 		t.Errorf("sections missing:\n%s", text)
+	}
+}
+
+// With admin.token_file the status page still works in a browser: the
+// token as the Basic password (the credentials a browser sends after the
+// 401's Basic challenge, here given in the URL) opens it; without, the
+// browser is shown nothing of it.
+func TestStatusPageInChromiumWithToken(t *testing.T) {
+	bin := chromium(t)
+	tokFile := filepath.Join(t.TempDir(), "admin-token")
+	const tok = "browser-admin-token-0123456789"
+	if err := os.WriteFile(tokFile, []byte(tok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	alpha := httpUpstream(t, "alpha", 0)
+	_, _, admin := startAdminGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: {listen: \"127.0.0.1:0\", token_file: %s}\nupstreams:\n  alpha: {url: %s}\n", tokFile, alpha), gateway.Options{})
+
+	withCreds := strings.Replace(admin, "http://", "http://operator:"+tok+"@", 1) + "/"
+	dom := string(runChromium(t, bin, "--dump-dom", withCreds))
+	if !strings.Contains(dom, `data-name="alpha" data-state="ready"`) {
+		t.Errorf("with the token: the rendered page does not show alpha ready:\n%s", dom)
+	}
+	dom = string(runChromium(t, bin, "--dump-dom", admin+"/"))
+	if strings.Contains(dom, `data-name="alpha"`) {
+		t.Errorf("without the token: the page shows the status:\n%s", dom)
+	}
+}
+
+// Issue 27.4 as a browser meets it: a name that resolves to the admin
+// listener's address (what DNS rebinding achieves; here a resolver rule)
+// gets the refusal, not the catalog, while the address itself is served.
+func TestAdminRebindingInChromium(t *testing.T) {
+	bin := chromium(t)
+	_, _, admin := statusGateway(t, false)
+	port := admin[strings.LastIndex(admin, ":")+1:]
+	rule := "--host-resolver-rules=MAP attacker.example 127.0.0.1"
+	dom := string(runChromium(t, bin, rule, "--dump-dom", "http://attacker.example:"+port+"/status/catalog?route=/mcp"))
+	if strings.Contains(dom, "alpha__echo") || !strings.Contains(dom, "DNS-rebinding protection") {
+		t.Errorf("through a rebound name: want the refusal, got:\n%.2000s", dom)
+	}
+	if dom := string(runChromium(t, bin, rule, "--dump-dom", admin+"/status/catalog?route=/mcp")); !strings.Contains(dom, "alpha__echo") {
+		t.Errorf("through the address: want the catalog, got:\n%.2000s", dom)
 	}
 }

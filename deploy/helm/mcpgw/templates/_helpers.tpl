@@ -110,6 +110,16 @@ redis.enabled the fleet's sessions.redis and sessions.key_file.
 {{- $_ := set $s "key_file" "/etc/mcpgw/session-keys/keys" -}}
 {{- $_ := set $cfg "sessions" $s -}}
 {{- end -}}
+{{- /* The admin listener serves only the Host names it knows (DNS-rebinding
+protection); the helm test pod and in-cluster clients name the admin
+Service, so its names are added to config.admin.allowed_hosts. */ -}}
+{{- if kindIs "map" (get $cfg "admin") -}}
+{{- $a := get $cfg "admin" -}}
+{{- $svc := include "mcpgw.adminServiceName" . -}}
+{{- $own := list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) -}}
+{{- $_ := set $a "allowed_hosts" (concat (default (list) (get $a "allowed_hosts")) $own | uniq) -}}
+{{- $_ := set $cfg "admin" $a -}}
+{{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 
