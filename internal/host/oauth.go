@@ -33,6 +33,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
+	"github.com/mcpgw/mcpgw/internal/outbound"
 )
 
 const (
@@ -68,7 +69,7 @@ func (h *Host) upstreamHTTPClient(ctx context.Context, name string, cfg *config.
 	if cfg.OAuth.Discover {
 		log.Info("upstream OAuth: the authorization server is taken from the upstream's protected-resource metadata, and the client secret goes to it; set oauth.issuer instead to pin it")
 	}
-	tokens := newUpstreamTokens(ctx, name, cfg.URL, cfg.OAuth, &http.Client{Transport: rt, Timeout: tokenFetchTimeout}, log)
+	tokens := newUpstreamTokens(ctx, name, cfg.URL, cfg.OAuth, outbound.NoRedirects(&http.Client{Transport: rt, Timeout: tokenFetchTimeout}), log)
 	return &http.Client{
 		Transport:     &oauthTransport{origin: originOf(cfg.URL), tokens: tokens, base: rt},
 		CheckRedirect: base.CheckRedirect,
