@@ -228,3 +228,31 @@ func TestRegistrationsSurviveARestart(t *testing.T) {
 		t.Fatal("deleted, yet loaded")
 	}
 }
+
+// A write whose sync fails must not replace the file: the store keeps
+// what it had and the caller gets the error.
+func TestFileBackendFailedWriteKeepsTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	b, err := peruser.OpenFile(path, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := b.Put(ctx, "k1", []byte("v1"), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	peruser.FailSyncs(b, errors.New("disk full"))
+	if err := b.Put(ctx, "k2", []byte("v2"), time.Time{}); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Put with a failing sync = %v; want the error", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatalf("the file was replaced after a failed write:\n%s\nwas\n%s", after, before)
+	}
+	if _, held, _ := b.Get(ctx, "k2"); held {
+		t.Fatal("the failed write's record is served")
+	}
+	if left, _ := filepath.Glob(path + ".tmp*"); len(left) != 0 {
+		t.Fatalf("temp files left: %v", left)
+	}
+}
