@@ -217,6 +217,20 @@ func (f *FileBackend) Delete(_ context.Context, key string) (bool, error) {
 	return held, err
 }
 
+// DeleteIf implements Backend.
+func (f *FileBackend) DeleteIf(_ context.Context, key string, val []byte) (bool, error) {
+	held := false
+	want := base64.StdEncoding.EncodeToString(val)
+	err := f.change(func(int64) (bool, error) {
+		e, ok := f.entries[key]
+		if held = ok && e.Value == want; held {
+			delete(f.entries, key)
+		}
+		return held, nil
+	})
+	return held, err
+}
+
 // Clear implements Backend.
 func (f *FileBackend) Clear(context.Context) (int, error) {
 	n := 0

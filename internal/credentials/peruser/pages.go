@@ -178,6 +178,7 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.count(ctx)
+	s.failures.reset(st.Principal)
 	s.o.Metrics.flow(s.o.Upstream, "completed")
 	s.o.Logger.Info("per-user authorization stored", zap.String("upstream", s.o.Upstream), zap.String("principal", principalName(st.Principal)), zap.Time("expiry", rec.expiry()))
 	// Naming the gateway user the account is now linked to lets someone

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,6 +62,7 @@ type Source struct {
 	redirect string
 	start    string
 	refresh  singleflight.Group // one refresh at a time per principal
+	failures refreshFailures
 }
 
 var (
@@ -105,6 +107,7 @@ func New(o Options) (*Source, error) {
 		states:   states,
 		redirect: base + config.RedirectPath(o.Upstream),
 		start:    base + config.StartPath(o.Upstream),
+		failures: refreshFailures{n: map[string]int{}},
 	}
 	if n, err := o.Backend.Len(context.Background()); err == nil {
 		o.Metrics.held(o.Upstream, n)
@@ -161,7 +164,7 @@ func (s *Source) Token(ctx context.Context, subj credentials.Subject) (string, e
 		if r.Access != "" && s.o.Clock().Before(r.expiry()) {
 			return r.Access, nil // stale but still valid, and nothing to refresh with
 		}
-		s.drop(ctx, key)
+		s.dropIf(ctx, r)
 		return "", s.authorizationRequired(key, nil)
 	}
 	return s.refreshed(ctx, key, r.Access)
@@ -193,14 +196,21 @@ func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error
 		case r.Access != "" && r.Access != seen && !s.stale(r):
 			return r.Access, nil // refreshed meanwhile
 		case r.Refresh == "":
-			s.drop(ctx, key)
+			s.dropIf(ctx, r)
 			return "", s.authorizationRequired(key, nil)
 		}
 		t, err := s.o.Client.Refresh(ctx, r.Grant, r.Refresh)
 		if errors.Is(err, ErrInvalidGrant) {
 			s.o.Metrics.refreshed(s.o.Upstream, "invalid_grant")
+			// Only the record this refresh used goes: another replica may
+			// have refreshed (rotating the refresh token, so this one's is
+			// refused) and stored a good token meanwhile.
+			if dropped := s.dropIf(ctx, r); !dropped {
+				if now, err := s.tokens.get(ctx, key); err == nil && now != nil && now.Access != "" && now.Refresh != r.Refresh && !s.stale(now) {
+					return now.Access, nil
+				}
+			}
 			s.o.Logger.Info("per-user refresh token refused (invalid_grant); the user must authorize again", zap.String("upstream", s.o.Upstream))
-			s.drop(ctx, key)
 			return "", s.authorizationRequired(key, nil)
 		}
 		if err != nil {
@@ -209,8 +219,17 @@ func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error
 				s.o.Logger.Warn("per-user token refresh failed; using the current token until it expires", zap.String("upstream", s.o.Upstream), zap.Error(err))
 				return r.Access, nil
 			}
+			if n := s.failures.add(key); n >= maxRefreshFailures {
+				// The token has expired and refreshing keeps failing: a
+				// new authorization is the way out, rather than an error
+				// until someone revokes by hand. The record stays (a
+				// refresh that works later, or the new grant, replaces it).
+				s.o.Logger.Warn("per-user token refresh keeps failing; asking the user to authorize again", zap.String("upstream", s.o.Upstream), zap.Int("failures", n), zap.Error(err))
+				return "", s.authorizationRequired(key, nil)
+			}
 			return "", fmt.Errorf("upstream %q: refreshing your authorization failed: %w; retry later", s.o.Upstream, err)
 		}
+		s.failures.reset(key)
 		s.o.Metrics.refreshed(s.o.Upstream, "ok")
 		nr := s.newRecord(key, t, r)
 		nr.AfterRefusal = r.Access == "" // a refresh the upstream's refusal made: used once
@@ -260,7 +279,7 @@ func (s *Source) Refused(ctx context.Context, subj credentials.Subject, token st
 		return // already replaced
 	}
 	if r.Refresh == "" || r.AfterRefusal {
-		s.drop(ctx, key)
+		s.dropIf(ctx, r)
 		return
 	}
 	r.Access, r.Expiry = "", 0
@@ -281,6 +300,17 @@ func (s *Source) drop(ctx context.Context, key string) {
 		s.o.Logger.Warn("per-user token store: dropping a token failed", zap.String("upstream", s.o.Upstream), zap.Error(err))
 	}
 	s.count(ctx)
+}
+
+// dropIf drops r only if the store still holds it as read, and reports
+// whether it did.
+func (s *Source) dropIf(ctx context.Context, r *record) bool {
+	ok, err := s.tokens.dropIf(ctx, r)
+	if err != nil {
+		s.o.Logger.Warn("per-user token store: dropping a token failed", zap.String("upstream", s.o.Upstream), zap.Error(err))
+	}
+	s.count(ctx)
+	return ok
 }
 
 func (s *Source) count(ctx context.Context) {
@@ -386,4 +416,36 @@ func (s *Source) InsufficientScope(ctx context.Context, subj credentials.Subject
 	}
 	s.o.Metrics.flow(s.o.Upstream, "step_up")
 	return s.authorizationRequired(key, &StepUp{Challenge: challenge, Previous: r.Scopes})
+}
+
+// maxRefreshFailures is how many refreshes of an expired token may fail
+// in a row (the server down or answering nonsense, not invalid_grant)
+// before the user is asked to authorize again.
+const maxRefreshFailures = 3
+
+// maxFailureEntries bounds the principals whose failures are counted;
+// when full the counts start over (a user is then asked a little later).
+const maxFailureEntries = 10000
+
+// refreshFailures counts each principal's failed refreshes in a row, on
+// this replica.
+type refreshFailures struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (f *refreshFailures) add(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.n[key]; !ok && len(f.n) >= maxFailureEntries {
+		clear(f.n)
+	}
+	f.n[key]++
+	return f.n[key]
+}
+
+func (f *refreshFailures) reset(key string) {
+	f.mu.Lock()
+	delete(f.n, key)
+	f.mu.Unlock()
 }

@@ -23,6 +23,11 @@ type Backend interface {
 	Put(ctx context.Context, key string, val []byte, expires time.Time) error
 	// Delete removes key and reports whether it was held.
 	Delete(ctx context.Context, key string) (bool, error)
+	// DeleteIf removes key only if it still holds val (compare and
+	// delete, atomic across replicas) and reports whether it did: a
+	// replica whose refresh failed must not drop a record another replica
+	// replaced meanwhile.
+	DeleteIf(ctx context.Context, key string, val []byte) (bool, error)
 	// Clear removes every key and reports how many there were.
 	Clear(ctx context.Context) (int, error)
 	// Len is how many keys are held.
@@ -48,6 +53,11 @@ type record struct {
 	ElicitationFor string          `json:"e,omitempty"` // the elicitation the flow that made it completed
 	Scopes         []string        `json:"s,omitempty"` // asked for and granted (Token.Scopes)
 	Grant          json.RawMessage `json:"g,omitempty"` // where and as whom to refresh (Client's)
+
+	// key and sealed are where and as what get found the record, so a
+	// drop can be made conditional on it being unchanged (dropIf).
+	key    string
+	sealed []byte
 }
 
 func (r *record) expiry() time.Time {
@@ -105,6 +115,7 @@ func (t *tokens) get(ctx context.Context, principal string) (*record, error) {
 	if json.Unmarshal(plain, &r) != nil || r.Principal != principal || r.Upstream != t.upstream {
 		return nil, nil
 	}
+	r.key, r.sealed = StoreKey(t.upstream, principal), val
 	return &r, nil
 }
 
@@ -124,6 +135,15 @@ func (t *tokens) put(ctx context.Context, r *record) error {
 
 func (t *tokens) drop(ctx context.Context, principal string) (bool, error) {
 	return t.b.Delete(ctx, StoreKey(t.upstream, principal))
+}
+
+// dropIf drops r only if the store still holds exactly r (as get read
+// it), and reports whether it did.
+func (t *tokens) dropIf(ctx context.Context, r *record) (bool, error) {
+	if r.key == "" {
+		return false, nil
+	}
+	return t.b.DeleteIf(ctx, r.key, r.sealed)
 }
 
 // PrincipalKey is the binding key (auth.Principal.Key) of a principal as

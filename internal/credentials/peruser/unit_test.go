@@ -46,6 +46,11 @@ func seeded(t *testing.T, c *fakeClient, clk *clock) *peruser.Source {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return seededIn(t, b, c, clk)
+}
+
+func seededIn(t *testing.T, b peruser.Backend, c *fakeClient, clk *clock) *peruser.Source {
+	t.Helper()
 	s, err := peruser.New(peruser.Options{Upstream: "gh", PublicURL: "https://mcp.example.com", Client: c, Backend: b, Keys: [][]byte{key(9)}, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -254,5 +259,89 @@ func TestFileBackendFailedWriteKeepsTheFile(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(path + ".tmp*"); len(left) != 0 {
 		t.Fatalf("temp files left: %v", left)
+	}
+}
+
+// Two replicas refresh alice's token at once: the one whose refresh gets
+// invalid_grant (the other rotated the refresh token) must not drop the
+// fresh token the other stored, and serves it instead.
+func TestInvalidGrantKeepsAnotherReplicasToken(t *testing.T) {
+	backends := map[string]func(t *testing.T) peruser.Backend{
+		"file": func(t *testing.T) peruser.Backend {
+			b, err := peruser.OpenFile(filepath.Join(t.TempDir(), "t.json"), 10, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+		"redis": func(t *testing.T) peruser.Backend {
+			srv := redistest.Start(t)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			t.Cleanup(func() { _ = c.Close() })
+			return peruser.NewRedis(c, "test:", "gh", 10)
+		},
+	}
+	for name, mk := range backends {
+		t.Run(name, func(t *testing.T) {
+			clk := &clock{t: time.Now()}
+			var s *peruser.Source
+			c := &fakeClient{refresh: func(int) (*peruser.Token, error) {
+				// The other replica's refresh lands first.
+				if err := peruser.Seed(context.Background(), s, subject("alice").Key(), &peruser.Token{AccessToken: "fresh", RefreshToken: "r2", Expiry: clk.Now().Add(time.Hour)}); err != nil {
+					t.Error(err)
+				}
+				return nil, fmt.Errorf("%w: refresh token rotated", peruser.ErrInvalidGrant)
+			}}
+			s = seededIn(t, mk(t), c, clk)
+			if tok, err := s.Token(context.Background(), subject("alice")); tok != "fresh" || err != nil {
+				t.Fatalf("Token = %q, %v; want the other replica's fresh token", tok, err)
+			}
+			if tok, err := s.Token(context.Background(), subject("alice")); tok != "fresh" || err != nil {
+				t.Fatalf("then Token = %q, %v; want the fresh token still stored", tok, err)
+			}
+		})
+	}
+}
+
+func TestBackendDeleteIf(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	file, err := peruser.OpenFile(filepath.Join(t.TempDir(), "t.json"), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, b := range map[string]peruser.Backend{"file": file, "redis": peruser.NewRedis(c, "test:", "gh", 10)} {
+		if err := b.Put(ctx, "k", []byte("v2"), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := b.DeleteIf(ctx, "k", []byte("v1")); ok || err != nil {
+			t.Fatalf("%s: DeleteIf(another value) = %v, %v; want kept", name, ok, err)
+		}
+		if ok, err := b.DeleteIf(ctx, "k", []byte("v2")); !ok || err != nil {
+			t.Fatalf("%s: DeleteIf(the value) = %v, %v; want deleted", name, ok, err)
+		}
+		if n, _ := b.Len(ctx); n != 0 {
+			t.Fatalf("%s: Len after DeleteIf = %d", name, n)
+		}
+	}
+}
+
+// An expired token whose refresh keeps failing (not invalid_grant) ends
+// in a new authorization link rather than errors until a manual revoke.
+func TestRepeatedRefreshFailuresAskToAuthorizeAgain(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	s := seeded(t, &fakeClient{refresh: func(int) (*peruser.Token, error) {
+		return nil, errors.New("token endpoint: HTTP 500")
+	}}, clk)
+	var ar *credentials.AuthorizationRequiredError
+	for i := 1; i < 3; i++ {
+		if _, err := s.Token(context.Background(), subject("alice")); err == nil || errors.As(err, &ar) {
+			t.Fatalf("failure %d: %v; want the refresh error", i, err)
+		}
+	}
+	if _, err := s.Token(context.Background(), subject("alice")); !errors.As(err, &ar) {
+		t.Fatalf("third failure: %v; want authorization required", err)
 	}
 }
