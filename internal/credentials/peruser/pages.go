@@ -88,7 +88,9 @@ func (s *Source) ServeStart(w http.ResponseWriter, r *http.Request) {
 	flow, err := s.o.Client.Begin(r.Context(), state, s.redirect, c.stepUp())
 	if err != nil {
 		s.o.Logger.Warn("per-user authorization: no authorization request", zap.String("upstream", s.o.Upstream), zap.Error(err))
-		s.refuse(w, r, http.StatusBadGateway, reasonUnavailable, "The gateway could not start the authorization at the authorization server of "+s.o.Upstream+". Retry later; if it persists, tell the gateway's operator: "+err.Error())
+		// The error quotes what servers answered (metadata, issuers):
+		// it goes to the log, never onto the page.
+		s.refuse(w, r, http.StatusBadGateway, reasonUnavailable, "The gateway could not start the authorization at the authorization server of "+s.o.Upstream+". Retry later; if it persists, tell the gateway's operator (the reason is in the gateway's log).")
 		return
 	}
 	cp, _ := json.Marshal(cookieClaims{Nonce: st.Nonce, Flow: flow.Data})
@@ -163,7 +165,7 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 	t, err := s.o.Client.Complete(ctx, &Flow{Data: cc.Flow}, q)
 	if err != nil {
 		s.o.Logger.Info("per-user authorization: code not redeemed", zap.String("upstream", s.o.Upstream), zap.Error(err))
-		s.refuse(w, r, http.StatusBadGateway, reasonExchange, "The gateway could not complete this authorization: "+err.Error()+". Nothing was stored; retry the request in your app.")
+		s.refuse(w, r, http.StatusBadGateway, reasonExchange, "The gateway could not complete this authorization at the authorization server of "+s.o.Upstream+" (the reason is in the gateway's log). Nothing was stored; retry the request in your app.")
 		return
 	}
 	rec := s.newRecord(st.Principal, t, nil)

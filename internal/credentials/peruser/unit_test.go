@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
@@ -343,5 +346,69 @@ func TestRepeatedRefreshFailuresAskToAuthorizeAgain(t *testing.T) {
 	}
 	if _, err := s.Token(context.Background(), subject("alice")); !errors.As(err, &ar) {
 		t.Fatalf("third failure: %v; want authorization required", err)
+	}
+}
+
+// failingBegin is a client whose authorization cannot start: its error
+// quotes what a server answered.
+type failingBegin struct{ fakeClient }
+
+func (*failingBegin) Begin(context.Context, string, string, *peruser.StepUp) (*peruser.Flow, error) {
+	return nil, errors.New(`the metadata at http://127.0.0.2/internal names issuer "FETCHED-SECRET-VALUE"`)
+}
+
+// The start page never shows what the gateway fetched (the error goes to
+// the log): an upstream naming an internal URL learns nothing from it.
+func TestStartPageDoesNotEchoFetchedContent(t *testing.T) {
+	b, err := peruser.OpenFile(filepath.Join(t.TempDir(), "t.json"), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := peruser.New(peruser.Options{Upstream: "gh", PublicURL: "https://mcp.example.com", Client: &failingBegin{}, Backend: b, Keys: [][]byte{key(9)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Token(context.Background(), subject("alice"))
+	var ar *credentials.AuthorizationRequiredError
+	if !errors.As(err, &ar) {
+		t.Fatalf("Token: %v", err)
+	}
+	rec := httptest.NewRecorder()
+	s.ServeStart(rec, httptest.NewRequest(http.MethodGet, ar.URL, nil))
+	if rec.Code != http.StatusBadGateway || strings.Contains(rec.Body.String(), "FETCHED-SECRET-VALUE") || strings.Contains(rec.Body.String(), "127.0.0.2") {
+		t.Fatalf("start page %d:\n%s", rec.Code, rec.Body)
+	}
+}
+
+// With discover, an authorization server the upstream's metadata names on
+// an internal address is not contacted unless allow_addresses lists it;
+// the upstream itself (configured) is.
+func TestDiscoveredServerOnInternalAddressIsRefused(t *testing.T) {
+	var asHits atomic.Int32
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asHits.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer as.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"resource":"http://%s/mcp","authorization_servers":[%q]}`, r.Host, as.URL)
+	}))
+	defer up.Close()
+	begin := func(allow []string) error {
+		cfg := &config.UpstreamPerUser{Discover: true, DynamicRegistration: true, AllowAddresses: allow}
+		c, err := peruser.NewOAuthClient("gh", up.URL+"/mcp", cfg, nil, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Begin(context.Background(), "state", "https://mcp.example.com/cb", nil)
+		return err
+	}
+	if err := begin(nil); err == nil || !strings.Contains(err.Error(), "upstreams.gh.auth.per_user.allow_addresses") || asHits.Load() != 0 {
+		t.Fatalf("Begin = %v (%d requests at the server); want refused, naming the key", err, asHits.Load())
+	}
+	_ = begin([]string{"127.0.0.1"})
+	if asHits.Load() == 0 {
+		t.Fatal("with allow_addresses the server was still not asked")
 	}
 }
