@@ -66,7 +66,7 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 		l := log.Named("peruser").With(zap.String("upstream", name))
 		o := peruser.Options{
 			Upstream: name, PublicURL: cfg.PublicURL, Keys: keys,
-			LinkLifetime: pu.LinkLifetime.D(), Logger: l, Metrics: pm,
+			LinkLifetime: pu.LinkLifetime.D(), MaxLinksPerPrincipal: pu.MaxLinksPerPrincipal, Logger: l, Metrics: pm,
 			OnComplete: func(id string) {
 				if rt := p.rt.Load(); rt != nil {
 					rt.ElicitationComplete(id)

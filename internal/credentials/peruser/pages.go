@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,7 +72,16 @@ func (s *Source) ServeStart(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, reasonExpired, "This authorization link has expired. Retry the request in your app to get a new link.")
 		return
 	}
+	// The flow this start begins lives LinkLifetime from now.
+	if !s.pending.start(c.Principal, now, now.Add(s.o.LinkLifetime)) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(s.o.LinkLifetime/time.Second)))
+		s.refuse(w, r, http.StatusTooManyRequests, reasonBusy, fmt.Sprintf("You have %d authorizations of %s under way already (upstreams.%s.auth.per_user.max_links_per_principal). Finish one of them, or wait %s for them to expire, then retry the request in your app.", s.o.MaxLinksPerPrincipal, s.o.Upstream, s.o.Upstream, s.o.LinkLifetime))
+		return
+	}
 	first, err := s.o.Once.Use(r.Context(), "l:"+c.Nonce, exp)
+	if err != nil || !first {
+		s.pending.done(c.Principal, now) // no flow was started
+	}
 	switch {
 	case errors.Is(err, errOnceFull):
 		s.refuse(w, r, http.StatusServiceUnavailable, reasonBusy, err.Error())
@@ -87,6 +98,7 @@ func (s *Source) ServeStart(w http.ResponseWriter, r *http.Request) {
 	state := s.states.sealString(sp, s.stateAD())
 	flow, err := s.o.Client.Begin(r.Context(), state, s.redirect, c.stepUp())
 	if err != nil {
+		s.pending.done(c.Principal, now)
 		s.o.Logger.Warn("per-user authorization: no authorization request", zap.String("upstream", s.o.Upstream), zap.Error(err))
 		// The error quotes what servers answered (metadata, issuers):
 		// it goes to the log, never onto the page.
@@ -151,6 +163,7 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, reasonReplay, "This authorization answer was already used; each works once. Retry the request in your app if it still needs authorization.")
 		return
 	}
+	s.pending.done(st.Principal, s.o.Clock())
 	http.SetCookie(w, &http.Cookie{Name: s.cookieName(), Value: "", Path: callbackPath(s.redirect), MaxAge: -1, HttpOnly: true, Secure: s.secure(), SameSite: http.SameSiteLaxMode})
 	if e := q.Get("error"); e != "" {
 		msg := "The authorization server did not grant access: " + e

@@ -43,6 +43,10 @@ type Options struct {
 	// RefreshBefore is how long before its expiry an access token is
 	// refreshed (default 1m).
 	RefreshBefore time.Duration
+	// MaxLinksPerPrincipal bounds the authorizations one principal may
+	// have started on this replica and not finished within LinkLifetime
+	// (default config.DefaultPerUserMaxLinksPerPrincipal).
+	MaxLinksPerPrincipal int
 	// OnComplete is told the elicitation id of a flow that stored tokens,
 	// so the session that was sent the link can be told
 	// (notifications/elicitation/complete). nil: nobody is told.
@@ -63,6 +67,7 @@ type Source struct {
 	start    string
 	refresh  singleflight.Group // one refresh at a time per principal
 	failures refreshFailures
+	pending  pendingFlows
 }
 
 var (
@@ -83,6 +88,9 @@ func New(o Options) (*Source, error) {
 	}
 	if o.RefreshBefore <= 0 {
 		o.RefreshBefore = time.Minute
+	}
+	if o.MaxLinksPerPrincipal <= 0 {
+		o.MaxLinksPerPrincipal = config.DefaultPerUserMaxLinksPerPrincipal
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -108,6 +116,7 @@ func New(o Options) (*Source, error) {
 		redirect: base + config.RedirectPath(o.Upstream),
 		start:    base + config.StartPath(o.Upstream),
 		failures: refreshFailures{n: map[string]int{}},
+		pending:  pendingFlows{max: o.MaxLinksPerPrincipal, until: map[string][]time.Time{}},
 	}
 	if n, err := o.Backend.Len(context.Background()); err == nil {
 		o.Metrics.held(o.Upstream, n)
@@ -448,4 +457,72 @@ func (f *refreshFailures) reset(key string) {
 	f.mu.Lock()
 	delete(f.n, key)
 	f.mu.Unlock()
+}
+
+// maxPendingFlows bounds the started flows remembered on a replica, all
+// principals together (as many as used links are: maxUsed).
+const maxPendingFlows = maxUsed
+
+// pendingFlows counts each principal's started, unfinished flows on this
+// replica, so one principal cannot use up the replica's memory of used
+// links (or its authorization server's patience) for everyone.
+type pendingFlows struct {
+	max   int
+	mu    sync.Mutex
+	n     int                    // entries in until, all principals
+	until map[string][]time.Time // principal → when each started flow expires
+}
+
+// start records a flow of principal expiring at exp, or reports false
+// when the principal has max under way (or the replica its bound).
+func (p *pendingFlows) start(principal string, now, exp time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	live := p.prune(principal, now)
+	if len(live) >= p.max {
+		return false
+	}
+	if p.n >= maxPendingFlows {
+		for k := range p.until {
+			p.prune(k, now)
+		}
+		if p.n >= maxPendingFlows {
+			return false
+		}
+	}
+	p.until[principal] = append(live, exp)
+	p.n++
+	return true
+}
+
+// done forgets one of principal's flows (the one expiring first).
+func (p *pendingFlows) done(principal string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if live := p.prune(principal, now); len(live) > 0 {
+		p.set(principal, live[1:])
+		p.n--
+	}
+}
+
+// prune drops principal's expired flows and returns the live ones. p.mu held.
+func (p *pendingFlows) prune(principal string, now time.Time) []time.Time {
+	all := p.until[principal]
+	live := all[:0]
+	for _, t := range all {
+		if now.Before(t) {
+			live = append(live, t)
+		}
+	}
+	p.n -= len(all) - len(live)
+	p.set(principal, live)
+	return live
+}
+
+func (p *pendingFlows) set(principal string, live []time.Time) {
+	if len(live) == 0 {
+		delete(p.until, principal)
+		return
+	}
+	p.until[principal] = live
 }

@@ -412,3 +412,39 @@ func TestDiscoveredServerOnInternalAddressIsRefused(t *testing.T) {
 		t.Fatal("with allow_addresses the server was still not asked")
 	}
 }
+
+// One principal can have only max_links_per_principal authorizations
+// under way: past it the start page refuses (429), and another
+// principal's link still works.
+func TestStartsPerPrincipalAreBounded(t *testing.T) {
+	b, err := peruser.OpenFile(filepath.Join(t.TempDir(), "t.json"), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := peruser.New(peruser.Options{Upstream: "gh", PublicURL: "https://mcp.example.com", Client: &fakeClient{}, Backend: b, Keys: [][]byte{key(9)}, MaxLinksPerPrincipal: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(user string) int {
+		t.Helper()
+		_, err := s.Token(context.Background(), subject(user))
+		var ar *credentials.AuthorizationRequiredError
+		if !errors.As(err, &ar) {
+			t.Fatalf("Token: %v", err)
+		}
+		rec := httptest.NewRecorder()
+		s.ServeStart(rec, httptest.NewRequest(http.MethodGet, ar.URL, nil))
+		return rec.Code
+	}
+	for i := range 3 {
+		if code := start("alice"); code != http.StatusFound {
+			t.Fatalf("alice's start %d: %d", i+1, code)
+		}
+	}
+	if code := start("alice"); code != http.StatusTooManyRequests {
+		t.Fatalf("alice's fourth start: %d; want 429", code)
+	}
+	if code := start("bob"); code != http.StatusFound {
+		t.Fatalf("bob's start: %d", code)
+	}
+}
