@@ -176,11 +176,25 @@ func RevokeTokens(ctx context.Context, cfg *config.Config, upstream, principal s
 	if err != nil {
 		return 0, err
 	}
-	ok, err := b.Delete(ctx, peruser.StoreKey(upstream, key))
-	if ok {
-		return 1, err
+	ring, err := loadSessionKeys(cfg)
+	if err != nil {
+		return 0, err
 	}
-	return 0, err
+	keys, err := peruser.StoreKeys(ring, upstream, key)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range keys { // wherever the record is: under any ring key, or unkeyed
+		ok, err := b.Delete(ctx, k)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n = 1
+		}
+	}
+	return n, nil
 }
 
 // perUserChanges names the per_user sections a reload would change: their

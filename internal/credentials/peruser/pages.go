@@ -192,6 +192,7 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusServiceUnavailable, reasonUnavailable, "The gateway could not store your authorization (its store failed). Retry the request in your app in a minute.")
 		return
 	}
+	s.tokens.dropOld(ctx, st.Principal)
 	s.count(ctx)
 	s.failures.reset(st.Principal)
 	s.o.Metrics.flow(s.o.Upstream, "completed")

@@ -105,12 +105,16 @@ func New(o Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	storeKeys, err := newKeyRing(o.Keys)
+	if err != nil {
+		return nil, err
+	}
 	links, _ := newRing(o.Keys, purposeLink)
 	states, _ := newRing(o.Keys, purposeState)
 	base := strings.TrimSuffix(o.PublicURL, "/")
 	s := &Source{
 		o:        o,
-		tokens:   &tokens{b: o.Backend, ring: records, upstream: o.Upstream},
+		tokens:   &tokens{b: o.Backend, ring: records, keys: storeKeys, upstream: o.Upstream},
 		links:    links,
 		states:   states,
 		redirect: base + config.RedirectPath(o.Upstream),
@@ -135,7 +139,7 @@ func (s *Source) SetKeys(keys [][]byte) error {
 			return err
 		}
 	}
-	return nil
+	return s.tokens.keys.rekey(keys)
 }
 
 // Kind implements credentials.Source.

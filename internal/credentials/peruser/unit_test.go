@@ -448,3 +448,71 @@ func TestStartsPerPrincipalAreBounded(t *testing.T) {
 		t.Fatalf("bob's start: %d", code)
 	}
 }
+
+// The store's keys are HMACs under a key from the session key ring: whoever
+// reads the file or Redis cannot tell whose records they are by hashing
+// guessable principal names. Records under the unkeyed hash of earlier
+// versions, or under an older ring key, are found and moved, so neither
+// an upgrade nor a key rotation loses a link.
+func TestStoreKeysAreKeyedAndMigrated(t *testing.T) {
+	ctx := context.Background()
+	alice := subject("alice").Key()
+	b, err := peruser.OpenFile(filepath.Join(t.TempDir(), "t.json"), 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := [][]byte{key(1)}
+	s, err := peruser.New(peruser.Options{Upstream: "gh", PublicURL: "https://mcp.example.com", Client: &fakeClient{}, Backend: b, Keys: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := peruser.Seed(ctx, s, alice, &peruser.Token{AccessToken: "at", Expiry: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := peruser.StoreKeys(ring, "gh", alice)
+	val, held, _ := b.Get(ctx, keys[0])
+	if !held {
+		t.Fatal("the record is not under the keyed HMAC")
+	}
+	if _, held, _ := b.Get(ctx, peruser.StoreKey("gh", alice)); held {
+		t.Fatal("the record is under the unkeyed SHA-256 of the principal")
+	}
+
+	// An earlier version's record, under the unkeyed hash, is used and moved.
+	legacy := peruser.StoreKey("gh", alice)
+	if _, err := b.Delete(ctx, keys[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, legacy, val, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := s.Token(ctx, subject("alice")); tok != "at" || err != nil {
+		t.Fatalf("Token with a legacy record = %q, %v", tok, err)
+	}
+	if _, held, _ := b.Get(ctx, legacy); held {
+		t.Fatal("the legacy record was not moved")
+	}
+	if _, held, _ := b.Get(ctx, keys[0]); !held {
+		t.Fatal("the legacy record is not under the keyed HMAC now")
+	}
+
+	// A rotated ring (new key first): found under the old key's HMAC and moved.
+	rotated := [][]byte{key(2), key(1)}
+	if err := s.SetKeys(rotated); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := s.Token(ctx, subject("alice")); tok != "at" || err != nil {
+		t.Fatalf("Token after a rotation = %q, %v", tok, err)
+	}
+	now, _ := peruser.StoreKeys(rotated, "gh", alice)
+	if _, held, _ := b.Get(ctx, now[0]); !held {
+		t.Fatal("the record was not moved to the new key's HMAC")
+	}
+	if n, _ := b.Len(ctx); n != 1 {
+		t.Fatalf("%d records; want 1", n)
+	}
+	// Revoking drops it wherever it is.
+	if ok, err := s.Revoke(ctx, alice); !ok || err != nil {
+		t.Fatalf("Revoke = %v, %v", ok, err)
+	}
+}
