@@ -411,6 +411,27 @@ func TestDiscoveredServerOnInternalAddressIsRefused(t *testing.T) {
 	if asHits.Load() == 0 {
 		t.Fatal("with allow_addresses the server was still not asked")
 	}
+
+	// The issue's case: the upstream's 401 names resource_metadata at an
+	// internal URL (another loopback server here), which is not fetched.
+	var internalHits atomic.Int32
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		internalHits.Add(1)
+		fmt.Fprint(w, `{"resource":"x","authorization_servers":["x"]}`)
+	}))
+	defer internal.Close()
+	challenger := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+internal.URL+`/internal/admin"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer challenger.Close()
+	c, err := peruser.NewOAuthClient("gh", challenger.URL+"/mcp", &config.UpstreamPerUser{Discover: true, DynamicRegistration: true}, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Begin(context.Background(), "state", "https://mcp.example.com/cb", nil); err == nil || internalHits.Load() != 0 {
+		t.Fatalf("Begin = %v (%d requests at the internal URL); want refused", err, internalHits.Load())
+	}
 }
 
 // One principal can have only max_links_per_principal authorizations
