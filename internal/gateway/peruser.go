@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router"
+	"github.com/mcpgw/mcpgw/internal/router/sessions"
 )
 
 // perUser holds the per-user authorization sources of the upstreams with
@@ -176,7 +178,7 @@ func RevokeTokens(ctx context.Context, cfg *config.Config, upstream, principal s
 	if err != nil {
 		return 0, err
 	}
-	ring, err := loadSessionKeys(cfg)
+	ring, err := perUserKeyRing(cfg)
 	if err != nil {
 		return 0, err
 	}
@@ -195,6 +197,23 @@ func RevokeTokens(ctx context.Context, cfg *config.Config, upstream, principal s
 		}
 	}
 	return n, nil
+}
+
+// perUserKeyRing reads sessions.key_file, which per_user requires (config
+// validation): the store's keys are HMACs under it.
+func perUserKeyRing(cfg *config.Config) ([][]byte, error) {
+	if cfg.Sessions == nil || cfg.Sessions.KeyFile == "" {
+		return nil, fmt.Errorf("per-user tokens are kept under keys made with sessions.key_file; set it")
+	}
+	data, err := os.ReadFile(cfg.Sessions.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("sessions.key_file: %w", err)
+	}
+	keys, err := sessions.ParseSessionKeys(data)
+	if err != nil {
+		return nil, fmt.Errorf("sessions.key_file %s: %w", cfg.Sessions.KeyFile, err)
+	}
+	return keys, nil
 }
 
 // perUserChanges names the per_user sections a reload would change: their
