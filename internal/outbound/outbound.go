@@ -125,14 +125,41 @@ func hostPort(raw string) string {
 // reach by default.
 func Internal(a netip.Addr) bool {
 	a = a.Unmap()
-	return !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() ||
-		cgnat.Contains(a) || thisNetwork.Contains(a)
+	if a.Is6() {
+		// An IPv4 address inside an IPv6 one (NAT64, 6to4) reaches that
+		// IPv4 host: judge it.
+		b := a.As16()
+		switch {
+		case nat64.Contains(a):
+			return Internal(netip.AddrFrom4([4]byte(b[12:16])))
+		case sixToFour.Contains(a):
+			return Internal(netip.AddrFrom4([4]byte(b[2:6])))
+		}
+	}
+	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
+		return true
+	}
+	for _, p := range reserved {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 var (
-	cgnat       = netip.MustParsePrefix("100.64.0.0/10") // RFC 6598, shared address space
-	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+	// reserved are IPv4 ranges that are not the public internet beyond
+	// what netip classifies.
+	reserved = []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"),     // this network
+		netip.MustParsePrefix("100.64.0.0/10"), // RFC 6598, shared address space (CGNAT)
+		netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
+		netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
+		netip.MustParsePrefix("240.0.0.0/4"),   // reserved, and broadcast
+	}
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
 )
 
 func (g *Guard) allowed(a netip.Addr) bool {

@@ -90,12 +90,12 @@ func TestGuardChecksResolvedAddress(t *testing.T) {
 	if len(dialed) != 1 || dialed[0] != "93.184.215.14:443" {
 		t.Fatalf("dialed %v; want only the public address", dialed)
 	}
-	for _, a := range []string{"127.0.0.2", "10.0.0.1", "192.168.1.1", "172.16.0.1", "169.254.1.1", "100.64.0.1", "0.0.0.0", "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1"} {
+	for _, a := range []string{"127.0.0.2", "10.0.0.1", "192.168.1.1", "172.16.0.1", "169.254.1.1", "100.64.0.1", "0.0.0.0", "::1", "fd00::1", "fe80::1", "::ffff:127.0.0.1", "64:ff9b::a00:1", "2002:7f00:1::", "198.18.0.1", "255.255.255.255"} {
 		if !Internal(netip.MustParseAddr(a)) {
 			t.Errorf("Internal(%s) = false", a)
 		}
 	}
-	if Internal(netip.MustParseAddr("8.8.8.8")) || Internal(netip.MustParseAddr("2606:4700::1111")) {
+	if Internal(netip.MustParseAddr("8.8.8.8")) || Internal(netip.MustParseAddr("2606:4700::1111")) || Internal(netip.MustParseAddr("64:ff9b::808:808")) {
 		t.Error("a public address counts as internal")
 	}
 	if _, err := NewGuard([]string{"not-a-cidr"}, "k"); err == nil {
