@@ -38,10 +38,21 @@ upstreams:
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, p := range []string{"oidc\x00https://login.example.com/\x00alice", "oidc\x00https://login.example.com/\x00bob", "apikey\x00ci"} {
-		if err := b.Put(ctx, peruser.StoreKey("gh", p), []byte("sealed"), time.Time{}); err != nil {
+	for _, p := range []string{"oidc\x00https://login.example.com/\x00alice", "oidc\x00https://login.example.com/\x00bob"} {
+		if err := b.Put(ctx, peruser.StoreKey("gh", p), []byte("sealed"), time.Time{}); err != nil { // as earlier versions kept them
 			t.Fatal(err)
 		}
+	}
+	ring := [][]byte{make([]byte, 32)}
+	for i := range ring[0] {
+		ring[0][i] = byte(i) // the key file's key
+	}
+	keyed, err := peruser.StoreKeys(ring, "gh", "apikey\x00ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put(ctx, keyed[0], []byte("sealed"), time.Time{}); err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string

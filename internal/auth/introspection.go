@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/outbound"
 	"github.com/mcpgw/mcpgw/internal/policy/cond"
 )
 
@@ -69,7 +70,7 @@ func newIntrospector(cfg *config.Introspection, opts Options) (*introspector, er
 	if secret == "" {
 		return nil, fmt.Errorf("auth.introspection: the client secret is empty; put the secret the introspection endpoint expects in it")
 	}
-	return &introspector{cfg: cfg, secret: secret, client: opts.HTTPClient, now: opts.Now, entries: map[[sha256.Size]byte]*introspected{}}, nil
+	return &introspector{cfg: cfg, secret: secret, client: outbound.NoRedirects(opts.HTTPClient), now: opts.Now, entries: map[[sha256.Size]byte]*introspected{}}, nil
 }
 
 // introspectionAnswer is the part of an RFC 7662 answer the gateway reads.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
+	"github.com/mcpgw/mcpgw/internal/outbound"
 )
 
 // UpstreamOAuth makes the gateway obtain its own access token for an HTTP
@@ -51,6 +52,12 @@ type UpstreamOAuth struct {
 	// client_secret_basic (HTTP Basic) or client_secret_post (form
 	// parameters). Empty tries basic, then post.
 	AuthMethod string `yaml:"auth_method"`
+	// AllowAddresses lists the loopback, private or link-local addresses
+	// (CIDRs or single addresses) that URLs the upstream names with
+	// discover — its challenge's resource_metadata, the authorization
+	// server it names and that server's endpoints — may lead to; others
+	// are refused.
+	AllowAddresses []string `yaml:"allow_addresses"`
 }
 
 // Token endpoint client authentication methods (RFC 7591 names).
@@ -120,6 +127,16 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 	case "", AuthMethodBasic, AuthMethodPost:
 	default:
 		v.add(strictyaml.JoinPath(op, "auth_method"), fmt.Sprintf("%q is not a client authentication method; use %s or %s, or remove it to try both", o.AuthMethod, AuthMethodBasic, AuthMethodPost))
+	}
+	v.allowAddresses(strictyaml.JoinPath(op, "allow_addresses"), o.AllowAddresses)
+}
+
+// allowAddresses checks an allow_addresses list: addresses or CIDRs.
+func (v *validator) allowAddresses(p string, list []string) {
+	for i, a := range list {
+		if _, err := outbound.ParsePrefix(a); err != nil {
+			v.add(fmt.Sprintf("%s[%d]", p, i), err.Error()+"; list the internal addresses URLs the upstream names may lead to")
+		}
 	}
 }
 

@@ -54,6 +54,15 @@ type UpstreamPerUser struct {
 	// Store is where the tokens are kept (default: Redis when
 	// sessions.redis is set, else a file under the state directory).
 	Store *PerUserStore `yaml:"store"`
+	// AllowAddresses lists the loopback, private or link-local addresses
+	// (CIDRs or single addresses) that URLs the upstream names — its
+	// challenge's resource_metadata, a discovered authorization server and
+	// its endpoints — may lead to; others are refused (the upstream's own
+	// URL and a pinned issuer are always reachable).
+	AllowAddresses []string `yaml:"allow_addresses"`
+	// MaxLinksPerPrincipal bounds the authorization links one principal
+	// may have started and not finished within link_lifetime (default 10).
+	MaxLinksPerPrincipal int `yaml:"max_links_per_principal"`
 }
 
 // PerUserStore is where per-user tokens are kept: exactly one of File (a
@@ -67,6 +76,9 @@ type PerUserStore struct {
 const (
 	DefaultPerUserLinkLifetime = 10 * time.Minute
 	DefaultPerUserMaxTokens    = 10000
+	// DefaultPerUserMaxLinksPerPrincipal bounds one principal's started,
+	// unfinished authorizations.
+	DefaultPerUserMaxLinksPerPrincipal = 10
 	// AuthMethodNone is a public client's token endpoint authentication.
 	AuthMethodNone = "none"
 )
@@ -83,6 +95,9 @@ func perUserDefaults(p string, c *Config, u *Upstream, d *strictyaml.Decoder) {
 	}
 	if !d.Set(strictyaml.JoinPath(pp, "max_tokens")) {
 		pu.MaxTokens = DefaultPerUserMaxTokens
+	}
+	if !d.Set(strictyaml.JoinPath(pp, "max_links_per_principal")) {
+		pu.MaxLinksPerPrincipal = DefaultPerUserMaxLinksPerPrincipal
 	}
 	if pu.Store == nil {
 		if c.Sessions != nil && c.Sessions.Redis != nil {
@@ -198,6 +213,10 @@ func (v *validator) upstreamPerUser(pp, name string, u *Upstream, hasCmd bool) {
 	if pu.MaxTokens < 1 {
 		v.add(strictyaml.JoinPath(pp, "max_tokens"), fmt.Sprintf("must be at least 1; remove it for the default (%d) or set e.g. 50000", DefaultPerUserMaxTokens))
 	}
+	if pu.MaxLinksPerPrincipal < 1 || pu.MaxLinksPerPrincipal > 1000 {
+		v.add(strictyaml.JoinPath(pp, "max_links_per_principal"), fmt.Sprintf("%d is not a bound on one user's unfinished authorizations; set 1 to 1000, or remove it for the default (%d)", pu.MaxLinksPerPrincipal, DefaultPerUserMaxLinksPerPrincipal))
+	}
+	v.allowAddresses(strictyaml.JoinPath(pp, "allow_addresses"), pu.AllowAddresses)
 	if s := pu.Store; s != nil {
 		sp := strictyaml.JoinPath(pp, "store")
 		switch countSet(s.File != "", s.Redis) {

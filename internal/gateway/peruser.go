@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router"
+	"github.com/mcpgw/mcpgw/internal/router/sessions"
 )
 
 // perUser holds the per-user authorization sources of the upstreams with
@@ -66,7 +68,7 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 		l := log.Named("peruser").With(zap.String("upstream", name))
 		o := peruser.Options{
 			Upstream: name, PublicURL: cfg.PublicURL, Keys: keys,
-			LinkLifetime: pu.LinkLifetime.D(), Logger: l, Metrics: pm,
+			LinkLifetime: pu.LinkLifetime.D(), MaxLinksPerPrincipal: pu.MaxLinksPerPrincipal, Logger: l, Metrics: pm,
 			OnComplete: func(id string) {
 				if rt := p.rt.Load(); rt != nil {
 					rt.ElicitationComplete(id)
@@ -176,11 +178,42 @@ func RevokeTokens(ctx context.Context, cfg *config.Config, upstream, principal s
 	if err != nil {
 		return 0, err
 	}
-	ok, err := b.Delete(ctx, peruser.StoreKey(upstream, key))
-	if ok {
-		return 1, err
+	ring, err := perUserKeyRing(cfg)
+	if err != nil {
+		return 0, err
 	}
-	return 0, err
+	keys, err := peruser.StoreKeys(ring, upstream, key)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range keys { // wherever the record is: under any ring key, or unkeyed
+		ok, err := b.Delete(ctx, k)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n = 1
+		}
+	}
+	return n, nil
+}
+
+// perUserKeyRing reads sessions.key_file, which per_user requires (config
+// validation): the store's keys are HMACs under it.
+func perUserKeyRing(cfg *config.Config) ([][]byte, error) {
+	if cfg.Sessions == nil || cfg.Sessions.KeyFile == "" {
+		return nil, fmt.Errorf("per-user tokens are kept under keys made with sessions.key_file; set it")
+	}
+	data, err := os.ReadFile(cfg.Sessions.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("sessions.key_file: %w", err)
+	}
+	keys, err := sessions.ParseSessionKeys(data)
+	if err != nil {
+		return nil, fmt.Errorf("sessions.key_file %s: %w", cfg.Sessions.KeyFile, err)
+	}
+	return keys, nil
 }
 
 // perUserChanges names the per_user sections a reload would change: their

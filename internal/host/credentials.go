@@ -38,6 +38,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
+	"github.com/mcpgw/mcpgw/internal/outbound"
 )
 
 // SourceFunc builds an upstream's credentials.Source (Options.
@@ -65,7 +66,7 @@ func (h *Host) credentialSource(ctx context.Context, name string, cfg *config.Up
 			rt = http.DefaultTransport
 		}
 		return newExchangeSource(ctx, name, cfg.URL, cfg.Auth.TokenExchange,
-			&http.Client{Transport: rt, Timeout: tokenFetchTimeout}, h.opts.Metrics, h.opts.Logger.With(zap.String("upstream", name)))
+			outbound.NoRedirects(&http.Client{Transport: rt, Timeout: tokenFetchTimeout}), h.opts.Metrics, h.opts.Logger.With(zap.String("upstream", name)))
 	}
 	return nil
 }

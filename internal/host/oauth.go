@@ -33,6 +33,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
+	"github.com/mcpgw/mcpgw/internal/outbound"
 )
 
 const (
@@ -68,12 +69,29 @@ func (h *Host) upstreamHTTPClient(ctx context.Context, name string, cfg *config.
 	if cfg.OAuth.Discover {
 		log.Info("upstream OAuth: the authorization server is taken from the upstream's protected-resource metadata, and the client secret goes to it; set oauth.issuer instead to pin it")
 	}
-	tokens := newUpstreamTokens(ctx, name, cfg.URL, cfg.OAuth, &http.Client{Transport: rt, Timeout: tokenFetchTimeout}, log)
+	tokens := newUpstreamTokens(ctx, name, cfg.URL, cfg.OAuth, oauthHTTPClient(name, cfg, rt), log)
 	return &http.Client{
 		Transport:     &oauthTransport{origin: originOf(cfg.URL), tokens: tokens, base: rt},
 		CheckRedirect: base.CheckRedirect,
 		Timeout:       base.Timeout,
 	}
+}
+
+// oauthHTTPClient is the client of an upstream's token and metadata
+// requests: it follows no redirect (the client secret goes only where it
+// was sent); with discover, where the authorization server and its
+// endpoints are whatever the upstream names, it also connects to no
+// internal address but the upstream's own and oauth.allow_addresses.
+func oauthHTTPClient(name string, cfg *config.Upstream, rt http.RoundTripper) *http.Client {
+	if !cfg.OAuth.Discover {
+		return outbound.NoRedirects(&http.Client{Transport: rt, Timeout: tokenFetchTimeout})
+	}
+	key := "upstreams." + name + ".oauth.allow_addresses"
+	g, err := outbound.NewGuard(cfg.OAuth.AllowAddresses, key)
+	if err != nil { // config validation refuses it; fail closed anyway
+		g, _ = outbound.NewGuard(nil, key)
+	}
+	return outbound.Client(g.Trust(cfg.URL), tokenFetchTimeout)
 }
 
 // TokenError is a failure to obtain an upstream's access token. It names

@@ -50,6 +50,13 @@ func (d *discovery) fail(format string, args ...any) error {
 // run discovers the grant for a 401 challenge, and the scopes the
 // protected resource lists.
 func (d *discovery) run(ctx context.Context, ch oauthclient.Challenge) (grant, []string, error) {
+	if d.cfg.Issuer != "" && ch.ResourceMetadata != "" && originOf(ch.ResourceMetadata) != originOf(d.url) {
+		// The authorization server is pinned: a metadata document the
+		// upstream names elsewhere is not fetched (its well-known URLs
+		// are, for the resource and scopes).
+		d.log.Info("ignoring the upstream's resource_metadata on another origin: oauth.issuer is pinned", zap.String("resource_metadata", ch.ResourceMetadata))
+		ch.ResourceMetadata = ""
+	}
 	prm, prmURL, err := d.resourceMetadata(ctx, ch)
 	if err != nil {
 		return grant{}, nil, err

@@ -149,6 +149,7 @@ func TestOAuthDiscovery(t *testing.T) {
 		want      string // the first request's outcome
 		fetches   string // the metadata requests, in order
 		token     string // the token request ("" = none was made)
+		noAllow   bool   // discover without allow_addresses: 127.0.0.1 (the AS) is refused
 	}{
 		{
 			name: "challenge names the metadata and the scope", oauth: config.UpstreamOAuth{Discover: true},
@@ -207,6 +208,18 @@ func TestOAuthDiscovery(t *testing.T) {
 			want: `error: Post "{{UP}}/mcp": upstream "up": OAuth discovery failed: the authorization server ({{AS}}` + wellAS + `) accepts only ["none"] at its token endpoint`, fetches: "UP GET /meta, AS GET " + wellAS,
 		},
 		{
+			name: "pinned issuer: a resource_metadata on another origin is not fetched", oauth: config.UpstreamOAuth{Issuer: "{{AS}}"},
+			challenge: `Bearer resource_metadata="{{AS}}/internal/secret"`, prm: map[string]string{wellPRM: prmDoc},
+			as:   map[string]string{wellAS: asDoc, "/internal/secret": prmDoc},
+			want: "200", fetches: "UP GET " + wellPRM + ", AS GET " + wellAS,
+			token: "basic=false:: form=client_id=cid&client_secret=sec&grant_type=client_credentials&resource={{UPQ}}%2Fmcp&scope=mcp%3Aread+mcp%3Awrite",
+		},
+		{
+			name: "discover: an authorization server the upstream names on an internal address is refused", oauth: config.UpstreamOAuth{Discover: true},
+			challenge: withMeta, prm: map[string]string{"/meta": prmDoc}, as: map[string]string{wellAS: asDoc}, noAllow: true,
+			want: `error: Post "{{UP}}/mcp": upstream "up": OAuth discovery failed: GET {{AS}}` + wellAS + `: Get "{{AS}}` + wellAS + `": refusing to connect to 127.0.0.1`, fetches: "UP GET /meta",
+		},
+		{
 			name: "discover without any metadata", oauth: config.UpstreamOAuth{Discover: true},
 			want:    `error: Post "{{UP}}/mcp": upstream "up": OAuth discovery failed: the upstream published no protected resource metadata`,
 			fetches: "UP GET " + wellPRM + ", UP GET /.well-known/oauth-protected-resource",
@@ -223,6 +236,9 @@ func TestOAuthDiscovery(t *testing.T) {
 			}
 			o := tc.oauth
 			o.ClientID, o.ClientSecret, o.Issuer = "cid", "sec", w.fill(o.Issuer)
+			if o.Discover && !tc.noAllow {
+				o.AllowAddresses = []string{"127.0.0.1"} // the test's authorization server
+			}
 			ctx := t.Context()
 			h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
 			hc := h.upstreamHTTPClient(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &o})
@@ -264,7 +280,7 @@ func TestOAuthStepUp(t *testing.T) {
 	w.need["admin"] = "mcp:admin"
 	ctx := t.Context()
 	h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
-	hc := h.upstreamHTTPClient(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &config.UpstreamOAuth{Discover: true, ClientID: "cid", ClientSecret: "sec"}})
+	hc := h.upstreamHTTPClient(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &config.UpstreamOAuth{Discover: true, ClientID: "cid", ClientSecret: "sec", AllowAddresses: []string{"127.0.0.0/8"}}})
 	steps := []struct{ method, want string }{
 		{"list", "200"}, // 401 → token for mcp:read
 		{"call", "200"}, // 403 mcp:write → token for mcp:read mcp:write

@@ -30,28 +30,11 @@ func (c *Client) Begin(ctx context.Context, r Request) (*Flow, error) {
 	if r.RedirectURI == "" {
 		return nil, c.fail("authorization", "no redirect URI")
 	}
-	challenge := r.Challenge
-	if challenge == nil && !r.NoProbe {
-		challenge = c.probe(ctx, r.UpstreamURL)
-	}
-	ch := ParseChallenge(challenge)
-	prm, prmURL, err := c.disc.ProtectedResource(ctx, r.UpstreamURL, ch)
+	d, ch, err := c.discover(ctx, r)
 	if err != nil {
-		return nil, c.fail("discovery", "%v", err)
+		return nil, err
 	}
-	switch {
-	case prm == nil:
-		return nil, c.fail("discovery", "the upstream published no protected resource metadata (asked %s), so there is no authorization server to discover", strings.Join(PRMCandidates(r.UpstreamURL, ch), ", "))
-	case len(prm.AuthorizationServers) == 0:
-		return nil, c.fail("discovery", "the protected resource metadata at %s names no authorization_servers", prmURL)
-	}
-	// The first server the resource names; the spec leaves the choice to
-	// the client.
-	issuer := prm.AuthorizationServers[0]
-	as, asURL, err := c.disc.AuthorizationServer(ctx, issuer)
-	if err != nil {
-		return nil, c.fail("discovery", "%v", err)
-	}
+	prm, as, asURL := d.prm, d.as, d.asURL
 	switch {
 	case as.AuthorizationEndpoint == "":
 		return nil, c.fail("discovery", "the authorization server metadata at %s names no authorization_endpoint", asURL)
@@ -108,6 +91,120 @@ func (c *Client) Begin(ctx context.Context, r Request) (*Flow, error) {
 			Resource: resource, Scopes: scopes, RedirectURI: r.RedirectURI,
 		},
 	}, nil
+}
+
+// discovered is what Begin learnt of an upstream's authorization: the
+// challenge a probe got, the protected resource's metadata and its
+// authorization server's. It is kept a few minutes (discoveryTTL), so
+// starting many authorizations costs the servers a few fetches, not
+// three per start.
+type discovered struct {
+	probed []string // the probe's challenge (a Request without one)
+	prm    *ResourceMetadata
+	prmURL string
+	as     *ServerMetadata
+	asURL  string
+	until  time.Time
+}
+
+const (
+	// discoveryTTL is how long a discovery is reused.
+	discoveryTTL = 5 * time.Minute
+	// maxDiscoveries bounds the discoveries kept: one per upstream and
+	// resource_metadata an upstream's challenges name.
+	maxDiscoveries = 64
+)
+
+// discover finds r's protected resource and authorization server (or
+// reuses a recent discovery of them), and the challenge to choose
+// scopes by. With a pinned issuer (r.Issuer) a challenge's
+// resource_metadata on another origin than the upstream is not fetched
+// (the well-known URLs of the upstream are), and the resource must name
+// the pinned server before its metadata is fetched: nothing an upstream
+// names leads the gateway anywhere else.
+func (c *Client) discover(ctx context.Context, r Request) (*discovered, Challenge, error) {
+	if r.Issuer != "" {
+		if err := SecureEndpoint(r.Issuer); err != nil {
+			return nil, Challenge{}, c.fail("discovery", "the pinned authorization server %q %v", r.Issuer, err)
+		}
+	}
+	probe := r.Challenge == nil && !r.NoProbe
+	ch := ParseChallenge(r.Challenge)
+	if r.Issuer != "" && ch.ResourceMetadata != "" && !sameOrigin(ch.ResourceMetadata, r.UpstreamURL) {
+		c.log.Info("ignoring the upstream's resource_metadata on another origin: the authorization server is pinned", zap.String("upstream", c.cfg.Name))
+		ch.ResourceMetadata = ""
+	}
+	key := r.UpstreamURL + "\x00" + r.Issuer + "\x00" + ch.ResourceMetadata
+	if probe {
+		key = r.UpstreamURL + "\x00" + r.Issuer + "\x00probe"
+	}
+	now := c.cfg.Now()
+	c.discMu.Lock()
+	d, ok := c.discoveries[key]
+	c.discMu.Unlock()
+	if ok && now.Before(d.until) {
+		if probe {
+			ch = c.pinnedChallenge(r, d.probed)
+		}
+		return d, ch, nil
+	}
+	d = &discovered{until: now.Add(discoveryTTL)}
+	if probe {
+		d.probed = c.probe(ctx, r.UpstreamURL)
+		ch = c.pinnedChallenge(r, d.probed)
+	}
+	var err error
+	d.prm, d.prmURL, err = c.disc.ProtectedResource(ctx, r.UpstreamURL, ch)
+	if err != nil {
+		return nil, ch, c.fail("discovery", "%v", err)
+	}
+	switch {
+	case d.prm == nil:
+		return nil, ch, c.fail("discovery", "the upstream published no protected resource metadata (asked %s), so there is no authorization server to discover", strings.Join(PRMCandidates(r.UpstreamURL, ch), ", "))
+	case len(d.prm.AuthorizationServers) == 0:
+		return nil, ch, c.fail("discovery", "the protected resource metadata at %s names no authorization_servers", d.prmURL)
+	}
+	// The first server the resource names (the spec leaves the choice to
+	// the client), or the pinned one, which the resource must name.
+	issuer := d.prm.AuthorizationServers[0]
+	if r.Issuer != "" {
+		if !slices.Contains(d.prm.AuthorizationServers, r.Issuer) {
+			return nil, ch, c.fail("discovery", "the protected resource metadata at %s does not name the pinned authorization server %q; not authorizing elsewhere", d.prmURL, r.Issuer)
+		}
+		issuer = r.Issuer
+	}
+	d.as, d.asURL, err = c.disc.AuthorizationServer(ctx, issuer)
+	if err != nil {
+		return nil, ch, c.fail("discovery", "%v", err)
+	}
+	c.discMu.Lock()
+	if len(c.discoveries) >= maxDiscoveries {
+		for k, old := range c.discoveries {
+			if !now.Before(old.until) || len(c.discoveries) >= maxDiscoveries {
+				delete(c.discoveries, k)
+			}
+		}
+	}
+	c.discoveries[key] = d
+	c.discMu.Unlock()
+	return d, ch, nil
+}
+
+// pinnedChallenge parses a probe's challenge, dropping (with a pinned
+// issuer) a resource_metadata on another origin than the upstream.
+func (c *Client) pinnedChallenge(r Request, values []string) Challenge {
+	ch := ParseChallenge(values)
+	if r.Issuer != "" && ch.ResourceMetadata != "" && !sameOrigin(ch.ResourceMetadata, r.UpstreamURL) {
+		ch.ResourceMetadata = ""
+	}
+	return ch
+}
+
+// sameOrigin reports whether two URLs share scheme and host (with port).
+func sameOrigin(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	return err1 == nil && err2 == nil && ua.Host != "" && strings.EqualFold(ua.Scheme, ub.Scheme) && strings.EqualFold(ua.Host, ub.Host)
 }
 
 // probeBody is the request that asks an upstream for its challenge: a

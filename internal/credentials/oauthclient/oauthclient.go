@@ -111,6 +111,9 @@ type Client struct {
 	// regMu serialises registering with one server, so concurrent flows
 	// share one registration.
 	regMu sync.Mutex
+
+	discMu      sync.Mutex
+	discoveries map[string]*discovered // recent discoveries, bounded
 }
 
 // New returns a client that uses hc (which must not follow redirects to
@@ -146,7 +149,7 @@ func New(cfg Config, hc *http.Client, log *zap.Logger) *Client {
 		}
 		regs = NewMemoryRegistrations(n)
 	}
-	return &Client{cfg: cfg, http: hc, disc: &Discoverer{HTTP: hc, Timeout: cfg.Timeout}, log: log, regs: regs}
+	return &Client{cfg: cfg, http: hc, disc: &Discoverer{HTTP: hc, Timeout: cfg.Timeout}, log: log, regs: regs, discoveries: map[string]*discovered{}}
 }
 
 // Request starts one authorization.
@@ -170,6 +173,11 @@ type Request struct {
 	// upstream asked for: a re-authorization asks for their union with
 	// the new ones (SEP-2350).
 	Previous []string
+	// Issuer pins the authorization server (exactly as its metadata names
+	// it): the resource must name it, and a challenge's resource_metadata
+	// on another origin than the upstream is not fetched. Empty: the
+	// first server the resource names.
+	Issuer string
 	// Scopes, when set, are asked for instead of the challenge's or the
 	// resource's scopes_supported (an operator's choice); offline_access
 	// and the union with Previous still apply.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
+	"github.com/mcpgw/mcpgw/internal/outbound"
 )
 
 // Client is the OAuth 2.1 authorization-code client the source drives;
@@ -101,7 +102,15 @@ func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, regs 
 		oc.Preregistered = map[string]oauthclient.Credentials{cfg.Issuer: {ClientID: cfg.ClientID, ClientSecret: secret, AuthMethod: cfg.AuthMethod}}
 	}
 	if hc == nil {
-		hc = &http.Client{Timeout: oauthclient.DefaultTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		// No redirects; and what the upstream names (its resource_metadata,
+		// a discovered authorization server and its endpoints) reaches no
+		// internal address unless allowed. The upstream and the pinned
+		// issuer are the operator's, so trusted.
+		g, err := outbound.NewGuard(cfg.AllowAddresses, "upstreams."+name+".auth.per_user.allow_addresses")
+		if err != nil {
+			return nil, err
+		}
+		hc = outbound.Client(g.Trust(upstreamURL, cfg.Issuer), oauthclient.DefaultTimeout)
 	}
 	return &OAuthClient{c: oauthclient.New(oc, hc, log), upstreamURL: upstreamURL, issuer: cfg.Issuer, name: name, scopes: cfg.Scopes}, nil
 }
@@ -111,7 +120,7 @@ func (o *OAuthClient) Begin(ctx context.Context, state, redirectURI string, step
 	// Configured scopes replace those the challenge or metadata name; a
 	// step-up asks for the challenged ones with the previous (which
 	// include the configured ones).
-	req := oauthclient.Request{UpstreamURL: o.upstreamURL, RedirectURI: redirectURI, State: state, Scopes: o.scopes}
+	req := oauthclient.Request{UpstreamURL: o.upstreamURL, RedirectURI: redirectURI, State: state, Scopes: o.scopes, Issuer: o.issuer}
 	if step != nil {
 		req.Challenge, req.Previous, req.Scopes = step.Challenge, step.Previous, nil
 	}

@@ -25,6 +25,7 @@ type FileBackend struct {
 	path  string
 	max   int
 	clock func() time.Time
+	sync  func(*os.File) error // (*os.File).Sync; tests make it fail
 
 	mu      sync.Mutex
 	stamp   fileStamp
@@ -57,7 +58,7 @@ func OpenFile(path string, max int, clock func() time.Time) (*FileBackend, error
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("token store %s: %w; create the directory, or set store.file", path, err)
 	}
-	f := &FileBackend{path: path, max: max, clock: clock}
+	f := &FileBackend{path: path, max: max, clock: clock, sync: (*os.File).Sync}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.reload(); err != nil {
@@ -130,7 +131,11 @@ func (f *FileBackend) change(fn func(now int64) (bool, error)) error {
 	if err != nil || !write {
 		return err
 	}
-	return f.write()
+	if err := f.write(); err != nil {
+		f.entries = nil // fn's change did not land: read the file again
+		return err
+	}
+	return nil
 }
 
 // write replaces the file with the records. f.mu held.
@@ -144,10 +149,14 @@ func (f *FileBackend) write() error {
 		return fmt.Errorf("token store %s: %w", f.path, err)
 	}
 	defer os.Remove(tmp.Name()) // gone after the rename; left only on failure
-	if err := tmp.Chmod(0o600); err == nil {
-		if _, err = tmp.Write(data); err == nil {
-			err = tmp.Sync()
-		}
+	// One err throughout: a failed chmod, write or sync must stop the
+	// rename, or a short file would replace every user's tokens.
+	err = tmp.Chmod(0o600)
+	if err == nil {
+		_, err = tmp.Write(data)
+	}
+	if err == nil {
+		err = f.sync(tmp)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -203,6 +212,20 @@ func (f *FileBackend) Delete(_ context.Context, key string) (bool, error) {
 	err := f.change(func(int64) (bool, error) {
 		_, held = f.entries[key]
 		delete(f.entries, key)
+		return held, nil
+	})
+	return held, err
+}
+
+// DeleteIf implements Backend.
+func (f *FileBackend) DeleteIf(_ context.Context, key string, val []byte) (bool, error) {
+	held := false
+	want := base64.StdEncoding.EncodeToString(val)
+	err := f.change(func(int64) (bool, error) {
+		e, ok := f.entries[key]
+		if held = ok && e.Value == want; held {
+			delete(f.entries, key)
+		}
 		return held, nil
 	})
 	return held, err

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,7 +72,16 @@ func (s *Source) ServeStart(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, reasonExpired, "This authorization link has expired. Retry the request in your app to get a new link.")
 		return
 	}
+	// The flow this start begins lives LinkLifetime from now.
+	if !s.pending.start(c.Principal, now, now.Add(s.o.LinkLifetime)) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(s.o.LinkLifetime/time.Second)))
+		s.refuse(w, r, http.StatusTooManyRequests, reasonBusy, fmt.Sprintf("You have %d authorizations of %s under way already (upstreams.%s.auth.per_user.max_links_per_principal). Finish one of them, or wait %s for them to expire, then retry the request in your app.", s.o.MaxLinksPerPrincipal, s.o.Upstream, s.o.Upstream, s.o.LinkLifetime))
+		return
+	}
 	first, err := s.o.Once.Use(r.Context(), "l:"+c.Nonce, exp)
+	if err != nil || !first {
+		s.pending.done(c.Principal, now) // no flow was started
+	}
 	switch {
 	case errors.Is(err, errOnceFull):
 		s.refuse(w, r, http.StatusServiceUnavailable, reasonBusy, err.Error())
@@ -87,8 +98,11 @@ func (s *Source) ServeStart(w http.ResponseWriter, r *http.Request) {
 	state := s.states.sealString(sp, s.stateAD())
 	flow, err := s.o.Client.Begin(r.Context(), state, s.redirect, c.stepUp())
 	if err != nil {
+		s.pending.done(c.Principal, now)
 		s.o.Logger.Warn("per-user authorization: no authorization request", zap.String("upstream", s.o.Upstream), zap.Error(err))
-		s.refuse(w, r, http.StatusBadGateway, reasonUnavailable, "The gateway could not start the authorization at the authorization server of "+s.o.Upstream+". Retry later; if it persists, tell the gateway's operator: "+err.Error())
+		// The error quotes what servers answered (metadata, issuers):
+		// it goes to the log, never onto the page.
+		s.refuse(w, r, http.StatusBadGateway, reasonUnavailable, "The gateway could not start the authorization at the authorization server of "+s.o.Upstream+". Retry later; if it persists, tell the gateway's operator (the reason is in the gateway's log).")
 		return
 	}
 	cp, _ := json.Marshal(cookieClaims{Nonce: st.Nonce, Flow: flow.Data})
@@ -149,6 +163,7 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, reasonReplay, "This authorization answer was already used; each works once. Retry the request in your app if it still needs authorization.")
 		return
 	}
+	s.pending.done(st.Principal, s.o.Clock())
 	http.SetCookie(w, &http.Cookie{Name: s.cookieName(), Value: "", Path: callbackPath(s.redirect), MaxAge: -1, HttpOnly: true, Secure: s.secure(), SameSite: http.SameSiteLaxMode})
 	if e := q.Get("error"); e != "" {
 		msg := "The authorization server did not grant access: " + e
@@ -163,7 +178,7 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 	t, err := s.o.Client.Complete(ctx, &Flow{Data: cc.Flow}, q)
 	if err != nil {
 		s.o.Logger.Info("per-user authorization: code not redeemed", zap.String("upstream", s.o.Upstream), zap.Error(err))
-		s.refuse(w, r, http.StatusBadGateway, reasonExchange, "The gateway could not complete this authorization: "+err.Error()+". Nothing was stored; retry the request in your app.")
+		s.refuse(w, r, http.StatusBadGateway, reasonExchange, "The gateway could not complete this authorization at the authorization server of "+s.o.Upstream+" (the reason is in the gateway's log). Nothing was stored; retry the request in your app.")
 		return
 	}
 	rec := s.newRecord(st.Principal, t, nil)
@@ -177,7 +192,9 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusServiceUnavailable, reasonUnavailable, "The gateway could not store your authorization (its store failed). Retry the request in your app in a minute.")
 		return
 	}
+	s.tokens.dropOld(ctx, st.Principal)
 	s.count(ctx)
+	s.failures.reset(st.Principal)
 	s.o.Metrics.flow(s.o.Upstream, "completed")
 	s.o.Logger.Info("per-user authorization stored", zap.String("upstream", s.o.Upstream), zap.String("principal", principalName(st.Principal)), zap.Time("expiry", rec.expiry()))
 	// Naming the gateway user the account is now linked to lets someone

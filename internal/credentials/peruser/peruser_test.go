@@ -522,7 +522,11 @@ func TestRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := b.Delete(context.Background(), peruser.StoreKey(name, subject("bob").Key())); err != nil || !ok {
+	keys, err := peruser.StoreKeys(e.keys, name, subject("bob").Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.Delete(context.Background(), keys[0]); err != nil || !ok {
 		t.Fatalf("admin revoke: %v %v", ok, err)
 	}
 	e.elicit("bob") // the running source sees the file change

@@ -15,14 +15,32 @@ import (
 // record is written, so replicas writing at the same instant may pass it
 // by a few; it still bounds growth.
 type RedisBackend struct {
-	c      redis.UniversalClient
-	prefix string // <key_prefix>peruser:<upstream>:
-	max    int
+	c        redis.UniversalClient
+	prefix   string // <key_prefix>peruser:<upstream>:
+	max      int
+	deleteIf *redis.Script
 }
+
+// deleteIfScript deletes KEYS[1] (and its index member ARGV[2] of
+// KEYS[2]) only if it holds ARGV[1]: one atomic step, so no replica's
+// write can fall between the comparison and the delete. Both keys share
+// the upstream's hash tag (one cluster slot).
+const deleteIfScript = `if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], ARGV[2])
+  return 1
+end
+return 0`
 
 // NewRedis keeps upstream's records under keyPrefix (sessions.redis.key_prefix).
 func NewRedis(c redis.UniversalClient, keyPrefix, upstream string, max int) *RedisBackend {
-	return &RedisBackend{c: c, prefix: keyPrefix + "peruser:{" + upstream + "}:", max: max}
+	return &RedisBackend{c: c, prefix: keyPrefix + "peruser:{" + upstream + "}:", max: max, deleteIf: redis.NewScript(deleteIfScript)}
+}
+
+// DeleteIf implements Backend.
+func (r *RedisBackend) DeleteIf(ctx context.Context, key string, val []byte) (bool, error) {
+	n, err := r.deleteIf.Run(ctx, r.c, []string{r.prefix + key, r.index()}, val, key).Int()
+	return n == 1, err
 }
 
 func (r *RedisBackend) index() string { return r.prefix + "index" }

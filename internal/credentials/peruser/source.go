@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,6 +43,10 @@ type Options struct {
 	// RefreshBefore is how long before its expiry an access token is
 	// refreshed (default 1m).
 	RefreshBefore time.Duration
+	// MaxLinksPerPrincipal bounds the authorizations one principal may
+	// have started on this replica and not finished within LinkLifetime
+	// (default config.DefaultPerUserMaxLinksPerPrincipal).
+	MaxLinksPerPrincipal int
 	// OnComplete is told the elicitation id of a flow that stored tokens,
 	// so the session that was sent the link can be told
 	// (notifications/elicitation/complete). nil: nobody is told.
@@ -61,6 +66,8 @@ type Source struct {
 	redirect string
 	start    string
 	refresh  singleflight.Group // one refresh at a time per principal
+	failures refreshFailures
+	pending  pendingFlows
 }
 
 var (
@@ -82,6 +89,9 @@ func New(o Options) (*Source, error) {
 	if o.RefreshBefore <= 0 {
 		o.RefreshBefore = time.Minute
 	}
+	if o.MaxLinksPerPrincipal <= 0 {
+		o.MaxLinksPerPrincipal = config.DefaultPerUserMaxLinksPerPrincipal
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -95,16 +105,22 @@ func New(o Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	storeKeys, err := newKeyRing(o.Keys)
+	if err != nil {
+		return nil, err
+	}
 	links, _ := newRing(o.Keys, purposeLink)
 	states, _ := newRing(o.Keys, purposeState)
 	base := strings.TrimSuffix(o.PublicURL, "/")
 	s := &Source{
 		o:        o,
-		tokens:   &tokens{b: o.Backend, ring: records, upstream: o.Upstream},
+		tokens:   &tokens{b: o.Backend, ring: records, keys: storeKeys, upstream: o.Upstream},
 		links:    links,
 		states:   states,
 		redirect: base + config.RedirectPath(o.Upstream),
 		start:    base + config.StartPath(o.Upstream),
+		failures: refreshFailures{n: map[string]int{}},
+		pending:  pendingFlows{max: o.MaxLinksPerPrincipal, until: map[string][]time.Time{}},
 	}
 	if n, err := o.Backend.Len(context.Background()); err == nil {
 		o.Metrics.held(o.Upstream, n)
@@ -123,7 +139,7 @@ func (s *Source) SetKeys(keys [][]byte) error {
 			return err
 		}
 	}
-	return nil
+	return s.tokens.keys.rekey(keys)
 }
 
 // Kind implements credentials.Source.
@@ -161,7 +177,7 @@ func (s *Source) Token(ctx context.Context, subj credentials.Subject) (string, e
 		if r.Access != "" && s.o.Clock().Before(r.expiry()) {
 			return r.Access, nil // stale but still valid, and nothing to refresh with
 		}
-		s.drop(ctx, key)
+		s.dropIf(ctx, r)
 		return "", s.authorizationRequired(key, nil)
 	}
 	return s.refreshed(ctx, key, r.Access)
@@ -193,14 +209,21 @@ func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error
 		case r.Access != "" && r.Access != seen && !s.stale(r):
 			return r.Access, nil // refreshed meanwhile
 		case r.Refresh == "":
-			s.drop(ctx, key)
+			s.dropIf(ctx, r)
 			return "", s.authorizationRequired(key, nil)
 		}
 		t, err := s.o.Client.Refresh(ctx, r.Grant, r.Refresh)
 		if errors.Is(err, ErrInvalidGrant) {
 			s.o.Metrics.refreshed(s.o.Upstream, "invalid_grant")
+			// Only the record this refresh used goes: another replica may
+			// have refreshed (rotating the refresh token, so this one's is
+			// refused) and stored a good token meanwhile.
+			if dropped := s.dropIf(ctx, r); !dropped {
+				if now, err := s.tokens.get(ctx, key); err == nil && now != nil && now.Access != "" && now.Refresh != r.Refresh && !s.stale(now) {
+					return now.Access, nil
+				}
+			}
 			s.o.Logger.Info("per-user refresh token refused (invalid_grant); the user must authorize again", zap.String("upstream", s.o.Upstream))
-			s.drop(ctx, key)
 			return "", s.authorizationRequired(key, nil)
 		}
 		if err != nil {
@@ -209,8 +232,17 @@ func (s *Source) refreshed(ctx context.Context, key, seen string) (string, error
 				s.o.Logger.Warn("per-user token refresh failed; using the current token until it expires", zap.String("upstream", s.o.Upstream), zap.Error(err))
 				return r.Access, nil
 			}
+			if n := s.failures.add(key); n >= maxRefreshFailures {
+				// The token has expired and refreshing keeps failing: a
+				// new authorization is the way out, rather than an error
+				// until someone revokes by hand. The record stays (a
+				// refresh that works later, or the new grant, replaces it).
+				s.o.Logger.Warn("per-user token refresh keeps failing; asking the user to authorize again", zap.String("upstream", s.o.Upstream), zap.Int("failures", n), zap.Error(err))
+				return "", s.authorizationRequired(key, nil)
+			}
 			return "", fmt.Errorf("upstream %q: refreshing your authorization failed: %w; retry later", s.o.Upstream, err)
 		}
+		s.failures.reset(key)
 		s.o.Metrics.refreshed(s.o.Upstream, "ok")
 		nr := s.newRecord(key, t, r)
 		nr.AfterRefusal = r.Access == "" // a refresh the upstream's refusal made: used once
@@ -260,7 +292,7 @@ func (s *Source) Refused(ctx context.Context, subj credentials.Subject, token st
 		return // already replaced
 	}
 	if r.Refresh == "" || r.AfterRefusal {
-		s.drop(ctx, key)
+		s.dropIf(ctx, r)
 		return
 	}
 	r.Access, r.Expiry = "", 0
@@ -281,6 +313,17 @@ func (s *Source) drop(ctx context.Context, key string) {
 		s.o.Logger.Warn("per-user token store: dropping a token failed", zap.String("upstream", s.o.Upstream), zap.Error(err))
 	}
 	s.count(ctx)
+}
+
+// dropIf drops r only if the store still holds it as read, and reports
+// whether it did.
+func (s *Source) dropIf(ctx context.Context, r *record) bool {
+	ok, err := s.tokens.dropIf(ctx, r)
+	if err != nil {
+		s.o.Logger.Warn("per-user token store: dropping a token failed", zap.String("upstream", s.o.Upstream), zap.Error(err))
+	}
+	s.count(ctx)
+	return ok
 }
 
 func (s *Source) count(ctx context.Context) {
@@ -386,4 +429,104 @@ func (s *Source) InsufficientScope(ctx context.Context, subj credentials.Subject
 	}
 	s.o.Metrics.flow(s.o.Upstream, "step_up")
 	return s.authorizationRequired(key, &StepUp{Challenge: challenge, Previous: r.Scopes})
+}
+
+// maxRefreshFailures is how many refreshes of an expired token may fail
+// in a row (the server down or answering nonsense, not invalid_grant)
+// before the user is asked to authorize again.
+const maxRefreshFailures = 3
+
+// maxFailureEntries bounds the principals whose failures are counted;
+// when full the counts start over (a user is then asked a little later).
+const maxFailureEntries = 10000
+
+// refreshFailures counts each principal's failed refreshes in a row, on
+// this replica.
+type refreshFailures struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (f *refreshFailures) add(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.n[key]; !ok && len(f.n) >= maxFailureEntries {
+		clear(f.n)
+	}
+	f.n[key]++
+	return f.n[key]
+}
+
+func (f *refreshFailures) reset(key string) {
+	f.mu.Lock()
+	delete(f.n, key)
+	f.mu.Unlock()
+}
+
+// maxPendingFlows bounds the started flows remembered on a replica, all
+// principals together (as many as used links are: maxUsed).
+const maxPendingFlows = maxUsed
+
+// pendingFlows counts each principal's started, unfinished flows on this
+// replica, so one principal cannot use up the replica's memory of used
+// links (or its authorization server's patience) for everyone.
+type pendingFlows struct {
+	max   int
+	mu    sync.Mutex
+	n     int                    // entries in until, all principals
+	until map[string][]time.Time // principal → when each started flow expires
+}
+
+// start records a flow of principal expiring at exp, or reports false
+// when the principal has max under way (or the replica its bound).
+func (p *pendingFlows) start(principal string, now, exp time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	live := p.prune(principal, now)
+	if len(live) >= p.max {
+		return false
+	}
+	if p.n >= maxPendingFlows {
+		for k := range p.until {
+			p.prune(k, now)
+		}
+		if p.n >= maxPendingFlows {
+			return false
+		}
+	}
+	p.until[principal] = append(live, exp)
+	p.n++
+	return true
+}
+
+// done forgets one of principal's flows (the one expiring first).
+func (p *pendingFlows) done(principal string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if live := p.prune(principal, now); len(live) > 0 {
+		p.set(principal, live[1:])
+		p.n--
+	}
+}
+
+// prune drops principal's expired flows and returns the live ones. p.mu held.
+func (p *pendingFlows) prune(principal string, now time.Time) []time.Time {
+	all := p.until[principal]
+	live := all[:0]
+	for _, t := range all {
+		if now.Before(t) {
+			live = append(live, t)
+		}
+	}
+	p.n -= len(all) - len(live)
+	p.set(principal, live)
+	return live
+}
+
+func (p *pendingFlows) set(principal string, live []time.Time) {
+	if len(live) == 0 {
+		delete(p.until, principal)
+		return
+	}
+	p.until[principal] = live
 }

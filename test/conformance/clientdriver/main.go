@@ -151,7 +151,9 @@ func (sc scenario) config() string {
 		if sc.ctx.Issuer != "" {
 			fmt.Fprintf(&b, "      issuer: %q\n", sc.ctx.Issuer)
 		} else {
-			b.WriteString("      discover: true\n")
+			// The suite's servers are on loopback, which URLs an
+			// upstream names may reach only when allowed.
+			b.WriteString("      discover: true\n      allow_addresses: [127.0.0.0/8, \"::1\"]\n")
 		}
 	}
 	fmt.Fprintf(&b, "routes:\n  - path: /mcp\n    upstreams: [%s]\n    prefix: false\n", upstreamName)
