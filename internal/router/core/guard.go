@@ -286,12 +286,12 @@ func (c *Core) listFilter(ctx context.Context, rte *Route, method string) func(k
 
 // pinned checks a tool's definition against the pinning lock: in enforce
 // mode a new or changed tool is hidden until re-approved; in warn mode it
-// is served and logged. Each tool's verdict is logged once per definition.
+// is served and logged. Each tool's verdict is logged once per definition
+// (its latest only is remembered: pinmemo.go).
 func (c *Core) pinned(pinner *policy.Pinner, upstream, name string, def []byte) bool {
 	res := pinner.Check(upstream, def)
 	if res.Status != policy.PinOK {
-		key := upstream + "\x00" + name + "\x00" + res.Status.String() + "\x00" + string(def)
-		if _, seen := c.pinWarned.LoadOrStore(key, true); !seen {
+		if c.pinWarned.fresh(upstream, name, pinVerdict{res.Status, res.Hash}) {
 			c.log.Warn("tool definition is not approved in the pinning lock; run mcpgw pin to approve it",
 				zap.String("upstream", upstream), zap.String("tool", name), zap.String("status", res.Status.String()),
 				zap.Bool("served", res.Allowed), zap.Error(res.Err))
