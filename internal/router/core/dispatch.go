@@ -124,6 +124,9 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	au := c.auditBegin(ctx, rte, msg, v)
 	defer func() { au.end(resp) }()
 	if v.pinErr != nil {
+		if v.pinErr.Code == mcp.CodeURLElicitationRequired { // checking what the caller's own connection lists needs its credential first
+			return c.elicit(sess, msg, v.pinErr)
+		}
 		return jsonrpc.NewError(msg.ID, v.pinErr)
 	}
 	// One reading: from here on the request names its target as it was
