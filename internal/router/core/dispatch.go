@@ -123,6 +123,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	}
 	au := c.auditBegin(ctx, rte, msg, v)
 	defer func() { au.end(resp) }()
+	c.listedTarget(ctx, rte, v) // guard.go: a name not listed for the caller is answered like a hidden one
 	if v.pinErr != nil {
 		if v.pinErr.Code == mcp.CodeURLElicitationRequired { // checking what the caller's own connection lists needs its credential first
 			return c.elicit(sess, msg, v.pinErr)

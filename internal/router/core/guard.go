@@ -144,9 +144,6 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *
 		// judged here. Nothing for the policy to decide.
 		v.targeted = false
 	}
-	if v.targeted && routeHides(rte) && !c.listedTarget(ctx, rte, v) {
-		return
-	}
 	if v.targeted && rte.Gen.Policy != nil {
 		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(&pm))
 		v.decided = true
@@ -168,7 +165,12 @@ func routeHides(rte *Route) bool {
 // could tell the two apart). It reports false with v.pinErr set when the
 // target is not listed, or when that cannot be known (fail closed; the
 // same answer for every name). A tool's definition is kept for pinning.
+// ctx must carry the caller (host.WithCaller): its own connection may be
+// the one to ask, which is why Decide (made before that) does not.
 func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
+	if !v.targeted || v.pinErr != nil || !routeHides(rte) {
+		return true
+	}
 	switch mcp.Kind(v.kind) {
 	case mcp.KindTool:
 		up, def, found, jerr := rte.View.ToolDefs().Lookup(ctx, v.name)
