@@ -234,7 +234,7 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 	if kind == policy.KindTool && g.Pinner != nil {
 		up, def, listed := v.toolUp, v.toolDef, v.listed
 		if !listed && g.Pinner.Mode == config.PinWarn {
-			// Warn mode hides nothing (decide did not look): look for the
+			// Warn mode hides nothing (listedTarget did not look): look for the
 			// log's sake, and serve what cannot be judged, as a new tool.
 			up, def, listed, _ = rte.View.ToolDefs().Lookup(ctx, name)
 		}
@@ -247,8 +247,8 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 			}
 		case g.Pinner.Mode != config.PinWarn:
 			// Enforce mode judges every tool: one without a definition the
-			// caller's connection lists has none approved (decide refuses
-			// it first; this is the backstop).
+			// caller's connection lists has none approved (listedTarget
+			// refuses it first; this is the backstop).
 			c.opts.Metrics.PolicyDecision(route, "unpinned")
 			au.refuse(audit.Denied, audit.RulePinning, "", "the tool has no definition to check against the pinning lock")
 			return release, rte.View.Unknown(mcp.Kind(kind), v.external)
