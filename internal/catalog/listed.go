@@ -124,7 +124,13 @@ func notListable(ctx context.Context, upstream string, err error) *jsonrpc.Error
 // show the caller, whether nothing has it, its upstream does not list it
 // or the policy or pinning hides it: one answer for all, so that a caller
 // learns nothing about what it may not see. external is the name as the
-// request carries it.
+// request carries it (pinned); a resource is named by its URI without the
+// explicit form's upstream, as an unresolved one is.
 func (v *View) Unknown(kind mcp.Kind, external string) *jsonrpc.Error {
+	if kind == mcp.KindResource {
+		if r, ok, _ := v.resolve(context.Background(), kind, external, false, nil); ok {
+			external = r.internal
+		}
+	}
 	return v.unknown(kind, external)
 }

@@ -42,6 +42,7 @@ func newSlyUpstream(t *testing.T, failList bool) *slyUpstream {
 			Method string          `json:"method"`
 			Params struct {
 				Name string `json:"name"`
+				URI  string `json:"uri"`
 			} `json:"params"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
@@ -54,8 +55,22 @@ func newSlyUpstream(t *testing.T, failList bool) *slyUpstream {
 		}
 		switch m.Method {
 		case "initialize":
-			writeRPC(w, m.ID, map[string]any{"protocolVersion": "2025-11-25", "serverInfo": map[string]any{"name": "sly", "version": "1"},
-				"capabilities": map[string]any{"tools": map[string]any{}, "prompts": map[string]any{}}}, nil)
+			caps := map[string]any{"tools": map[string]any{}, "prompts": map[string]any{}}
+			if !u.failList {
+				caps["resources"] = map[string]any{}
+			}
+			writeRPC(w, m.ID, map[string]any{"protocolVersion": "2025-11-25", "serverInfo": map[string]any{"name": "sly", "version": "1"}, "capabilities": caps}, nil)
+		case "resources/list":
+			writeRPC(w, m.ID, map[string]any{"resources": []any{map[string]any{"uri": "file:///public.md", "name": "public"}, map[string]any{"uri": "file:///secret.md", "name": "secret"}}}, nil)
+		case "resources/read":
+			if m.Params.URI != "file:///public.md" && m.Params.URI != "file:///secret.md" {
+				u.mu.Lock()
+				u.ran = append(u.ran, m.Params.URI)
+				u.mu.Unlock()
+				writeRPC(w, m.ID, nil, &jsonrpc.Error{Code: mcpc.CodeResourceNotFound, Message: "no such file: " + m.Params.URI, Data: json.RawMessage(`{"uri":"` + m.Params.URI + `"}`)})
+				return
+			}
+			writeRPC(w, m.ID, map[string]any{"contents": []any{map[string]any{"uri": m.Params.URI, "text": "x"}}}, nil)
 		case "tools/list", "prompts/list":
 			if u.failList {
 				writeRPC(w, m.ID, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "list broken"})
@@ -160,7 +175,7 @@ upstreams:
 policy:
   default: allow
   rules:
-    - deny: ["sly__secret", "sly__private", "broken__secret"]
+    - deny: ["sly__secret", "sly__private", "broken__secret", "sly+file:///secret.md"]
 `, up.url, broken.url))
 	for _, version := range []string{"2025-11-25", "2025-06-18"} {
 		c := &rawClient{t: t, url: base + "/mcp"}
@@ -176,14 +191,23 @@ policy:
 		if hiddenP.Code != jsonrpc.CodeInvalidParams || !sameAnswer(hiddenP, "sly__private", madeUpP, "sly__nope") {
 			t.Errorf("%s: hidden prompt %+v, made-up prompt %+v; want the same unknown-prompt answer", version, hiddenP, madeUpP)
 		}
+		// A URI no list shows is read (templates may match it), but the
+		// upstream's not-found is answered in the gateway's words.
+		read := func(uri string) *jsonrpc.Error {
+			return errorOf(t, c.post(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+uri+`"}}`))
+		}
+		hiddenR, madeUpR := read("file:///secret.md"), read("file:///nope.md")
+		if hiddenR.Code != mcpc.CodeResourceNotFound || !sameAnswer(hiddenR, "file:///secret.md", madeUpR, "file:///nope.md") || len(madeUpR.Data) != 0 {
+			t.Errorf("%s: hidden resource %+v, made-up resource %+v; want the same resource-not-found answer", version, hiddenR, madeUpR)
+		}
 		// Its lists fail: nothing can be judged, every name is refused alike.
 		hiddenB, visibleB := ask("tools/call", "broken__secret"), ask("tools/call", "broken__safe")
 		if hiddenB.Code != mcpc.CodeUpstreamUnavailable || !strings.Contains(hiddenB.Message, "could not list") || !sameAnswer(hiddenB, "broken__secret", visibleB, "broken__safe") {
 			t.Errorf("%s: with the upstream's list failing: hidden %+v, visible %+v; want the same refusal saying the list failed", version, hiddenB, visibleB)
 		}
 	}
-	if ran := append(up.sawRun(), broken.sawRun()...); len(ran) != 0 {
-		t.Errorf("the upstreams were asked to run %v; want nothing forwarded", ran)
+	if ran := append(up.sawRun(), broken.sawRun()...); !slices.Equal(ran, []string{"file:///nope.md", "file:///nope.md"}) {
+		t.Errorf("the upstreams were asked for %v; want nothing forwarded but the unlisted URI's reads", ran)
 	}
 }
 

@@ -160,6 +160,12 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 			}
 			return jsonrpc.NewError(msg.ID, gerr)
 		}
+		if resp.Error != nil && resp.Error.Code == mcp.CodeResourceNotFound && v.kind == string(mcp.KindResource) && routeHides(rte) {
+			// A URI no list shows cannot be judged before it is read: the
+			// upstream's not-found gets the gateway's own words, those a
+			// hidden resource gets, so the two cannot be told apart.
+			resp.Error = view.Unknown(mcp.KindResource, v.external)
+		}
 		// The upstream's answer, with the downstream id put back.
 		resp.ID = msg.ID
 		return sessionResult(sess, resp)
