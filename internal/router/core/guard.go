@@ -179,8 +179,7 @@ func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
 			return false
 		}
 		if !found {
-			v.pinErr = rte.View.Unknown(mcp.KindTool, v.external)
-			return false
+			return c.notListed(rte, v)
 		}
 		v.listed, v.toolUp, v.toolDef = true, up, def
 	case mcp.KindPrompt:
@@ -190,11 +189,21 @@ func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
 			return false
 		}
 		if known && !found {
-			v.pinErr = rte.View.Unknown(mcp.KindPrompt, v.external)
-			return false
+			return c.notListed(rte, v)
 		}
 	}
 	return true
+}
+
+// notListed answers a target the route does not list for the caller. One
+// the policy refuses anyway is left to guard, which answers it the same
+// way and records it as the denial it also is (metrics, audit, span).
+func (c *Core) notListed(rte *Route, v *Verdict) bool {
+	if v.decided && !v.decision.Allowed {
+		return true
+	}
+	v.pinErr = rte.View.Unknown(mcp.Kind(v.kind), v.external)
+	return false
 }
 
 // guard applies the access policy, the pinning lock and the rate limits
