@@ -85,18 +85,27 @@ func (u *upstreamState) ownToolLists(ctx context.Context) bool {
 }
 
 // HasPrompt reports whether the route lists prompt name (canonical or
-// pinned) for the caller. known is false when the catalog cannot tell
-// without the caller's own connection (a stateful or acting-for upstream,
-// whose prompts are not indexed): the upstream answers such a name itself.
-// jerr is set when the upstream's prompts could not be listed.
-func (v *View) HasPrompt(ctx context.Context, name string) (found, known bool, jerr *jsonrpc.Error) {
+// pinned) for the caller: as the shared connection's index has it, or as
+// the caller's own connection lists it (a stateful or acting-for upstream,
+// listed on each call: its prompts are not indexed). jerr is set when the
+// upstream's prompts could not be listed.
+func (v *View) HasPrompt(ctx context.Context, name string) (found bool, jerr *jsonrpc.Error) {
 	r, ok, rerr := v.resolve(ctx, mcp.KindPrompt, name, true, nil)
 	if rerr != nil || !ok {
-		return false, true, nil
+		return false, nil
 	}
 	u := v.ups[r.upstream]
-	if u.ownToolLists(ctx) || !u.listsShared() {
-		return false, false, nil
+	if u.ownToolLists(ctx) {
+		c, err := u.ClientFor(host.CallOnly(ctx, mcp.MethodPromptsGet), true)
+		if err != nil {
+			return false, notListable(ctx, r.upstream, err)
+		}
+		byName, err := walkNamed(ctx, c, Prompts)
+		if err != nil {
+			return false, notListable(ctx, r.upstream, err)
+		}
+		_, found = byName[r.internal]
+		return found, nil
 	}
 	l := u.listing(ctx, Prompts, true)
 	if l == nil {
@@ -104,9 +113,9 @@ func (v *View) HasPrompt(ctx context.Context, name string) (found, known bool, j
 		if err == nil {
 			err = errors.New("its prompts/list did not complete")
 		}
-		return false, true, notListable(ctx, r.upstream, err)
+		return false, notListable(ctx, r.upstream, err)
 	}
-	return l.set[r.internal], true, nil
+	return l.set[r.internal], nil
 }
 
 // notListable is the answer when what an upstream lists cannot be known:

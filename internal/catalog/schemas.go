@@ -90,24 +90,30 @@ func (u *upstreamState) sharedToolDef(ctx context.Context, name string) (json.Ra
 
 // walkTools lists every tool c offers, by name, as sent.
 func walkTools(ctx context.Context, c *client.Client) (map[string]json.RawMessage, error) {
+	return walkNamed(ctx, c, Tools)
+}
+
+// walkNamed lists every item of kind (tools or prompts) c offers, by
+// name, as sent.
+func walkNamed(ctx context.Context, c *client.Client, kind ListKind) (map[string]json.RawMessage, error) {
 	byName := map[string]json.RawMessage{}
-	if !c.HasCapability("tools") {
+	if !c.HasCapability(kind.Capability) {
 		return byName, nil
 	}
 	cursor := ""
-	for pages := 0; pages < 1000; pages++ {
+	for pages := 0; pages < maxIndexPages; pages++ {
 		params := json.RawMessage(`{}`)
 		if cursor != "" {
 			params, _ = rawjson.SetString(params, "cursor", cursor)
 		}
-		resp, err := c.Call(ctx, mcp.MethodToolsList, params, client.CallOptions{})
+		resp, err := c.Call(ctx, kind.Method, params, client.CallOptions{})
 		if err != nil {
 			return nil, err
 		}
 		if resp.Error != nil {
 			return nil, resp.Error
 		}
-		arr, _ := rawjson.Get(resp.Result, "tools")
+		arr, _ := rawjson.Get(resp.Result, kind.Key)
 		items, _ := rawjson.Elements(arr)
 		for _, it := range items {
 			if n, ok := rawjson.GetString(it, "name"); ok {

@@ -293,3 +293,37 @@ func newPerUserCfgBase(cfg string) string {
 	j := strings.Index(cfg[i:], "\n")
 	return cfg[:i] + "policy: {default: allow}" + cfg[i+j:]
 }
+
+// TestStatefulHiddenAndUnlistedPromptsAlike: on a stateful upstream each
+// session's own connection says what it lists, and a hidden and an
+// unlisted prompt or tool are answered alike there too.
+func TestStatefulHiddenAndUnlistedPromptsAlike(t *testing.T) {
+	t.Parallel()
+	up := newSlyUpstream(t, false)
+	_, base := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  sly: {url: %s, stateful: true}
+policy:
+  default: allow
+  rules:
+    - deny: ["sly__secret", "sly__private"]
+`, up.url))
+	c := &rawClient{t: t, url: base + "/mcp"}
+	c.initialize("2025-11-25")
+	ask := func(method, name string) *jsonrpc.Error {
+		return errorOf(t, c.post(`{"jsonrpc":"2.0","id":2,"method":"`+method+`","params":{"name":"`+name+`","arguments":{}}}`))
+	}
+	if hidden, madeUp := ask("prompts/get", "sly__private"), ask("prompts/get", "sly__nope"); hidden.Code != jsonrpc.CodeInvalidParams || !sameAnswer(hidden, "sly__private", madeUp, "sly__nope") {
+		t.Errorf("hidden prompt %+v, made-up prompt %+v; want the same unknown-prompt answer", hidden, madeUp)
+	}
+	if hidden, madeUp := ask("tools/call", "sly__secret"), ask("tools/call", "sly__madeup"); hidden.Code != jsonrpc.CodeInvalidParams || !sameAnswer(hidden, "sly__secret", madeUp, "sly__madeup") {
+		t.Errorf("hidden tool %+v, made-up tool %+v; want the same unknown-tool answer", hidden, madeUp)
+	}
+	if m := c.post(`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"sly__greet"}}`).last(t); m.Error != nil {
+		t.Errorf("a listed prompt: %v", m.Error)
+	}
+	if ran := up.sawRun(); !slices.Equal(ran, []string{"greet"}) {
+		t.Errorf("the upstream was asked for %v; want only greet", ran)
+	}
+}

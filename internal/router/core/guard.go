@@ -183,12 +183,12 @@ func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
 		}
 		v.listed, v.toolUp, v.toolDef = true, up, def
 	case mcp.KindPrompt:
-		found, known, jerr := rte.View.HasPrompt(ctx, v.name)
+		found, jerr := rte.View.HasPrompt(ctx, v.name)
 		if jerr != nil {
 			v.pinErr = jerr
 			return false
 		}
-		if known && !found {
+		if !found {
 			return c.notListed(rte, v)
 		}
 	}
