@@ -56,31 +56,64 @@ func (t *toolSchemas) observeItems(items [][]byte) {
 // toolDef returns the upstream's raw definition of tool name, listing the
 // upstream's tools when the cache is cold.
 func (u *upstreamState) toolDef(ctx context.Context, name string) (json.RawMessage, bool) {
+	def, ok, _ := u.sharedToolDef(ctx, name)
+	return def, ok
+}
+
+// sharedToolDef is toolDef telling apart a tool the upstream does not list
+// (false, nil) from one that could not be listed (err).
+func (u *upstreamState) sharedToolDef(ctx context.Context, name string) (json.RawMessage, bool, error) {
 	t := &u.schemas
 	t.mu.Lock()
 	if t.complete {
 		s, ok := t.byName[name]
 		t.mu.Unlock()
-		return s, ok
+		return s, ok, nil
 	}
 	t.mu.Unlock()
 
 	c, err := u.Client(ctx)
 	if err != nil {
-		return nil, false
+		return nil, false, err
 	}
+	byName, err := walkTools(ctx, c)
+	if err != nil {
+		return nil, false, err
+	}
+	t.mu.Lock()
+	t.byName, t.complete = byName, true
+	t.version++
+	t.mu.Unlock()
+	s, ok := byName[name]
+	return s, ok, nil
+}
+
+// walkTools lists every tool c offers, by name, as sent.
+func walkTools(ctx context.Context, c *client.Client) (map[string]json.RawMessage, error) {
+	return walkNamed(ctx, c, Tools)
+}
+
+// walkNamed lists every item of kind (tools or prompts) c offers, by
+// name, as sent.
+func walkNamed(ctx context.Context, c *client.Client, kind ListKind) (map[string]json.RawMessage, error) {
 	byName := map[string]json.RawMessage{}
+	if !c.HasCapability(kind.Capability) {
+		return byName, nil
+	}
 	cursor := ""
-	for pages := 0; pages < 1000; pages++ {
+	for pages := 0; pages < maxIndexPages; pages++ {
 		params := json.RawMessage(`{}`)
 		if cursor != "" {
 			params, _ = rawjson.SetString(params, "cursor", cursor)
 		}
-		resp, err := c.Call(ctx, mcp.MethodToolsList, params, client.CallOptions{})
-		if err != nil || resp.Error != nil {
-			return nil, false
+		resp, err := c.Call(ctx, kind.Method, params, client.CallOptions{})
+		if err != nil {
+			return nil, err
 		}
-		arr, _ := rawjson.Get(resp.Result, "tools")
+		if resp.Error != nil {
+			return nil, resp.Error
+		}
+		arr, _ := rawjson.Get(resp.Result, kind.Key)
 		items, _ := rawjson.Elements(arr)
 		for _, it := range items {
 			if n, ok := rawjson.GetString(it, "name"); ok {
@@ -91,12 +124,7 @@ func (u *upstreamState) toolDef(ctx context.Context, name string) (json.RawMessa
 			break
 		}
 	}
-	t.mu.Lock()
-	t.byName, t.complete = byName, true
-	t.version++
-	t.mu.Unlock()
-	s, ok := byName[name]
-	return s, ok
+	return byName, nil
 }
 
 // ToolSchema returns the inputSchema of a tool by its downstream name.

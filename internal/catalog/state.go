@@ -3,7 +3,8 @@
 // templates (naming.go, rewrite.go), the merged and paged lists (pages.go),
 // routing a request to the upstream that owns its target (Forward), what
 // the gateway indexes of each upstream's lists and tool definitions
-// (index.go, schemas.go) and the tool search over them (toolindex.go), the
+// (index.go, schemas.go) and the tool search over them (toolindex.go), what
+// a route lists for one caller, for the guard's checks (listed.go), the
 // route's merged capabilities (capabilities.go), the 2026-07-28 parameter
 // headers (paramheaders.go), and the task ids handed to clients and the
 // 2025-11-25 task index (tasks.go).

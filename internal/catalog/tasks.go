@@ -12,7 +12,8 @@ package catalog
 // upstream connection; the gateway hands out instead a token of its own: an
 // AEAD seal (AES-GCM) of the upstream, the upstream's task id, the route,
 // the principal that created it (a hash of its key), the task's form and,
-// for a stateful upstream, the session. The nonce is derived from the
+// for a stateful upstream or the anonymous principal (auth off), the
+// session (sessionBound). The nonce is derived from the
 // plaintext (an HMAC), so one task always gets the same token — the client
 // matches the CreateTaskResult, tasks/list items and notifications by it —
 // and tokens reveal nothing but that equality. The key comes from the
@@ -226,10 +227,23 @@ func (t *tasks) open(token string) (taskClaims, bool) {
 // claims are the token claims for a task of upstream created (or used) by o.
 func claims(upstream, id, form string, o TaskOwner, stateful bool) taskClaims {
 	c := taskClaims{Upstream: upstream, ID: id, Route: o.Route, Owner: tag(o.Principal), Form: form}
-	if stateful {
+	if sessionBound(o, stateful) {
 		c.Session = tag(o.Session)
 	}
 	return c
+}
+
+// sessionBound reports whether a task o creates belongs to o's session
+// rather than to its principal alone: on a stateful upstream (the task
+// lives on the session's own connection), and for the anonymous principal
+// (with auth off every caller is that one principal, so only the session
+// tells one caller from another). A 2026-07-28 anonymous caller has no
+// session: its task ids are bound to the route only, and the id itself —
+// an unguessable sealed token, handed to the caller that created the task
+// and listed to nobody (the 2026 tasks extension has no tasks/list) — is
+// what shows it is the task's holder.
+func sessionBound(o TaskOwner, stateful bool) bool {
+	return stateful || o.Principal == ""
 }
 
 // ownedBy reports whether o may use the task c names.
@@ -663,7 +677,7 @@ func (v *View) ListTasks(ctx context.Context, params json.RawMessage) (json.RawM
 					continue
 				}
 				e := t.entry(taskKey{name, id})
-				if e == nil || e.owner.Route != owner.Route || e.owner.Principal != owner.Principal || (e.stateful && e.owner.Session != owner.Session) {
+				if e == nil || e.owner.Route != owner.Route || e.owner.Principal != owner.Principal || (sessionBound(e.owner, e.stateful) && e.owner.Session != owner.Session) {
 					continue // not the caller's, or not seen created here
 				}
 				tok := t.seal(claims(name, id, formUtility, e.owner, e.stateful))

@@ -100,7 +100,18 @@ func TestTaskOwnership(t *testing.T) {
 	}
 	anon := claims("up", "t1", formExtension, TaskOwner{Route: "/mcp"}, false)
 	if !anon.ownedBy(TaskOwner{Route: "/mcp"}) || anon.ownedBy(alice) {
-		t.Error("with authentication off, tasks belong to the (one) anonymous principal only")
+		t.Error("with authentication off, a 2026 caller's task belongs to the (one) anonymous principal only")
+	}
+	// With authentication off every caller is the anonymous principal: a
+	// session's task is that session's alone (issue 27.8b).
+	anonSession := claims("up", "t1", formUtility, TaskOwner{Route: "/mcp", Session: "s1"}, false)
+	if !anonSession.ownedBy(TaskOwner{Route: "/mcp", Session: "s1"}) {
+		t.Error("an anonymous session does not own its own task")
+	}
+	for _, other := range []TaskOwner{{Route: "/mcp", Session: "s2"}, {Route: "/mcp"}} {
+		if anonSession.ownedBy(other) {
+			t.Errorf("an anonymous session's task is owned by %+v", other)
+		}
 	}
 }
 

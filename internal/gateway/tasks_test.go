@@ -588,6 +588,36 @@ sessions: {max_tasks: 1}
 	}
 }
 
+// TestAnonymousTasksStayInTheirSession: with authentication off every
+// client is the same anonymous principal, so a task is bound to the
+// session that created it: another session neither lists it nor uses it
+// (issue 27.8b).
+func TestAnonymousTasksStayInTheirSession(t *testing.T) {
+	_, url := newTaskUpstream(t)
+	_, base := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  lab: {url: %s}
+routes:
+  - {path: /mcp, upstreams: [lab], prefix: false}
+`, url))
+	one, _ := taskClient(t, base, "")
+	two, _ := taskClient(t, base, "")
+	id := createTask(t, one, map[string]any{"hold": true})
+	if got := listed(t, one); !slices.Equal(got, []string{id}) {
+		t.Errorf("the creating session lists %v, want [%s]", got, id)
+	}
+	if got := listed(t, two); len(got) != 0 {
+		t.Errorf("another anonymous session lists %v, want nothing", got)
+	}
+	if m := two.call("tasks/get", map[string]any{"taskId": id}); m.Error == nil || !strings.Contains(m.Error.Message, "task not found") {
+		t.Errorf("tasks/get from another anonymous session: %+v; want task not found", m)
+	}
+	if m := resultOf(t, one.call("tasks/get", map[string]any{"taskId": id})); m["taskId"] != id {
+		t.Errorf("tasks/get from the creating session: %v", m)
+	}
+}
+
 // TestTasksListMergedAcrossUpstreams: on a prefixed route with two task
 // upstreams, tasks/list merges both (each paged by its upstream), and each
 // task id reaches the upstream that made it.

@@ -170,6 +170,7 @@ type Metrics struct {
 	replayTrimmed *prometheus.CounterVec
 	replayPurged  prometheus.Counter
 	tasksTracked  prometheus.Gauge
+	pinVerdicts   prometheus.Gauge
 	tasksRefused  *prometheus.CounterVec
 
 	sources *sourceCollector
@@ -275,6 +276,8 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		"Replays (Last-Event-ID) that asked for events already trimmed; the client was told they are gone.")
 	m.tasksTracked = f.gauge("tasks_tracked",
 		"2025-11-25 tasks this replica remembers for tasks/list and notifications/tasks/status (at most sessions.max_tasks).")
+	m.pinVerdicts = f.gauge("pin_verdicts",
+		"Tools whose latest definition-pinning verdict this replica remembers, so that each is logged once per definition (at most 10000; past that some are forgotten and may be logged again).")
 	m.tasksRefused = f.counterVec("tasks_refused_total",
 		"Task requests refused by the gateway, by reason: full (a task-augmented tools/call while sessions.max_tasks tasks are held), not_found (a task id that is not the caller's: unknown, altered, another principal's or another route's).",
 		"reason")
@@ -528,6 +531,13 @@ func (m *Metrics) ReplayPurged() {
 func (m *Metrics) TasksTracked(n int) {
 	if m != nil {
 		m.tasksTracked.Set(float64(n))
+	}
+}
+
+// PinVerdicts sets how many tools' pinning verdicts the gateway remembers.
+func (m *Metrics) PinVerdicts(n int) {
+	if m != nil {
+		m.pinVerdicts.Set(float64(n))
 	}
 }
 

@@ -27,8 +27,17 @@ import (
 // caught:
 //
 //	sha256 over the canonical JSON of the object holding the tool's name,
-//	title, description, inputSchema, outputSchema and annotations
-//	(those present and not null)
+//	title, description, inputSchema, outputSchema, annotations, execution
+//	and icons, and of its _meta only the MCP Apps UI resource
+//	(_meta.ui.resourceUri, and the older flat _meta["ui/resourceUri"])
+//	(each of those present and not null)
+//
+// What a host renders or runs for a tool (its UI resource, its icons, how
+// it executes) is part of what was approved. Members are covered only when
+// present, so a tool without execution, icons or a UI resource hashes as
+// it did before they were covered, and older lock files stay valid for it;
+// a tool with one of them that an older lock approved is reported as
+// changed, with an error saying to approve it again (Lock.Check).
 //
 // Canonical JSON here: objects with keys sorted (by their UTF-8 bytes) and
 // no duplicate keys at any depth (a tool with one is refused: clients that
@@ -199,51 +208,108 @@ func BuildLock(tools map[string]json.RawMessage) (*Lock, error) {
 
 // Check compares an upstream's raw tool definition with the lock.
 func (l *Lock) Check(upstream string, tool []byte) (PinStatus, error) {
-	name, h, err := ToolHash(tool)
+	st, _, err := l.check(upstream, tool)
+	return st, err
+}
+
+// check is Check, also returning the tool's hash ("" for PinInvalid).
+func (l *Lock) check(upstream string, tool []byte) (PinStatus, string, error) {
+	obj, name, err := parseTool(tool)
 	if err != nil {
-		return PinInvalid, err
+		return PinInvalid, "", err
 	}
+	h := hashOf(obj, pinnedFields, true)
 	u := l.Upstreams[upstream]
 	if u == nil {
-		return PinNew, nil
+		return PinNew, h, nil
 	}
 	switch approved, ok := u.Tools[name]; {
 	case !ok:
-		return PinNew, nil
+		return PinNew, h, nil
 	case approved != h:
-		return PinChanged, nil
+		if hashOf(obj, pinnedFields[:legacyPinnedFields], false) == approved {
+			return PinChanged, h, errors.New("approved by a lock written before pinning covered execution, icons and _meta.ui.resourceUri; review the tool and approve it again with mcpgw pin")
+		}
+		return PinChanged, h, nil
 	}
-	return PinOK, nil
+	return PinOK, h, nil
 }
 
-// pinnedFields are the members of a tool the hash covers.
-var pinnedFields = []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations"}
+// pinnedFields are the members of a tool the hash covers (besides the UI
+// resource in _meta). The first legacyPinnedFields are what it covered
+// before execution and icons were added: a lock written then approved a
+// tool by them alone.
+var pinnedFields = []string{"name", "title", "description", "inputSchema", "outputSchema", "annotations", "execution", "icons"}
+
+const legacyPinnedFields = 6
 
 // ToolHash returns a tool's name and the hash of its definition,
 // "sha256:<hex>", from its raw JSON object.
 func ToolHash(tool []byte) (name, hash string, err error) {
-	v, err := parseCanonical(tool)
+	obj, name, err := parseTool(tool)
 	if err != nil {
 		return "", "", err
 	}
+	return name, hashOf(obj, pinnedFields, true), nil
+}
+
+// parseTool decodes a tool for hashing: an object with a name.
+func parseTool(tool []byte) (map[string]any, string, error) {
+	v, err := parseCanonical(tool)
+	if err != nil {
+		return nil, "", err
+	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return "", "", errors.New("a tool is a JSON object")
+		return nil, "", errors.New("a tool is a JSON object")
 	}
-	name, ok = obj["name"].(string)
+	name, ok := obj["name"].(string)
 	if !ok || name == "" {
-		return "", "", errors.New(`the tool has no "name" string`)
+		return nil, "", errors.New(`the tool has no "name" string`)
 	}
+	return obj, name, nil
+}
+
+// hashOf hashes the canonical JSON of the members fields of a tool (and,
+// with ui, of its UI resource in _meta).
+func hashOf(obj map[string]any, fields []string, ui bool) string {
 	pinned := map[string]any{}
-	for _, f := range pinnedFields {
+	for _, f := range fields {
 		if x, ok := obj[f]; ok && x != nil {
 			pinned[f] = x
 		}
 	}
+	if m := uiMeta(obj); ui && m != nil {
+		pinned["_meta"] = m
+	}
 	var buf bytes.Buffer
 	writeCanonical(&buf, pinned)
 	sum := sha256.Sum256(buf.Bytes())
-	return name, "sha256:" + hex.EncodeToString(sum[:]), nil
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// uiMeta is the part of a tool's _meta that names its MCP Apps UI
+// resource (_meta.ui.resourceUri, or the older flat "ui/resourceUri"), as
+// an object of that shape; nil when it names none. The rest of _meta is
+// not pinned: it may carry what changes without the tool changing.
+func uiMeta(obj map[string]any) map[string]any {
+	meta, _ := obj["_meta"].(map[string]any)
+	if meta == nil {
+		return nil
+	}
+	out := map[string]any{}
+	if ui, _ := meta["ui"].(map[string]any); ui != nil {
+		if r, ok := ui["resourceUri"]; ok && r != nil {
+			out["ui"] = map[string]any{"resourceUri": r}
+		}
+	}
+	if r, ok := meta["ui/resourceUri"]; ok && r != nil {
+		out["ui/resourceUri"] = r
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // Canonical returns the canonical form of a JSON value (see ToolHash).
@@ -364,7 +430,11 @@ type PinResult struct {
 	// Allowed reports whether the tool may be listed and called: always in
 	// warn mode, only when Status is PinOK in enforce mode.
 	Allowed bool
-	// Err explains PinInvalid.
+	// Hash is the tool's definition hash ("" for PinInvalid): what a
+	// verdict about this definition is remembered by.
+	Hash string
+	// Err explains PinInvalid (and a PinChanged that an older lock format
+	// explains).
 	Err error
 }
 
@@ -374,8 +444,8 @@ func (pn *Pinner) Check(upstream string, tool []byte) PinResult {
 	if pn == nil {
 		return PinResult{Status: PinOK, Allowed: true}
 	}
-	st, err := pn.Lock.Check(upstream, tool)
-	return PinResult{Status: st, Allowed: st == PinOK || pn.Mode == config.PinWarn, Err: err}
+	st, h, err := pn.Lock.check(upstream, tool)
+	return PinResult{Status: st, Allowed: st == PinOK || pn.Mode == config.PinWarn, Hash: h, Err: err}
 }
 
 // Tools returns the upstream's approved tool names, sorted.

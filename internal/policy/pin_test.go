@@ -10,7 +10,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 )
 
-const toolA = `{"name":"create_issue","title":"Create","description":"Opens an issue","inputSchema":{"type":"object","properties":{"title":{"type":"string"},"n":{"type":"integer","maximum":10}},"required":["title"]},"annotations":{"destructiveHint":false},"_meta":{"x":1},"icons":[]}`
+const toolA = `{"name":"create_issue","title":"Create","description":"Opens an issue","inputSchema":{"type":"object","properties":{"title":{"type":"string"},"n":{"type":"integer","maximum":10}},"required":["title"]},"annotations":{"destructiveHint":false},"_meta":{"x":1}}`
 
 // The same definition with keys reordered, spacing, escapes, number forms
 // and unhashed fields changed.
@@ -22,7 +22,7 @@ const toolAReordered = `{
   "description": "Opens an issue",
   "title": "Create",
   "name": "create_issue",
-  "execution": {"taskSupport": "optional"},
+  "icons": null,
   "outputSchema": null
 }`
 
@@ -47,7 +47,7 @@ func TestToolHashStable(t *testing.T) {
 		strings.Replace(toolA, `"maximum":10`, `"maximum":11`, 1),
 		strings.Replace(toolA, `"title":"Create"`, `"title":"Create!"`, 1),
 		strings.Replace(toolA, `"destructiveHint":false`, `"destructiveHint":true`, 1),
-		strings.Replace(toolA, `"icons":[]`, `"outputSchema":{"type":"object"}`, 1),
+		strings.Replace(toolA, `"_meta":{"x":1}`, `"outputSchema":{"type":"object"}`, 1),
 	} {
 		if _, h, err := ToolHash([]byte(changed)); err != nil || h == h1 {
 			t.Errorf("changed tool hashes the same (%v): %s", err, changed)
@@ -57,6 +57,51 @@ func TestToolHashStable(t *testing.T) {
 		if _, _, err := ToolHash([]byte(bad)); err == nil {
 			t.Errorf("ToolHash(%s) succeeded", bad)
 		}
+	}
+}
+
+// What a host renders or runs for a tool is pinned: its UI resource
+// (_meta.ui.resourceUri, or the older flat key), its icons and its
+// execution. A tool without them hashes as it did before they were
+// covered (TestToolHashStable's pinned value), so existing locks stay
+// valid for it; one with them that such a lock approved is reported as
+// changed, saying why.
+func TestToolHashCoversUIExecutionIcons(t *testing.T) {
+	const app = `{"name":"clock","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"},"icons":[{"src":"https://a.example/i.png"}],"_meta":{"ui":{"resourceUri":"ui://clock/app.html","visibility":["model"]},"ui/resourceUri":"ui://clock/old.html","x":1}}`
+	_, h, err := ToolHash([]byte(app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, changed := range []string{
+		strings.Replace(app, "ui://clock/app.html", "ui://clock/evil.html", 1),
+		strings.Replace(app, "ui://clock/old.html", "ui://clock/evil.html", 1),
+		strings.Replace(app, `"optional"`, `"required"`, 1),
+		strings.Replace(app, "i.png", "j.png", 1),
+		strings.Replace(app, `"ui":{"resourceUri":"ui://clock/app.html",`, `"ui":{`, 1),
+	} {
+		if _, h2, err := ToolHash([]byte(changed)); err != nil || h2 == h {
+			t.Errorf("changed tool hashes the same (%v): %s", err, changed)
+		}
+	}
+	// The rest of _meta is not pinned.
+	for _, same := range []string{
+		strings.Replace(app, `"x":1`, `"x":2`, 1),
+		strings.Replace(app, `"visibility":["model"]`, `"visibility":["app"]`, 1),
+	} {
+		if _, h2, err := ToolHash([]byte(same)); err != nil || h2 != h {
+			t.Errorf("unpinned _meta change altered the hash (%v): %s", err, same)
+		}
+	}
+	// A lock from before: it hashed only the older members.
+	obj, _, _ := parseTool([]byte(app))
+	old := NewLock()
+	old.Upstreams["clock"] = &LockUpstream{Tools: map[string]string{"clock": hashOf(obj, pinnedFields[:legacyPinnedFields], false)}}
+	st, err := old.Check("clock", []byte(app))
+	if st != PinChanged || err == nil || !strings.Contains(err.Error(), "mcpgw pin") {
+		t.Errorf("tool approved by an older lock: %v, %v; want changed, with the fix named", st, err)
+	}
+	if st, err := old.Check("clock", []byte(strings.Replace(app, `"object"`, `"array"`, 1))); st != PinChanged || err != nil {
+		t.Errorf("a really changed tool: %v, %v; want changed, no older-lock note", st, err)
 	}
 }
 

@@ -85,7 +85,7 @@ type Core struct {
 	host      *host.Host
 	subs      *subscriptions
 	changes   chan listChange
-	pinWarned sync.Map // pinning verdicts already logged
+	pinWarned pinVerdicts // pinning verdicts already logged (pinmemo.go)
 
 	listenersMu sync.Mutex
 	listeners   map[*Session]*mcp.ListenFilter // open subscriptions/listen streams
@@ -144,6 +144,7 @@ func New(h *host.Host, opts Options) *Core {
 		changes:   make(chan listChange, 64),
 		listeners: map[*Session]*mcp.ListenFilter{},
 		levels:    map[string]string{},
+		pinWarned: pinVerdicts{met: opts.Metrics},
 		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
 		stop:      make(chan struct{}),
 		drain:     make(chan struct{}),

@@ -123,7 +123,11 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	}
 	au := c.auditBegin(ctx, rte, msg, v)
 	defer func() { au.end(resp) }()
+	c.listedTarget(ctx, rte, v) // guard.go: a name not listed for the caller is answered like a hidden one
 	if v.pinErr != nil {
+		if v.pinErr.Code == mcp.CodeURLElicitationRequired { // checking what the caller's own connection lists needs its credential first
+			return c.elicit(sess, msg, v.pinErr)
+		}
 		return jsonrpc.NewError(msg.ID, v.pinErr)
 	}
 	// One reading: from here on the request names its target as it was
@@ -155,6 +159,12 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 				return c.elicit(sess, msg, gerr)
 			}
 			return jsonrpc.NewError(msg.ID, gerr)
+		}
+		if resp.Error != nil && resp.Error.Code == mcp.CodeResourceNotFound && v.kind == string(mcp.KindResource) && routeHides(rte) {
+			// A URI no list shows cannot be judged before it is read: the
+			// upstream's not-found gets the gateway's own words, those a
+			// hidden resource gets, so the two cannot be told apart.
+			resp.Error = view.Unknown(mcp.KindResource, v.external)
 		}
 		// The upstream's answer, with the downstream id put back.
 		resp.ID = msg.ID

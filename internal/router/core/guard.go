@@ -98,6 +98,13 @@ type Verdict struct {
 	targeted bool            // the request names a target (else the routing layer answers it)
 	decided  bool            // a policy made decision
 	decision policy.Decision // when decided
+	// listed: the route lists the target tool for the caller (checked on a
+	// route that hides anything: routeHides), and toolUp and toolDef are
+	// its upstream and its definition as the caller's connection lists it,
+	// for pinning.
+	listed  bool
+	toolUp  string
+	toolDef json.RawMessage
 }
 
 // Decide makes the access policy's decision on msg for the principal in ctx.
@@ -143,6 +150,62 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *
 	}
 }
 
+// routeHides reports whether rte may hide a tool, prompt or resource
+// from a caller (a policy that does not allow everything, or pinning in
+// enforce mode).
+func routeHides(rte *Route) bool {
+	g := rte.Gen
+	return (g.Policy != nil && !g.Policy.AllowsAll()) || (g.Pinner != nil && g.Pinner.Mode != config.PinWarn)
+}
+
+// listedTarget checks, on a route that hides anything, that the route
+// lists v's target tool or prompt for the caller, so that a name its
+// upstream does not list is answered by the gateway exactly as a hidden
+// one, not forwarded for the upstream to answer differently (a caller
+// could tell the two apart). It reports false with v.pinErr set when the
+// target is not listed, or when that cannot be known (fail closed; the
+// same answer for every name). A tool's definition is kept for pinning.
+// ctx must carry the caller (host.WithCaller): its own connection may be
+// the one to ask, which is why Decide (made before that) does not.
+func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
+	if !v.targeted || v.pinErr != nil || !routeHides(rte) {
+		return true
+	}
+	switch mcp.Kind(v.kind) {
+	case mcp.KindTool:
+		up, def, found, jerr := rte.View.ToolDefs().Lookup(ctx, v.name)
+		if jerr != nil {
+			v.pinErr = jerr
+			return false
+		}
+		if !found {
+			return c.notListed(rte, v)
+		}
+		v.listed, v.toolUp, v.toolDef = true, up, def
+	case mcp.KindPrompt:
+		found, jerr := rte.View.HasPrompt(ctx, v.name)
+		if jerr != nil {
+			v.pinErr = jerr
+			return false
+		}
+		if !found {
+			return c.notListed(rte, v)
+		}
+	}
+	return true
+}
+
+// notListed answers a target the route does not list for the caller. One
+// the policy refuses anyway is left to guard, which answers it the same
+// way and records it as the denial it also is (metrics, audit, span).
+func (c *Core) notListed(rte *Route, v *Verdict) bool {
+	if v.decided && !v.decision.Allowed {
+		return true
+	}
+	v.pinErr = rte.View.Unknown(mcp.Kind(v.kind), v.external)
+	return false
+}
+
 // guard applies the access policy, the pinning lock and the rate limits
 // to one routed request before anything reaches an upstream. A name the
 // policy hides is answered exactly like a name that does not exist, so a
@@ -172,16 +235,32 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 				// call: "unknown" would be a lie about a visible name.
 				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
 			}
-			return release, hidden(kind, name)
+			return release, rte.View.Unknown(mcp.Kind(kind), v.external)
 		}
 		c.opts.Metrics.PolicyDecision(route, "allow")
 		au.allowed(d)
 	}
 	if kind == policy.KindTool && g.Pinner != nil {
-		if up, def, ok := rte.View.Tool(ctx, name); ok && !c.pinned(g.Pinner, up, name, def) {
+		up, def, listed := v.toolUp, v.toolDef, v.listed
+		if !listed && g.Pinner.Mode == config.PinWarn {
+			// Warn mode hides nothing (listedTarget did not look): look for the
+			// log's sake, and serve what cannot be judged, as a new tool.
+			up, def, listed, _ = rte.View.ToolDefs().Lookup(ctx, name)
+		}
+		switch {
+		case listed:
+			if !c.pinned(g.Pinner, up, name, def) {
+				c.opts.Metrics.PolicyDecision(route, "unpinned")
+				au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock")
+				return release, rte.View.Unknown(mcp.Kind(kind), v.external)
+			}
+		case g.Pinner.Mode != config.PinWarn:
+			// Enforce mode judges every tool: one without a definition the
+			// caller's connection lists has none approved (listedTarget
+			// refuses it first; this is the backstop).
 			c.opts.Metrics.PolicyDecision(route, "unpinned")
-			au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock")
-			return release, hidden(kind, name)
+			au.refuse(audit.Denied, audit.RulePinning, "", "the tool has no definition to check against the pinning lock")
+			return release, rte.View.Unknown(mcp.Kind(kind), v.external)
 		}
 	}
 	if g.Limiter != nil {
@@ -200,17 +279,6 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 		release = rel
 	}
 	return release, nil
-}
-
-// hidden is the answer for a name the policy does not let the caller see.
-func hidden(kind, name string) *jsonrpc.Error {
-	switch kind {
-	case policy.KindResource:
-		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q", name)
-	case policy.KindPrompt:
-		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown prompt %q", name)
-	}
-	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown tool %q", name)
 }
 
 // ScopeChallenge reports the scopes to challenge for when v refuses a
@@ -269,6 +337,10 @@ func (c *Core) listFilter(ctx context.Context, rte *Route, method string) func(k
 		pol = allowAll
 	}
 	lister := pol.Lister(policyPrincipal(ctx), rte.Path) // a condition not on the name: judged once per list
+	var defs *catalog.ToolDefs                           // each caller's own connection listed once per list
+	if g.Pinner != nil && method == mcp.MethodToolsList {
+		defs = rte.View.ToolDefs()
+	}
 	return func(kind, name string, item []byte) bool {
 		if c, err := rte.View.Canonical(ctx, mcp.Kind(kind), name); err == nil {
 			name = c // a URI unique on the route is listed as it is
@@ -279,19 +351,21 @@ func (c *Core) listFilter(ctx context.Context, rte *Route, method string) func(k
 		if kind != policy.KindTool || g.Pinner == nil || method != mcp.MethodToolsList {
 			return true
 		}
-		up, def, ok := rte.View.Tool(ctx, name) // pins are of the upstream's own definition
-		return ok && c.pinned(g.Pinner, up, name, def)
+		// Pins are of the upstream's own definition, as the connection
+		// that serves the caller's calls lists it; none: not approved.
+		up, def, ok, jerr := defs.Lookup(ctx, name)
+		return jerr == nil && ok && c.pinned(g.Pinner, up, name, def)
 	}
 }
 
 // pinned checks a tool's definition against the pinning lock: in enforce
 // mode a new or changed tool is hidden until re-approved; in warn mode it
-// is served and logged. Each tool's verdict is logged once per definition.
+// is served and logged. Each tool's verdict is logged once per definition
+// (its latest only is remembered: pinmemo.go).
 func (c *Core) pinned(pinner *policy.Pinner, upstream, name string, def []byte) bool {
 	res := pinner.Check(upstream, def)
 	if res.Status != policy.PinOK {
-		key := upstream + "\x00" + name + "\x00" + res.Status.String() + "\x00" + string(def)
-		if _, seen := c.pinWarned.LoadOrStore(key, true); !seen {
+		if c.pinWarned.fresh(upstream, name, pinVerdict{res.Status, res.Hash}) {
 			c.log.Warn("tool definition is not approved in the pinning lock; run mcpgw pin to approve it",
 				zap.String("upstream", upstream), zap.String("tool", name), zap.String("status", res.Status.String()),
 				zap.Bool("served", res.Allowed), zap.Error(res.Err))
