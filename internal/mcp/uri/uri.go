@@ -17,9 +17,10 @@
 // a server that decodes first see different ones), a backslash before the
 // query (special schemes read it as "/"), control characters and spaces
 // (the WHATWG parser strips some of them), an empty segment inside the
-// path, dot-segments in a path that does not start with "/" (an opaque
-// URI, which a WHATWG parser leaves alone and others may not), malformed
-// percent-encoding and a non-ASCII host.
+// path, a fragment (WHATWG parsers keep it, others drop it), dot-segments
+// in a path that does not start with "/" (an opaque URI, which a WHATWG
+// parser leaves alone and others may not), malformed percent-encoding and
+// a non-ASCII host. A query is kept as sent, escapes normalized.
 //
 // The gateway refuses a request whose URI is not canonical rather than
 // rewriting it (internal/catalog PinTarget), so that the bytes forwarded
@@ -104,7 +105,10 @@ func Canonical(s string) (string, error) {
 
 // refused names what no canonical form can be given for anywhere in s.
 func refused(s string) string {
-	q := strings.IndexAny(s, "?#")
+	if strings.Contains(s, "#") {
+		return "resource URI has a fragment (#...), which names a part of a resource on the client's side and which some upstreams drop and others keep; send it without"
+	}
+	q := strings.IndexByte(s, '?')
 	if q < 0 {
 		q = len(s)
 	}
@@ -113,7 +117,7 @@ func refused(s string) string {
 		case c <= ' ' || c == 0x7f:
 			return "resource URI contains a control character or space (upstream URL parsers drop or split at them); percent-encode it"
 		case c == '\\' && i < q:
-			return `resource URI contains a backslash before its query (some upstreams read it as "/"); percent-encode it as %5C only inside a query, or send the URI with "/"`
+			return `resource URI contains a backslash before its query, which some upstreams read as "/"; send "/" instead`
 		}
 	}
 	return ""
