@@ -44,9 +44,13 @@ func (v *View) checkURI(ctx context.Context, sent string, r resolution, visible 
 	if !errors.As(err, &ue) || ue.Canonical == "" {
 		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %q", err.Error(), sent)
 	}
+	// The form the client used stays: bare, "<uri>?mcpgw=<upstream>" or
+	// "<upstream>+<uri>".
 	send := c
-	if prefix, ok := strings.CutSuffix(sent, r.internal); ok {
-		send = prefix + c // the explicit form stays explicit
+	if up, _, ok := parseExplicit(sent); ok && up == r.upstream {
+		send = explicitURI(up, c)
+	} else if prefix, ok := strings.CutSuffix(sent, r.internal); ok {
+		send = prefix + c
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %q; send %s", ue.Problem, sent, send)
 }

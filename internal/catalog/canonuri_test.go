@@ -36,6 +36,8 @@ func TestPinTargetRefusesNonCanonicalURIs(t *testing.T) {
 		{"dot", "demo://resource/static/document/./instructions.md", nil, "send demo://resource/static/document/instructions.md"},
 		{"encoded dot", "demo://resource/static/document/%2e/instructions.md", nil, "send demo://resource/static/document/instructions.md"},
 		{"explicit encoded dot-dot", "ev+demo://resource/static/document/%2e%2E/../dynamic/text/7", nil, "send ev+demo://resource/dynamic/text/7"},
+		{"explicit query form", "demo://resource/static/document/x/../instructions.md?mcpgw=ev", nil, "send demo://resource/static/document/instructions.md?mcpgw=ev"},
+		{"explicit query form with a query", "demo://resource/a/../b?mcpgw=ev&q=%7e", nil, "send demo://resource/b?mcpgw=ev&q=~"},
 		{"template escape", "demo://resource/dynamic/text/%2e%2e/%2e%2e/static/document/instructions.md", nil, "send demo://resource/static/document/instructions.md"},
 		{"scheme and host case", "DEMO://Resource/static/document/instructions.md", nil, "send demo://resource/static/document/instructions.md"},
 		{"encoded slash", "demo://resource/static/document%2Finstructions.md", nil, "encoded slash"},
