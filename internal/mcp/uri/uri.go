@@ -9,9 +9,10 @@
 //
 // Canonical computes the RFC 3986 §6.2.2 normal form: scheme and host in
 // lower case, percent-encoded unreserved characters decoded, the hex of
-// other percent-encodings in upper case, non-ASCII characters
-// percent-encoded as UTF-8, dot-segments removed (§5.2.4), the default
-// port of http, https, ws and wss dropped. Where no form can be given
+// other percent-encodings in upper case, non-ASCII characters and ASCII
+// ones RFC 3986 does not allow percent-encoded (as UTF-8), dot-segments
+// removed (§5.2.4), the default port of http, https, ws and wss dropped,
+// the empty path of a special scheme made "/". Where no form can be given
 // safely it refuses: an encoded slash or backslash ("%2F", "%5C") inside
 // a path segment (decoding it would change the segments, keeping it lets
 // a server that decodes first see different ones), a backslash before the
@@ -82,7 +83,7 @@ func Canonical(s string) (string, error) {
 	if end < 0 {
 		end = len(rest)
 	}
-	path, perr := normalizeEncoding(rest[:end], true)
+	path, perr := normalizeEncoding(rest[:end], inPath)
 	if perr != "" {
 		return "", &Error{Problem: perr}
 	}
@@ -90,13 +91,20 @@ func Canonical(s string) (string, error) {
 	if perr != "" {
 		return "", &Error{Problem: perr}
 	}
+	if path == "" && hasAuthority && specialSchemes[strings.ToLower(scheme)] {
+		path = "/" // RFC 3986 §6.2.3; a WHATWG parser adds it too
+	}
 	b.WriteString(path)
-	tail, terr := normalizeEncoding(rest[end:], false)
+	tail, terr := normalizeEncoding(rest[end:], inQuery)
 	if terr != "" {
 		return "", &Error{Problem: terr}
 	}
 	b.WriteString(tail)
 	c := b.String()
+	if _, ok := schemeOf(c); ok && !hasScheme {
+		// "%41:x" decodes to "A:x", which would read as a scheme.
+		return "", &Error{Problem: "resource URI has no scheme but its decoded form starts with one; send an absolute URI"}
+	}
 	if c != s {
 		return c, &Error{Problem: "resource URI is not in canonical form", Canonical: c}
 	}
@@ -139,6 +147,10 @@ func schemeOf(s string) (string, bool) {
 	return "", false
 }
 
+// specialSchemes are the WHATWG URL standard's special schemes, whose
+// empty path reads as "/".
+var specialSchemes = map[string]bool{"http": true, "https": true, "ws": true, "wss": true, "ftp": true, "file": true}
+
 // defaultPorts are the ports a WHATWG parser drops for special schemes.
 var defaultPorts = map[string]string{"http": "80", "https": "443", "ws": "80", "wss": "443"}
 
@@ -172,11 +184,11 @@ func authority(a, scheme string) (string, string) {
 			return "", "resource URI has a non-ASCII host; send it in its ASCII (punycode) form"
 		}
 	}
-	ui, err := normalizeEncoding(userinfo, false)
+	ui, err := normalizeEncoding(userinfo, inAuthority)
 	if err != "" {
 		return "", err
 	}
-	h, err := normalizeEncoding(host, false)
+	h, err := normalizeEncoding(host, inAuthority)
 	if err != "" {
 		return "", err
 	}
@@ -187,12 +199,23 @@ func authority(a, scheme string) (string, string) {
 	return out, ""
 }
 
+// Where normalizeEncoding works.
+const (
+	inAuthority = iota
+	inPath
+	inQuery
+)
+
 // normalizeEncoding decodes percent-encoded unreserved characters, writes
 // the hex of the others in upper case and percent-encodes non-ASCII bytes.
-// In a path (inPath) an encoded "/" or "\" is refused: it cannot be
-// brought to one form without changing the segments.
-func normalizeEncoding(s string, inPath bool) (string, string) {
-	if !strings.ContainsAny(s, "%") && ascii(s) {
+// In a path or query it percent-encodes the ASCII characters RFC 3986
+// does not allow there (" < > [ ] ^ ` { | } and, in a query, \): a WHATWG
+// parser encodes some of them itself ("{" reads as "%7B"), so the raw and
+// the encoded spelling would be two strings for one resource. In a path
+// an encoded "/" or "\" is refused: it cannot be brought to one form
+// without changing the segments.
+func normalizeEncoding(s string, where int) (string, string) {
+	if !strings.ContainsRune(s, '%') && clean(s, where) {
 		return s, ""
 	}
 	var b strings.Builder
@@ -204,7 +227,7 @@ func normalizeEncoding(s string, inPath bool) (string, string) {
 				return "", "resource URI has a malformed percent-encoding (a % not followed by two hex digits); send % as %25"
 			}
 			d := unhex(s[i+1])<<4 | unhex(s[i+2])
-			if inPath && (d == '/' || d == '\\') {
+			if where == inPath && (d == '/' || d == '\\') {
 				return "", "resource URI has an encoded slash or backslash (%2F, %5C) in its path, which upstreams read differently; the gateway refuses it"
 			}
 			if unreserved(d) {
@@ -215,7 +238,7 @@ func normalizeEncoding(s string, inPath bool) (string, string) {
 				b.WriteByte(upper(s[i+2]))
 			}
 			i += 2
-		case c >= utf8.RuneSelf:
+		case c >= utf8.RuneSelf || where != inAuthority && !allowed(c):
 			fmt.Fprintf(&b, "%%%02X", c)
 		default:
 			b.WriteByte(c)
@@ -270,13 +293,20 @@ func dotSegments(path string, hierarchical bool) (string, string) {
 	return "/" + strings.Join(out, "/"), ""
 }
 
-func ascii(s string) bool {
+// clean reports whether s holds no byte normalizeEncoding would encode.
+func clean(s string, where int) bool {
 	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
+		if c := s[i]; c >= utf8.RuneSelf || where != inAuthority && !allowed(c) {
 			return false
 		}
 	}
 	return true
+}
+
+// allowed reports whether c may appear as it is in a path or query
+// (RFC 3986 pchar, "/" and "?", and "%" of an escape).
+func allowed(c byte) bool {
+	return unreserved(c) || strings.IndexByte("%:@/?!$&'()*+,;=", c) >= 0
 }
 
 func unreserved(c byte) bool {
