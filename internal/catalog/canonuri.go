@@ -41,8 +41,13 @@ func (v *View) checkURI(ctx context.Context, sent string, r resolution, visible 
 		}
 	}
 	var ue *uri.Error
-	if !errors.As(err, &ue) || ue.Canonical == "" {
-		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %q", err.Error(), sent)
+	if !errors.As(err, &ue) {
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "resource URI %q: %v", sent, err)
+	}
+	// `resource URI "<sent>" has ...`: the problem names the URI.
+	problem := strings.TrimPrefix(ue.Problem, "resource URI ")
+	if ue.Canonical == "" {
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "resource URI %q %s", sent, problem)
 	}
 	// The form the client used stays: bare, "<uri>?mcpgw=<upstream>" or
 	// "<upstream>+<uri>".
@@ -52,5 +57,5 @@ func (v *View) checkURI(ctx context.Context, sent string, r resolution, visible 
 	} else if prefix, ok := strings.CutSuffix(sent, r.internal); ok {
 		send = prefix + c
 	}
-	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: %q; send %s", ue.Problem, sent, send)
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "resource URI %q %s: send %s", sent, problem, send)
 }
