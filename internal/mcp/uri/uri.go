@@ -251,15 +251,20 @@ func normalizeEncoding(s string, where int) (string, string) {
 // (RFC 3986 §5.2.4) and refuses an empty segment inside it; in a path that
 // is not hierarchical, where no removal is defined, it refuses them.
 func dotSegments(path string, hierarchical bool) (string, string) {
-	segs := strings.Split(path, "/")
+	// A scan first: the common path has neither, and is returned without
+	// allocating.
 	dots, empty := false, false
-	for i, s := range segs {
-		switch {
-		case s == "." || s == "..":
+	for i, start := 0, 0; i <= len(path); i++ {
+		if i < len(path) && path[i] != '/' {
+			continue
+		}
+		switch seg := path[start:i]; {
+		case seg == "." || seg == "..":
 			dots = true
-		case s == "" && i > 0 && i < len(segs)-1:
+		case seg == "" && start > 0 && i < len(path):
 			empty = true
 		}
+		start = i + 1
 	}
 	if empty {
 		return "", "resource URI has an empty path segment (//), which upstreams read differently; send the URI without it"
@@ -271,6 +276,7 @@ func dotSegments(path string, hierarchical bool) (string, string) {
 		return "", `resource URI has "." or ".." segments in a path that does not start with "/", which has no canonical form; send the URI without them`
 	}
 	// path starts with "/" (or is empty): segs[0] == "".
+	segs := strings.Split(path, "/")
 	out := make([]string, 0, len(segs))
 	for i, s := range segs[1:] {
 		last := i == len(segs)-2
