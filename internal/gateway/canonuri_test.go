@@ -1,16 +1,21 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
 // serverEverything returns the command that starts the npm
@@ -132,6 +137,41 @@ policy:
 			})
 		}
 	}
+	// A 2026-07-28 subscriptions/listen stream's resourceSubscriptions
+	// are subscribed through the same check: only the canonical, allowed
+	// URI is acknowledged.
+	t.Run("listen", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		subs := []string{ok, doc + "x/../features.md", doc + "%2e%2e/%2e%2e/dynamic/text/7", denied, "DEMO://resource/static/document/features.md"}
+		body := `{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":` + mustJSON(t, subs) + `},` +
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
+		req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},
+			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"subscriptions/listen"}}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		ev, err := sse.NewReader(resp.Body, 1<<20).Next()
+		if err != nil {
+			t.Fatalf("no acknowledgement: %v", err)
+		}
+		var ack struct {
+			Params struct {
+				Notifications struct {
+					ResourceSubscriptions []string `json:"resourceSubscriptions"`
+				} `json:"notifications"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(ev.Data, &ack); err != nil {
+			t.Fatalf("acknowledgement %s: %v", ev.Data, err)
+		}
+		if got := ack.Params.Notifications.ResourceSubscriptions; !slices.Equal(got, []string{ok}) {
+			t.Errorf("acknowledged %q, want only %s", got, ok)
+		}
+	})
 }
 
 // checkDecision checks a read's (or subscription's) answer: 0 served,
