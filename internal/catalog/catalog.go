@@ -221,7 +221,17 @@ func (v *View) Pin(ctx context.Context, method string, params json.RawMessage, v
 // so that the caller need not read it again (one reading of a request).
 func (v *View) PinTarget(ctx context.Context, method string, params json.RawMessage, visible Visible) (json.RawMessage, string, *jsonrpc.Error) {
 	t, ok := mcp.TargetOf(method, params)
-	if !ok || !v.prefixed || t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
+	if !ok || t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
+		return params, "", nil
+	}
+	if !v.prefixed {
+		if readsResource(t) && len(v.names) == 1 {
+			if s, err := rawjson.GetPath(params, t.Path); err == nil {
+				if jerr := v.checkURI(ctx, s, resolution{upstream: v.names[0], internal: s}, visible); jerr != nil {
+					return nil, "", jerr
+				}
+			}
+		}
 		return params, "", nil
 	}
 	s, err := rawjson.GetPath(params, t.Path)
@@ -233,7 +243,17 @@ func (v *View) PinTarget(ctx context.Context, method string, params json.RawMess
 		return nil, "", jerr
 	}
 	if !ok {
+		if readsResource(t) { // say what to send rather than "not found"
+			if jerr := v.checkURI(ctx, s, resolution{internal: s}, visible); jerr != nil {
+				return nil, "", jerr
+			}
+		}
 		return nil, "", v.unknown(t.Kind, s)
+	}
+	if readsResource(t) {
+		if jerr := v.checkURI(ctx, s, r, visible); jerr != nil {
+			return nil, "", jerr
+		}
 	}
 	e := v.explicit(t.Kind, r)
 	if e == s {

@@ -20,8 +20,9 @@
 // type mismatch (principal.subject == 1) is a load-time error; arguments
 // and claims are dynamic, so a missing key is an evaluation error.
 // Standard CEL plus the strings extension (lowerAscii, split, ...), optional
-// values (arguments.?repo.orValue("")) and numeric comparisons across int
-// and double (arguments.limit <= 100).
+// values (arguments.?repo.orValue("")), numeric comparisons across int
+// and double (arguments.limit <= 100), and normpath/normuri, which bring a
+// path-like argument to the form an upstream runs (paths.go).
 //
 // Evaluation is bounded by a cost limit (CostLimit) and a timeout
 // (EvalTimeout); exceeding either is an evaluation error. Tracking the
@@ -252,8 +253,15 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 		ext.Strings(),
 		cel.OptionalTypes(),
 		cel.CrossTypeNumericComparisons(true),
+		cel.Lib(pathLib{}),
 	)
 })
+
+// pathLib adds normpath and normuri (paths.go).
+type pathLib struct{}
+
+func (pathLib) CompileOptions() []cel.EnvOption     { return pathFunctions() }
+func (pathLib) ProgramOptions() []cel.ProgramOption { return nil }
 
 // Compile parses and type-checks a condition. It must be of type bool. The
 // error is a *CompileError for problems of the expression.
@@ -266,7 +274,7 @@ func Compile(src string) (*Condition, error) {
 	programs := func(track bool) (full, partial cel.Program, err error) {
 		opts := []cel.ProgramOption{cel.InterruptCheckFrequency(100)}
 		if track {
-			opts = append(opts, cel.CostLimit(CostLimit))
+			opts = append(opts, cel.CostLimit(CostLimit), cel.CostTracking(pathCosts{}))
 		}
 		if full, err = e.Program(ast, opts...); err != nil {
 			return nil, nil, err
@@ -372,8 +380,8 @@ func (s sizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
 	return nil
 }
 
-func (sizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
-	return nil
+func (s sizes) EstimateCallCost(_, overloadID string, _ *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	return pathCallCost(overloadID, args, s.EstimateSize)
 }
 
 // programs returns the programs for evaluating with in.

@@ -20,8 +20,9 @@ func TestCompile(t *testing.T) {
 		{`arguments.?force.orValue(false) == true && arguments.limit <= 100 && arguments.s.lowerAscii() == "x"`, ""},
 		// The examples of docs/policy.md.
 		{`!("admin" in principal.groups) && arguments.?force.orValue(false) == true`, ""},
-		{`principal.subject.endsWith("@acme.example") && arguments.repo.startsWith("acme/")`, ""},
-		{`!arguments.repo.startsWith("acme/")`, ""},
+		{`principal.subject.endsWith("@acme.example") && normpath(arguments.repo).startsWith("acme/")`, ""},
+		{`!normpath(arguments.repo).startsWith("acme/")`, ""},
+		{`normpath(arguments.path).startsWith("/data/")`, ""},
 		{``, "the expression is empty"},
 		{`  `, "the expression is empty"},
 		{strings.Repeat("true && ", 600) + "true", "bytes long, more than 4096"},
