@@ -242,7 +242,9 @@ func TestForwardTaskMapsBackOnlyTheTaskAskedFor(t *testing.T) {
 		{"another task's cancel", mcp.MethodTasksCancel, `{"taskId":"alice-1","status":"cancelled"}`},
 		{"another task's result", mcp.MethodTasksResult, `{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"alice-1"}}}`},
 	} {
-		up.handle = func(string, json.RawMessage) (json.RawMessage, *jsonrpc.Error) { return json.RawMessage(tc.answer), nil }
+		up.handle = func(string, json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+			return json.RawMessage(tc.answer), nil
+		}
 		params, _ := json.Marshal(map[string]string{"taskId": tok})
 		resp, err := v.Forward(ctx, tc.method, params, client.CallOptions{})
 		if err == nil || resp != nil {
