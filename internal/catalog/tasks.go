@@ -806,3 +806,16 @@ func (v *View) WithTaskCapabilities(caps json.RawMessage, stateless bool) json.R
 	}
 	return caps
 }
+
+// TaskUpstream is the upstream a task id names, for the rate limits and
+// the audit of the tasks methods ("" when token is not one of this
+// gateway's). It does not check who holds the token: forwardTask does,
+// and a request charged to the upstream it names is charged to the
+// caller's own buckets too.
+func (v *View) TaskUpstream(token string) string {
+	c, ok := v.tasks.open(token)
+	if !ok || v.ups[c.Upstream] == nil {
+		return ""
+	}
+	return c.Upstream
+}
