@@ -95,14 +95,14 @@ type Verdict struct {
 	// external is the target as params carry it, handed to Forward so
 	// that it routes by what was judged without reading the params again.
 	external string
-	targeted bool            // the request names a target (else the routing layer answers it)
+	targeted bool // the request names a target (else the routing layer answers it)
 	// task: a tasks method (tasks/get, result, cancel, update); the policy
 	// does not judge it, but the rate limits and the audit apply, to the
 	// upstream its sealed id names (taskUpstream; "" when it names none).
 	task         bool
 	taskUpstream string
-	decided  bool            // a policy made decision
-	decision policy.Decision // when decided
+	decided      bool            // a policy made decision
+	decision     policy.Decision // when decided
 }
 
 // Decide makes the access policy's decision on msg for the principal in ctx.
