@@ -69,6 +69,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/policy/cond"
 	"github.com/mcpgw/mcpgw/internal/policy/pattern"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // Kinds of names a decision is about.
@@ -172,6 +173,10 @@ type Policy struct {
 	// arguments as a whole, so they are decoded whole.
 	argKeys   []string
 	argsWhole bool
+	// argMembers are the member paths into a call's arguments that
+	// conditions select (cond.Condition.ArgumentPaths): a case variant of
+	// one makes the arguments unusable, as a duplicate does.
+	argMembers *rawjson.Members
 }
 
 type rule struct {
@@ -242,6 +247,7 @@ func Compile(pol *config.Policy) (*Policy, error) {
 		err error
 	}
 	conds := map[string]compiled{}
+	var argPaths [][]string
 	for i, r := range pol.Rules {
 		if r == nil {
 			errs = append(errs, fmt.Errorf("policy.rules[%d]: empty rule", i))
@@ -263,6 +269,7 @@ func Compile(pol *config.Policy) (*Policy, error) {
 			if c != nil {
 				keys, whole := c.ArgumentKeys()
 				p.argsWhole = p.argsWhole || whole
+				argPaths = append(argPaths, c.ArgumentPaths()...)
 				for _, k := range keys {
 					if !slices.Contains(p.argKeys, k) {
 						p.argKeys = append(p.argKeys, k)
@@ -309,6 +316,7 @@ func Compile(pol *config.Policy) (*Policy, error) {
 		return nil, err
 	}
 	p.index = buildIndex(p.rules)
+	p.argMembers = argumentMembers(argPaths)
 	return p, nil
 }
 
@@ -472,9 +480,9 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 				withArgs = &ins.withArgs
 				*withArgs = cond.Input{Principal: base.Principal, Route: route, Kind: kind, Name: name}
 				if pol.argsWhole {
-					withArgs.Arguments, argErr = parseArguments(rawArgs)
+					withArgs.Arguments, argErr = parseArguments(rawArgs, pol.argMembers)
 				} else {
-					withArgs.Arguments, argErr = parseArgumentMembers(rawArgs, pol.argKeys)
+					withArgs.Arguments, argErr = parseArgumentMembers(rawArgs, pol.argKeys, pol.argMembers)
 				}
 				withArgs.MemoizeIn(&ins.argsMemo)
 			}
