@@ -186,7 +186,7 @@ type rule struct {
 	// subjectForms say which source each subject is from (subjects holds
 	// the bare subjects, for the index and a quick test).
 	subjectForms []subjectForm
-	allow, deny                                          []pattern.Pattern
+	allow, deny  []pattern.Pattern
 	// allowReasons and denyReasons are the Decision.Reason of each allow
 	// and deny pattern deciding, made once: a decision is made for every
 	// call and every listed item.
