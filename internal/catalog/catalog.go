@@ -589,6 +589,12 @@ func (v *View) ForwardTarget(ctx context.Context, method string, params json.Raw
 		// as its own initialize would have (roots as the gateway answers them).
 		copts.Capabilities = json.RawMessage(u.ViewCapabilities(caps))
 	}
+	if opts.PassInputRequired && c.Modern() {
+		var jerr *jsonrpc.Error
+		if params, jerr = v.openRequestState(ctx, upstream, params); jerr != nil { // requeststate.go
+			return nil, jerr
+		}
+	}
 	tc, terr := v.beginTaskCall(ctx, method, upstream, params, &copts) // tasks.go: the task a tools/call may create
 	if terr != nil {
 		return nil, terr
@@ -607,6 +613,9 @@ func (v *View) ForwardTarget(ctx context.Context, method string, params json.Raw
 		return nil, callError(ctx, u.Upstream, method, cerr) // tasks.go
 	}
 	tc.result(resp) // tasks.go: a created task's id, sealed for the caller
+	if opts.PassInputRequired && c.Modern() {
+		v.sealRequestState(ctx, upstream, resp) // requeststate.go: bound to the caller
+	}
 	if !v.prefixed {
 		return resp, nil
 	}

@@ -607,18 +607,37 @@ func (v *View) forwardTask(ctx context.Context, method string, params json.RawMe
 		resp.Error.Message = strings.ReplaceAll(resp.Error.Message, c.ID, token)
 		return resp, nil
 	}
-	if id, ok := rawjson.GetString(resp.Result, "taskId"); ok && id == c.ID {
+	// Only an answer about the task asked for is mapped back: one naming
+	// another task (an upstream that read another member for taskId, or
+	// that mixed tasks up) would hand the caller a task that is not its
+	// own, under its raw upstream id.
+	if id, ok := rawjson.GetString(resp.Result, "taskId"); ok {
+		if id != c.ID {
+			return nil, otherTask(u, method, token)
+		}
 		if res, err := rawjson.SetString(resp.Result, "taskId", token); err == nil {
 			resp.Result = res
 		}
 	}
+	other := false
 	resp.Result = relatedTask(resp.Result, func(id string) string {
 		if id == c.ID {
 			return token
 		}
+		other = true
 		return id
 	})
+	if other {
+		return nil, otherTask(u, method, token)
+	}
 	return resp, nil
+}
+
+// otherTask is the error for an upstream's answer about a task other than
+// the one asked for; the answer is dropped and the reason logged.
+func otherTask(u *upstreamState, method, token string) *jsonrpc.Error {
+	u.Logger().Warn("upstream answered about another task than the one asked for; answer dropped", zap.String("method", method))
+	return jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the upstream's answer to %s named another task than %q; it was not passed on", method, token)
 }
 
 // ListTasks answers tasks/list (2025-11-25) for a route: the route's
@@ -798,4 +817,17 @@ func (v *View) WithTaskCapabilities(caps json.RawMessage, stateless bool) json.R
 		}
 	}
 	return caps
+}
+
+// TaskUpstream is the upstream a task id names, for the rate limits and
+// the audit of the tasks methods ("" when token is not one of this
+// gateway's). It does not check who holds the token: forwardTask does,
+// and a request charged to the upstream it names is charged to the
+// caller's own buckets too.
+func (v *View) TaskUpstream(token string) string {
+	c, ok := v.tasks.open(token)
+	if !ok || v.ups[c.Upstream] == nil {
+		return ""
+	}
+	return c.Upstream
 }

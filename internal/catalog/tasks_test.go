@@ -236,3 +236,43 @@ func TestForwardTaskRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardTaskMapsBackOnlyTheTaskAskedFor: an upstream that answers
+// about another task than the one the caller's token names (as one that
+// read a TaskId case variant would) gets its answer dropped: the caller
+// never sees another task, nor its raw upstream id.
+func TestForwardTaskMapsBackOnlyTheTaskAskedFor(t *testing.T) {
+	up := &fakeUpstream{tools: items("name", "t", 1)}
+	h := fakeHost(t, map[string]*fakeUpstream{"up": up})
+	v := NewView(h, []string{"up"}, false)
+	bob := TaskOwner{Route: "/mcp", Principal: "apikey\x00bob", Session: "s2"}
+	tok := tasksOf(h).seal(claims("up", "bob-1", formUtility, bob, false))
+	ctx := host.WithCaller(context.Background(), &host.Caller{Route: bob.Route, Principal: bob.Principal, Session: bob.Session})
+	for _, tc := range []struct{ name, method, answer string }{
+		{"another task's state", mcp.MethodTasksGet, `{"taskId":"alice-1","status":"working"}`},
+		{"another task's cancel", mcp.MethodTasksCancel, `{"taskId":"alice-1","status":"cancelled"}`},
+		{"another task's result", mcp.MethodTasksResult, `{"content":[],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"alice-1"}}}`},
+	} {
+		up.handle = func(string, json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+			return json.RawMessage(tc.answer), nil
+		}
+		params, _ := json.Marshal(map[string]string{"taskId": tok})
+		resp, err := v.Forward(ctx, tc.method, params, client.CallOptions{})
+		if err == nil || resp != nil {
+			t.Errorf("%s: %v, %v; want the answer refused", tc.name, resp, err)
+			continue
+		}
+		if strings.Contains(err.Message, "alice-1") {
+			t.Errorf("%s: error %q names the other task", tc.name, err.Message)
+		}
+	}
+	// The task asked for is mapped back as before.
+	up.handle = func(string, json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
+		return json.RawMessage(`{"taskId":"bob-1","status":"working"}`), nil
+	}
+	params, _ := json.Marshal(map[string]string{"taskId": tok})
+	resp, err := v.Forward(ctx, mcp.MethodTasksGet, params, client.CallOptions{})
+	if err != nil || resp == nil || string(resp.Result) != `{"taskId":"`+tok+`","status":"working"}` {
+		t.Fatalf("own task: %v, %v", resp, err)
+	}
+}

@@ -1043,6 +1043,15 @@ func (c *Client) modernMeta(params json.RawMessage, opts CallOptions) (json.RawM
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage(`{}`)
 	}
+	var err error
+	if !opts.PassInputRequired {
+		// An older caller (a session) does not speak for this hop: 2026
+		// keys of its own (capabilities it never declared, a version) would
+		// be taken for a stateless caller's. The gateway's replace them.
+		if params, err = mcp.WithoutHopMeta(params); err != nil {
+			return nil, err
+		}
+	}
 	meta, ok := rawjson.Get(params, "_meta")
 	if !ok {
 		meta = json.RawMessage(`{}`)
@@ -1050,7 +1059,6 @@ func (c *Client) modernMeta(params json.RawMessage, opts CallOptions) (json.RawM
 	if _, has := rawjson.Get(meta, mcp.MetaProtocolVersion); has {
 		return params, nil
 	}
-	var err error
 	if meta, err = rawjson.SetString(meta, mcp.MetaProtocolVersion, string(mcp.Version20260728)); err != nil {
 		return nil, err
 	}

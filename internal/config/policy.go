@@ -352,6 +352,7 @@ func (v *validator) policyMatch(p string, m *PolicyMatch) {
 		// never holds; that is not an error (the shipped example does it
 		// with auth commented out), and explain shows it.
 	}
+	v.policySubjects(p, m.Subjects)
 	var keys []string
 	if v.cfg.Auth != nil {
 		for _, k := range v.cfg.Auth.APIKeys {
@@ -466,5 +467,89 @@ func (v *validator) pinning(pn *Pinning) {
 	}
 	if (pn.Mode == PinWarn || pn.Mode == PinEnforce) && pn.LockFile == "" {
 		v.add(p+".lock_file", fmt.Sprintf("is not set, and mode %s needs the approved definitions; set lock_file: /etc/mcpgw/tools.lock.json (write it with mcpgw pin)", pn.Mode))
+	}
+}
+
+// Where a policy subject comes from (match.subjects): a bare subject is
+// any identity source's; "apikey:<principal>" only an API key's (its
+// principal:); "<issuer>#<sub>" only a token's from that issuer (an issuer
+// URL has no fragment, so the first # ends it).
+type SubjectSource int
+
+// The subject sources.
+const (
+	SubjectAny SubjectSource = iota
+	SubjectAPIKey
+	SubjectIssuer
+)
+
+// SubjectAPIKeyPrefix marks a subject that only an API key's principal has.
+const SubjectAPIKeyPrefix = "apikey:"
+
+// ParseSubject reads one match.subjects entry.
+func ParseSubject(s string) (source SubjectSource, issuer, sub string) {
+	if rest, ok := strings.CutPrefix(s, SubjectAPIKeyPrefix); ok {
+		return SubjectAPIKey, "", rest
+	}
+	if iss, rest, ok := strings.Cut(s, "#"); ok && (strings.HasPrefix(iss, "https://") || strings.HasPrefix(iss, "http://")) {
+		return SubjectIssuer, iss, rest
+	}
+	return SubjectAny, "", s
+}
+
+// policySubjects checks match.subjects at p: a qualified subject names a
+// source that is configured, and a bare one is refused when several
+// sources could issue it (an OIDC user whose sub is ci-bot is not the API
+// key whose principal is ci-bot).
+func (v *validator) policySubjects(p string, subjects []string) {
+	a := v.cfg.Auth
+	if a == nil {
+		return
+	}
+	var issuers, principals []string
+	for _, o := range a.AllIssuers() {
+		issuers = append(issuers, o.Issuer)
+	}
+	for _, k := range a.APIKeys {
+		pr := k.Principal
+		if pr == "" {
+			pr = k.Name
+		}
+		principals = append(principals, pr)
+	}
+	// The sources that may issue sub: every token source, and the API
+	// keys when one acts as sub.
+	sourcesOf := func(sub string) int {
+		n := len(issuers)
+		if a.Introspection != nil {
+			n++
+		}
+		if slices.Contains(principals, sub) {
+			n++
+		}
+		return n
+	}
+	for j, s := range subjects {
+		if s == "" {
+			continue // reported as empty
+		}
+		at := fmt.Sprintf("%s.subjects[%d]", p, j)
+		switch src, iss, sub := ParseSubject(s); {
+		case sub == "":
+			v.add(at, fmt.Sprintf("%q names no subject; write %q or %q", s, SubjectAPIKeyPrefix+"<principal>", "<issuer>#<sub>"))
+		case src == SubjectAPIKey && !slices.Contains(principals, sub):
+			v.add(at, fmt.Sprintf("no auth.api_keys entry acts as principal %q; define one, or fix the name", sub))
+		case src == SubjectIssuer && !slices.Contains(issuers, iss) && a.Introspection == nil:
+			v.add(at, fmt.Sprintf("issuer %q is not configured (auth.oidc, auth.issuers: %s); fix the issuer", iss, strings.Join(issuers, ", ")))
+		case src == SubjectAny && sourcesOf(sub) > 1:
+			var fix []string
+			if slices.Contains(principals, sub) {
+				fix = append(fix, fmt.Sprintf("%q for the API key's principal", SubjectAPIKeyPrefix+sub))
+			}
+			for _, i := range issuers {
+				fix = append(fix, fmt.Sprintf("%q for issuer %s", i+"#"+sub, i))
+			}
+			v.add(at, fmt.Sprintf("%q is ambiguous: %d identity sources may issue that subject; name its source: %s", s, sourcesOf(sub), strings.Join(fix, ", ")))
+		}
 	}
 }

@@ -33,6 +33,10 @@ var InterpretedParams = rawjson.NewMembers(map[string]*rawjson.Members{
 	// header check and the bridge's parked call all read them.
 	"name": nil,
 	"uri":  nil,
+	// The tasks methods (tasks/get, tasks/result, tasks/cancel,
+	// tasks/update) are routed by taskId: the gateway opens its own sealed
+	// id there, and a TaskId beside it would name another task upstream.
+	"taskId": nil,
 	// completion/complete is routed by ref.type and ref.name or ref.uri.
 	"ref": rawjson.NewMembers(map[string]*rawjson.Members{"type": nil, "name": nil, "uri": nil}),
 	// What CEL conditions and the audit see of a call (router guard.go,

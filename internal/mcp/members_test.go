@@ -47,6 +47,8 @@ func TestParseRefusesCaseVariantsOfWhatTheGatewayReads(t *testing.T) {
 		{`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"Roots":{}}}}`, "Roots", `params._meta["io.modelcontextprotocol/clientCapabilities"]`},
 		{`{"_meta":{"Traceparent":"00-x"}}`, "Traceparent", "params._meta"},
 		{`{"RequestState":"s"}`, "RequestState", "params"},
+		{`{"taskId":"mcpgw-task1.mine","TaskId":"up-1"}`, "TaskId", "params"},
+		{`{"taskid":"up-1"}`, "taskid", "params"},
 		{`{"inputresponses":{}}`, "inputresponses", "params"},
 		{`{"notifications":{"ToolsListChanged":true}}`, "ToolsListChanged", "params.notifications"},
 	}
@@ -96,18 +98,41 @@ func TestInterpretedParamsCoverTheTargets(t *testing.T) {
 		}
 		return true
 	}
-	for _, c := range []struct{ method, params string }{
-		{MethodToolsCall, `{}`}, {MethodPromptsGet, `{}`}, {MethodResourcesRead, `{}`},
-		{MethodResourcesSubscribe, `{}`}, {MethodResourcesUnsubscribe, `{}`},
-		{MethodCompletionComplete, `{"ref":{"type":"ref/prompt"}}`},
-		{MethodCompletionComplete, `{"ref":{"type":"ref/resource"}}`},
-	} {
-		tg, ok := TargetOf(c.method, []byte(c.params))
-		if !ok || !has(tg.Path) {
-			t.Errorf("%s %s: target %v is not in InterpretedParams", c.method, c.params, tg.Path)
+	// Derived from the routing table: a routed method added without its
+	// target member among the refused variants fails here. Every form of
+	// params that gives a method a target is tried (completion/complete
+	// has one per ref type).
+	forms := []string{`{}`, `{"ref":{"type":"ref/prompt"}}`, `{"ref":{"type":"ref/resource"}}`}
+	routed := RoutedMethods()
+	if len(routed) < 10 {
+		t.Fatalf("RoutedMethods() = %v: too few", routed)
+	}
+	for _, method := range routed {
+		targets := map[string]bool{}
+		for _, params := range forms {
+			tg, ok := TargetOf(method, []byte(params))
+			if !ok || targets[tg.Field()] {
+				continue
+			}
+			targets[tg.Field()] = true
+			if !has(tg.Path) {
+				t.Errorf("%s %s: target %v is not in InterpretedParams", method, params, tg.Path)
+			}
+			// A case variant of the target is refused on that method.
+			variant := strings.ToUpper(tg.Path[len(tg.Path)-1][:1]) + tg.Path[len(tg.Path)-1][1:]
+			p := `{"` + variant + `":"x"}`
+			if len(tg.Path) == 2 {
+				p = `{"` + tg.Path[0] + `":{"type":"` + map[Kind]string{KindPrompt: "ref/prompt", KindResource: "ref/resource"}[tg.Kind] + `","` + variant + `":"x"}}`
+			}
+			if _, err := Parse(request(method, p)); err == nil {
+				t.Errorf("%s %s: a case variant of its target is accepted", method, p)
+			}
+			if f := NameHeaderField(method); f != "" && (f != tg.Field() || !has([]string{f})) {
+				t.Errorf("%s: Mcp-Name mirrors %q, the target is %q", method, f, tg.Field())
+			}
 		}
-		if f := NameHeaderField(c.method); f != "" && (f != tg.Field() || !has([]string{f})) {
-			t.Errorf("%s: Mcp-Name mirrors %q, the target is %q", c.method, f, tg.Field())
+		if len(targets) == 0 {
+			t.Errorf("%s is routed but TargetOf names no target for it", method)
 		}
 	}
 	if !has([]string{"ref", "type"}) || !has([]string{"arguments"}) || !has([]string{"_meta", "progressToken"}) {

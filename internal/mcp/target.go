@@ -78,14 +78,24 @@ func TargetOf(method string, params []byte) (Target, bool) {
 	return Target{}, false
 }
 
+// routedMethods are the methods forwarded to the one upstream that owns
+// their target; TargetOf knows each one's target member.
+var routedMethods = [...]string{
+	MethodToolsCall, MethodPromptsGet, MethodResourcesRead, MethodResourcesSubscribe,
+	MethodResourcesUnsubscribe, MethodCompletionComplete,
+	MethodTasksGet, MethodTasksResult, MethodTasksCancel, MethodTasksUpdate,
+}
+
+// RoutedMethods returns the methods Routed reports (a copy).
+func RoutedMethods() []string { return append([]string(nil), routedMethods[:]...) }
+
 // Routed reports whether method is forwarded to the one upstream that owns
 // its target.
 func Routed(method string) bool {
-	switch method {
-	case MethodToolsCall, MethodPromptsGet, MethodResourcesRead, MethodResourcesSubscribe,
-		MethodResourcesUnsubscribe, MethodCompletionComplete,
-		MethodTasksGet, MethodTasksResult, MethodTasksCancel, MethodTasksUpdate:
-		return true
+	for _, m := range routedMethods {
+		if m == method {
+			return true
+		}
 	}
 	return false
 }

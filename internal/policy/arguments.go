@@ -18,7 +18,11 @@ import (
 // the first and the last duplicate would see different calls), nesting
 // deeper than maxJSONDepth, and numbers beyond float64. Numbers are
 // float64, as CEL reads JSON.
-func parseArguments(raw json.RawMessage) (map[string]any, error) {
+//
+// members are the member paths conditions select (argumentMembers): a
+// case variant of one is refused too, as a case-insensitive tool would
+// read it for the member the condition judged (nil: none).
+func parseArguments(raw json.RawMessage, members *rawjson.Members) (map[string]any, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -30,7 +34,7 @@ func parseArguments(raw json.RawMessage) (map[string]any, error) {
 	// Check counts the object itself as a level),
 	// then encoding/json decodes: much cheaper than decoding token by
 	// token (decodeStrict), and the same values.
-	if err := rawjson.Check(raw, rawjson.CheckOptions{MaxDepth: maxJSONDepth + 1}); err != nil {
+	if err := rawjson.Check(raw, rawjson.CheckOptions{MaxDepth: maxJSONDepth + 1, Members: members}); err != nil {
 		return nil, checkError(err)
 	}
 	var m map[string]any
@@ -45,6 +49,9 @@ func checkError(err error) error {
 	if ce, ok := errors.AsType[*rawjson.CheckError](err); ok && ce.Reason == rawjson.Duplicate {
 		return fmt.Errorf("arguments: key %q appears twice in one object", ce.Name)
 	}
+	if ce, ok := errors.AsType[*rawjson.CheckError](err); ok && ce.Reason == rawjson.CaseVariant {
+		return fmt.Errorf("arguments: key %q is a case variant of %q, which a policy condition reads; a tool matching names case-insensitively would take it for that one: spell it %q", ce.Name, ce.Want, ce.Want)
+	}
 	return fmt.Errorf("arguments: %w", err)
 }
 
@@ -54,7 +61,7 @@ func checkError(err error) error {
 // members are decoded, in the same pass, into the map; the others cannot
 // change a condition's outcome, so they are left undecoded (a number
 // beyond float64 in one of them is no error).
-func parseArgumentMembers(raw json.RawMessage, keys []string) (map[string]any, error) {
+func parseArgumentMembers(raw json.RawMessage, keys []string, members *rawjson.Members) (map[string]any, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -71,7 +78,7 @@ func parseArgumentMembers(raw json.RawMessage, keys []string) (map[string]any, e
 		}
 		m[keys[i]], derr = decodeValue(value)
 	}
-	if err := rawjson.Check(raw, rawjson.CheckOptions{MaxDepth: maxJSONDepth + 1, Root: root}); err != nil {
+	if err := rawjson.Check(raw, rawjson.CheckOptions{MaxDepth: maxJSONDepth + 1, Root: root, Members: members}); err != nil {
 		return nil, checkError(err)
 	}
 	if derr != nil {
@@ -107,4 +114,35 @@ func decodeValue(v []byte) (any, error) {
 	var out any
 	err := json.Unmarshal(v, &out)
 	return out, err
+}
+
+// argumentMembers is the tree of the member paths conditions select in a
+// call's arguments (nil: none).
+func argumentMembers(paths [][]string) *rawjson.Members {
+	if len(paths) == 0 {
+		return nil
+	}
+	type node map[string]node
+	root := node{}
+	for _, p := range paths {
+		n := root
+		for _, k := range p {
+			if n[k] == nil {
+				n[k] = node{}
+			}
+			n = n[k]
+		}
+	}
+	var build func(n node) *rawjson.Members
+	build = func(n node) *rawjson.Members {
+		if len(n) == 0 {
+			return nil
+		}
+		spec := make(map[string]*rawjson.Members, len(n))
+		for k, in := range n {
+			spec[k] = build(in)
+		}
+		return rawjson.NewMembers(spec)
+	}
+	return build(root)
 }

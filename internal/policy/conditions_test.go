@@ -252,12 +252,12 @@ func TestParseArguments(t *testing.T) {
 		`{"a\u0062":1,"ab":2}`: false, // the same key, escaped
 		`{"a":1,}`:             false,
 	} {
-		_, err := parseArguments(json.RawMessage(in))
+		_, err := parseArguments(json.RawMessage(in), nil)
 		if (err == nil) != ok {
 			t.Errorf("parseArguments(%.40q) error = %v, want ok %v", in, err, ok)
 		}
 	}
-	m, err := parseArguments(json.RawMessage(`{"n":5,"s":"x","l":[true]}`))
+	m, err := parseArguments(json.RawMessage(`{"n":5,"s":"x","l":[true]}`), nil)
 	if err != nil || m["n"] != 5.0 || m["s"] != "x" {
 		t.Errorf("parseArguments = %v, %v", m, err)
 	}
@@ -281,8 +281,8 @@ func TestParseArgumentMembers(t *testing.T) {
 		{`{"a\u0062":1,"ab":2}`, false},
 		{`{"x":` + strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1) + `}`, false},
 	} {
-		whole, werr := parseArguments(json.RawMessage(tc.in))
-		got, err := parseArgumentMembers(json.RawMessage(tc.in), keys)
+		whole, werr := parseArguments(json.RawMessage(tc.in), nil)
+		got, err := parseArgumentMembers(json.RawMessage(tc.in), keys, nil)
 		if tc.onlyUnread {
 			if werr == nil || err != nil {
 				t.Errorf("%.40q: parseArguments error %v, parseArgumentMembers error %v; want only the first", tc.in, werr, err)
@@ -375,6 +375,48 @@ func TestListerAgreesWithDecide(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestArgumentCaseVariantsRefused: a case variant of an argument member a
+// condition selects (at any depth of the selection) is what a tool that
+// matches names case-insensitively reads for it; the condition cannot see
+// it, so the call is refused rather than judged without it. Members no
+// condition reads keep their spelling freely.
+func TestArgumentCaseVariantsRefused(t *testing.T) {
+	pol := compileYAML(t, `
+policy:
+  default: allow
+  rules:
+    - when: 'arguments.?repo.orValue("") == "evil/x"'
+      deny: ["gh__*"]
+    - when: 'has(arguments.opts) && has(arguments.opts.path) && arguments.opts.path.startsWith("/etc")'
+      deny: ["fs__*"]
+`)
+	for _, tc := range []struct {
+		tool, args string
+		allow      bool
+	}{
+		{"gh__push", `{"repo":"acme/x"}`, true},
+		{"gh__push", `{"repo":"evil/x"}`, false},
+		{"gh__push", `{"Repo":"evil/x"}`, false},
+		{"gh__push", `{"repo":"acme/x","REPO":"evil/x"}`, false},
+		{"gh__push", `{"rep\u212a":"evil/x"}`, true}, // no fold of "repo"
+		{"gh__push", `{"repo":"acme/x","Branch":"main","branch":"dev"}`, true},
+		// The set is the policy's: any condition's members are checked.
+		{"gh__push", `{"repo":"acme/x","OPTS":{}}`, false},
+		{"fs__read", `{"opts":{"path":"/tmp/a"}}`, true},
+		{"fs__read", `{"opts":{"Path":"/etc/shadow"}}`, false},
+		{"fs__read", `{"Opts":{"path":"/etc/shadow"}}`, false},
+		{"fs__read", `{"opts":{"path":"/tmp/a","mode":"r","Mode":"w"}}`, true},
+	} {
+		d := pol.DecideCall(Principal{Subject: "s"}, "/mcp", KindTool, tc.tool, json.RawMessage(tc.args))
+		if d.Allowed != tc.allow {
+			t.Errorf("%s %s: %+v, want allowed %v", tc.tool, tc.args, d, tc.allow)
+		}
+		if !tc.allow && !strings.Contains(tc.args, `"repo":"evil/x"`) && !strings.Contains(d.Reason, "case variant") {
+			t.Errorf("%s %s: reason %q does not name the case variant", tc.tool, tc.args, d.Reason)
 		}
 	}
 }

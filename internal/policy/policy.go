@@ -69,6 +69,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/policy/cond"
 	"github.com/mcpgw/mcpgw/internal/policy/pattern"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // Kinds of names a decision is about.
@@ -172,13 +173,20 @@ type Policy struct {
 	// arguments as a whole, so they are decoded whole.
 	argKeys   []string
 	argsWhole bool
+	// argMembers are the member paths into a call's arguments that
+	// conditions select (cond.Condition.ArgumentPaths): a case variant of
+	// one makes the arguments unusable, as a duplicate does.
+	argMembers *rawjson.Members
 }
 
 type rule struct {
 	index                                                int
 	subjects, groups, scopes, clientIDs, apiKeys, routes set
 	when                                                 *cond.Condition // nil: none
-	allow, deny                                          []pattern.Pattern
+	// subjectForms say which source each subject is from (subjects holds
+	// the bare subjects, for the index and a quick test).
+	subjectForms []subjectForm
+	allow, deny  []pattern.Pattern
 	// allowReasons and denyReasons are the Decision.Reason of each allow
 	// and deny pattern deciding, made once: a decision is made for every
 	// call and every listed item.
@@ -242,6 +250,7 @@ func Compile(pol *config.Policy) (*Policy, error) {
 		err error
 	}
 	conds := map[string]compiled{}
+	var argPaths [][]string
 	for i, r := range pol.Rules {
 		if r == nil {
 			errs = append(errs, fmt.Errorf("policy.rules[%d]: empty rule", i))
@@ -249,7 +258,8 @@ func Compile(pol *config.Policy) (*Policy, error) {
 		}
 		cr := rule{index: i}
 		if m := r.Match; m != nil {
-			cr.subjects, cr.groups, cr.scopes = newSet(m.Subjects), newSet(m.Groups), newSet(m.Scopes)
+			cr.subjects, cr.subjectForms = subjectsOf(m.Subjects)
+			cr.groups, cr.scopes = newSet(m.Groups), newSet(m.Scopes)
 			cr.clientIDs, cr.apiKeys, cr.routes = newSet(m.ClientIDs), newSet(m.APIKeys), newSet(m.Routes)
 		}
 		cr.desc = describeMatch(r.Match)
@@ -263,6 +273,7 @@ func Compile(pol *config.Policy) (*Policy, error) {
 			if c != nil {
 				keys, whole := c.ArgumentKeys()
 				p.argsWhole = p.argsWhole || whole
+				argPaths = append(argPaths, c.ArgumentPaths()...)
 				for _, k := range keys {
 					if !slices.Contains(p.argKeys, k) {
 						p.argKeys = append(p.argKeys, k)
@@ -309,6 +320,7 @@ func Compile(pol *config.Policy) (*Policy, error) {
 		return nil, err
 	}
 	p.index = buildIndex(p.rules)
+	p.argMembers = argumentMembers(argPaths)
 	return p, nil
 }
 
@@ -343,9 +355,56 @@ func describeMatch(m *config.PolicyMatch) string {
 	return "match " + strings.Join(parts, " ")
 }
 
+// subjectForm is one match.subjects entry (config.ParseSubject).
+type subjectForm struct {
+	source      config.SubjectSource
+	issuer, sub string
+}
+
+// subjectsOf reads match.subjects: the bare subjects and their forms.
+func subjectsOf(entries []string) (set, []subjectForm) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	subs := set{}
+	forms := make([]subjectForm, 0, len(entries))
+	for _, e := range entries {
+		src, iss, sub := config.ParseSubject(e)
+		subs[sub] = true
+		forms = append(forms, subjectForm{src, iss, sub})
+	}
+	return subs, forms
+}
+
+// subjectFrom reports whether one of the rule's subjects is p's, from the
+// source it names: an API key's principal, or a token of one issuer.
+func (r *rule) subjectFrom(p Principal) bool {
+	if r.subjectForms == nil {
+		return true
+	}
+	for _, f := range r.subjectForms {
+		if f.sub != p.Subject {
+			continue
+		}
+		switch f.source {
+		case config.SubjectAny:
+			return true
+		case config.SubjectAPIKey:
+			if p.APIKey != "" {
+				return true
+			}
+		case config.SubjectIssuer:
+			if p.APIKey == "" && p.Issuer == f.issuer {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // applies reports whether the rule's match holds for p on route.
 func (r *rule) applies(p Principal, route string) bool {
-	return r.subjects.anyOf(p.Subject) && r.groups.anyOf(p.Groups...) && r.scopes.anyOf(p.Scopes...) &&
+	return r.subjects.anyOf(p.Subject) && r.subjectFrom(p) && r.groups.anyOf(p.Groups...) && r.scopes.anyOf(p.Scopes...) &&
 		r.clientIDs.anyOf(p.ClientID) && r.apiKeys.anyOf(p.APIKey) && r.routes.anyOf(route)
 }
 
@@ -472,9 +531,9 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 				withArgs = &ins.withArgs
 				*withArgs = cond.Input{Principal: base.Principal, Route: route, Kind: kind, Name: name}
 				if pol.argsWhole {
-					withArgs.Arguments, argErr = parseArguments(rawArgs)
+					withArgs.Arguments, argErr = parseArguments(rawArgs, pol.argMembers)
 				} else {
-					withArgs.Arguments, argErr = parseArgumentMembers(rawArgs, pol.argKeys)
+					withArgs.Arguments, argErr = parseArgumentMembers(rawArgs, pol.argKeys, pol.argMembers)
 				}
 				withArgs.MemoizeIn(&ins.argsMemo)
 			}

@@ -204,3 +204,56 @@ func TestPrincipal(t *testing.T) {
 		}
 	}
 }
+
+// TestSubjectsNameTheirSource: "apikey:<principal>" matches only an API
+// key's principal and "<issuer>#<sub>" only a token of that issuer, so an
+// OIDC user whose sub is ci-bot is not the ci-bot API key; a bare subject
+// still matches any source (validation refuses it where several could
+// issue it).
+func TestSubjectsNameTheirSource(t *testing.T) {
+	cfg, err := config.Parse("p.yaml", []byte(`
+public_url: https://mcp.example.com
+upstreams:
+  github: {url: "https://gh.example.com/mcp"}
+  fs: {command: [fs-server]}
+auth:
+  issuers:
+    - {issuer: https://idp.example.com, audience: https://mcp.example.com/mcp}
+    - {issuer: https://other.example.com, audience: https://mcp.example.com/mcp}
+  api_keys:
+    - {name: ci, key: secret, principal: ci-bot}
+policy:
+  default: deny
+  rules:
+    - match: {subjects: ["apikey:ci-bot"]}
+      allow: ["github__*"]
+    - match: {subjects: ["https://idp.example.com#alice"]}
+      allow: ["fs__*"]
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := Compile(cfg.Policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p     Principal
+		tool  string
+		allow bool
+	}{
+		{Principal{Subject: "ci-bot", APIKey: "ci"}, "github__x", true},
+		{Principal{Subject: "ci-bot", Issuer: "https://idp.example.com"}, "github__x", false},
+		{Principal{Subject: "ci-bot", Issuer: "https://other.example.com"}, "github__x", false},
+		{Principal{Subject: "alice", Issuer: "https://idp.example.com"}, "fs__x", true},
+		{Principal{Subject: "alice", Issuer: "https://other.example.com"}, "fs__x", false},
+		{Principal{Subject: "alice", APIKey: "ci"}, "fs__x", false},
+	} {
+		if d := pol.DecideCall(tc.p, "/mcp", KindTool, tc.tool, nil); d.Allowed != tc.allow {
+			t.Errorf("%v %s: %+v, want allowed %v", tc.p, tc.tool, d, tc.allow)
+		}
+		if d := pol.Decide(tc.p, "/mcp", KindTool, tc.tool); d.Allowed != tc.allow {
+			t.Errorf("Decide %v %s: %+v, want allowed %v", tc.p, tc.tool, d, tc.allow)
+		}
+	}
+}

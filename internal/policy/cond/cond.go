@@ -195,6 +195,8 @@ type Condition struct {
 	tracked  func() programPair
 	usesArgs bool
 	usesName bool // the expression reads name (UsesName)
+	// argPaths are the member paths into arguments it selects by name.
+	argPaths [][]string
 	// argKeys are the members of arguments the expression reads, when it
 	// reads nothing else of it (arguments.x, arguments.?x, has(arguments.x),
 	// arguments["x"]); argsWhole: it reads it otherwise (size, iteration,
@@ -299,6 +301,7 @@ func Compile(src string) (*Condition, error) {
 	c.usesName = mentions(ast, "name")
 	if c.usesArgs {
 		c.argKeys, c.argsWhole = argumentKeys(ast)
+		c.argPaths = argumentPaths(ast)
 	}
 	c.loops = len(celast.MatchDescendants(celast.NavigateAST(ast.NativeRep()), celast.KindMatcher(celast.ComprehensionKind))) > 0
 	return c, nil
@@ -397,6 +400,38 @@ func (c *Condition) programs(in *Input) (full, partial cel.Program, err error) {
 // reads; whole is set when it reads the arguments otherwise (then every
 // member may matter). Both are empty when it does not use the arguments.
 func (c *Condition) ArgumentKeys() (keys []string, whole bool) { return c.argKeys, c.argsWhole }
+
+// ArgumentPaths returns the member paths into the call's arguments the
+// expression selects by name (arguments.repo.owner: [repo owner]), each
+// as deep as the selection goes. A case variant of a member on one of
+// them is what a case-insensitive tool would read for it, unseen by the
+// condition: the policy refuses one (DESIGN.md invariant 6).
+func (c *Condition) ArgumentPaths() [][]string { return c.argPaths }
+
+// argumentPaths finds the chains of named selections on the variable
+// arguments in the checked expression.
+func argumentPaths(ast *cel.Ast) [][]string {
+	root := celast.NavigateAST(ast.NativeRep())
+	refs := celast.MatchDescendants(root, func(e celast.NavigableExpr) bool {
+		return e.Kind() == celast.IdentKind && e.AsIdent() == "arguments"
+	})
+	var paths [][]string
+	for _, ref := range refs {
+		var path []string
+		for at := ref; ; {
+			key, ok := memberOf(at)
+			if !ok {
+				break
+			}
+			path = append(path, key)
+			at, _ = at.Parent()
+		}
+		if len(path) > 0 && !slices.ContainsFunc(paths, func(p []string) bool { return slices.Equal(p, path) }) {
+			paths = append(paths, path)
+		}
+	}
+	return paths
+}
 
 // argumentKeys finds what the checked expression reads of the variable
 // arguments: the member names of selections and constant indexes on it,

@@ -270,3 +270,26 @@ func TestUsesName(t *testing.T) {
 		}
 	}
 }
+
+// TestArgumentPaths: each chain of named selections on arguments, as deep
+// as it goes, once.
+func TestArgumentPaths(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want string
+	}{
+		{`"a" in principal.groups`, `[]`},
+		{`arguments.repo == "r" && arguments.?repo.orValue("") == "r"`, `[[repo]]`},
+		{`has(arguments.opts.path) && arguments.opts["mode"] == "r"`, `[[opts path] [opts mode]]`},
+		{`arguments.a.?b.c.orValue(1) == 1`, `[[a b c]]`},
+		{`size(arguments) > 0 && arguments.items[0].name == "x"`, `[[items]]`},
+	} {
+		c, err := Compile(tc.src)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.src, err)
+		}
+		if got := fmt.Sprint(c.ArgumentPaths()); got != tc.want {
+			t.Errorf("%s: ArgumentPaths = %s, want %s", tc.src, got, tc.want)
+		}
+	}
+}

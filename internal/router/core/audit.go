@@ -25,6 +25,12 @@ var audited = map[string]bool{
 	mcp.MethodToolsCall:     true,
 	mcp.MethodPromptsGet:    true,
 	mcp.MethodResourcesRead: true,
+	// What is done with a task after its tools/call: its result fetched
+	// (and the input it asks for given), or it cancelled. tasks/get, a
+	// poll, is recorded only when refused.
+	mcp.MethodTasksResult: true,
+	mcp.MethodTasksCancel: true,
+	mcp.MethodTasksUpdate: true,
 }
 
 // auditEntry is one request's record in the making.
@@ -53,6 +59,12 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 		e.rec.Kind, e.rec.Name = v.kind, v.name
 		e.rec.Upstream, _, _ = rte.View.Resolve(v.kind == policy.KindResource, v.name)
 		e.rec.Credential = string(rte.View.CredentialKind(e.rec.Upstream))
+	}
+	if v.task {
+		e.rec.Kind, e.rec.Name, e.rec.Upstream = string(mcp.KindTask), v.external, v.taskUpstream
+		if v.taskUpstream != "" {
+			e.rec.Credential = string(rte.View.CredentialKind(v.taskUpstream))
+		}
 	}
 	if msg.Method == mcp.MethodToolsCall || msg.Method == mcp.MethodPromptsGet {
 		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {

@@ -92,6 +92,14 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		return sessionResult(sess, jsonrpc.NewResult(msg.ID, res))
 	}
 	if msg.Method == mcp.MethodTasksList && !sess.Stateless() { // 2025-11-25 only: the caller's tasks, merged
+		// It asks every upstream of the route: the caller's own bucket
+		// applies, as to the other tasks methods (guard.go).
+		release, gerr := c.limit(rte, policyPrincipal(ctx), "", "", nil)
+		if gerr != nil {
+			obs.refuse(gerr)
+			return jsonrpc.NewError(msg.ID, gerr)
+		}
+		defer release()
 		res, err := view.ListTasks(ctx, msg.Params)
 		if err != nil {
 			return jsonrpc.NewError(msg.ID, err)

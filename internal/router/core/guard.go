@@ -95,9 +95,14 @@ type Verdict struct {
 	// external is the target as params carry it, handed to Forward so
 	// that it routes by what was judged without reading the params again.
 	external string
-	targeted bool            // the request names a target (else the routing layer answers it)
-	decided  bool            // a policy made decision
-	decision policy.Decision // when decided
+	targeted bool // the request names a target (else the routing layer answers it)
+	// task: a tasks method (tasks/get, result, cancel, update); the policy
+	// does not judge it, but the rate limits and the audit apply, to the
+	// upstream its sealed id names (taskUpstream; "" when it names none).
+	task         bool
+	taskUpstream string
+	decided      bool            // a policy made decision
+	decision     policy.Decision // when decided
 	// listed: the route lists the target tool for the caller (checked on a
 	// route that hides anything: routeHides), and toolUp and toolDef are
 	// its upstream and its definition as the caller's connection lists it,
@@ -138,11 +143,14 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *
 	pm := *msg
 	pm.Params = pinned
 	v.kind, v.name, v.external, v.targeted = target(ctx, rte, &pm, name)
-	if v.kind == string(mcp.KindTask) {
+	if t, ok := mcp.TargetOf(msg.Method, msg.Params); ok && t.Kind == mcp.KindTask {
 		// A task: only the principal it was handed to may use it (the host
 		// opens its sealed id), and the tools/call that created it was
-		// judged here. Nothing for the policy to decide.
+		// judged here. Nothing for the policy to decide; the limits still
+		// apply (guard).
 		v.targeted = false
+		v.task = true
+		v.taskUpstream = rte.View.TaskUpstream(v.external)
 	}
 	if v.targeted && rte.Gen.Policy != nil {
 		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(&pm))
@@ -214,6 +222,12 @@ func (c *Core) notListed(rte *Route, v *Verdict) bool {
 // upstream has answered.
 func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict, au *auditEntry) (release func(), jerr *jsonrpc.Error) {
 	release = func() {}
+	if v.task {
+		// Polling a task, holding its result stream or cancelling it costs
+		// the upstream like a call: the caller's and the upstream's buckets
+		// and a concurrency slot of the upstream the id names.
+		return c.limit(rte, v.principal, v.taskUpstream, "", au)
+	}
 	if !v.targeted {
 		return release, nil // malformed: the routing layer answers it
 	}
@@ -269,16 +283,25 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 		if kind == policy.KindTool {
 			tool = name
 		}
-		rel, lr := g.Limiter.Allow(p, upstream, tool)
-		if !lr.Allowed {
-			c.opts.Metrics.RateLimited(route)
-			au.refuse(audit.RateLimited, audit.RuleRateLimits, "", lr.String())
-			data, _ := json.Marshal(map[string]any{"retryAfterSeconds": lr.RetryAfterSeconds(), "limit": lr.Limit})
-			return release, &jsonrpc.Error{Code: mcp.CodeRateLimited, Message: lr.String(), Data: data}
-		}
-		release = rel
+		return c.limit(rte, p, upstream, tool, au)
 	}
 	return release, nil
+}
+
+// limit applies the rate limits and the concurrency slot of upstream (and
+// tool, "" for none) to a request of p.
+func (c *Core) limit(rte *Route, p policy.Principal, upstream, tool string, au *auditEntry) (release func(), jerr *jsonrpc.Error) {
+	if rte.Gen.Limiter == nil {
+		return func() {}, nil
+	}
+	rel, lr := rte.Gen.Limiter.Allow(p, upstream, tool)
+	if !lr.Allowed {
+		c.opts.Metrics.RateLimited(rte.Path)
+		au.refuse(audit.RateLimited, audit.RuleRateLimits, "", lr.String())
+		data, _ := json.Marshal(map[string]any{"retryAfterSeconds": lr.RetryAfterSeconds(), "limit": lr.Limit})
+		return func() {}, &jsonrpc.Error{Code: mcp.CodeRateLimited, Message: lr.String(), Data: data}
+	}
+	return rel, nil
 }
 
 // ScopeChallenge reports the scopes to challenge for when v refuses a

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
@@ -29,7 +28,7 @@ func (t *Transport) bridged(w http.ResponseWriter, r *http.Request, sess *core.S
 			t.direct(w, r, sess, msg, v)
 			return
 		}
-		t.drive(w, r, t.core.StartBridged(sess, msg, v, paramHeaders(r.Header)), msg.ID)
+		t.drive(w, r, t.core.StartBridged(sess, msg, v, nil), msg.ID)
 		return
 	}
 	call, home, err := t.core.Resume(sess, msg)
@@ -44,20 +43,6 @@ func (t *Transport) bridged(w http.ResponseWriter, r *http.Request, sess *core.S
 		return
 	}
 	t.drive(w, r, call, msg.ID)
-}
-
-// paramHeaders are a request's Mcp-Param-* headers.
-func paramHeaders(h http.Header) http.Header {
-	var out http.Header
-	for k, v := range h {
-		if mcp.IsParamHeader(k) {
-			if out == nil {
-				out = http.Header{}
-			}
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // statelessStream is a stateless request's answer: plain JSON, unless the
@@ -138,7 +123,11 @@ func (st *statelessStream) answer(resp *jsonrpc.Message) {
 // no parking, the stream delay on the core's one hold timer. The call
 // ends with the request: closing it cancels the call, as 2026-07-28 says.
 func (t *Transport) direct(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message, v *core.Verdict) {
-	ctx := client.WithHeaders(r.Context(), paramHeaders(r.Header))
+	// The caller's own Mcp-Param-* headers stop here (checked against the
+	// body, checkParamHeaders): an upstream gets only those the gateway
+	// mirrors from the arguments of a tool it knows (catalog
+	// paramheaders.go), never a header nobody checked.
+	ctx := r.Context()
 	st := &statelessStream{w: w, streaming: edge.Accepts(r, mcp.ContentTypeEventStream)}
 	resp := t.core.StatelessResult(msg.Method, t.core.Serve(ctx, sess, msg, v, st, streamDelay))
 	resp.ID = msg.ID
