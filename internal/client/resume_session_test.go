@@ -119,7 +119,7 @@ func TestResumeUpstreamSession(t *testing.T) {
 	}
 	select {
 	case <-c.Done():
-	case <-time.After(testwait.Long):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("the connection went on after its session was gone")
 	}
 	for _, r := range l.requests()[n:] {

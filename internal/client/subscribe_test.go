@@ -114,7 +114,7 @@ func TestModernResourceSubscriptions(t *testing.T) {
 					t.Fatalf("got %q, want %q", u, want)
 				}
 				got[u] = true
-			case <-time.After(testwait.Long):
+			case <-time.After(testwait.Long): // a bound on the event, far above its time
 				t.Fatalf("got %v, want %q", got, want)
 			}
 		}
@@ -130,7 +130,7 @@ func TestModernResourceSubscriptions(t *testing.T) {
 					return before
 				}
 				before = append(before, ev)
-			case <-time.After(testwait.Long):
+			case <-time.After(testwait.Long): // a bound on the event, far above its time
 				t.Fatalf("the upstream never saw %q", want)
 			}
 		}

@@ -625,13 +625,13 @@ func TestFidelityCancellation(t *testing.T) {
 			if err == nil {
 				t.Error("A's cancelled call returned no error")
 			}
-		case <-time.After(testwait.Long):
+		case <-time.After(testwait.Long): // a bound on the event, far above its time
 			t.Error("A's cancelled call did not return")
 		}
 		cancelled := fidWaitEvent(up, "cancel A", testwait.Long)
 		select {
 		case <-doneB:
-		case <-time.After(testwait.Long):
+		case <-time.After(testwait.Long): // a bound on the event, far above its time
 			t.Fatal("B's call did not finish")
 		}
 		evs := up.log.all()

@@ -553,7 +553,7 @@ collect:
 				}
 				seenAlice++
 				if seenAlice == 1 {
-					timeout = time.After(200 * time.Millisecond)
+					timeout = time.After(200 * time.Millisecond) // the window for strays
 				}
 			}
 		case m := <-bobEvents:

@@ -388,7 +388,7 @@ func TestCloseEndsRead(t *testing.T) {
 		if err == nil {
 			t.Error("a read ended by Close reported the body's end")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("Close did not end the blocked read")
 	}
 	if tr.nidle != 0 {

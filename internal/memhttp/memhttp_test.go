@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -61,7 +63,7 @@ func TestStreamingAndClientGone(t *testing.T) {
 	_ = resp.Body.Close()
 	select {
 	case <-ended:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("the handler did not end when the client closed the stream")
 	}
 }

@@ -210,7 +210,7 @@ func TestReaderDoesNotWaitAfterBlankLine(t *testing.T) {
 			if string(e.Data) != "a" {
 				t.Errorf("%q: event %q", first, e.Data)
 			}
-		case <-time.After(testwait.Long):
+		case <-time.After(testwait.Long): // a bound on the event, far above its time
 			t.Fatalf("%q: Next blocked after a complete event", first)
 		}
 		// A following LF is the end of the CR line, not a blank line.

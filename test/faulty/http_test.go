@@ -223,7 +223,7 @@ func TestHTTPCrash(t *testing.T) {
 		if err == nil {
 			t.Error("the hung call's stream ended cleanly; want it cut by the crash")
 		}
-	case <-time.After(testwait.Long):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("the hung call outlived the crash")
 	}
 	if n := p.h.Sessions(); n != 0 {
@@ -349,7 +349,7 @@ func TestHTTPHangCancelAndListChanged(t *testing.T) {
 		if r.err != nil || answerIn(r.evs) != nil {
 			t.Errorf("cancelled slow call: %+v %v; want its stream ended without an answer", r.evs, r.err)
 		}
-	case <-time.After(testwait.Long):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("the cancelled slow call's stream stayed open")
 	}
 	select {

@@ -52,7 +52,7 @@ func TestModernStdio(t *testing.T) {
 		if !bytes.Contains(line, []byte(`"notifications/subscriptions/acknowledged"`)) || !bytes.Contains(line, []byte(`"io.modelcontextprotocol/subscriptionId":"L"`)) {
 			t.Errorf("acknowledgement: %s", line)
 		}
-	case <-time.After(testwait.Long):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("no acknowledgement")
 	}
 	p.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_changed","arguments":{"token":"m"},` + meta2026 + `}}`)

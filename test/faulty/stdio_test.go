@@ -72,7 +72,7 @@ func startStdio(t *testing.T, opts Options) (*stdioPeer, *Server) {
 		inW.Close()
 		select {
 		case <-p.done:
-		case <-time.After(testwait.Long):
+		case <-time.After(testwait.Long): // a bound on the event, far above its time
 			t.Error("ServeStdio did not return after stdin closed")
 		}
 		inR.Close()
@@ -254,7 +254,7 @@ func TestStdioCrash(t *testing.T) {
 					t.Fatalf("ServeStdio returned %v, want the crash error", err)
 				}
 				p.done <- err // for the cleanup
-			case <-time.After(testwait.Long):
+			case <-time.After(testwait.Long): // a bound on the event, far above its time
 				t.Fatal("no crash")
 			}
 			for line := range p.lines {
@@ -287,7 +287,7 @@ func TestStdioProtocol(t *testing.T) {
 				if !strings.Contains(string(line), tt.want) {
 					t.Errorf("answer %s lacks %s", line, tt.want)
 				}
-			case <-time.After(testwait.Long):
+			case <-time.After(testwait.Long): // a bound on the event, far above its time
 				t.Fatal("no answer")
 			}
 		})

@@ -66,7 +66,7 @@ func TestAfter(t *testing.T) {
 		if d := time.Since(start); d < 30*time.Millisecond {
 			t.Errorf("After(30ms) received after %s", d)
 		}
-	case <-time.After(testwait.Long):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("After(30ms) never received")
 	}
 }

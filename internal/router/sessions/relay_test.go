@@ -200,7 +200,7 @@ func TestRedisSubscriptions(t *testing.T) {
 		if !d.mine || d.other || d.upstream != "up" || d.uri != "file:///x" {
 			t.Errorf("A was told %+v, want s1's up file:///x", d)
 		}
-	case <-time.After(testwait.Long):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("A was not told of B's release")
 	}
 	if !b.Hold("s1", "up", "file:///x") {
