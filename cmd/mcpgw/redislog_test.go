@@ -62,6 +62,6 @@ upstreams:
 		if time.Now().After(deadline) {
 			t.Fatal("no structured go-redis dial failure in the log")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 	}
 }

@@ -27,7 +27,7 @@ func (p *proc) waitLogs(t *testing.T, msg string, n int) []map[string]any {
 		if len(out) >= n {
 			return out
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 	t.Fatalf("fewer than %d %q log lines", n, msg)
 	return nil

@@ -94,7 +94,7 @@ func (p *proc) field(t *testing.T, msg, key string) any {
 			}
 		}
 		p.mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 	t.Fatalf("no %q log line with %s", msg, key)
 	return nil
@@ -157,7 +157,7 @@ upstreams:
 		if time.Now().After(deadline) {
 			t.Fatal("/readyz never became 200")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 	}
 
 	resp, _, err := post(mcpURL, "", initialize)
@@ -183,7 +183,7 @@ upstreams:
 		if time.Now().After(deadline) {
 			t.Fatal("the call never got in flight")
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 
 	sigAt := time.Now()
@@ -195,7 +195,7 @@ upstreams:
 		if status(admin+"/readyz") == http.StatusServiceUnavailable {
 			notReadyAt = time.Now()
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // a poll, bounded by deadline
 	}
 	if notReadyAt.IsZero() {
 		t.Fatal("/readyz never answered 503 after SIGTERM")
@@ -209,7 +209,7 @@ upstreams:
 	var r result
 	select {
 	case r = <-callDone:
-	case <-time.After(20 * time.Second):
+	case <-time.After(20 * time.Second): // a bound on the event, far above its time
 		t.Fatal("the in-flight call never completed")
 	}
 	if r.err != nil || !strings.Contains(string(r.body), "slept 2s") || strings.Contains(string(r.body), `"error"`) {
@@ -222,7 +222,7 @@ upstreams:
 	var exitErr error
 	select {
 	case exitErr = <-p.exit:
-	case <-time.After(20 * time.Second):
+	case <-time.After(20 * time.Second): // a bound on the event, far above its time
 		t.Fatal("mcpgw did not exit after the drain")
 	}
 	exitedAt := time.Now()
@@ -275,7 +275,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 			t.Errorf("exit = %v, want status 1", err)
 		}
 		t.Logf("exited %s after the second signal", time.Since(start).Round(time.Millisecond))
-	case <-time.After(5 * time.Second):
+	case <-time.After(5 * time.Second): // "at once", generously: the shutdown delay it cuts short is 30s
 		t.Fatal("a second signal did not exit at once")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,7 +296,11 @@ auth:
 
 func TestKeyRotation(t *testing.T) {
 	is := authtest.NewIssuer(t)
-	a := setup(t, is, "", auth.Options{KeyRefreshInterval: time.Millisecond})
+	// The refresh interval is passed on an injected clock, not slept.
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	a := setup(t, is, "", auth.Options{KeyRefreshInterval: time.Millisecond, Now: clock})
 	old := is.Token(is.Claims("alice", resource))
 	if _, err := a.Authenticate(request(old), resource); err != nil {
 		t.Fatal(err)
@@ -303,7 +308,7 @@ func TestKeyRotation(t *testing.T) {
 	fetches := is.JWKSFetches()
 	// The issuer rotates: a new key signs, the old one is withdrawn.
 	is.Rotate(false)
-	time.Sleep(5 * time.Millisecond)
+	now.Add(int64(5 * time.Millisecond))
 	fresh := is.Token(is.Claims("alice", resource))
 	if _, err := a.Authenticate(request(fresh), resource); err != nil {
 		t.Fatalf("token of the new key: %v", err)
@@ -311,7 +316,7 @@ func TestKeyRotation(t *testing.T) {
 	if is.JWKSFetches() != fetches+1 {
 		t.Errorf("JWKS fetched %d times for the rotation, want 1", is.JWKSFetches()-fetches)
 	}
-	time.Sleep(5 * time.Millisecond)
+	now.Add(int64(5 * time.Millisecond))
 	if _, err := a.Authenticate(request(old), resource); reasonOf(err) != auth.BadSignature {
 		t.Errorf("token of the withdrawn key: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/auth/authtest"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 const introspectSecret = "introspect-secret-8a7b6c"
@@ -306,10 +307,11 @@ func TestIntrospectionJoinsConcurrentMisses(t *testing.T) {
 			}
 		})
 	}
-	for calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond) // let the others arrive too
+	testwait.Until(t, "the first introspection call", func() bool { return calls.Load() != 0 })
+	// Let the others arrive too. One that comes after the gate opens
+	// finds the answer cached: a wait cut short by load only makes the
+	// test search less, never fail.
+	time.Sleep(50 * time.Millisecond)
 	close(gate)
 	wg.Wait()
 	if got := calls.Load(); got != 1 {

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // TestCloseLetsCancellationsOut: a call cancelled just before the client
@@ -22,12 +25,17 @@ import (
 func TestCloseLetsCancellationsOut(t *testing.T) {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "slow", Version: "1"}, nil)
 	started := make(chan struct{}, 1)
+	// The tool holds the call until it is cancelled and the caller has
+	// seen the call end: the call must end by the caller's cancellation
+	// alone. (A tool that answered as soon as its context ended could have
+	// its answer win the race with the caller's cancellation, and then
+	// rightly no notifications/cancelled is sent.)
+	callEnded := make(chan struct{})
+	endCall := sync.OnceFunc(func() { close(callEnded) })
 	sdk.AddTool(srv, &sdk.Tool{Name: "wait"}, func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
 		started <- struct{}{}
-		select {
-		case <-ctx.Done():
-		case <-time.After(5 * time.Second): // never cancelled: do not hold httptest.Server.Close
-		}
+		<-ctx.Done()
+		<-callEnded
 		return &sdk.CallToolResult{}, nil, nil
 	})
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
@@ -46,6 +54,7 @@ func TestCloseLetsCancellationsOut(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	defer ts.Close()
+	defer endCall() // before ts.Close, which waits for the tool
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -65,11 +74,14 @@ func TestCloseLetsCancellationsOut(t *testing.T) {
 		t.Fatal("the tool never started")
 	}
 	cancelCall()
-	<-done
+	if err := testwait.Recv(t, done, "the cancelled call to end"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled call ended with %v; want context.Canceled", err)
+	}
+	endCall()
 	_ = c.CloseGracefully() // at once, as at shutdown
 	select {
 	case <-cancelled:
-	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
 		t.Fatal("the upstream never got notifications/cancelled for the call cancelled before Close")
 	}
 }

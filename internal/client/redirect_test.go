@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // TestPostRedirects: what a Streamable HTTP upstream's redirect of a POST
@@ -216,22 +217,16 @@ func TestGetStreamRedirects(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			deadline := time.Now().Add(5 * time.Second)
-			for redirected.Load() == 0 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if redirected.Load() == 0 {
-				t.Fatal("the client opened no GET stream")
-			}
+			testwait.Until(t, "the client to open its GET stream", func() bool { return redirected.Load() != 0 })
 			if !tc.crossOrig {
-				for streamed.Load() == 0 && time.Now().Before(deadline) {
-					time.Sleep(10 * time.Millisecond)
-				}
-				if streamed.Load() == 0 || streamKey.Load() != "k" {
+				testwait.Until(t, "the same-origin redirect of the GET stream to be followed", func() bool { return streamed.Load() != 0 })
+				if streamKey.Load() != "k" {
 					t.Fatalf("the same-origin redirect of the GET stream was not followed with the headers (streamed %d, X-Api-Key %v)", streamed.Load(), streamKey.Load())
 				}
 				return
 			}
+			// A negative check: nothing may reach the other origin. A wait
+			// cut short by load only misses a failure, never makes one.
 			time.Sleep(300 * time.Millisecond)
 			if n := elsewhere.Load(); n != 0 {
 				t.Errorf("the GET stream followed a redirect to another origin (%d requests there)", n)

@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/demo"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // sessionLog is a Streamable HTTP upstream that records each request's
@@ -118,7 +119,7 @@ func TestResumeUpstreamSession(t *testing.T) {
 	}
 	select {
 	case <-c.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("the connection went on after its session was gone")
 	}
 	for _, r := range l.requests()[n:] {

@@ -46,7 +46,7 @@ func TestStatelessStreamConnectionReused(t *testing.T) {
 					w.Header().Set("Content-Type", "text/event-stream")
 					fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"resultType\":\"complete\",\"content\":[]}}\n\n", m.ID)
 					w.(http.Flusher).Flush()
-					time.Sleep(tc.tail)
+					time.Sleep(tc.tail) // the behaviour under test: a stream that ends after its answer
 				default:
 					w.WriteHeader(http.StatusAccepted)
 				}
@@ -75,7 +75,10 @@ func TestStatelessStreamConnectionReused(t *testing.T) {
 				if err != nil || resp.Error != nil {
 					t.Fatalf("call %d: %v %v", i, err, resp)
 				}
-				time.Sleep(tc.tail + 10*time.Millisecond) // the stream's end reaches the reader
+				// The stream's end reaches the reader; a reader still finishing
+				// when the next call starts costs one more connection, which
+				// the bound below allows.
+				time.Sleep(tc.tail + 10*time.Millisecond)
 			}
 			// Closing the stream under its reader opens a connection per
 			// call; on a loaded machine a reader can now and then still be

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // legacyUpstream is a 2025-11-25 Streamable HTTP server whose tools/call
@@ -84,13 +85,7 @@ func TestCancelledLegacyStreamIsClosed(t *testing.T) {
 			t.Fatalf("call of a hung tool: %v, want a timeout", err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for open.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := open.Load(); n != 0 {
-		t.Fatalf("%d of %d timed-out calls still hold their answer stream at the upstream", n, calls)
-	}
+	testwait.Until(t, "the timed-out calls to let go of their answer streams at the upstream", func() bool { return open.Load() == 0 })
 }
 
 // TestUnresumableStreamEndsTheCall: an upstream that closes a request's
@@ -139,7 +134,7 @@ func TestStreamEndWithAnswerReadByCaller(t *testing.T) {
 				fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[]}}\n\n", id)
 				if tc.tail > 0 {
 					w.(http.Flusher).Flush()
-					time.Sleep(tc.tail)
+					time.Sleep(tc.tail) // the behaviour under test: a stream that ends after its answer
 				} // else: returning writes the event and the stream's end in one write
 			})
 			tr := client.DefaultHTTPTransport()
@@ -156,6 +151,7 @@ func TestStreamEndWithAnswerReadByCaller(t *testing.T) {
 			// after Connect returns) are done.
 			before, handed := tr.Stats(), st.Handoffs()
 			for settled := 0; settled < 10; {
+				// A poll: settled once the counts stayed put ten times.
 				time.Sleep(10 * time.Millisecond)
 				if now := tr.Stats(); now == before {
 					settled++
@@ -175,13 +171,7 @@ func TestStreamEndWithAnswerReadByCaller(t *testing.T) {
 					if idle != before.Idle-1 {
 						t.Fatalf("call %d: %d idle connections while its stream is still open, want %d", i, idle, before.Idle-1)
 					}
-					deadline := time.Now().Add(5 * time.Second)
-					for tr.Stats().Idle != before.Idle && time.Now().Before(deadline) {
-						time.Sleep(5 * time.Millisecond)
-					}
-					if tr.Stats().Idle != before.Idle {
-						t.Fatalf("call %d: the connection never came back after the stream ended", i)
-					}
+					testwait.Until(t, fmt.Sprintf("call %d's connection to come back after its stream ended", i), func() bool { return tr.Stats().Idle == before.Idle })
 				}
 			}
 			if now := tr.Stats(); now.Opened != before.Opened {

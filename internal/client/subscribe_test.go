@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // subscribeServer is an official-SDK server speaking 2026-07-28 with two
@@ -113,7 +114,7 @@ func TestModernResourceSubscriptions(t *testing.T) {
 					t.Fatalf("got %q, want %q", u, want)
 				}
 				got[u] = true
-			case <-time.After(5 * time.Second):
+			case <-time.After(testwait.Long): // a bound on the event, far above its time
 				t.Fatalf("got %v, want %q", got, want)
 			}
 		}
@@ -129,7 +130,7 @@ func TestModernResourceSubscriptions(t *testing.T) {
 					return before
 				}
 				before = append(before, ev)
-			case <-time.After(5 * time.Second):
+			case <-time.After(testwait.Long): // a bound on the event, far above its time
 				t.Fatalf("the upstream never saw %q", want)
 			}
 		}
@@ -165,7 +166,7 @@ func TestModernResourceSubscriptions(t *testing.T) {
 	select {
 	case u := <-updates:
 		t.Fatalf("unexpected %q", u)
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(200 * time.Millisecond): // a negative check: a wait cut short only misses a failure
 	}
 }
 

@@ -315,7 +315,7 @@ upstreams:
 		if time.Now().After(deadline) {
 			t.Fatal("/readyz never turned 503")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // a poll, bounded by deadline
 	}
 	// Still serving MCP while load balancers catch up.
 	cs := connect(t, base+"/mcp", nil, "")

@@ -38,7 +38,7 @@ func auditUpstream(t *testing.T) string {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ map[string]any) (*mcp.CallToolResult, any, error) {
 		select {
-		case <-time.After(5 * time.Second):
+		case <-time.After(5 * time.Second): // the behaviour under test: a tool slower than the call's timeout
 		case <-ctx.Done():
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil, nil

@@ -35,6 +35,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // boundsGateway starts a gateway from YAML with metrics of its own; wait
@@ -194,7 +195,7 @@ func settle(want int, within time.Duration) int {
 		if n <= want || time.Now().After(deadline) {
 			return n
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -309,7 +310,7 @@ sessions:
 	// The client is disconnected within sse_write_timeout of its stream
 	// filling up: its POSTs then find no session.
 	gone := false
-	for deadline := time.Now().Add(10 * time.Second); !gone && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !gone && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) { // a poll, bounded by deadline
 		st, _, _ := send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)
 		gone = st == http.StatusNotFound
 	}
@@ -467,7 +468,7 @@ func slowBody(t *testing.T, addr, path string, interval time.Duration) (net.Conn
 			if _, err := conn.Write([]byte{body[i]}); err != nil {
 				return
 			}
-			time.Sleep(interval)
+			time.Sleep(interval) // the behaviour under test: a client that sends slowly
 		}
 	}()
 	return conn, bufio.NewReader(conn)
@@ -786,7 +787,7 @@ func TestBoundsCancelledCallDuringReload(t *testing.T) {
 		done <- c.do(http.MethodPost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"hung__x","arguments":{}}}`,
 			func(r *http.Request) { r.Header.Set("Accept", "application/json") })
 	}()
-	time.Sleep(300 * time.Millisecond) // the call waits for the connection
+	testwait.Until(t, "the call to wait for the connection", func() bool { return gw.Host().Upstream("hung").InFlight() == 1 })
 	if r := c.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`); r.status != http.StatusAccepted {
 		t.Fatalf("cancel: HTTP %d", r.status)
 	}
@@ -796,7 +797,7 @@ func TestBoundsCancelledCallDuringReload(t *testing.T) {
 		if e.Code != -32001 || !strings.Contains(e.Message, "cancelled") {
 			t.Errorf("cancelled call answered %d %q, want -32001 request cancelled", e.Code, e.Message)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("the cancelled call was not answered")
 	}
 }
@@ -838,7 +839,7 @@ func TestBoundsDrainTimeoutAnswersCutCalls(t *testing.T) {
 	go call("2026", 3, `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`,
 		http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"alpha__slow"}, "Accept": {"application/json"}})
 	legacyPost(t, base+endpoint, fmt.Sprintf(slow, 4, ""), nil)
-	time.Sleep(500 * time.Millisecond) // every call is in flight
+	testwait.Until(t, "every call to be in flight", func() bool { return gw.Host().Upstream("alpha").InFlight() == 4 })
 
 	sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer scancel()

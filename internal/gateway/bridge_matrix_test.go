@@ -277,7 +277,7 @@ func TestRevisionMatrix(t *testing.T) {
 				deadline := time.Now().Add(5 * time.Second)
 				for len(updates.get()) == 0 && time.Now().Before(deadline) {
 					tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
-					time.Sleep(100 * time.Millisecond)
+					time.Sleep(100 * time.Millisecond) // a poll, bounded by deadline
 				}
 				if got := updates.get(); len(got) == 0 || got[0] != "mem://doc" {
 					t.Fatalf("resource updates %q, want mem://doc", got)
@@ -285,10 +285,12 @@ func TestRevisionMatrix(t *testing.T) {
 				if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://doc"}); err != nil {
 					t.Fatalf("unsubscribe: %v", err)
 				}
+				// Stands for "the unsubscription took effect" (issue 38: not
+				// yet an event to wait on); then a negative check.
 				time.Sleep(200 * time.Millisecond)
 				n := len(updates.get())
 				tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(300 * time.Millisecond) // a negative check: a wait cut short only misses a failure
 				if got := updates.get(); len(got) != n {
 					t.Errorf("updates after unsubscribe: %q", got[n:])
 				}

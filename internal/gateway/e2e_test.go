@@ -312,7 +312,7 @@ func TestProgressReachesOnlyItsCaller(t *testing.T) {
 	for i, tl := range tallies {
 		want := map[string]int{fmt.Sprintf("tok/s%d", i): 6} // 3 from each upstream
 		var got map[string]int
-		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) { // a poll, bounded by deadline
 			tl.mu.Lock()
 			got = maps.Clone(tl.counts)
 			tl.mu.Unlock()
@@ -320,7 +320,7 @@ func TestProgressReachesOnlyItsCaller(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // a negative check (no more arrive): a wait cut short only misses a failure
 		tl.mu.Lock()
 		got = maps.Clone(tl.counts)
 		tl.mu.Unlock()

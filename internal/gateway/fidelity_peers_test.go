@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // The fidelity upstream is an official-SDK server whose tools use what a
@@ -130,7 +131,7 @@ func (b *fidBarrier) await(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(3 * time.Second):
+	case <-time.After(testwait.Long): // calls that do not overlap never all arrive
 		return fmt.Errorf("barrier: only %d of %d calls arrived: the calls did not overlap", b.arrived, b.want)
 	}
 }
@@ -190,7 +191,7 @@ func fidelityServer(name string, rec fidEventLog, bar *fidBarrier, modern bool) 
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "sample"}, func(ctx context.Context, req *mcp.CallToolRequest, in sampleIn) (*mcp.CallToolResult, any, error) {
 		if in.DelayMS > 0 {
-			time.Sleep(time.Duration(in.DelayMS) * time.Millisecond)
+			time.Sleep(time.Duration(in.DelayMS) * time.Millisecond) // the behaviour under test: a slow tool
 		}
 		if err := meet(ctx, in.Barrier); err != nil {
 			return fidErrorResult("%v", err), nil, nil
@@ -273,7 +274,7 @@ func fidelityServer(name string, rec fidEventLog, bar *fidBarrier, modern bool) 
 	mcp.AddTool(srv, &mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.CallToolRequest, in blockIn) (*mcp.CallToolResult, any, error) {
 		rec.record("start " + in.Tag)
 		select {
-		case <-time.After(time.Duration(in.MS) * time.Millisecond):
+		case <-time.After(time.Duration(in.MS) * time.Millisecond): // the behaviour under test: a tool that takes ms
 			rec.record("finish " + in.Tag)
 			return fidResult("done %s", in.Tag), nil, nil
 		case <-ctx.Done():

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // Fidelity tests: each mechanism by which an upstream talks back during or
@@ -127,8 +128,10 @@ func fidGather(inboxes map[string]*fidInbox, want map[string][]string) map[strin
 		if ok {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
+	// A negative check (nothing more arrives): a wait cut short by load
+	// only misses a failure, never makes one.
 	time.Sleep(150 * time.Millisecond)
 	got := map[string][]string{}
 	for k, ib := range inboxes {
@@ -162,14 +165,14 @@ func fidWaitEvent(up *fidUpstream, ev string, d time.Duration) bool {
 	if m, ok := up.log.(*fidMemLog); ok {
 		wake = m.events
 	}
-	deadline := time.After(d)
+	deadline := time.After(d) // the caller's bound on the event
 	for {
 		if slices.Contains(up.log.all(), ev) {
 			return true
 		}
 		select {
 		case <-wake:
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond): // a poll of the log file, bounded by deadline
 		case <-deadline:
 			return false
 		}
@@ -498,6 +501,8 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if err := a.Close(); err != nil {
 			t.Errorf("close A: %v", err)
 		}
+		// A negative check (no unsubscribe while C watches): a wait cut
+		// short by load only misses a failure, never makes one.
 		time.Sleep(300 * time.Millisecond)
 		if evs := up.log.all(); fidCount(evs, "unsubscribe mem://watched") != 0 {
 			t.Errorf("upstream unsubscribed while C still watches: %q", evs)
@@ -517,7 +522,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if !fidWaitEvent(up, "unsubscribe mem://watched", 10*time.Second) {
 			t.Errorf("ending the last subscribed session did not unsubscribe upstream: %q", up.log.all())
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // a negative check (no second unsubscribe), as above
 		if evs := up.log.all(); fidCount(evs, "unsubscribe mem://watched") != 1 || fidCount(evs, "subscribe mem://watched") != 1 {
 			t.Errorf("upstream events %q: want exactly one subscribe and one unsubscribe", evs)
 		}
@@ -546,6 +551,7 @@ func TestFidelityToolListChanged(t *testing.T) {
 		b := fidConnect(t, base+"/mcp", counter(inB))
 		fidConnect(t, base+"/mcp/other", counter(inX)) // a route without up
 		// Let the list changes of the upstreams' start (debounced) pass.
+		// Stands for "they passed" (issue 38: not yet an event to wait on).
 		time.Sleep(500 * time.Millisecond)
 		baseA, baseB, baseX := len(inA.get()), len(inB.get()), len(inX.get())
 
@@ -558,12 +564,12 @@ func TestFidelityToolListChanged(t *testing.T) {
 		}
 		deadline := time.Now().Add(2 * time.Second)
 		for time.Now().Before(deadline) && (len(inA.get()) == baseA || len(inB.get()) == baseB) {
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 		}
 		if len(inA.get()) == baseA || len(inB.get()) == baseB {
 			t.Fatalf("tools/list_changed within 2s: A %d→%d, B %d→%d", baseA, len(inA.get()), baseB, len(inB.get()))
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // a negative check: a wait cut short only misses a failure
 		if n := len(inX.get()); n != baseX {
 			t.Errorf("a session on a route without the upstream got %d tools/list_changed", n-baseX)
 		}
@@ -619,13 +625,13 @@ func TestFidelityCancellation(t *testing.T) {
 			if err == nil {
 				t.Error("A's cancelled call returned no error")
 			}
-		case <-time.After(2 * time.Second):
+		case <-time.After(testwait.Long): // a bound on the event, far above its time
 			t.Error("A's cancelled call did not return")
 		}
-		cancelled := fidWaitEvent(up, "cancel A", 1*time.Second)
+		cancelled := fidWaitEvent(up, "cancel A", testwait.Long)
 		select {
 		case <-doneB:
-		case <-time.After(4 * time.Second):
+		case <-time.After(testwait.Long): // a bound on the event, far above its time
 			t.Fatal("B's call did not finish")
 		}
 		evs := up.log.all()
@@ -756,7 +762,10 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("B unsubscribe: %v", err)
 		}
-		time.Sleep(200 * time.Millisecond) // a subscriptions/listen stream may take a moment to be acknowledged
+		// A subscriptions/listen stream may take a moment to be
+		// acknowledged. Stands for "it was" (issue 38: not yet an event to
+		// wait on).
+		time.Sleep(200 * time.Millisecond)
 		fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
 		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB}, map[string][]string{"A": {"mem://watched"}})
 	})
@@ -793,7 +802,9 @@ func TestFidelityStdioWaitingCallStaysAmbiguous(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("A was never asked")
 	}
-	time.Sleep(1100 * time.Millisecond) // a while: it changes nothing
+	// A while (past the gateway's 1s bounds): it changes nothing. The
+	// behaviour under test; a sleep is never shorter than asked.
+	time.Sleep(1100 * time.Millisecond)
 	got, isErr, err := fidCall(ctx, b, "pipe__sample", map[string]any{"tag": "B"})
 	if err != nil || !isErr || !strings.Contains(got, "stateful") {
 		t.Errorf("B's sampling while A waits on a person: %q (isError %v, %v), want a refusal naming stateful", got, isErr, err)
@@ -845,7 +856,7 @@ func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatalf("the new upstream child was not subscribed again: %q", up.log.all())
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 			}
 			if p := gw.Host().Upstream("up").PID(); p == pid || p == 0 {
 				t.Fatalf("child pid %d afterwards (was %d): the upstream was not replaced", p, pid)

@@ -202,7 +202,7 @@ func TestFleetStatefulHTTPUpstream(t *testing.T) {
 		c.do(http.MethodDelete, "", nil)
 		deadline := time.Now().Add(5 * time.Second)
 		for up.deleted(id) == 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 		}
 		if up.deleted(id) == 0 {
 			t.Error("the client's DELETE did not end the upstream session")
@@ -289,7 +289,7 @@ func TestFleetStatefulIdleEndDetaches(t *testing.T) {
 	next(b)
 	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); { // A reaps its copy meanwhile
 		next(b)
-		time.Sleep(80 * time.Millisecond)
+		time.Sleep(80 * time.Millisecond) // the behaviour under test: calls spread over the reaper's wall-clock window
 	}
 	next(b)
 	up.mu.Lock()

@@ -135,7 +135,7 @@ exporters:
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
 		case <-exited:
-		case <-time.After(10 * time.Second):
+		case <-time.After(10 * time.Second): // a bound on the event, far above its time
 			_ = cmd.Process.Kill()
 			<-exited
 		}
@@ -159,7 +159,7 @@ exporters:
 		if time.Now().After(deadline) {
 			t.Fatalf("jaeger's query API did not answer within 60s:\n%s", out.String())
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -227,7 +227,7 @@ func (j *jaeger) trace(t *testing.T, traceID string, n int) []jaegerSpan {
 		if time.Now().After(deadline) {
 			t.Fatalf("trace %s: %d spans in Jaeger after 20s, want %d", traceID, spanCount(body.Data), n)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // legacyPeerServer is an official-SDK upstream whose tools need the client:
@@ -174,7 +175,7 @@ func TestLegacySSEClient(t *testing.T) {
 				if n == 3 || time.Now().After(deadline) {
 					break
 				}
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 			}
 			mu.Lock()
 			if len(progress) != 3 || progress[0] != "p-"+version {
@@ -412,7 +413,7 @@ func TestLegacySSEWire(t *testing.T) {
 	legacyPost(t, post, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"peer__block","arguments":{"tag":"wire"},"_meta":{"progressToken":"pt"}}}`, nil)
 	select {
 	case <-started:
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("peer__block did not start")
 	}
 	// The call's progress comes on the stream, with the client's own token.
@@ -426,7 +427,7 @@ func TestLegacySSEWire(t *testing.T) {
 		if tag != "wire" {
 			t.Errorf("cancelled %q", tag)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("closing the stream did not cancel the in-flight call upstream")
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -438,7 +439,7 @@ func TestLegacySSEWire(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("POST after the stream closed: HTTP %d, want 404", st)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -456,7 +457,7 @@ func TestLegacySSEDrain(t *testing.T) {
 	legacyPost(t, post, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
 	nextMessage(t, events)
 	legacyPost(t, post, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":400}}}`, nil)
-	time.Sleep(50 * time.Millisecond) // the call is in flight
+	testwait.Until(t, "the call to be in flight", func() bool { return gw.Host().Upstream("alpha").InFlight() == 1 })
 
 	start := time.Now()
 	shut := make(chan error, 1)

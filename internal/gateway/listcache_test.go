@@ -47,7 +47,7 @@ func TestListCacheFollowsListChanged(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: still listed %v", what, names)
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 		}
 	}
 	change(10) // generation 1: gen_1 comes

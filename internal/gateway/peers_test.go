@@ -36,6 +36,8 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv("MCPGW_TEST_STDIO_SERVER"); name != "" {
 		// With MCPGW_TEST_STDIO_RELEASE, a server slow to start: it
 		// answers nothing until that file exists (startup_test.go).
+		// A child process polls for its release file (no channel crosses
+		// processes); the test bounds the wait.
 		for release := os.Getenv("MCPGW_TEST_STDIO_RELEASE"); release != ""; time.Sleep(10 * time.Millisecond) {
 			if _, err := os.Stat(release); err == nil {
 				break
@@ -84,7 +86,7 @@ func testServer(name string, pageSize int) *mcp.Server {
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, in slowIn) (*mcp.CallToolResult, any, error) {
 		select {
-		case <-time.After(time.Duration(in.MS) * time.Millisecond):
+		case <-time.After(time.Duration(in.MS) * time.Millisecond): // the behaviour under test: a tool that takes ms
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
 		}

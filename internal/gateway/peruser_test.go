@@ -168,7 +168,7 @@ func (e *perUserEnv) start(ln net.Listener) {
 			if ln, err = net.Listen("tcp", e.addr); err == nil || i == 50 {
 				break
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // a poll for the port, bounded by 50 tries
 		}
 		if err != nil {
 			e.t.Fatal(err)
@@ -281,7 +281,7 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 		if !strings.Contains(params, el.ElicitationID) {
 			t.Fatalf("elicitation/complete for %s, want %s", params, el.ElicitationID)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("no notifications/elicitation/complete on alice's session")
 	}
 	if got := whoamiRaw(t, alice); got != "alice" {
@@ -325,6 +325,9 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	// Expiry (the OP's tokens live 3s): the refresh token is used, no new flow.
 	codes := e.idp.TokenRequests(t)["authorization_code"]
 	refreshes := e.idp.TokenRequests(t)["refresh_token"]
+	// Real time: the OP's tokens live 3s, and the gateway checks expiry on
+	// the wall clock; an injected clock needs one in the per-user store
+	// and the test IdP first (issue 38, left).
 	time.Sleep(3500 * time.Millisecond)
 	if got := whoamiRaw(t, alice); got != "alice" {
 		t.Fatalf("after expiry: %q", got)

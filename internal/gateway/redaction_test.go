@@ -144,7 +144,7 @@ policy:
 		if time.Now().After(deadline) {
 			t.Fatalf("expected log lines did not appear:\n%s", out)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 	}
 
 	out := logs.String()

@@ -37,7 +37,7 @@ func tickServer(t *testing.T) string {
 	mcp.AddTool(s, &mcp.Tool{Name: "ticks"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 		for i := range a.N {
 			select {
-			case <-time.After(time.Duration(a.MS) * time.Millisecond):
+			case <-time.After(time.Duration(a.MS) * time.Millisecond): // the behaviour under test: a tool that takes ms
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
 			}
@@ -116,7 +116,7 @@ func (f *fleet) start() (base string, stop func()) {
 		if time.Now().After(deadline) {
 			f.t.Fatal("the upstream's tools did not appear")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 	}
 	c.do(http.MethodDelete, "", nil)
 	return base, stop
@@ -258,7 +258,7 @@ func waitForEnd(t *testing.T, addr string) {
 	rc := redis.NewClient(&redis.Options{Addr: addr})
 	defer rc.Close()
 	ctx := context.Background()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) { // a poll, bounded by deadline
 		keys, _ := rc.Keys(ctx, "gwtest:{s:*}").Result()
 		for _, k := range keys {
 			es, _ := rc.XRevRangeN(ctx, k, "+", "-", 1).Result()
@@ -287,7 +287,7 @@ func TestRedisDeleteRefusedEverywhere(t *testing.T) {
 		t.Fatalf("DELETE on A: HTTP %d", r.status)
 	}
 	status := 0
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) { // a poll, bounded by deadline
 		if status = onB.post(call).status; status == http.StatusNotFound {
 			break
 		}
@@ -420,7 +420,7 @@ func TestRedisReadinessDegraded(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("redis state %+v, want %s", r.Redis, state)
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 		}
 	}
 	wait("up")

@@ -139,7 +139,7 @@ func waitSignal(t *testing.T, ch chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatalf("no %s", what)
 	}
 }
@@ -225,7 +225,7 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the slow call never got in flight")
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // a poll, bounded by deadline
 	}
 	if err := gw.Reload(parseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))); err != nil {
 		t.Fatalf("reload: %v", err)
@@ -241,7 +241,7 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 	var r result
 	select {
 	case r = <-done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(20 * time.Second): // a bound on the event, far above its time
 		t.Fatal("the in-flight call never completed")
 	}
 	if r.err != nil || r.text != "done" {
@@ -249,7 +249,7 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 	}
 	select {
 	case <-beta.Stopped():
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("beta never stopped after its call completed")
 	}
 	stoppedAt := time.Now()
@@ -411,7 +411,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		if err := gw.Reload(parseConfig(t, yaml)); err != nil {
 			reloadErrs = append(reloadErrs, err)
 		}
-		time.Sleep(40 * time.Millisecond)
+		time.Sleep(40 * time.Millisecond) // the behaviour under test: reloads spaced while calls run
 	}
 	reloadTime := time.Since(began)
 	callsDuringReloads := ok.Load() + failed.Load()

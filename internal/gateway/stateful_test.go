@@ -42,7 +42,7 @@ func TestStatefulStdioUpstream(t *testing.T) {
 	_ = b.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for u.SessionConnections() != 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 	}
 	if n := u.SessionConnections(); n != 1 {
 		t.Errorf("after B ended: per-session connections = %d, want 1", n)

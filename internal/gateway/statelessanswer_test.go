@@ -30,7 +30,7 @@ func TestStatelessAnswerShape(t *testing.T) {
 	mcp.AddTool(srv, &mcp.Tool{Name: "work"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 		sleep := func(ms int) {
 			select {
-			case <-time.After(time.Duration(ms) * time.Millisecond):
+			case <-time.After(time.Duration(ms) * time.Millisecond): // the behaviour under test: a tool that takes ms
 			case <-ctx.Done():
 			}
 		}

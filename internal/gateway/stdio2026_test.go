@@ -117,7 +117,7 @@ func TestStdio2026SDKClient(t *testing.T) {
 		if err != nil {
 			t.Errorf("ServeStdio after EOF: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("ServeStdio did not return after stdin closed")
 	}
 }
@@ -194,7 +194,7 @@ func TestStdio2026Wire(t *testing.T) {
 		if err != nil {
 			t.Errorf("ServeStdio: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("ServeStdio did not return at EOF")
 	}
 }

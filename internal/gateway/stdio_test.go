@@ -49,7 +49,7 @@ func stdioGateway(t *testing.T, yaml, route string) (in *io.PipeWriter, out *io.
 		go io.Copy(io.Discard, outR) // let what is still written go
 		select {
 		case <-finished:
-		case <-time.After(10 * time.Second):
+		case <-time.After(10 * time.Second): // a bound on the event, far above its time
 			t.Error("ServeStdio did not return after stdin closed")
 		}
 	})
@@ -173,7 +173,7 @@ func TestStdioSDKClient(t *testing.T) {
 		if err != nil {
 			t.Errorf("ServeStdio after EOF: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("ServeStdio did not return after stdin closed")
 	}
 }
@@ -299,7 +299,7 @@ func TestStdioWire(t *testing.T) {
 		if err != nil {
 			t.Errorf("ServeStdio: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("ServeStdio did not return at EOF")
 	}
 }
@@ -337,7 +337,7 @@ func TestStdioEOFAnswersInFlight(t *testing.T) {
 		if err != nil {
 			t.Errorf("ServeStdio: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("ServeStdio did not return at EOF")
 	}
 	if _, err := s.out.ReadByte(); err != io.EOF {

@@ -53,7 +53,7 @@ func newTracedUpstream(t *testing.T) *tracedUpstream {
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, in in) (*mcp.CallToolResult, any, error) {
 		select {
-		case <-time.After(time.Duration(in.MS) * time.Millisecond):
+		case <-time.After(time.Duration(in.MS) * time.Millisecond): // the behaviour under test: a tool that takes ms
 		case <-ctx.Done():
 		}
 		return &mcp.CallToolResult{}, nil, nil
@@ -127,7 +127,7 @@ func spansOf(t *testing.T, sr *tracetest.SpanRecorder, n int) []sdktrace.ReadOnl
 		if len(ended) >= n || time.Now().After(deadline) {
 			return ended
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -335,7 +335,7 @@ func TestTracingBridgedRounds(t *testing.T) {
 				client = s
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 	if server == nil || client == nil {
 		t.Fatalf("server span %v, client span %v", server, client)

@@ -264,6 +264,9 @@ upstreams:
 				t.Errorf("%d token requests for one connection and three calls, want 1 (the token is reused)", n)
 			}
 			// A 4s token is replaced a quarter of its life early: after 3.2s.
+			// Real time: the cache is oauth2.ReuseTokenSource, which reads
+			// the wall clock; an injected clock needs one in the host's
+			// upstream tokens first (issue 38, left).
 			time.Sleep(3300 * time.Millisecond)
 			if got := echo(t, cs, "oa__echo"); got != "oa:hi" {
 				t.Fatalf("oa__echo after expiry = %q", got)
@@ -334,7 +337,7 @@ upstreams:
 		if time.Now().After(deadline) {
 			t.Fatal("oa did not recover after the token endpoint came back")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 	}
 	if got := echo(t, cs, "oa__echo"); got != "oa:hi" {
 		t.Errorf("oa__echo after recovery = %q", got)

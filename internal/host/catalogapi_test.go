@@ -9,6 +9,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // watcher is an Extension that counts the connection changes it hears of.
@@ -44,13 +45,7 @@ func TestExtension(t *testing.T) {
 	}
 
 	h.Start()
-	deadline := time.Now().Add(10 * time.Second)
-	for w.changes.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the watcher heard of no connection change after a failed connection")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, "the watcher to hear of a connection change after a failed connection", func() bool { return w.changes.Load() != 0 })
 	if s, _ := u.State(); s == host.StateReady {
 		t.Fatalf("state %s after a failed connection", s)
 	}

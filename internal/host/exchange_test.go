@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 func TestExchangeForm(t *testing.T) {
@@ -172,10 +173,11 @@ func TestExchangeSingleflight(t *testing.T) {
 			got <- tok
 		}()
 	}
-	for calls.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond) // let the others pile up behind it
+	testwait.Until(t, "the first exchange", func() bool { return calls.Load() != 0 })
+	// Let the others pile up behind it. One that comes after the release
+	// finds the token cached: a wait cut short by load only makes the
+	// test search less, never fail.
+	time.Sleep(50 * time.Millisecond)
 	close(release)
 	wg.Wait()
 	close(got)

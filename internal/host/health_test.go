@@ -21,19 +21,21 @@ import (
 // clear error instead of hanging) and taken back once it answers again.
 func TestHTTPUpstreamEjectedAndRecovers(t *testing.T) {
 	var hang atomic.Bool
+	release := make(chan struct{}) // lets a hung request go when the test ends
 	srv := demo.Server("test")
 	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hang.Load() {
 			select { // a server that stopped answering
 			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
+			case <-release:
 			}
 			return
 		}
 		mcpHandler.ServeHTTP(w, r)
 	}))
 	defer ts.Close()
+	defer close(release) // before ts.Close, which waits for the handlers
 
 	cfg, err := config.Parse("t.yaml", []byte("upstreams:\n  web:\n    url: "+ts.URL+"\n    timeout: 200ms\n"), nil)
 	if err != nil {

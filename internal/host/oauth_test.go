@@ -88,6 +88,8 @@ func TestTokenShortLivedIsRefreshed(t *testing.T) {
 	if tok2, _ := ts.Token(); tok2 == nil || tok2.AccessToken != "tok-1" {
 		t.Errorf("second Token() = %+v, want the cached one", tok2)
 	}
+	// Real time: the cache is oauth2.ReuseTokenSource, which reads the
+	// wall clock; an injected clock needs one in upstreamTokens first.
 	time.Sleep(1600 * time.Millisecond)
 	if tok3, err := ts.Token(); err != nil || tok3.AccessToken != "tok-2" {
 		t.Errorf("Token() after 1.6s = %+v, %v; want a new token", tok3, err)

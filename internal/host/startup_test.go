@@ -197,7 +197,7 @@ func TestFirstListDoesNotWaitForHungUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lateReady, hungDown *stateEvent
-	for deadline := time.After(20 * time.Second); lateReady == nil || hungDown == nil; {
+	for deadline := time.After(20 * time.Second); lateReady == nil || hungDown == nil; { // a bound on the events, far above their time
 		select {
 		case ev := <-events:
 			switch {

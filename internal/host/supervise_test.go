@@ -30,6 +30,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // The test binary doubles as the stdio children these tests supervise,
@@ -49,6 +50,8 @@ func TestMain(m *testing.M) {
 	case "":
 		os.Exit(m.Run())
 	case "late":
+		// A child process polls for its release file (no channel crosses
+		// processes); the test bounds the wait.
 		for release := os.Getenv("MCPGW_HOST_TEST_RELEASE"); ; time.Sleep(10 * time.Millisecond) {
 			if _, err := os.Stat(release); err == nil {
 				break
@@ -79,9 +82,9 @@ func TestMain(m *testing.M) {
 		}
 		_ = os.WriteFile(os.Getenv("MCPGW_HOST_TEST_PIDFILE"), []byte(strconv.Itoa(gc.Process.Pid)), 0o600)
 		_ = demo.ServeStdio(context.Background(), "test")
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // a child that outlives its stdin: the behaviour under test; the test kills it
 	case "sleep":
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // a child that never answers: the behaviour under test; the test kills it
 	}
 	os.Exit(5)
 }
@@ -155,14 +158,17 @@ func alive(pid int) bool {
 	return ok && st != 'Z' && st != 'X'
 }
 
+// waitFor polls cond for d, or testwait.Long if that is longer: the bound
+// only decides how long a broken test takes to say so, and a short one
+// fails a right test on a loaded machine.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(max(d, testwait.Long))
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
+			t.Fatalf("timed out after %s waiting for %s", max(d, testwait.Long), what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -277,7 +283,9 @@ func testKillChildMidCall(t *testing.T, protocol string) {
 	waitFor(t, 5*time.Second, "the call to be in flight", func() bool {
 		return value(t, reg, "mcpgw_upstream_inflight_calls", "upstream", "demo") == 1
 	})
-	time.Sleep(100 * time.Millisecond) // well inside the child's sleep
+	// Well inside the child's 20s sleep; a kill before the child got
+	// there still ends the call, so load cannot make this fail.
+	time.Sleep(100 * time.Millisecond)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -285,8 +293,8 @@ func testKillChildMidCall(t *testing.T, protocol string) {
 	var r result
 	select {
 	case r = <-done:
-	case <-time.After(time.Second):
-		t.Fatal("the call did not fail within a second of the child's SIGKILL")
+	case <-time.After(10 * time.Second): // half the child's 20s sleep: the kill, not the sleep's end, failed the call
+		t.Fatal("the call did not fail within 10s of the child's SIGKILL")
 	}
 	if r.err == nil {
 		t.Fatalf("the call succeeded (%s) although its child was killed", r.resp.Result)

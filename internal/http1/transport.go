@@ -406,6 +406,12 @@ func (c *conn) roundTrip(ctx context.Context, req *http.Request, t *Transport, a
 	}
 	if d := t.Fallback.ResponseHeaderTimeout; d > 0 {
 		c.nc.SetReadDeadline(time.Now().Add(d))
+		if cancelled.Load() {
+			// Cancelled since the request was written: that past deadline
+			// was just replaced by the timeout's, and the header read would
+			// wait for the timeout instead of ending now.
+			c.nc.SetDeadline(aLongTimeAgo)
+		}
 	}
 	c.lr.n, c.lr.on = t.maxHeaderBytes(), true
 	// Nothing at all of an answer on a kept connection: its server closed

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // server is a loopback HTTP server that counts the connections it accepts.
@@ -157,10 +159,21 @@ func TestConcurrent(t *testing.T) {
 // TestServerClosedIdle: a kept connection the server closed while idle is
 // not written on; the call goes on a new one and succeeds.
 func TestServerClosedIdle(t *testing.T) {
-	srv := newServer(t, echo, func(s *http.Server) { s.IdleTimeout = 20 * time.Millisecond })
+	closed := make(chan struct{}, 1)
+	srv := newServer(t, echo, func(s *http.Server) {
+		s.IdleTimeout = 20 * time.Millisecond
+		s.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateClosed {
+				select {
+				case closed <- struct{}{}:
+				default: // a later close (at the test's end) must not block the server
+				}
+			}
+		}
+	})
 	tr := newTransport(t)
 	roundTrip(t, tr, post(t.Context(), srv.URL, "1"))
-	time.Sleep(200 * time.Millisecond) // the server closes the idle connection
+	testwait.Recv(t, closed, "the server to close the idle connection")
 	if code, got := roundTrip(t, tr, post(t.Context(), srv.URL, "2")); code != 200 || got != "2" {
 		t.Fatalf("after the server closed the kept connection: %d %q", code, got)
 	}
@@ -172,6 +185,7 @@ func TestServerClosedIdle(t *testing.T) {
 // TestUnaskedBytes: a server that sent more than its answer's length has
 // a connection whose next read would be garbage: it is not reused.
 func TestUnaskedBytes(t *testing.T) {
+	extra := make(chan struct{}, 2)
 	addr, accepted := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		for {
 			req, err := http.ReadRequest(br)
@@ -180,8 +194,12 @@ func TestUnaskedBytes(t *testing.T) {
 			}
 			io.Copy(io.Discard, req.Body)
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			time.Sleep(5 * time.Millisecond) // after the answer was read: only a look at the socket sees it
+			// The behaviour under test: bytes after the answer was read,
+			// which only a look at the socket sees. (Sent sooner, they only
+			// arrive with the answer: found all the same.)
+			time.Sleep(5 * time.Millisecond)
 			io.WriteString(c, "EXTRA")
+			extra <- struct{}{} // on loopback they are at the client once written
 		}
 	})
 	tr := newTransport(t)
@@ -189,7 +207,7 @@ func TestUnaskedBytes(t *testing.T) {
 		if code, got := roundTrip(t, tr, post(t.Context(), "http://"+addr, "x")); code != 200 || got != "ok" {
 			t.Fatalf("call %d: %d %q", i, code, got)
 		}
-		time.Sleep(50 * time.Millisecond) // the extra bytes arrive
+		testwait.Recv(t, extra, "the extra bytes to be sent")
 	}
 	if n := accepted.Load(); n != 2 {
 		t.Errorf("server saw %d connections, want 2 (the first one had bytes nobody asked for)", n)
@@ -361,6 +379,8 @@ func TestCloseEndsRead(t *testing.T) {
 		_, err := io.ReadAll(resp.Body)
 		done <- err
 	}()
+	// The read is (most likely) blocked by now; one that is not yet ends
+	// at once all the same, so load cannot make this fail.
 	time.Sleep(50 * time.Millisecond)
 	resp.Body.Close()
 	select {
@@ -368,7 +388,7 @@ func TestCloseEndsRead(t *testing.T) {
 		if err == nil {
 			t.Error("a read ended by Close reported the body's end")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("Close did not end the blocked read")
 	}
 	if tr.nidle != 0 {
@@ -442,7 +462,7 @@ func TestHeaderTimeoutNotOnBody(t *testing.T) {
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.(http.Flusher).Flush()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // the behaviour under test: a body quiet past the header timeout
 		io.WriteString(w, "late")
 	})
 	tr := newTransport(t)
@@ -478,9 +498,7 @@ func TestIdleBounds(t *testing.T) {
 			resp.Body.Close()
 		})
 	}
-	for srv.conns.Load() < 5 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, "five connections", func() bool { return srv.conns.Load() >= 5 })
 	hold.Done()
 	wg.Wait()
 	if tr.nidle != 2 || len(tr.idle[hostPort(strings.TrimPrefix(srv.URL, "http://"))]) != 2 {
@@ -604,10 +622,7 @@ func TestSweep(t *testing.T) {
 	if st := tr.Stats(); st.Idle != 1 {
 		t.Fatalf("%+v, want one kept", st)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for closed.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, "the sweep to close the idle connection", func() bool { return closed.Load() != 0 })
 	if closed.Load() != 1 {
 		t.Fatal("the idle connection was not closed by the sweep")
 	}

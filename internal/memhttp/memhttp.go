@@ -31,6 +31,11 @@ var errClientGone = errors.New("memhttp: the client closed the response body")
 
 // RoundTrip implements http.RoundTripper.
 func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := req.Context().Err(); err != nil {
+		// Not sent, as over a socket: a handler that answers at once
+		// could otherwise race the cancellation and win.
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(req.Context())
 	in := req.Clone(ctx)
 	in.RequestURI = req.URL.RequestURI()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -61,7 +63,7 @@ func TestStreamingAndClientGone(t *testing.T) {
 	_ = resp.Body.Close()
 	select {
 	case <-ended:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("the handler did not end when the client closed the stream")
 	}
 }
@@ -73,5 +75,22 @@ func TestRequestContextEnds(t *testing.T) {
 	go cancel()
 	if _, err := Client(h).Do(req); err == nil {
 		t.Error("a cancelled request before any answer returned no error")
+	}
+}
+
+// TestCancelledRequestNotSent: a request whose context already ended is
+// not served, as over a socket; a handler that answers at once would
+// otherwise race the cancellation, and sometimes win (so the test tries
+// many times: without the check, about one try in seventy got an answer).
+func TestCancelledRequestNotSent(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 1000 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://svc.test/", nil)
+		if resp, err := (Transport{Handler: h}).RoundTrip(req); err == nil {
+			resp.Body.Close()
+			t.Fatal("a request cancelled before it was sent got an answer")
+		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"testing/iotest"
 	"time"
 	"unsafe"
+
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 const bigLimit = 1 << 20
@@ -208,7 +210,7 @@ func TestReaderDoesNotWaitAfterBlankLine(t *testing.T) {
 			if string(e.Data) != "a" {
 				t.Errorf("%q: event %q", first, e.Data)
 			}
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Long): // a bound on the event, far above its time
 			t.Fatalf("%q: Next blocked after a complete event", first)
 		}
 		// A following LF is the end of the CR line, not a blank line.

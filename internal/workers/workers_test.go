@@ -5,18 +5,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
-// waitFor polls cond for up to 5 s.
+// waitFor polls cond for up to testwait.Long.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, what, cond)
 }
 
 func TestGoReusesIdleGoroutines(t *testing.T) {
@@ -52,6 +48,8 @@ func TestIdleIsBounded(t *testing.T) {
 	close(release)
 	// Seven end, three stay; wait until the count settles at the bound.
 	waitFor(t, "the idle count to reach its bound", func() bool { return p.Idle() == maxIdle })
+	// A negative check (the count stays at the bound): a wait cut short
+	// by load only misses a failure, never makes one.
 	time.Sleep(20 * time.Millisecond)
 	if got := p.Idle(); got != maxIdle {
 		t.Fatalf("idle goroutines = %d after the load, want the bound %d", got, maxIdle)
@@ -64,7 +62,7 @@ func TestIdleGoroutinesEnd(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(5)
 	for i := 0; i < 5; i++ {
-		p.Go(func() { wg.Done(); time.Sleep(time.Millisecond) })
+		p.Go(func() { wg.Done(); time.Sleep(time.Millisecond) }) // tasks that take a while: the behaviour under test
 	}
 	wg.Wait()
 	waitFor(t, "idle goroutines to end after idleFor", func() bool { return p.Idle() == 0 })
@@ -84,7 +82,7 @@ func TestCloseWaitsAndRefuses(t *testing.T) {
 	started := make(chan struct{})
 	p.Go(func() {
 		close(started)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a task still running when Close is called: the behaviour under test
 		ran.Store(true)
 	})
 	<-started
@@ -117,7 +115,7 @@ func TestConcurrentGoAndClose(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(time.Duration(round%3) * time.Millisecond)
+		time.Sleep(time.Duration(round%3) * time.Millisecond) // Close at varied moments: the behaviour under test
 		p.Close()
 		n := ran.Load() // every accepted task ran before Close returned
 		wg.Wait()

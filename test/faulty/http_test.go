@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 type httpPeer struct {
@@ -212,9 +213,7 @@ func TestHTTPCrash(t *testing.T) {
 		}
 		hung <- err
 	}()
-	for p.srv.Served(Hang) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "the hung call to be served", func() bool { return p.srv.Served(Hang) != 0 })
 	_, err := p.do(context.Background(), http.MethodPost, a, callBody(2, Fault{Kind: Crash, Token: "c"}, ""))
 	if err == nil {
 		t.Error("the crash call got an HTTP answer; want the connection closed")
@@ -224,7 +223,7 @@ func TestHTTPCrash(t *testing.T) {
 		if err == nil {
 			t.Error("the hung call's stream ended cleanly; want it cut by the crash")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("the hung call outlived the crash")
 	}
 	if n := p.h.Sessions(); n != 0 {
@@ -335,9 +334,9 @@ func TestHTTPHangCancelAndListChanged(t *testing.T) {
 			c.out <- result{evs, err}
 		}()
 	}
-	for p.srv.Served(Hang) == 0 || p.srv.Served(Slow) == 0 || p.h.InFlight() < 2 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "the hung and the slow call to be in flight", func() bool {
+		return p.srv.Served(Hang) != 0 && p.srv.Served(Slow) != 0 && p.h.InFlight() >= 2
+	})
 	for _, id := range []string{"1", "2"} {
 		resp, err := p.do(context.Background(), http.MethodPost, sess, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+id+`}}`)
 		if err != nil || resp.StatusCode != http.StatusAccepted {
@@ -350,21 +349,17 @@ func TestHTTPHangCancelAndListChanged(t *testing.T) {
 		if r.err != nil || answerIn(r.evs) != nil {
 			t.Errorf("cancelled slow call: %+v %v; want its stream ended without an answer", r.evs, r.err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("the cancelled slow call's stream stayed open")
 	}
 	select {
 	case r := <-hung:
 		t.Fatalf("the hung call ended on notifications/cancelled: %+v %v", r.evs, r.err)
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(200 * time.Millisecond): // a negative check: a wait cut short only misses a failure
 	}
 	hangUp()
 	<-hung
-	for deadline := time.Now().Add(5 * time.Second); p.h.InFlight() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the hung call's handler outlived its connection")
-		}
-	}
+	testwait.Until(t, "the hung call's handler to end with its connection", func() bool { return p.h.InFlight() == 0 })
 
 	resp, err := p.do(context.Background(), http.MethodPost, sess, callBody(3, Fault{Kind: ListChanged, Token: "lc"}, ""))
 	if err != nil {

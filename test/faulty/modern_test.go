@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
@@ -51,7 +52,7 @@ func TestModernStdio(t *testing.T) {
 		if !bytes.Contains(line, []byte(`"notifications/subscriptions/acknowledged"`)) || !bytes.Contains(line, []byte(`"io.modelcontextprotocol/subscriptionId":"L"`)) {
 			t.Errorf("acknowledgement: %s", line)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("no acknowledgement")
 	}
 	p.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_changed","arguments":{"token":"m"},` + meta2026 + `}}`)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // stdioPeer drives ServeStdio through pipes, as a gateway would.
@@ -71,7 +72,7 @@ func startStdio(t *testing.T, opts Options) (*stdioPeer, *Server) {
 		inW.Close()
 		select {
 		case <-p.done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(testwait.Long): // a bound on the event, far above its time
 			t.Error("ServeStdio did not return after stdin closed")
 		}
 		inR.Close()
@@ -96,7 +97,7 @@ func (p *stdioPeer) call(id int, f Fault, progress string) {
 // and the response.
 func (p *stdioPeer) until(id string, d time.Duration) (before [][]byte, resp *jsonrpc.Message) {
 	p.t.Helper()
-	deadline := time.After(d)
+	deadline := time.After(max(d, testwait.Long)) // a bound far above any scheduling delay
 	for {
 		select {
 		case line, ok := <-p.lines:
@@ -119,7 +120,7 @@ func (p *stdioPeer) quiet(d time.Duration) {
 	select {
 	case line := <-p.lines:
 		p.t.Fatalf("unexpected line %q", line)
-	case <-time.After(d):
+	case <-time.After(d): // a negative check: a wait cut short only misses a failure
 	}
 }
 
@@ -229,9 +230,7 @@ func TestStdioHangAndCancel(t *testing.T) {
 	p, srv := startStdio(t, Options{})
 	p.call(1, Fault{Kind: Hang, Token: "h"}, "")
 	p.call(2, Fault{Kind: Slow, Token: "s", Delay: 5 * time.Second, Events: 1}, "")
-	for srv.Served(Slow) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "the slow call to be served", func() bool { return srv.Served(Slow) != 0 })
 	p.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
 	p.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
 	p.send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
@@ -255,7 +254,7 @@ func TestStdioCrash(t *testing.T) {
 					t.Fatalf("ServeStdio returned %v, want the crash error", err)
 				}
 				p.done <- err // for the cleanup
-			case <-time.After(5 * time.Second):
+			case <-time.After(testwait.Long): // a bound on the event, far above its time
 				t.Fatal("no crash")
 			}
 			for line := range p.lines {
@@ -288,7 +287,7 @@ func TestStdioProtocol(t *testing.T) {
 				if !strings.Contains(string(line), tt.want) {
 					t.Errorf("answer %s lacks %s", line, tt.want)
 				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(testwait.Long): // a bound on the event, far above its time
 				t.Fatal("no answer")
 			}
 		})

@@ -88,7 +88,7 @@ func newUpstream() *upstream {
 	mcp.AddTool(u.srv, &mcp.Tool{Name: "ticks"}, func(ctx context.Context, req *mcp.CallToolRequest, a ticks) (*mcp.CallToolResult, any, error) {
 		for i := range a.N {
 			select {
-			case <-time.After(time.Duration(a.MS) * time.Millisecond):
+			case <-time.After(time.Duration(a.MS) * time.Millisecond): // the behaviour under test: a tool that ticks
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
 			}
@@ -309,7 +309,7 @@ func (s *stream) next(d time.Duration) (event, bool) {
 			s.t.Fatalf("event %q: %v", r.ev.Data, err)
 		}
 		return event{r.ev.ID, m}, true
-	case <-time.After(d):
+	case <-time.After(d): // the caller's bound: long for an event awaited, short for a negative check
 		s.resp.Body.Close() // unblocks the reader
 		<-ch
 		return event{}, false

@@ -33,6 +33,7 @@ import (
 
 	mcpgw "github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 const (
@@ -143,15 +144,18 @@ func (f *fleet) sum(name string, labels ...string) float64 {
 	return s
 }
 
-// eventually polls cond for up to d.
+// eventually polls cond for up to d, or testwait.Long if that is longer:
+// it returns once cond holds, and a short bound fails a right test on a
+// loaded machine.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	d = max(d, testwait.Long)
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("not within %s: %s", d, what)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -403,7 +407,7 @@ func testSubscription(t *testing.T, f *fleet) {
 	if _, ok := get.next(10 * time.Second); !ok {
 		t.Fatal("no update after subscribing again")
 	}
-	if ev, ok := get.next(time.Second); ok {
+	if ev, ok := get.next(time.Second); ok { // a negative check: a wait cut short only misses a failure
 		t.Errorf("a second update for one change (%s %s): the subscription is held twice", ev.msg.Method, ev.msg.Params)
 	}
 	if now := f.up.subscribes(); !maps.Equal(now, upSubs) {
@@ -429,7 +433,7 @@ func testSubscription(t *testing.T, f *fleet) {
 		return count(&f.up.unsubs, subBy) > before
 	})
 	c.call(58, "up__touch", "")
-	if ev, ok := get2.next(1500 * time.Millisecond); ok {
+	if ev, ok := get2.next(1500 * time.Millisecond); ok { // a negative check, as above
 		t.Errorf("after unsubscribe the stream still got %s %s", ev.msg.Method, ev.msg.Params)
 	}
 }
@@ -448,7 +452,9 @@ func testRateLimit(t *testing.T, f *fleet) {
 	for i := range clients {
 		clients[i] = newClient(t, f.lb.url())
 	}
-	time.Sleep(time.Second) // the bucket is full whatever came before
+	// The bucket is full whatever came before: a refill on the wall clock,
+	// and a sleep is never shorter than asked, so load cannot break it.
+	time.Sleep(time.Second)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range callers {

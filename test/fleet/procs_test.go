@@ -98,7 +98,7 @@ func (r *replica) start() {
 		if time.Now().After(deadline) {
 			r.t.Fatalf("%s not ready within 20s:\n%s", r.name, r.tail())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -110,7 +110,7 @@ func (r *replica) stop() {
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-r.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // a stop that takes longer is forced: cleanup, not a check
 		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
 		<-r.done
 	}
@@ -223,7 +223,7 @@ func startHAProxy(t *testing.T, dir string, rs []*replica) *haproxy {
 		_ = h.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-h.done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(5 * time.Second): // a stop that takes longer is forced: cleanup, not a check
 			_ = h.cmd.Process.Kill()
 			<-h.done
 		}
@@ -247,7 +247,7 @@ func startHAProxy(t *testing.T, dir string, rs []*replica) *haproxy {
 		if time.Now().After(deadline) {
 			t.Fatalf("haproxy did not reach all 3 servers within 10s (saw %v):\n%s", seen, h.log)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 

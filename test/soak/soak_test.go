@@ -257,7 +257,7 @@ func TestLegacyClientCatchesCrossing(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("crossed %d, duplicates %d; want 1 and 1", c, d)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 	l.close()
 }

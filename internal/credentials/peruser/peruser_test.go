@@ -28,6 +28,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 	"github.com/mcpgw/mcpgw/test/idptest"
 )
 
@@ -215,7 +216,7 @@ func (e *env) authorize(user, password string) {
 		if id != ar.ElicitationID {
 			e.t.Fatalf("completed elicitation %q, want %q", id, ar.ElicitationID)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		e.t.Fatal("OnComplete was not called")
 	}
 }

@@ -53,6 +53,9 @@ func cannedUpstreamWith(onCall func(r *http.Request)) http.Handler {
 		case mcp.MethodToolsCall:
 			if onCall != nil {
 				onCall(r)
+				if r.Context().Err() != nil {
+					return // as over a socket: a call whose caller went away gets no answer to race its cancellation
+				}
 			}
 			res = `{"content":[{"type":"text","text":"echo:hi"}]}`
 		case mcp.MethodPing:

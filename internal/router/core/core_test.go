@@ -60,7 +60,7 @@ func upstreamServer(stateless bool) *sdk.Server {
 	}
 	sdk.AddTool(s, &sdk.Tool{Name: "slow"}, func(ctx context.Context, _ *sdk.CallToolRequest, in slowIn) (*sdk.CallToolResult, any, error) {
 		select {
-		case <-time.After(time.Duration(in.MS) * time.Millisecond):
+		case <-time.After(time.Duration(in.MS) * time.Millisecond): // the behaviour under test: a tool that takes ms
 		case <-ctx.Done():
 		}
 		return text("slept"), nil, nil

@@ -2,8 +2,11 @@ package core
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // The hold clock tells each call once its hold passed, and arms its one
@@ -27,26 +30,25 @@ func TestHoldClock(t *testing.T) {
 	// serves the holds due within a quarter of a hold of the first.
 	var steady holdClock
 	defer steady.stop()
+	var spaced []*pump
 	for range 40 {
-		steady.add(&pump{ended: true}, 40*time.Millisecond)
-		time.Sleep(time.Millisecond)
+		p := &pump{ended: true}
+		spaced = append(spaced, p)
+		steady.add(p, 40*time.Millisecond)
+		time.Sleep(time.Millisecond) // the behaviour under test: calls one after another
 	}
-	time.Sleep(100 * time.Millisecond)
+	testwait.Until(t, "every spaced hold to pass", func() bool {
+		return !slices.ContainsFunc(spaced, func(p *pump) bool { return !p.held.Load() })
+	})
 	steady.mu.Lock()
 	arms = steady.arms
 	steady.mu.Unlock()
 	if arms > 8 {
 		t.Errorf("the timer was armed %d times for 40 holds of 40 ms, one started each millisecond; want a few", arms)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, p := range pumps {
-		for !p.held.Load() && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if !p.held.Load() {
-			t.Fatal("a hold never passed")
-		}
-	}
+	testwait.Until(t, "every hold to pass", func() bool {
+		return !slices.ContainsFunc(pumps, func(p *pump) bool { return !p.held.Load() })
+	})
 	k.mu.Lock()
 	left := len(k.q)
 	k.mu.Unlock()
@@ -64,7 +66,7 @@ func TestAfter(t *testing.T) {
 		if d := time.Since(start); d < 30*time.Millisecond {
 			t.Errorf("After(30ms) received after %s", d)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("After(30ms) never received")
 	}
 }

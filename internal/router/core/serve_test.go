@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // recStream records what Serve writes, and fails the test if two writes
@@ -23,6 +24,7 @@ type recStream struct {
 	mu       sync.Mutex
 	got      []string // methods of the messages, "hold" for HoldPassed
 	onEmit   func(m *jsonrpc.Message)
+	onHold   func() // after a HoldPassed is recorded
 }
 
 func (s *recStream) enter() {
@@ -56,6 +58,9 @@ func (s *recStream) HoldPassed() {
 	s.mu.Lock()
 	s.got = append(s.got, "hold")
 	s.mu.Unlock()
+	if s.onHold != nil {
+		s.onHold()
+	}
 }
 
 func (s *recStream) events() []string {
@@ -107,11 +112,15 @@ func TestServe(t *testing.T) {
 		// the hold passes while the call runs, once, and Serve still
 		// returns the answer with nothing written after it.
 		sess := f.session(`{"sampling":{}}`)
-		out := &recStream{t: t}
+		held := make(chan struct{})
+		out := &recStream{t: t, onHold: sync.OnceFunc(func() { close(held) })}
 		out.onEmit = func(m *jsonrpc.Message) {
 			if m.Kind() == jsonrpc.KindRequest {
 				go func() {
-					time.Sleep(100 * time.Millisecond)
+					select { // answered once the hold passed, not 100ms later
+					case <-held:
+					case <-time.After(testwait.Long): // the hold never passed: the test fails on the stream below
+					}
 					sess.Answer(jsonrpc.NewResult(m.ID, json.RawMessage(`{"role":"assistant","model":"m","content":{"type":"text","text":"late"}}`)))
 				}()
 			}
@@ -133,7 +142,10 @@ func TestServe(t *testing.T) {
 		if text(t, resp) != "echo:hi" {
 			t.Fatalf("answer %s %+v", resp.Result, resp.Error)
 		}
-		time.Sleep(60 * time.Millisecond) // the hold passes after the answer: nothing is written
+		// A negative check: the hold's time passes after the answer, and
+		// nothing may be written then. A wait cut short by load only
+		// misses a failure, never makes one.
+		time.Sleep(60 * time.Millisecond)
 		if got := out.events(); len(got) != 0 {
 			t.Errorf("stream %v, want nothing: the call answered within its hold", got)
 		}
@@ -155,9 +167,10 @@ func TestPumpStartedByHold(t *testing.T) {
 	out := &recStream{t: t}
 	p := &pump{core: f.core, out: out}
 	p.holdPassed()
-	for len(out.events()) < 1 { // the pump has run the hold and waits
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "the pump to run the hold", func() bool { return len(out.events()) >= 1 })
+	// The pump then waits for more; a little time lets it get there (a
+	// pump that has not yet only makes the test less searching, never
+	// fail).
 	time.Sleep(20 * time.Millisecond)
 	sendProgress(p, out, 2)
 	if q := p.finish(); len(q) > 0 {
@@ -169,13 +182,13 @@ func TestPumpStartedByHold(t *testing.T) {
 }
 
 // sendProgress queues a progress notification on p as the call's reader
-// does, and waits (up to 5 s) until out has recorded n writes.
+// does, and waits (up to testwait.Long) until out has recorded n writes.
 func sendProgress(p *pump, out *recStream, n int) {
 	b, _ := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, json.RawMessage(`{"progressToken":"t","progress":1}`)))
 	p.queue() <- b
 	p.kick()
-	for deadline := time.Now().Add(5 * time.Second); len(out.events()) < n && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(testwait.Long); len(out.events()) < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // a poll, bounded by deadline; the caller checks the events
 	}
 }
 

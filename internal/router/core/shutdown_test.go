@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // Cut answers the calls still running with an error naming the shutdown,
@@ -17,18 +18,26 @@ import (
 // not touched.
 func TestCut(t *testing.T) {
 	started := make(chan struct{}, 1)
+	release := make(chan struct{}) // a test that fails lets its held call go
+	var calls atomic.Int32
 	c, rte, _ := cannedCore(t, cannedUpstreamWith(func(r *http.Request) {
 		if strings.Contains(r.Header.Get("Mcp-Session-Id"), "canned") {
+			n := calls.Add(1)
 			select {
 			case started <- struct{}{}:
 			default:
 			}
-			select { // the first call hangs until it is cut
-			case <-r.Context().Done():
-			case <-time.After(200 * time.Millisecond):
+			if n > 1 {
+				// Every call after the first is in flight until it is
+				// cut, however long Cut takes to come.
+				select {
+				case <-r.Context().Done():
+				case <-release:
+				}
 			}
 		}
 	}))
+	t.Cleanup(func() { close(release) }) // runs before the core's and host's
 	sess := NewSession("s1", rte, mcp.Version20251125, json.RawMessage(`{}`), nil, nil)
 	call := jsonrpc.NewRequest(jsonrpc.IntID(1), mcp.MethodToolsCall, json.RawMessage(`{"name":"up__echo","arguments":{"text":"hi"}}`))
 	if resp := c.Handle(context.Background(), sess, call, nil, nil); resp.Error != nil {
@@ -39,7 +48,7 @@ func TestCut(t *testing.T) {
 	go func() { answer <- c.Handle(context.Background(), sess, call, nil, nil) }()
 	<-started
 	c.Cut()
-	for _, resp := range []*jsonrpc.Message{<-answer, c.Handle(context.Background(), sess, call, nil, nil)} {
+	for _, resp := range []*jsonrpc.Message{testwait.Recv(t, answer, "the cut call's answer"), c.Handle(context.Background(), sess, call, nil, nil)} {
 		if resp.Error == nil || !strings.Contains(resp.Error.Message, "shutting down") {
 			t.Errorf("a cut call was answered %s %+v; want the shutdown error", resp.Result, resp.Error)
 		}
@@ -54,6 +63,7 @@ func TestCut(t *testing.T) {
 // cancels.
 func TestCutBridged(t *testing.T) {
 	started := make(chan struct{}, 1)
+	release := make(chan struct{}) // a test that fails lets its held call go
 	c, rte, _ := cannedCore(t, cannedUpstreamWith(func(r *http.Request) {
 		select {
 		case started <- struct{}{}:
@@ -61,9 +71,10 @@ func TestCutBridged(t *testing.T) {
 		}
 		select { // hangs until it is cut
 		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
+		case <-release:
 		}
 	}))
+	t.Cleanup(func() { close(release) }) // runs before the core's and host's
 	sess := NewRequestSession(context.Background(), rte, mcp.Version20260728, json.RawMessage(`{}`), nil, "", "", false)
 	msg := jsonrpc.NewRequest(jsonrpc.IntID(1), mcp.MethodToolsCall, json.RawMessage(`{"name":"up__echo","arguments":{"text":"hi"}}`))
 	call := c.StartBridged(sess, msg, nil, nil)
@@ -71,12 +82,7 @@ func TestCutBridged(t *testing.T) {
 	c.Cut()
 	done := make(chan Outcome, 1)
 	go func() { done <- call.Next(nil, nil, func([]byte) {}) }()
-	select {
-	case out := <-done:
-		if out.Resp == nil || out.Resp.Error == nil || !strings.Contains(out.Resp.Error.Message, "shutting down") {
-			t.Errorf("a cut bridged call ended with %+v; want the shutdown error", out)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("Cut did not end the bridged call")
+	if out := testwait.Recv(t, done, "Cut to end the bridged call"); out.Resp == nil || out.Resp.Error == nil || !strings.Contains(out.Resp.Error.Message, "shutting down") {
+		t.Errorf("a cut bridged call ended with %+v; want the shutdown error", out)
 	}
 }

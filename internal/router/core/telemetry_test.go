@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/telemetry"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // Every round of a bridged call is an event on its server span, whichever
@@ -57,7 +58,8 @@ func TestBridgedRoundsAreSpanEvents(t *testing.T) {
 		t.Fatalf("last round %+v, want the call's answer", out)
 	}
 	var server sdktrace.ReadOnlySpan
-	for deadline := time.Now().Add(5 * time.Second); server == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	// A poll for the span, which ends after the answer, bounded by deadline.
+	for deadline := time.Now().Add(testwait.Long); server == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		for _, s := range sr.Ended() {
 			if s.Name() == "tools/call up__sample" {
 				server = s

@@ -69,7 +69,7 @@ func BenchmarkRedisRelay(b *testing.B) {
 		sender.Publish("s", []byte("ping"))
 		select {
 		case <-got:
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond): // a poll (publish again), bounded by deadline
 			if time.Now().After(deadline) {
 				b.Fatal("never delivered")
 			}
@@ -83,7 +83,7 @@ func BenchmarkRedisRelay(b *testing.B) {
 		sender.Publish("s", msg)
 		select {
 		case <-got:
-		case <-time.After(5 * time.Second):
+		case <-time.After(5 * time.Second): // a benchmark's bound on a lost message
 			b.Fatal("lost")
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // replica is one process's view of the shared store.
@@ -58,13 +59,13 @@ func (r *replica) counter(t *testing.T, name string) float64 {
 // done says it is what the test waits for (the copy is asynchronous).
 func eventually(t *testing.T, since func() (Replay, error), done func(Replay, error) bool) (Replay, error) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Long)
 	for {
 		r, err := since()
 		if done(r, err) || time.Now().After(deadline) {
 			return r, err
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -139,6 +140,8 @@ func TestRedisEventsAcrossReplicas(t *testing.T) {
 	})
 	t.Run("standalone stream stays local", func(t *testing.T) {
 		a.events.Log("s-g").Append(StandaloneStream, []byte("hint"))
+		// A negative check (nothing is copied to B): a wait cut short by
+		// load only misses a failure, never makes one.
 		time.Sleep(50 * time.Millisecond)
 		if _, err := b.events.Log("s-g").Since(StandaloneStream, 0); !errors.Is(err, ErrUnknownStream) {
 			t.Fatalf("Since(g) on B = %v, want ErrUnknownStream (each replica numbers its own)", err)
@@ -156,7 +159,7 @@ func TestRedisEventsAcrossReplicas(t *testing.T) {
 		la.Finish("x")
 		var got []string
 		seq := 1
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		for deadline := time.Now().Add(testwait.Long); time.Now().Before(deadline); {
 			<-r.Wake
 			if r, err = lb.Since("x", seq); err != nil {
 				t.Fatal(err)
@@ -211,11 +214,11 @@ func TestRedisEventsRedisDown(t *testing.T) {
 	la.Append("x", []byte("after"))
 	la.Finish("x")
 	// Copies resume once the writer's backoff ends: wait for a probe.
-	for n, deadline := 0, time.Now().Add(10*time.Second); ; n++ {
+	for n, deadline := 0, time.Now().Add(testwait.Long); ; n++ {
 		p := fmt.Sprintf("probe%d", n)
 		la.Open(p, jsonrpc.ID(`0`))
 		la.Finish(p)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 		if r, err := lb.Since(p, 0); err == nil && r.Complete {
 			break
 		}
@@ -269,7 +272,11 @@ func TestRedisRevocations(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	r2.Watch(func(h string) { mu.Lock(); seen = append(seen, h); mu.Unlock() })
-	time.Sleep(100 * time.Millisecond) // the subscription is made asynchronously
+	// The subscription is made asynchronously: wait until Redis has it.
+	testwait.Until(t, "the watcher to be subscribed", func() bool {
+		n, err := c.PubSubNumSub(context.Background(), r2.channel()).Result()
+		return err == nil && n[r2.channel()] >= 1
+	})
 
 	if r2.Revoked("s1.tok") {
 		t.Fatal("Revoked before Revoke")
@@ -286,7 +293,7 @@ func TestRedisRevocations(t *testing.T) {
 	if r2.Revoked("s1.old") {
 		t.Error("an expired token was written")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Long)
 	for {
 		mu.Lock()
 		n := len(seen)
@@ -294,7 +301,7 @@ func TestRedisRevocations(t *testing.T) {
 		if n > 0 || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -325,12 +332,12 @@ func TestRedisRevocationsRetriedAfterOutage(t *testing.T) {
 		t.Fatal("Revoked with Redis down: the check fails open (documented)")
 	}
 	srv.Restart()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Long)
 	for !r2.Revoked("s1.down") {
 		if time.Now().After(deadline) {
 			t.Fatal("the DELETE made during the outage was never recorded")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 	}
 	if r1.Pending() != 0 {
 		t.Errorf("Pending() = %d once recorded", r1.Pending())

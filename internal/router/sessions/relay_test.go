@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // fleetOptions are one replica's Redis options, counting into reg.
@@ -62,7 +64,7 @@ func (b *inbox) deliver(m []byte) {
 
 func (b *inbox) wait(t *testing.T, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Long)
 	for {
 		b.mu.Lock()
 		got := append([]string(nil), b.got...)
@@ -70,7 +72,7 @@ func (b *inbox) wait(t *testing.T, n int) []string {
 		if len(got) >= n || time.Now().After(deadline) {
 			return got
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -90,13 +92,13 @@ func TestRedisRelay(t *testing.T) {
 	release := a.Hold("session-1", box.deliver)
 	// The subscription is asynchronous on the server side: publish until
 	// it is seen.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Long)
 	for counterWith(t, regB, "mcpgw_redis_relayed_total", metrics.RedisRelayDelivered) == 0 {
 		b.Publish("session-1", []byte("hello"))
 		if time.Now().After(deadline) {
 			t.Fatal("the held session's channel never had a subscriber")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 	}
 	if got := box.wait(t, 1); len(got) == 0 || got[0] != "hello" {
 		t.Fatalf("delivered %q, want hello", got)
@@ -129,24 +131,24 @@ func TestRedisRelay(t *testing.T) {
 	}
 	srv.Restart()
 	n := len(box.wait(t, 0))
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(testwait.Long)
 	for len(box.wait(t, 0)) == n {
 		b.Publish("session-1", []byte("back"))
 		if time.Now().After(deadline) {
 			t.Fatal("after Redis came back the held stream got nothing: not resubscribed")
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
 func waitCounter(t *testing.T, reg *prometheus.Registry, outcome string, want float64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testwait.Long)
 	for counterWith(t, reg, "mcpgw_redis_relayed_total", outcome) < want {
 		if time.Now().After(deadline) {
 			t.Fatalf("mcpgw_redis_relayed_total{outcome=%q} = %v, want %v", outcome, counterWith(t, reg, "mcpgw_redis_relayed_total", outcome), want)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
 
@@ -170,7 +172,13 @@ func TestRedisSubscriptions(t *testing.T) {
 		drops <- drop{match("s1"), match("s2"), upstream, uri}
 	})
 	b.Watch(func(func(string) bool, string, string) { t.Error("B was told of its own release") })
-	time.Sleep(100 * time.Millisecond) // the watchers subscribed
+	// The watchers subscribe asynchronously: wait until Redis has both.
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rc.Close()
+	testwait.Until(t, "both watchers to be subscribed", func() bool {
+		n, err := rc.PubSubNumSub(context.Background(), a.channel()).Result()
+		return err == nil && n[a.channel()] >= 2
+	})
 
 	for _, step := range []struct {
 		who  *RedisSubscriptions
@@ -192,7 +200,7 @@ func TestRedisSubscriptions(t *testing.T) {
 		if !d.mine || d.other || d.upstream != "up" || d.uri != "file:///x" {
 			t.Errorf("A was told %+v, want s1's up file:///x", d)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Long): // a bound on the event, far above its time
 		t.Fatal("A was not told of B's release")
 	}
 	if !b.Hold("s1", "up", "file:///x") {

@@ -13,6 +13,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 func newUpstreamSessions(t *testing.T, addr string, ttl time.Duration) (*RedisUpstreamSessions, redis.UniversalClient, *prometheus.Registry) {
@@ -112,10 +113,10 @@ func TestRedisUpstreamSessions(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+	for deadline := time.Now().Add(testwait.Long); !cond(); {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out: %s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 }
