@@ -89,6 +89,7 @@ type Core struct {
 
 	listenersMu sync.Mutex
 	listeners   map[*Session]*mcp.ListenFilter // open subscriptions/listen streams
+	listenersBy map[string]int                 // how many each principal has open (listen.go)
 
 	bridge *bridge // session-revision upstreams' input requests parked for stateless callers
 
@@ -137,17 +138,18 @@ func New(h *host.Host, opts Options) *Core {
 		opts.ServerInfo = mcp.Implementation{Name: "mcpgw", Version: "dev"}
 	}
 	c := &Core{
-		log:       opts.Logger,
-		opts:      opts,
-		host:      h,
-		subs:      newSubscriptions(),
-		changes:   make(chan listChange, 64),
-		listeners: map[*Session]*mcp.ListenFilter{},
-		levels:    map[string]string{},
-		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
-		stop:      make(chan struct{}),
-		drain:     make(chan struct{}),
-		pool:      workers.New(maxIdleWorkers, idleWorkerTime),
+		log:         opts.Logger,
+		opts:        opts,
+		host:        h,
+		subs:        newSubscriptions(),
+		changes:     make(chan listChange, 64),
+		listeners:   map[*Session]*mcp.ListenFilter{},
+		listenersBy: map[string]int{},
+		levels:      map[string]string{},
+		bridge:      newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
+		stop:        make(chan struct{}),
+		drain:       make(chan struct{}),
+		pool:        workers.New(maxIdleWorkers, idleWorkerTime),
 	}
 	c.serverInfo = mustJSON(opts.ServerInfo)
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
