@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -108,6 +109,8 @@ type Core struct {
 	cancel context.CancelCauseFunc
 
 	holds holdClock // Serve's priming holds (holdclock.go)
+
+	queued atomic.Int64 // bytes waiting for every client to read them (queuebytes.go)
 
 	stop  chan struct{}
 	drain chan struct{} // closed by Drain: no new sessions, streams end

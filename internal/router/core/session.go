@@ -58,6 +58,9 @@ type Session struct {
 	// byClient marks an end the client asked for (DELETE here or, in a
 	// fleet, on another replica), as opposed to idle reaping or shutdown.
 	byClient atomic.Bool
+	// queued is how many bytes wait for the client to read them
+	// (queuebytes.go).
+	queued atomic.Int64
 
 	mu       sync.Mutex
 	logLevel string
