@@ -25,6 +25,7 @@ func (c *Core) ReserveQueued(sess *Session, n int) *limits.Refusal {
 	per, total := queueLimits(sess)
 	if s := sess.queued.Add(int64(n)); s > per && s != int64(n) {
 		sess.queued.Add(-int64(n))
+		sess.queueFull.Store(true)
 		c.Metrics().LimitRefused("sessions.queue_bytes")
 		return &limits.Refusal{Bound: "sessions.queue_bytes", Max: int(per), What: "bytes waiting for this session's client to read them", PerPrincipal: true, RetryAfter: 1}
 	}
@@ -48,13 +49,15 @@ func (c *Core) ChargeQueued(sess *Session, n int) {
 func (c *Core) ReleaseQueued(sess *Session, n int) {
 	sess.queued.Add(-int64(n))
 	c.queued.Add(-int64(n))
+	sess.queueFull.Store(false) // the client read something: there is room again
 }
 
-// QueueFull reports the bound a new request on sess would find full (its
-// client has sessions.queue_bytes waiting already), or nil.
+// QueueFull reports the bound a new request on sess would find full, or
+// nil: once a message was refused for sessions.queue_bytes, until the
+// client reads.
 func (c *Core) QueueFull(sess *Session) *limits.Refusal {
 	per, _ := queueLimits(sess)
-	if sess.queued.Load() < per {
+	if !sess.queueFull.Load() {
 		return nil
 	}
 	c.Metrics().LimitRefused("sessions.queue_bytes")

@@ -60,7 +60,8 @@ type Session struct {
 	byClient atomic.Bool
 	// queued is how many bytes wait for the client to read them
 	// (queuebytes.go).
-	queued atomic.Int64
+	queued    atomic.Int64
+	queueFull atomic.Bool // a message was refused for the bound since the client last read
 
 	mu       sync.Mutex
 	logLevel string
