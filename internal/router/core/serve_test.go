@@ -153,7 +153,7 @@ func TestServe(t *testing.T) {
 func TestPumpStartedByHold(t *testing.T) {
 	f := newFixture(t, false)
 	out := &recStream{t: t}
-	p := &pump{core: f.core, out: out}
+	p := &pump{core: f.core, sess: f.session(`{}`), out: out}
 	p.holdPassed()
 	for len(out.events()) < 1 { // the pump has run the hold and waits
 		time.Sleep(time.Millisecond)
@@ -172,6 +172,7 @@ func TestPumpStartedByHold(t *testing.T) {
 // does, and waits (up to 5 s) until out has recorded n writes.
 func sendProgress(p *pump, out *recStream, n int) {
 	b, _ := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, json.RawMessage(`{"progressToken":"t","progress":1}`)))
+	p.core.ChargeQueued(p.sess, len(b)) // as CallStream does (queuebytes.go)
 	p.queue() <- b
 	p.kick()
 	for deadline := time.Now().Add(5 * time.Second); len(out.events()) < n && time.Now().Before(deadline); {
@@ -190,7 +191,7 @@ func TestQuietHold(t *testing.T) {
 	f := newFixture(t, false)
 	t.Run("nothing sent", func(t *testing.T) {
 		out := &quietStream{recStream{t: t}}
-		p := &pump{core: f.core, out: out, quiet: true}
+		p := &pump{core: f.core, sess: f.session(`{}`), out: out, quiet: true}
 		p.holdPassed()
 		p.mu.Lock()
 		running := p.running
@@ -204,7 +205,7 @@ func TestQuietHold(t *testing.T) {
 	})
 	t.Run("sent after the hold", func(t *testing.T) {
 		out := &quietStream{recStream{t: t}}
-		p := &pump{core: f.core, out: out, quiet: true}
+		p := &pump{core: f.core, sess: f.session(`{}`), out: out, quiet: true}
 		p.holdPassed()
 		sendProgress(p, &out.recStream, 2)
 		p.finish()
