@@ -106,6 +106,19 @@ type Options struct {
 	// session: for a session several replicas share, where a silent new
 	// one would split its state.
 	NoReinitialize bool
+	// MaxServerRequests bounds the requests the upstream sends that are
+	// being answered at once on this connection, and
+	// MaxServerRequestsPerCall those of one call (0: the config defaults);
+	// the overflow is refused at once (serverrequests.go). Their config
+	// keys, for the refusal, are ServerRequestsSetting and
+	// ServerRequestsPerCallSetting.
+	MaxServerRequests            int
+	MaxServerRequestsPerCall     int
+	ServerRequestsSetting        string
+	ServerRequestsPerCallSetting string
+	// OnRefused counts a refusal by the bound with config key bound (nil:
+	// not counted).
+	OnRefused func(bound string)
 }
 
 // Resumption is what a connection needs to continue an upstream session
@@ -137,6 +150,8 @@ type Client struct {
 
 	bound *bound // the cause of a call's own timeout (Options.Timeout)
 
+	serverReqs int // upstream-sent requests being answered (guarded by mu; serverrequests.go)
+
 	ctx        context.Context // cancelled on Close: stops server→client request handlers
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
@@ -164,6 +179,8 @@ type call struct {
 	opts  CallOptions
 	done  chan *jsonrpc.Message // buffered 1
 	ctx   context.Context       // the caller's: its span, if any, records the upstream's requests
+
+	serverReqs int // its upstream-sent requests being answered (guarded by Client.mu)
 }
 
 // CallOptions are per-call settings: where the messages an upstream sends
@@ -911,12 +928,7 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) (answered bool) {
 			c.opts.OnNotification(m.Method, m.Params)
 		}
 	case jsonrpc.KindRequest:
-		cl := c.owner(related)
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			c.answer(m, cl)
-		}()
+		c.serverRequest(m, related) // serverrequests.go
 	}
 	return answered
 }
@@ -995,8 +1007,6 @@ func (c *Client) answer(m *jsonrpc.Message, owner *call) {
 	}
 	var resp *jsonrpc.Message
 	switch {
-	case m.Method == mcp.MethodPing:
-		resp = jsonrpc.NewResult(m.ID, json.RawMessage(`{}`))
 	case handler != nil:
 		if owner != nil {
 			upstreamRequestEvent(owner.ctx, m.Method) // span.go
@@ -1012,15 +1022,7 @@ func (c *Client) answer(m *jsonrpc.Message, owner *call) {
 	if resp == nil {
 		resp = jsonrpc.NewError(m.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "mcpgw does not support %q from upstreams", m.Method))
 	}
-	b, err := jsonrpc.Encode(resp)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-	defer cancel()
-	if err := c.t.Send(ctx, b); err != nil {
-		c.log.Debug("could not answer upstream request", zap.String("method", m.Method), zap.Error(err))
-	}
+	c.send(m.Method, resp)
 }
 
 // hopMeta gives a request the per-hop _meta of its upstream's revision. A

@@ -92,6 +92,12 @@ type Upstream struct {
 	Stateful                bool `yaml:"stateful"`
 	MaxSessions             int  `yaml:"max_sessions"`
 	MaxSessionsPerPrincipal int  `yaml:"max_sessions_per_principal"`
+	// MaxServerRequests bounds the requests this upstream sends the
+	// gateway (sampling, elicitation, roots) that are answered at once, on
+	// each connection, and MaxServerRequestsPerCall those of one call
+	// (limits.go); ping is answered inline and not counted.
+	MaxServerRequests        int `yaml:"max_server_requests"`
+	MaxServerRequestsPerCall int `yaml:"max_server_requests_per_call"`
 	// ExactCapabilities makes the upstream see each caller's own client
 	// capabilities (sampling, elicitation): calls from callers that declare
 	// less than the gateway go over a connection declaring exactly theirs.
@@ -342,6 +348,18 @@ type Sessions struct {
 	PrimingHold                Duration `yaml:"priming_hold"`
 	MaxParkedCalls             int      `yaml:"max_parked_calls"`
 	MaxParkedCallsPerPrincipal int      `yaml:"max_parked_calls_per_principal"`
+	// QueueBytes and QueueTotalBytes bound, in bytes, what waits for a
+	// client to read it (a legacy HTTP+SSE or stdio session's queue, a
+	// call's event queue): per session and for the whole process.
+	QueueBytes      int64 `yaml:"queue_bytes"`
+	QueueTotalBytes int64 `yaml:"queue_total_bytes"`
+	// Resource subscriptions (resources/subscribe and subscriptions/listen):
+	// how many one session and one principal hold, how many listen streams
+	// one principal keeps open, and how long a subscribed URI may be.
+	MaxSubscriptionsPerSession   int `yaml:"max_subscriptions_per_session"`
+	MaxSubscriptionsPerPrincipal int `yaml:"max_subscriptions_per_principal"`
+	MaxListenStreamsPerPrincipal int `yaml:"max_listen_streams_per_principal"`
+	MaxSubscriptionURIBytes      int `yaml:"max_subscription_uri_bytes"`
 }
 
 // Replay bounds what is kept for resuming session streams: per session

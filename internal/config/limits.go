@@ -31,6 +31,25 @@ const (
 	DefaultMaxParkedCalls        = 256
 	DefaultMaxParkedPerPrincipal = 32
 
+	// What waits for a client to read it, in bytes (a legacy HTTP+SSE or
+	// stdio queue, a call's event queue): 16 MiB holds a few big answers
+	// per session; the process-wide bound keeps a crowd of clients that
+	// never read to 256 MiB.
+	DefaultQueueBytes      int64 = 16 << 20
+	DefaultQueueTotalBytes int64 = 256 << 20
+
+	// Resource subscriptions: far more than a client watches, far fewer
+	// than fill memory (each holds its URI, up to 8 KiB by default).
+	DefaultMaxSubscriptionsPerSession   = 1000
+	DefaultMaxSubscriptionsPerPrincipal = 10000
+	DefaultMaxListenStreamsPerPrincipal = 100
+	DefaultMaxSubscriptionURIBytes      = 8192
+
+	// Requests an upstream sends the gateway, answered at once: on one
+	// connection, and during one call.
+	DefaultMaxServerRequests        = 64
+	DefaultMaxServerRequestsPerCall = 16
+
 	// Stateful upstreams: each session connection may be a child process.
 	DefaultMaxStatefulSessions             = 64
 	DefaultMaxStatefulSessionsPerPrincipal = 16
@@ -60,6 +79,10 @@ func limitsDefaults(c *Config, d *strictyaml.Decoder) {
 		{"sse_queue", &s.SSEQueue, DefaultSSEQueue},
 		{"max_parked_calls", &s.MaxParkedCalls, DefaultMaxParkedCalls},
 		{"max_parked_calls_per_principal", &s.MaxParkedCallsPerPrincipal, DefaultMaxParkedPerPrincipal},
+		{"max_subscriptions_per_session", &s.MaxSubscriptionsPerSession, DefaultMaxSubscriptionsPerSession},
+		{"max_subscriptions_per_principal", &s.MaxSubscriptionsPerPrincipal, DefaultMaxSubscriptionsPerPrincipal},
+		{"max_listen_streams_per_principal", &s.MaxListenStreamsPerPrincipal, DefaultMaxListenStreamsPerPrincipal},
+		{"max_subscription_uri_bytes", &s.MaxSubscriptionURIBytes, DefaultMaxSubscriptionURIBytes},
 	} {
 		if !d.Set("sessions." + b.key) {
 			*b.v = b.def
@@ -70,6 +93,12 @@ func limitsDefaults(c *Config, d *strictyaml.Decoder) {
 	// named.
 	clampShare(d, "sessions.max_sessions_per_principal", &s.MaxSessionsPerPrincipal, s.MaxSessions)
 	clampShare(d, "sessions.max_parked_calls_per_principal", &s.MaxParkedCallsPerPrincipal, s.MaxParkedCalls)
+	if !d.Set("sessions.queue_bytes") {
+		s.QueueBytes = DefaultQueueBytes
+	}
+	if !d.Set("sessions.queue_total_bytes") {
+		s.QueueTotalBytes = DefaultQueueTotalBytes
+	}
 	if !d.Set("sessions.sse_write_timeout") {
 		s.SSEWriteTimeout = Duration(DefaultSSEWriteTimeout)
 	}
@@ -86,6 +115,12 @@ func limitsDefaults(c *Config, d *strictyaml.Decoder) {
 		}
 		if !d.Set(strictyaml.JoinPath(p, "max_sessions_per_principal")) {
 			u.MaxSessionsPerPrincipal = DefaultMaxStatefulSessionsPerPrincipal
+		}
+		if !d.Set(strictyaml.JoinPath(p, "max_server_requests")) {
+			u.MaxServerRequests = DefaultMaxServerRequests
+		}
+		if !d.Set(strictyaml.JoinPath(p, "max_server_requests_per_call")) {
+			u.MaxServerRequestsPerCall = DefaultMaxServerRequestsPerCall
 		}
 		clampShare(d, strictyaml.JoinPath(p, "max_sessions_per_principal"), &u.MaxSessionsPerPrincipal, u.MaxSessions)
 	}
@@ -121,6 +156,25 @@ func (v *validator) limits() {
 	v.atLeastOne("sessions.max_parked_calls", s.MaxParkedCalls, DefaultMaxParkedCalls)
 	v.atLeastOne("sessions.max_parked_calls_per_principal", s.MaxParkedCallsPerPrincipal, DefaultMaxParkedPerPrincipal)
 	v.share("sessions.max_parked_calls_per_principal", s.MaxParkedCallsPerPrincipal, "sessions.max_parked_calls", s.MaxParkedCalls)
+	if s.QueueBytes < 1 {
+		v.add("sessions.queue_bytes", fmt.Sprintf("must be at least 1; remove it for the default (%d, 16 MiB)", DefaultQueueBytes))
+	}
+	if s.QueueTotalBytes < 1 {
+		v.add("sessions.queue_total_bytes", fmt.Sprintf("must be at least 1; remove it for the default (%d, 256 MiB)", DefaultQueueTotalBytes))
+	} else if s.QueueBytes > s.QueueTotalBytes {
+		v.add("sessions.queue_bytes", fmt.Sprintf("%d is more than sessions.queue_total_bytes (%d), so it would never apply; lower it, or raise sessions.queue_total_bytes", s.QueueBytes, s.QueueTotalBytes))
+	}
+	v.atLeastOne("sessions.max_subscriptions_per_session", s.MaxSubscriptionsPerSession, DefaultMaxSubscriptionsPerSession)
+	v.atLeastOne("sessions.max_subscriptions_per_principal", s.MaxSubscriptionsPerPrincipal, DefaultMaxSubscriptionsPerPrincipal)
+	v.atLeastOne("sessions.max_listen_streams_per_principal", s.MaxListenStreamsPerPrincipal, DefaultMaxListenStreamsPerPrincipal)
+	v.atLeastOne("sessions.max_subscription_uri_bytes", s.MaxSubscriptionURIBytes, DefaultMaxSubscriptionURIBytes)
+}
+
+// serverRequestLimits validates the bounds on requests upstream p sends.
+func (v *validator) serverRequestLimits(p string, u *Upstream) {
+	v.atLeastOne(strictyaml.JoinPath(p, "max_server_requests"), u.MaxServerRequests, DefaultMaxServerRequests)
+	v.atLeastOne(strictyaml.JoinPath(p, "max_server_requests_per_call"), u.MaxServerRequestsPerCall, DefaultMaxServerRequestsPerCall)
+	v.share(strictyaml.JoinPath(p, "max_server_requests_per_call"), u.MaxServerRequestsPerCall, strictyaml.JoinPath(p, "max_server_requests"), u.MaxServerRequests)
 }
 
 // statefulLimits validates a stateful upstream's bounds at p; the keys

@@ -213,6 +213,7 @@ func (v *validator) upstream(name string, u *Upstream) {
 	v.upstreamOAuth(p, u, hasCmd && !hasURL)      // upstream_oauth.go
 	v.upstreamAuth(p, name, u, hasCmd && !hasURL) // upstream_auth.go
 	v.statefulLimits(p, u)                        // limits.go
+	v.serverRequestLimits(p, u)                   // limits.go
 	for i, r := range u.Roots {
 		rp := fmt.Sprintf("%s.roots[%d]", p, i)
 		if !strings.HasPrefix(r.URI, "file://") {

@@ -784,6 +784,12 @@ func (u *Upstream) dialWith(ctx context.Context, t client.Transport, protocol st
 			}
 		},
 		OnRequest: u.answerUnowned,
+		// Requests the upstream sends are bounded (client/serverrequests.go).
+		MaxServerRequests:            u.cfg.MaxServerRequests,
+		MaxServerRequestsPerCall:     u.cfg.MaxServerRequestsPerCall,
+		ServerRequestsSetting:        u.setting("max_server_requests"),
+		ServerRequestsPerCallSetting: u.setting("max_server_requests_per_call"),
+		OnRefused:                    opts.Metrics.LimitRefused,
 	}
 	if adjust != nil {
 		adjust(&o)

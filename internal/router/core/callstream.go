@@ -22,7 +22,8 @@ type CallStream struct {
 	pump   *pump       // a call Serve runs: started by the first message queued
 }
 
-// eventQueue is the bound on what a call's stream may fall behind by.
+// eventQueue is the bound on what a call's stream may fall behind by, in
+// messages; a served call's is bounded in bytes too (queuebytes.go).
 const eventQueue = 64
 
 // queue is where the call's events go: the pump's (made on first use, so
@@ -60,13 +61,23 @@ func (cs *CallStream) hint(method string, params json.RawMessage) {
 	if err != nil {
 		return
 	}
+	if cs.pump == nil {
+		select {
+		case cs.events <- b:
+		default:
+		}
+		return
+	}
+	// A served call's queue is bounded in bytes too (queuebytes.go).
+	if cs.pump.core.ReserveQueued(cs.sess, len(b)) != nil {
+		return
+	}
 	select {
-	case cs.queue() <- b:
+	case cs.pump.queue() <- b:
 	default:
+		cs.pump.core.ReleaseQueued(cs.sess, len(b))
 	}
-	if cs.pump != nil {
-		cs.pump.kick()
-	}
+	cs.pump.kick()
 }
 
 // Progress queues a progress notification of the call (client.CallHandler).
@@ -107,14 +118,26 @@ func (cs *CallStream) Request(upstreamCtx context.Context, method string, params
 	}
 	gone := jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgw: the downstream call ended before the client answered %s", method)
 	q := cs.queue()
+	charged := 0
 	if cs.pump != nil {
+		// Bounded in bytes too (queuebytes.go): past it the upstream is
+		// told at once, rather than the request waiting in memory.
+		if cs.pump.over() {
+			return nil, gone // answered: nobody drains the queue any more
+		}
+		if r := cs.pump.core.ReserveQueued(cs.sess, len(b)); r != nil {
+			return nil, r.JSONRPC()
+		}
+		charged = len(b)
 		cs.pump.kick() // before the send, which waits for a reader when the stream is full
 	}
 	select {
 	case q <- b:
 	case <-cs.ctx.Done():
+		cs.releaseUnsent(charged)
 		return nil, gone
 	case <-upstreamCtx.Done():
+		cs.releaseUnsent(charged)
 		return nil, gone
 	}
 	select {
@@ -127,6 +150,14 @@ func (cs *CallStream) Request(upstreamCtx context.Context, method string, params
 		return nil, gone
 	case <-upstreamCtx.Done():
 		return nil, gone
+	}
+}
+
+// releaseUnsent releases the charge of a message that never entered the
+// queue.
+func (cs *CallStream) releaseUnsent(n int) {
+	if n > 0 {
+		cs.pump.core.ReleaseQueued(cs.sess, n)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -89,6 +90,7 @@ type Core struct {
 
 	listenersMu sync.Mutex
 	listeners   map[*Session]*mcp.ListenFilter // open subscriptions/listen streams
+	listenersBy map[string]int                 // how many each principal has open (listen.go)
 
 	bridge *bridge // session-revision upstreams' input requests parked for stateless callers
 
@@ -107,6 +109,8 @@ type Core struct {
 	cancel context.CancelCauseFunc
 
 	holds holdClock // Serve's priming holds (holdclock.go)
+
+	queued atomic.Int64 // bytes waiting for every client to read them (queuebytes.go)
 
 	stop  chan struct{}
 	drain chan struct{} // closed by Drain: no new sessions, streams end
@@ -137,18 +141,19 @@ func New(h *host.Host, opts Options) *Core {
 		opts.ServerInfo = mcp.Implementation{Name: "mcpgw", Version: "dev"}
 	}
 	c := &Core{
-		log:       opts.Logger,
-		opts:      opts,
-		host:      h,
-		subs:      newSubscriptions(),
-		changes:   make(chan listChange, 64),
-		listeners: map[*Session]*mcp.ListenFilter{},
-		levels:    map[string]string{},
-		pinWarned: pinVerdicts{met: opts.Metrics},
-		bridge:    newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
-		stop:      make(chan struct{}),
-		drain:     make(chan struct{}),
-		pool:      workers.New(maxIdleWorkers, idleWorkerTime),
+		log:         opts.Logger,
+		opts:        opts,
+		host:        h,
+		subs:        newSubscriptions(),
+		changes:     make(chan listChange, 64),
+		listeners:   map[*Session]*mcp.ListenFilter{},
+		listenersBy: map[string]int{},
+		levels:      map[string]string{},
+		pinWarned:   pinVerdicts{met: opts.Metrics},
+		bridge:      newBridge(opts.Metrics, opts.SessionKeys, opts.AdvertiseURL),
+		stop:        make(chan struct{}),
+		drain:       make(chan struct{}),
+		pool:        workers.New(maxIdleWorkers, idleWorkerTime),
 	}
 	c.serverInfo = mustJSON(opts.ServerInfo)
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())

@@ -21,6 +21,14 @@ type Limits struct {
 	MaxParked               int           // sessions.max_parked_calls
 	MaxParkedPerPrincipal   int           // sessions.max_parked_calls_per_principal
 	ReadBodyTimeout         time.Duration
+
+	QueueBytes      int64 // sessions.queue_bytes (queuebytes.go)
+	QueueTotalBytes int64 // sessions.queue_total_bytes
+
+	MaxSubscriptionsPerSession   int // sessions.max_subscriptions_per_session
+	MaxSubscriptionsPerPrincipal int // sessions.max_subscriptions_per_principal
+	MaxListenStreamsPerPrincipal int // sessions.max_listen_streams_per_principal
+	MaxSubscriptionURIBytes      int // sessions.max_subscription_uri_bytes
 }
 
 // LimitsOf reads the bounds of cfg; a bound cfg leaves at zero (a config
@@ -42,6 +50,12 @@ func LimitsOf(cfg *config.Config) Limits {
 		}
 		return def
 	}
+	or64 := func(v, def int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
 	return Limits{
 		MaxSessions:             or(s.MaxSessions, config.DefaultMaxSessions),
 		MaxSessionsPerPrincipal: or(s.MaxSessionsPerPrincipal, config.DefaultMaxSessionsPerPrincipal),
@@ -53,5 +67,12 @@ func LimitsOf(cfg *config.Config) Limits {
 		MaxParked:               or(s.MaxParkedCalls, config.DefaultMaxParkedCalls),
 		MaxParkedPerPrincipal:   or(s.MaxParkedCallsPerPrincipal, config.DefaultMaxParkedPerPrincipal),
 		ReadBodyTimeout:         ord(cfg.ReadBodyTimeout, config.DefaultReadBodyTimeout),
+		QueueBytes:              or64(s.QueueBytes, config.DefaultQueueBytes),
+		QueueTotalBytes:         or64(s.QueueTotalBytes, config.DefaultQueueTotalBytes),
+
+		MaxSubscriptionsPerSession:   or(s.MaxSubscriptionsPerSession, config.DefaultMaxSubscriptionsPerSession),
+		MaxSubscriptionsPerPrincipal: or(s.MaxSubscriptionsPerPrincipal, config.DefaultMaxSubscriptionsPerPrincipal),
+		MaxListenStreamsPerPrincipal: or(s.MaxListenStreamsPerPrincipal, config.DefaultMaxListenStreamsPerPrincipal),
+		MaxSubscriptionURIBytes:      or(s.MaxSubscriptionURIBytes, config.DefaultMaxSubscriptionURIBytes),
 	}
 }

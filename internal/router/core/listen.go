@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -13,16 +15,35 @@ import (
 // its stream is open, with the filter it opted in to. Everything the core
 // sends it outside calls carries its subscription id (Tag).
 
-// AddListener registers an open listen stream and what it opted in to.
-func (c *Core) AddListener(s *Session, f *mcp.ListenFilter) {
+// AddListener registers an open listen stream and what it opted in to,
+// or refuses it when its principal has
+// sessions.max_listen_streams_per_principal open already (authenticated
+// principals only, as for the other shares).
+func (c *Core) AddListener(s *Session, f *mcp.ListenFilter) *jsonrpc.Error {
+	max := subscriptionLimits(s).listenPerPrincipal
 	c.listenersMu.Lock()
+	if _, again := c.listeners[s]; !again && s.owner != "" {
+		if c.listenersBy[s.owner] >= max {
+			c.listenersMu.Unlock()
+			return c.refuse(&limits.Refusal{Bound: "sessions.max_listen_streams_per_principal", Max: max, What: "subscriptions/listen streams open for this principal", PerPrincipal: true, RetryAfter: 1})
+		}
+		c.listenersBy[s.owner]++
+	}
 	c.listeners[s] = f
 	c.listenersMu.Unlock()
+	return nil
 }
 
 // RemoveListener forgets a listen stream.
 func (c *Core) RemoveListener(s *Session) {
 	c.listenersMu.Lock()
+	if _, ok := c.listeners[s]; ok && s.owner != "" {
+		if n := c.listenersBy[s.owner] - 1; n > 0 {
+			c.listenersBy[s.owner] = n
+		} else {
+			delete(c.listenersBy, s.owner)
+		}
+	}
 	delete(c.listeners, s)
 	c.listenersMu.Unlock()
 }

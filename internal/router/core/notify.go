@@ -99,6 +99,10 @@ func (c *Core) coalesce() {
 type subscriptions struct {
 	mu   sync.Mutex
 	subs map[subKey]map[*Session]bool
+	// How many of subs each session and each principal holds, for their
+	// bounds (subbounds.go).
+	perSession   map[*Session]int
+	perPrincipal map[string]int
 }
 
 // subKey names one upstream subscription. session is set for a stateful
@@ -106,11 +110,16 @@ type subscriptions struct {
 type subKey struct{ upstream, uri, session string }
 
 func newSubscriptions() *subscriptions {
-	return &subscriptions{subs: map[subKey]map[*Session]bool{}}
+	return &subscriptions{subs: map[subKey]map[*Session]bool{}, perSession: map[*Session]int{}, perPrincipal: map[string]int{}}
 }
 
 // subscribe handles resources/subscribe for sess (Handle calls it, after the guard).
 func (c *Core) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
+	if uri, ok := rawjson.GetString(msg.Params, "uri"); ok {
+		if jerr := c.checkSubscriptionURI(sess, uri); jerr != nil {
+			return jsonrpc.NewError(msg.ID, jerr)
+		}
+	}
 	key, ok := c.subKey(sess, msg.Params)
 	if !ok {
 		// Let Forward produce the precise "unknown resource" error.
@@ -134,6 +143,13 @@ func (c *Core) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Messag
 	if set[sess] {
 		st.mu.Unlock()
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
+	}
+	if r := st.admitLocked(sess); r != nil {
+		st.mu.Unlock()
+		if c.shared(sess, key) {
+			c.opts.Shared.Release(sess.id, key.upstream, key.uri)
+		}
+		return jsonrpc.NewError(msg.ID, c.refuse(r))
 	}
 	first := len(set) == 0
 	if set == nil {
@@ -207,6 +223,9 @@ func (c *Core) drop(sess *Session, key subKey, tell, release bool) bool {
 	set := st.subs[key]
 	had := set[sess]
 	delete(set, sess)
+	if had {
+		st.releaseLocked(sess)
+	}
 	last := had && len(set) == 0
 	if last {
 		delete(st.subs, key)

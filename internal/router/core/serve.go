@@ -21,7 +21,8 @@ import (
 // > 0), when it first calls out.HoldPassed. out is never called from two
 // goroutines at once, nor after Serve returns; a client too slow to read
 // its stream holds up the pump, never the upstream's reader (hints queue
-// and are dropped past the stream's bound of 64). v is as for Handle.
+// and are dropped past the stream's bound of 64 messages or
+// sessions.queue_bytes). v is as for Handle.
 func (c *Core) Serve(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict, out Stream, hold time.Duration) *jsonrpc.Message {
 	c.goMu.Lock()
 	if c.closed {
@@ -35,7 +36,7 @@ func (c *Core) Serve(ctx context.Context, sess *Session, msg *jsonrpc.Message, v
 	s := &served{}
 	s.stream = CallStream{ctx: ctx, sess: sess, pump: &s.pump} // no events queue: the pump makes one if the call sends anything
 	p := &s.pump
-	p.core, p.out = c, out
+	p.core, p.sess, p.out = c, sess, out
 	if hold > 0 {
 		_, p.quiet = out.(QuietHold)
 		c.holds.add(p, hold) // holdclock.go; one that passes after the answer finds the pump ended
@@ -43,7 +44,9 @@ func (c *Core) Serve(ctx context.Context, sess *Session, msg *jsonrpc.Message, v
 	resp := c.Handle(ctx, sess, msg, v, &s.stream)
 	if q := p.finish(); q != nil {
 		for len(q) > 0 { // what came after the pump stopped, before the answer
-			out.Emit(<-q)
+			b := <-q
+			c.ReleaseQueued(sess, len(b))
+			out.Emit(b)
 		}
 	}
 	return resp
@@ -86,6 +89,7 @@ type served struct {
 // the answer.
 type pump struct {
 	core *Core
+	sess *Session // charged for what waits in events (queuebytes.go)
 	out  Stream
 
 	held  atomic.Bool   // the hold passed: out.HoldPassed is due
@@ -129,6 +133,13 @@ func (p *pump) kick() {
 	}
 }
 
+// over reports whether finish ran: the call is answered.
+func (p *pump) over() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ended
+}
+
 // holdPassed runs when the hold has passed (holdClock), perhaps after the
 // answer: then the pump has ended and it does nothing.
 func (p *pump) holdPassed() {
@@ -162,6 +173,7 @@ func (p *pump) run() {
 		}
 		select {
 		case b := <-p.events:
+			p.core.ReleaseQueued(p.sess, len(b))
 			p.out.Emit(b)
 		case <-p.wake:
 		case <-p.quit:

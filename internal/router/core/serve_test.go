@@ -165,7 +165,7 @@ func TestServe(t *testing.T) {
 func TestPumpStartedByHold(t *testing.T) {
 	f := newFixture(t, false)
 	out := &recStream{t: t}
-	p := &pump{core: f.core, out: out}
+	p := &pump{core: f.core, sess: f.session(`{}`), out: out}
 	p.holdPassed()
 	testwait.Until(t, "the pump to run the hold", func() bool { return len(out.events()) >= 1 })
 	// The pump then waits for more; a little time lets it get there (a
@@ -185,6 +185,7 @@ func TestPumpStartedByHold(t *testing.T) {
 // does, and waits (up to testwait.Long) until out has recorded n writes.
 func sendProgress(p *pump, out *recStream, n int) {
 	b, _ := jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationProgress, json.RawMessage(`{"progressToken":"t","progress":1}`)))
+	p.core.ChargeQueued(p.sess, len(b)) // as CallStream does (queuebytes.go)
 	p.queue() <- b
 	p.kick()
 	for deadline := time.Now().Add(testwait.Long); len(out.events()) < n && time.Now().Before(deadline); {
@@ -203,7 +204,7 @@ func TestQuietHold(t *testing.T) {
 	f := newFixture(t, false)
 	t.Run("nothing sent", func(t *testing.T) {
 		out := &quietStream{recStream{t: t}}
-		p := &pump{core: f.core, out: out, quiet: true}
+		p := &pump{core: f.core, sess: f.session(`{}`), out: out, quiet: true}
 		p.holdPassed()
 		p.mu.Lock()
 		running := p.running
@@ -217,7 +218,7 @@ func TestQuietHold(t *testing.T) {
 	})
 	t.Run("sent after the hold", func(t *testing.T) {
 		out := &quietStream{recStream{t: t}}
-		p := &pump{core: f.core, out: out, quiet: true}
+		p := &pump{core: f.core, sess: f.session(`{}`), out: out, quiet: true}
 		p.holdPassed()
 		sendProgress(p, &out.recStream, 2)
 		p.finish()

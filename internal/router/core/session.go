@@ -58,6 +58,10 @@ type Session struct {
 	// byClient marks an end the client asked for (DELETE here or, in a
 	// fleet, on another replica), as opposed to idle reaping or shutdown.
 	byClient atomic.Bool
+	// queued is how many bytes wait for the client to read them
+	// (queuebytes.go).
+	queued    atomic.Int64
+	queueFull atomic.Bool // a message was refused for the bound since the client last read
 
 	mu       sync.Mutex
 	logLevel string

@@ -102,6 +102,14 @@ func (c *Core) OpenListen(ctx context.Context, sess *Session, msg *jsonrpc.Messa
 		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "subscriptions/listen: params.notifications is required")
 	}
 	f := p.Notifications
+	if jerr := c.tooManyListenURIs(sess, len(f.ResourceSubscriptions)); jerr != nil {
+		return nil, nil, jerr
+	}
+	// Registered before its subscriptions are made: the stream holds its
+	// principal's slot from the start.
+	if jerr := c.AddListener(sess, f); jerr != nil {
+		return nil, nil, jerr
+	}
 	sess.Listen(json.RawMessage(msg.ID))
 	var acked []string
 	for _, uri := range f.ResourceSubscriptions {
@@ -115,7 +123,6 @@ func (c *Core) OpenListen(ctx context.Context, sess *Session, msg *jsonrpc.Messa
 	}
 	agreed := *f
 	agreed.ResourceSubscriptions = acked
-	c.AddListener(sess, f)
 	ackParams, _ := json.Marshal(map[string]any{"notifications": agreed, "_meta": map[string]json.RawMessage{mcp.MetaSubscriptionID: sess.SubscriptionID()}})
 	ack, _ = jsonrpc.Encode(jsonrpc.NewNotification(mcp.NotificationSubscriptionsAcked, ackParams))
 	return ack, func() {

@@ -158,6 +158,7 @@ func (l *Transport) stream(w http.ResponseWriter, r *http.Request, rte *core.Rou
 				return
 			}
 		case b := <-c.out:
+			c.taken(b)
 			if !write(b) {
 				return
 			}
@@ -179,7 +180,9 @@ func (l *Transport) stream(w http.ResponseWriter, r *http.Request, rte *core.Rou
 // flushOut writes what is still queued for an idle connection.
 func flushOut(c *pushConn, write func([]byte) bool) {
 	for len(c.out) > 0 {
-		if !write(<-c.out) {
+		b := <-c.out
+		c.taken(b)
+		if !write(b) {
 			return
 		}
 	}

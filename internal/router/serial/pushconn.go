@@ -41,8 +41,10 @@ type pushConn struct {
 
 	// out carries responses and per-call events to the transport's writer
 	// (sessions.sse_queue of them; a writer that cannot write ends the
-	// session, which releases whoever waits for room). Session
-	// notifications stay in sess.outbox, which the writer also reads.
+	// session, which releases whoever waits for room). Each message in it
+	// is charged to the session's sessions.queue_bytes until the writer
+	// takes it (core's queuebytes.go). Session notifications stay in
+	// sess.outbox, which the writer also reads.
 	out chan []byte
 
 	mu      sync.Mutex
@@ -145,6 +147,11 @@ func (c *pushConn) request(msg *jsonrpc.Message) error {
 		c.t.core.Metrics().LimitRefused("sessions.max_requests_per_session")
 		return &limits.Refusal{Bound: "sessions.max_requests_per_session", Max: max, What: "requests in flight on this session", PerPrincipal: true, RetryAfter: 1}
 	}
+	// Nor, in bytes, how much of what it has not read it makes the
+	// gateway hold: while sessions.queue_bytes wait, it is told to read.
+	if r := c.t.core.QueueFull(c.sess.Session); r != nil {
+		return r
+	}
 	if c.modern != nil && msg.Method != mcp.MethodInitialize && core.IsStatelessRequest(msg) {
 		c.statelessLocked(msg) // stdio2026.go
 		return nil
@@ -205,9 +212,18 @@ func (c *pushConn) call(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Mess
 }
 
 // event sends one per-call message. Once the client can answer nothing
-// more, a relayed request is failed as soon as it is out.
+// more, a relayed request is failed as soon as it is out. Past
+// sessions.queue_bytes a hint is dropped and a server→client request is
+// answered with the refusal in the client's place, which the upstream
+// gets.
 func (c *pushConn) event(b []byte) {
-	c.emit(b)
+	if r := c.t.core.ReserveQueued(c.sess.Session, len(b)); r != nil {
+		if m, err := jsonrpc.Parse(b); err == nil && m.Kind() == jsonrpc.KindRequest {
+			c.sess.Answer(jsonrpc.NewError(m.ID, r.JSONRPC()))
+		}
+		return
+	}
+	c.put(b)
 	if c.noInput.Load() {
 		c.refuseOutgoing()
 	}
@@ -251,31 +267,59 @@ func (c *pushConn) replyLocked(m *jsonrpc.Message) {
 	if err != nil {
 		return
 	}
+	c.t.core.ChargeQueued(c.sess.Session, len(b)) // an error or initialize's answer: small, and due
 	select {
 	case c.out <- b:
 	default:
-		c.goLocked(func() { c.emit(b) })
+		c.goLocked(func() { c.put(b) })
 	}
 }
 
-// emitMessage sends one message to the client.
+// emitMessage sends one answer to the client. One that would take the
+// session past sessions.queue_bytes (or the process past
+// sessions.queue_total_bytes) is answered with that refusal instead: its
+// request still gets exactly one answer, and the gateway does not hold
+// what the client does not read.
 func (c *pushConn) emitMessage(m *jsonrpc.Message) bool {
 	b, err := jsonrpc.Encode(m)
 	if err != nil {
 		b, _ = jsonrpc.Encode(jsonrpc.NewError(m.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "could not encode response")))
 	}
-	return c.emit(b)
+	if r := c.t.core.ReserveQueued(c.sess.Session, len(b)); r != nil {
+		c.t.log.Debug("answer replaced by a refusal: the client does not read its stream", zap.String("bound", r.Bound), zap.Int("bytes", len(b)), zap.String("transport", c.transport))
+		return c.emit(encodeRefusal(m.ID, r))
+	}
+	return c.put(b)
 }
 
-// emit hands b to the writer, waiting while it is busy; it gives up only
-// when the session ends, when there is no one left to tell.
+func encodeRefusal(id jsonrpc.ID, r *limits.Refusal) []byte {
+	b, _ := jsonrpc.Encode(jsonrpc.NewError(id, r.JSONRPC()))
+	return b
+}
+
+// emit charges b to the session's queue and hands it to the writer:
+// for what must go out whatever the bound (small answers, refusals).
 func (c *pushConn) emit(b []byte) bool {
+	c.t.core.ChargeQueued(c.sess.Session, len(b))
+	return c.put(b)
+}
+
+// put hands b, already charged, to the writer, waiting while it is busy;
+// it gives up only when the session ends, when there is no one left to
+// tell.
+func (c *pushConn) put(b []byte) bool {
 	select {
 	case c.out <- b:
 		return true
 	case <-c.sess.Context().Done():
+		c.t.core.ReleaseQueued(c.sess.Session, len(b))
 		return false
 	}
+}
+
+// taken releases the charge of a message the writer took from out.
+func (c *pushConn) taken(b []byte) {
+	c.t.core.ReleaseQueued(c.sess.Session, len(b))
 }
 
 // closeIfIdle stops new work and reports true when nothing is running;
@@ -299,4 +343,13 @@ func (c *pushConn) stop() {
 	c.mu.Unlock()
 	c.t.sessions.Remove(c.sess.ID())
 	c.wg.Wait()
+	// What the client never read is released with it.
+	for {
+		select {
+		case b := <-c.out:
+			c.taken(b)
+		default:
+			return
+		}
+	}
 }

@@ -226,6 +226,7 @@ func (c *pushConn) writeLines(w io.Writer, stop <-chan struct{}) error {
 	for {
 		select {
 		case b := <-c.out:
+			c.taken(b)
 			write(b)
 		case b := <-c.sess.Outbox():
 			if c.initialized() {
@@ -233,7 +234,9 @@ func (c *pushConn) writeLines(w io.Writer, stop <-chan struct{}) error {
 			}
 		case <-stop:
 			for len(c.out) > 0 {
-				write(<-c.out)
+				b := <-c.out
+				c.taken(b)
+				write(b)
 			}
 			if werr == nil {
 				werr = bw.Flush()

@@ -126,8 +126,14 @@ func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Se
 	}
 	defer end()
 
+	rte := sess.Route()
+	dl := newStreamDeadline(w, rte) // deadline.go
+	defer dl.arm()
 	sw := sse.NewWriter(w)
-	_ = sw.Write(sse.Event{Data: ack})
+	if sw.Write(sse.Event{Data: ack}) != nil {
+		dl.failed(t.core, t.log, "subscriptions/listen", rte)
+		return
+	}
 	keep := time.NewTicker(t.keepAlive)
 	defer keep.Stop()
 	for {
@@ -139,15 +145,20 @@ func (t *Transport) listen(w http.ResponseWriter, r *http.Request, sess *core.Se
 		case <-t.core.Draining():
 			// Ending gracefully: the listen request gets its result.
 			if b, err := jsonrpc.Encode(core.ListenResult(sess, msg.ID)); err == nil {
+				dl.arm()
 				_ = sw.Write(sse.Event{Data: b})
 			}
 			return
 		case b := <-sess.Outbox():
+			dl.arm()
 			if sw.Write(sse.Event{Data: b}) != nil {
+				dl.failed(t.core, t.log, "subscriptions/listen", rte)
 				return
 			}
 		case <-keep.C:
+			dl.arm()
 			if sw.Comment("keep-alive") != nil {
+				dl.failed(t.core, t.log, "subscriptions/listen", rte)
 				return
 			}
 		}

@@ -228,7 +228,13 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		return
 	}
 	defer sess.CloseStream()
+	dl := newStreamDeadline(w, rte) // deadline.go
+	defer dl.arm()                  // the response's last bytes get one timeout more
 	rw := newResumableWriter(w, sess.Events, sessions.StandaloneStream, nil, sess.Version().AtLeast(mcp.Version20251125))
+	if !rw.live {
+		dl.failed(t.core, t.log, "GET", rte)
+		return
+	}
 	if stream, seq, ok := sessions.ParseEventID(lastID); ok && stream == sessions.StandaloneStream {
 		missed, err := sess.Events.Since(sessions.StandaloneStream, seq)
 		if errors.Is(err, sessions.ErrPurged) {
@@ -241,7 +247,9 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 			}
 		}
 		for _, e := range missed.Events {
+			dl.arm()
 			if rw.sw.Write(sse.Event{ID: e.ID(), Name: "message", Data: e.Data}) != nil {
+				dl.failed(t.core, t.log, "GET", rte)
 				return
 			}
 		}
@@ -257,12 +265,16 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		case <-t.core.Draining():
 			return
 		case b := <-sess.Outbox():
+			dl.arm()
 			rw.write(b)
 			if !rw.live {
+				dl.failed(t.core, t.log, "GET", rte)
 				return
 			}
 		case <-keep.C:
+			dl.arm()
 			if rw.sw.Comment("keep-alive") != nil {
+				dl.failed(t.core, t.log, "GET", rte)
 				return
 			}
 		}
