@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // A session keeps the capabilities and instructions of its initialize
@@ -63,6 +65,35 @@ func TestInitializeWaitsForStartingUpstream(t *testing.T) {
 		}()
 		judgeHandshake(t, answered, gate)
 	})
+	// The Go SDK's client over mcpgw stdio, as a host launches it: in a
+	// session revision (initialize), and by default (2026-07-28's
+	// server/discover).
+	for _, version := range []string{"2025-11-25", ""} {
+		t.Run("stdio go-sdk "+version, func(t *testing.T) {
+			yaml, reached, gate := gatedUpstream(t)
+			in, out, _ := stdioGateway(t, yaml, "")
+			<-reached
+			answered := make(chan json.RawMessage, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), testwait.Long)
+				defer cancel()
+				var opts *mcp.ClientSessionOptions
+				if version != "" {
+					opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+				}
+				c := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, nil)
+				cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(out), Writer: in}, opts)
+				if err != nil {
+					t.Error(err)
+					answered <- nil
+					return
+				}
+				b, _ := json.Marshal(cs.InitializeResult())
+				answered <- b
+			}()
+			judgeHandshake(t, answered, gate)
+		})
+	}
 }
 
 // gatedUpstream is a config whose one upstream (an SDK server with
