@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"strings"
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -41,29 +40,12 @@ func (t *tasks) sealState(c taskClaims) string {
 
 // openState returns the claims of a state token sealed with any ring key.
 func (t *tasks) openState(token string) (taskClaims, bool) {
-	body, ok := strings.CutPrefix(token, stateTokenPrefix)
-	if !ok {
+	var c taskClaims
+	plain, ok := t.openSealed(token, stateTokenPrefix, stateTokenAD)
+	if !ok || json.Unmarshal(plain, &c) != nil || c.Upstream == "" || c.Form != formState {
 		return taskClaims{}, false
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(body)
-	if err != nil {
-		return taskClaims{}, false
-	}
-	for _, a := range t.keys.Load().aeads {
-		if len(raw) < a.NonceSize() {
-			continue
-		}
-		plain, err := a.Open(nil, raw[:a.NonceSize()], raw[a.NonceSize():], []byte(stateTokenAD))
-		if err != nil {
-			continue
-		}
-		var c taskClaims
-		if json.Unmarshal(plain, &c) != nil || c.Upstream == "" || c.Form != formState {
-			return taskClaims{}, false
-		}
-		return c, true
-	}
-	return taskClaims{}, false
+	return c, true
 }
 
 // openRequestState puts back the upstream's own requestState in a

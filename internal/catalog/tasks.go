@@ -199,29 +199,34 @@ func (t *tasks) seal(c taskClaims) string {
 
 // open returns the claims of a token sealed with any key of the ring.
 func (t *tasks) open(token string) (taskClaims, bool) {
-	body, ok := strings.CutPrefix(token, taskTokenPrefix)
-	if !ok {
+	var c taskClaims
+	plain, ok := t.openSealed(token, taskTokenPrefix, taskTokenAD)
+	if !ok || json.Unmarshal(plain, &c) != nil || c.Upstream == "" || c.ID == "" {
 		return taskClaims{}, false
+	}
+	return c, true
+}
+
+// openSealed returns what a token of the given prefix and associated data
+// seals, opened with any key of the ring.
+func (t *tasks) openSealed(token, prefix, ad string) ([]byte, bool) {
+	body, ok := strings.CutPrefix(token, prefix)
+	if !ok {
+		return nil, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(body)
 	if err != nil {
-		return taskClaims{}, false
+		return nil, false
 	}
 	for _, a := range t.keys.Load().aeads {
 		if len(raw) < a.NonceSize() {
 			continue
 		}
-		plain, err := a.Open(nil, raw[:a.NonceSize()], raw[a.NonceSize():], []byte(taskTokenAD))
-		if err != nil {
-			continue
+		if plain, err := a.Open(nil, raw[:a.NonceSize()], raw[a.NonceSize():], []byte(ad)); err == nil {
+			return plain, true
 		}
-		var c taskClaims
-		if json.Unmarshal(plain, &c) != nil || c.Upstream == "" || c.ID == "" {
-			return taskClaims{}, false
-		}
-		return c, true
 	}
-	return taskClaims{}, false
+	return nil, false
 }
 
 // claims are the token claims for a task of upstream created (or used) by o.
