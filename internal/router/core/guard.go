@@ -68,6 +68,29 @@ func visibleTo(ctx context.Context, rte *Route) catalog.Visible {
 	return func(kind mcp.Kind, name string) bool { return pol.Decide(p, rte.Path, string(kind), name).Listed() }
 }
 
+// shownTo is which of rte's upstreams the caller may see anything of
+// (nil: all): what the route says of itself to the caller (capabilities,
+// instructions, the upstreams a search may name) is made of those only.
+// One pass over the rules per upstream and kind, once per initialize or
+// discover.
+func shownTo(ctx context.Context, rte *Route) catalog.Shown {
+	pol := rte.Gen.Policy
+	if pol == nil || pol.AllowsAll() {
+		return nil
+	}
+	p := policyPrincipal(ctx)
+	seen := map[string]bool{}
+	for _, up := range rte.View.Upstreams() {
+		for _, k := range []mcp.Kind{mcp.KindTool, mcp.KindPrompt, mcp.KindResource} {
+			if pol.MaySeeUnder(p, rte.Path, string(k), rte.View.Namespace(up, k)) {
+				seen[up] = true
+				break
+			}
+		}
+	}
+	return func(upstream string) bool { return seen[upstream] }
+}
+
 // policyPrincipal is the request's principal in the policy's terms.
 func policyPrincipal(ctx context.Context) policy.Principal {
 	p := auth.FromContext(ctx)
@@ -177,6 +200,12 @@ func routeHides(rte *Route) bool {
 // the one to ask, which is why Decide (made before that) does not.
 func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
 	if !v.targeted || v.pinErr != nil || !routeHides(rte) {
+		return true
+	}
+	if v.decided && !v.decision.Allowed {
+		// guard refuses it as unknown. Looking it up first could answer
+		// "upstream X could not list" instead, naming an upstream the
+		// caller may see nothing of, and telling hidden from unknown.
 		return true
 	}
 	switch mcp.Kind(v.kind) {
