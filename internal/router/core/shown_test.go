@@ -1,8 +1,11 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -84,5 +87,83 @@ policy:
 		if strings.Contains(resp.Error.Message, `rich"`) || strings.Contains(resp.Error.Message, "rich]") || strings.Contains(resp.Error.Message, " rich ") {
 			t.Errorf("tools/call %s: error names rich: %s", name, resp.Error.Message)
 		}
+	}
+}
+
+// A name the policy refuses is refused as unknown before the route looks
+// it up: a lookup whose listing fails would answer "upstream X could not
+// list", naming an upstream the caller may see nothing of and telling a
+// hidden name from an unknown one.
+func TestDeniedNameIsNotLookedUp(t *testing.T) {
+	c, rte := listlessCore(t, `allow: ["other__*"]`)
+	p := &auth.Principal{Subject: "alice", Issuer: "https://idp"}
+	ctx := auth.WithPrincipal(context.Background(), p)
+	sess := NewSession("s1", rte, mcp.Version20251125, json.RawMessage(`{}`), nil, p)
+	var msgs []string
+	for _, name := range []string{"up__echo", "nosuch__echo"} {
+		msg := jsonrpc.NewRequest(jsonrpc.IntID(1), mcp.MethodToolsCall, json.RawMessage(`{"name":"`+name+`","arguments":{}}`))
+		resp := c.Handle(ctx, sess, msg, nil, nil)
+		if resp.Error == nil {
+			t.Fatalf("tools/call %s answered %s", name, resp.Result)
+		}
+		msgs = append(msgs, strings.Replace(resp.Error.Message, name, "NAME", 1))
+		if strings.Contains(resp.Error.Message, `upstream "up"`) {
+			t.Errorf("tools/call %s: the refusal names the upstream: %s", name, resp.Error.Message)
+		}
+	}
+	if msgs[0] != msgs[1] {
+		t.Errorf("a denied name and an unknown one answer differently:\n%s\n%s", msgs[0], msgs[1])
+	}
+}
+
+// listlessCore is a core over the canned upstream "up" whose tools/list
+// fails with an HTTP 502 carrying upstream text, under a policy whose one
+// rule, for alice, is rule.
+func listlessCore(t *testing.T, rule string) (*Core, *Route) {
+	t.Helper()
+	canned := cannedUpstream()
+	c, rte, _ := cannedCore(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"tools/list"`)) {
+			http.Error(w, "listing is down: secret-detail", http.StatusBadGateway)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		canned.ServeHTTP(w, r)
+	}))
+	cfg, err := config.Parse("listless.yaml", []byte(`
+upstreams:
+  up: {url: http://up.test/mcp}
+policy:
+  default: deny
+  rules:
+    - match: {subjects: [alice]}
+      `+rule+`
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rte.Gen.Policy, err = policy.Compile(cfg.Policy); err != nil {
+		t.Fatal(err)
+	}
+	return c, rte
+}
+
+// A caller who may call the upstream, when its list cannot be had to
+// check the call against, is told which upstream and the request id; the
+// upstream's own text (here an HTTP body) stays in the log (issue 37
+// item 3's class, on the listing path).
+func TestListFailureTextStaysInLog(t *testing.T) {
+	c, rte := listlessCore(t, `allow: ["up__*"]`)
+	p := &auth.Principal{Subject: "alice", Issuer: "https://idp"}
+	ctx := auth.WithPrincipal(context.Background(), p)
+	sess := NewSession("s1", rte, mcp.Version20251125, json.RawMessage(`{}`), nil, p)
+	msg := jsonrpc.NewRequest(jsonrpc.IntID(1), mcp.MethodToolsCall, json.RawMessage(`{"name":"up__echo","arguments":{}}`))
+	resp := c.Handle(ctx, sess, msg, nil, nil)
+	if resp.Error == nil {
+		t.Fatalf("tools/call answered %s with the upstream's list down", resp.Result)
+	}
+	if strings.Contains(resp.Error.Message, "secret-detail") || !strings.Contains(resp.Error.Message, "request id") {
+		t.Errorf("the refusal should name the request id and not the upstream's text: %s", resp.Error.Message)
 	}
 }
