@@ -91,6 +91,22 @@ func shownTo(ctx context.Context, rte *Route) catalog.Shown {
 	return func(upstream string) bool { return seen[upstream] }
 }
 
+// seesUpstreamOf reports whether the caller may see anything of the
+// upstream whose namespace the canonical tool or prompt name is in (read
+// from the name alone, asking no upstream); true when it is in none.
+func seesUpstreamOf(ctx context.Context, rte *Route, kind mcp.Kind, name string) bool {
+	shown := shownTo(ctx, rte)
+	if shown == nil {
+		return true
+	}
+	for _, up := range rte.View.Upstreams() {
+		if strings.HasPrefix(name, rte.View.Namespace(up, kind)) {
+			return shown(up)
+		}
+	}
+	return true
+}
+
 // policyPrincipal is the request's principal in the policy's terms.
 func policyPrincipal(ctx context.Context) policy.Principal {
 	p := auth.FromContext(ctx)
@@ -202,10 +218,12 @@ func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
 	if !v.targeted || v.pinErr != nil || !routeHides(rte) {
 		return true
 	}
-	if v.decided && !v.decision.Allowed {
+	if v.decided && !v.decision.Allowed && !seesUpstreamOf(ctx, rte, mcp.Kind(v.kind), v.name) {
 		// guard refuses it as unknown. Looking it up first could answer
-		// "upstream X could not list" instead, naming an upstream the
-		// caller may see nothing of, and telling hidden from unknown.
+		// "upstream X could not list" instead, telling a route's upstream
+		// the caller may see nothing of from one the route does not have.
+		// (A hidden name of an upstream the caller does see is looked up:
+		// while its list fails, it gets the refusal its visible names get.)
 		return true
 	}
 	switch mcp.Kind(v.kind) {
