@@ -68,11 +68,35 @@ func (v *View) AwaitStarting(ctx context.Context) {
 	}
 }
 
-// Capabilities is the capabilities object the route offers (without the
-// tasks part: WithTaskCapabilities adds it).
-func (v *View) Capabilities() json.RawMessage {
+// Shown says which of a route's upstreams a caller may see anything of
+// (core asks the policy: policy.Policy.MaySeeUnder); nil shows them all.
+// What the route says of itself to that caller — capabilities,
+// instructions — is made of those upstreams only: an upstream the caller
+// may see nothing of must not show through them.
+type Shown func(upstream string) bool
+
+func (s Shown) has(upstream string) bool { return s == nil || s(upstream) }
+
+// Namespace is the start every name of kind from upstream has in the
+// canonical form policy judges (Canonical): "<upstream><separator>" for a
+// tool or prompt, "<upstream>+" for a resource, "" on an unprefixed route.
+func (v *View) Namespace(upstream string, kind mcp.Kind) string {
+	sep := v.canonicalSep(kind)
+	if sep == "" {
+		return ""
+	}
+	return upstream + sep
+}
+
+// Capabilities is the capabilities object the route offers to a caller
+// who is shown the upstreams shown lets through (without the tasks part:
+// WithTaskCapabilities adds it).
+func (v *View) Capabilities(shown Shown) json.RawMessage {
 	var o capabilityOffer
 	for _, name := range v.names {
+		if !shown.has(name) {
+			continue
+		}
 		u := v.ups[name]
 		caps := u.Capabilities()
 		uo := offer(caps)

@@ -708,16 +708,19 @@ func (v *View) fulfil(ctx context.Context, c *client.Client, method string, para
 	}
 }
 
+// unknown names no upstream of the route: the answer is the same for
+// every caller, and one may see nothing of some of them (their names
+// show in the lists of those who may).
 func (v *View) unknown(kind mcp.Kind, external string) *jsonrpc.Error {
 	switch {
 	case kind == mcp.KindResource && v.prefixed:
-		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q: no upstream on this route lists it or has a template it matches; read a URI that a list or a result showed, or name the upstream as in %q, with upstream one of %v", external, explicitURI("<upstream>", external), v.names)
+		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q: no upstream on this route lists it or has a template it matches; read a URI that a list or a result showed, or name the upstream as in %q", external, explicitURI("<upstream>", external))
 	case kind == mcp.KindResource:
 		return jsonrpc.Errorf(mcp.CodeResourceNotFound, "resource not found: %q", external)
 	case v.prefixed && v.bare:
-		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v (a bare name works while exactly one upstream has it)", kind, external, v.sep, v.names)
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> (a bare name works while exactly one upstream has it)", kind, external, v.sep)
 	case v.prefixed:
-		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name> with upstream one of %v", kind, external, v.sep, v.names)
+		return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q: names on this route have the form <upstream>%s<name>", kind, external, v.sep)
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown %s %q", kind, external)
 }
@@ -761,11 +764,15 @@ func (v *View) Each(ctx context.Context, capability, method string, params json.
 	}
 }
 
-// Instructions merges the upstreams' instructions: an unprefixed route
-// passes its upstream's through; a prefixed one labels each part.
-func (v *View) Instructions() string {
+// Instructions merges the instructions of the upstreams shown lets the
+// caller see: an unprefixed route passes its upstream's through; a
+// prefixed one labels each part.
+func (v *View) Instructions(shown Shown) string {
 	var parts []string
 	for _, name := range v.names {
+		if !shown.has(name) {
+			continue
+		}
 		u := v.ups[name]
 		c := u.SharedClient()
 		if c == nil || c.InitializeResult().Instructions == "" {

@@ -271,7 +271,7 @@ func TestURINaming(t *testing.T) {
 			errHas: []string{"file:///a.txt?mcpgw=basic or file:///a.txt?mcpgw=fs"}},
 		{name: "explicit expansion", uri: "file:///a.txt?mcpgw=fs", upstream: "fs", internal: "file:///a.txt", contentsURI: "file:///a.txt?mcpgw=fs"},
 		{name: "canonical form still reads", uri: "budget+https://example.com/x", upstream: "budget", internal: "https://example.com/x", contentsURI: "https://example.com/x"},
-		{name: "nothing has it", uri: "zz://nothing", errCode: mcp.CodeResourceNotFound, errHas: []string{`"zz://nothing?mcpgw=<upstream>"`, "[basic budget fs tools]"}},
+		{name: "nothing has it", uri: "zz://nothing", errCode: mcp.CodeResourceNotFound, errHas: []string{`"zz://nothing?mcpgw=<upstream>"`}},
 		{name: "upstream's not-found, named as shown", uri: "mem://items/missing", errCode: mcp.CodeResourceNotFound, errHas: []string{"no mem://items/missing here"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 
+	"go.uber.org/zap"
+
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -53,20 +55,20 @@ func (d *ToolDefs) Lookup(ctx context.Context, name string) (upstream string, de
 	if !u.ownToolLists(ctx) {
 		def, ok, err := u.sharedToolDef(ctx, r.internal)
 		if err != nil {
-			return r.upstream, nil, false, notListable(ctx, r.upstream, err)
+			return r.upstream, nil, false, notListable(ctx, u, err)
 		}
 		return r.upstream, def, ok, nil
 	}
 	c, err := u.ClientFor(host.CallOnly(ctx, mcp.MethodToolsCall), true)
 	if err != nil {
-		return r.upstream, nil, false, notListable(ctx, r.upstream, err)
+		return r.upstream, nil, false, notListable(ctx, u, err)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	byName, ok := d.own[c]
 	if !ok {
 		if byName, err = walkTools(ctx, c); err != nil {
-			return r.upstream, nil, false, notListable(ctx, r.upstream, err)
+			return r.upstream, nil, false, notListable(ctx, u, err)
 		}
 		if d.own == nil {
 			d.own = map[*client.Client]map[string]json.RawMessage{}
@@ -98,11 +100,11 @@ func (v *View) HasPrompt(ctx context.Context, name string) (found bool, jerr *js
 	if u.ownToolLists(ctx) {
 		c, err := u.ClientFor(host.CallOnly(ctx, mcp.MethodPromptsGet), true)
 		if err != nil {
-			return false, notListable(ctx, r.upstream, err)
+			return false, notListable(ctx, u, err)
 		}
 		byName, err := walkNamed(ctx, c, Prompts)
 		if err != nil {
-			return false, notListable(ctx, r.upstream, err)
+			return false, notListable(ctx, u, err)
 		}
 		_, found = byName[r.internal]
 		return found, nil
@@ -113,20 +115,25 @@ func (v *View) HasPrompt(ctx context.Context, name string) (found bool, jerr *js
 		if err == nil {
 			err = errors.New("its prompts/list did not complete")
 		}
-		return false, notListable(ctx, r.upstream, err)
+		return false, notListable(ctx, u, err)
 	}
 	return l.set[r.internal], nil
 }
 
 // notListable is the answer when what an upstream lists cannot be known:
 // the caller went away, needs a credential first, or the upstream is
-// unavailable. It says the same whatever name was asked for.
-func notListable(ctx context.Context, upstream string, err error) *jsonrpc.Error {
-	if gerr := connectError(ctx, upstream, err); gerr != nil { // errors.go
+// unavailable. It says the same whatever name was asked for. Why the list
+// failed is the upstream's text (an HTTP body, a child's stderr): it goes
+// to the log under the request id, as upstreamFailure's does (errors.go).
+func notListable(ctx context.Context, u *upstreamState, err error) *jsonrpc.Error {
+	if gerr := connectError(ctx, u.Name(), err); gerr != nil { // errors.go
 		return gerr
 	}
+	id := requestID(ctx)
+	u.Logger().Warn("the upstream's list could not be had to check a request against it; its caller was told only the request id",
+		zap.String("request_id", id), zap.Error(err))
 	return &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: fmt.Sprintf(
-		"upstream %q: the gateway could not list what it offers, so it cannot check the request against it (%v); retry when the upstream is available", upstream, err)}
+		"upstream %q: the gateway could not list what it offers, so it cannot check the request against it (request id %s; the gateway's log has the cause); retry when the upstream is available", u.Name(), id)}
 }
 
 // Unknown is the answer for a tool, prompt or resource the route does not

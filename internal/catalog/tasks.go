@@ -755,16 +755,20 @@ func TaskNotification(h *host.Host, upstream, session string, params json.RawMes
 }
 
 // WithTaskCapabilities adds to caps (a capabilities object the gateway
-// offers on this route) the tasks its upstreams offer: for a 2026-07-28
+// offers on this route) the tasks its upstreams that shown lets through
+// offer: for a 2026-07-28
 // client the extension, when an upstream connected at 2026-07-28 declares
 // it; for older clients the tasks capability of the upstreams' connections
 // of an older revision (the shared one, or the second one a dual-stack
 // upstream makes for older callers once it exists), the union of what they
 // declare: list, cancel, requests.tools.call.
-func (v *View) WithTaskCapabilities(caps json.RawMessage, stateless bool) json.RawMessage {
+func (v *View) WithTaskCapabilities(caps json.RawMessage, stateless bool, shown Shown) json.RawMessage {
 	var extension bool
 	var list, cancel, toolsCall bool
 	for _, name := range v.names {
+		if !shown.has(name) {
+			continue
+		}
 		u := v.ups[name]
 		c := u.SharedClient()
 		if c == nil {

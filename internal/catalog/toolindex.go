@@ -83,11 +83,12 @@ type ToolHit struct {
 // searchSegments returns the segments of the view's upstreams (of only
 // upstream, when given), in name order, building those that are stale
 // concurrently.
-func (v *View) searchSegments(ctx context.Context, upstream string) ([]*toolSegment, *jsonrpc.Error) {
+func (v *View) searchSegments(ctx context.Context, upstream string, shown Shown) ([]*toolSegment, *jsonrpc.Error) {
 	names := v.names
 	if upstream != "" {
-		if v.ups[upstream] == nil {
-			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "there is no upstream %q on this route; leave upstream out, or use one of: %s", upstream, strings.Join(v.names, ", "))
+		if v.ups[upstream] == nil || !shown.has(upstream) {
+			seen := slices.DeleteFunc(slices.Clone(v.names), func(n string) bool { return !shown.has(n) })
+			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "there is no upstream %q on this route; leave upstream out, or use one of: %s", upstream, strings.Join(seen, ", "))
 		}
 		names = []string{upstream}
 	}
@@ -125,9 +126,11 @@ func (v *View) routeItem(ctx context.Context, upstream string, def json.RawMessa
 // SearchTools ranks the route's tools (of upstream only, when given)
 // against query and returns the best limit that accept lets through, best
 // first. accept sees each candidate's route name and item: the caller's
-// list filter, so that a search shows exactly what a list would.
-func (v *View) SearchTools(ctx context.Context, query, upstream string, limit int, accept func(name string, item []byte) bool) ([]ToolHit, *jsonrpc.Error) {
-	segs, jerr := v.searchSegments(ctx, upstream)
+// list filter, so that a search shows exactly what a list would; an
+// upstream shown does not let through is refused as one the route does
+// not have.
+func (v *View) SearchTools(ctx context.Context, query, upstream string, limit int, accept func(name string, item []byte) bool, shown Shown) ([]ToolHit, *jsonrpc.Error) {
+	segs, jerr := v.searchSegments(ctx, upstream, shown)
 	if jerr != nil {
 		return nil, jerr
 	}
@@ -159,7 +162,7 @@ func (v *View) SearchTools(ctx context.Context, query, upstream string, limit in
 // CountTools counts the route's tools that accept lets through, stopping
 // once it exceeds atMost (what a threshold needs to know).
 func (v *View) CountTools(ctx context.Context, atMost int, accept func(name string, item []byte) bool) int {
-	segs, _ := v.searchSegments(ctx, "")
+	segs, _ := v.searchSegments(ctx, "", nil)
 	n := 0
 	for _, s := range segs {
 		for _, def := range s.defs {

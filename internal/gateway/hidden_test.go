@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -108,8 +109,13 @@ func (u *slyUpstream) sawRun() []string {
 // sameAnswer reports whether two refusals are the same but for the name
 // each was asked about.
 func sameAnswer(a *jsonrpc.Error, nameA string, b *jsonrpc.Error, nameB string) bool {
-	return a.Code == b.Code && strings.ReplaceAll(a.Message, nameA, "NAME") == strings.ReplaceAll(b.Message, nameB, "NAME")
+	norm := func(msg, name string) string { // each request has its own id
+		return requestIDs.ReplaceAllString(strings.ReplaceAll(msg, name, "NAME"), "request id ID")
+	}
+	return a.Code == b.Code && norm(a.Message, nameA) == norm(b.Message, nameB)
 }
+
+var requestIDs = regexp.MustCompile(`request id [A-Za-z0-9_-]+`)
 
 // TestPinningEnforcedRefusesUnlistedTools: in enforce mode a tool runs
 // only with an approved definition, so a tool the upstream never lists —

@@ -708,3 +708,66 @@ func (pol *Policy) missingScopes(p Principal, name string) (missing, from []stri
 	slices.Sort(missing)
 	return slices.Compact(missing), from
 }
+
+// MaySeeUnder reports whether p, on the route with path route, may be
+// shown any name of kind that begins with prefix: an upstream's namespace
+// on a prefixed route ("github__" for its tools, "github+" for its
+// resources; "" on an unprefixed route, whose one upstream is the whole
+// route). False only when no such name can be listed: a deny that holds
+// for p covers them all, or no allow pattern can cover one and the default
+// denies. It errs toward true (a partial deny, a condition on the name or
+// the arguments), so what it hides is certainly hidden. The router uses it
+// to keep an upstream's instructions, capabilities and name from a caller
+// who may see nothing of it. One pass over the rules.
+func (pol *Policy) MaySeeUnder(p Principal, route, kind, prefix string) bool {
+	if pol == nil || pol.AllowsAll() {
+		return true
+	}
+	may := pol.allowByDefault
+	var in *cond.Input // built on first use, shared by the rules' conditions
+	for i := range pol.rules {
+		r := &pol.rules[i]
+		if !r.applies(p, route) {
+			continue
+		}
+		allowHolds, denyHolds := true, true
+		if r.when != nil {
+			if in == nil {
+				claims := p.PreparedClaims
+				if claims == nil {
+					claims = cond.NewClaims(p.Claims)
+				}
+				in = &cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
+					APIKey: p.APIKey, Groups: p.Groups, Scopes: p.Scopes, Claims: p.Claims, Prepared: claims},
+					Route: route, Kind: kind}
+			}
+			allowHolds, denyHolds = true, false // a condition on the name: some name may pass it
+			if !r.when.UsesName() {
+				switch res, _ := r.when.EvalWithoutArguments(*in); res {
+				case cond.True:
+					allowHolds, denyHolds = true, true
+				case cond.False:
+					allowHolds = false
+				case cond.Error: // fails closed, as decide does
+					allowHolds, denyHolds = false, true
+				}
+			}
+		}
+		if denyHolds {
+			for _, pat := range r.deny {
+				if pat.MatchesAllPrefixed(kind, prefix) {
+					return false // deny wins, whatever else allows
+				}
+			}
+		}
+		if allowHolds && !may {
+			for _, pat := range r.allow {
+				if pat.MayMatchPrefixed(kind, prefix) {
+					may = true
+					break
+				}
+			}
+		}
+	}
+	return may
+}

@@ -229,3 +229,59 @@ func (sg seg) matchAt(rs []rune, at int) bool {
 	}
 	return true
 }
+
+// What a glob can say of every name that begins with a prefix (an
+// upstream's namespace, "github__"): whether it may match one of them, and
+// whether it matches all of them. Both answer for the glob's shape alone,
+// erring toward "may" and away from "all", so a caller that hides what no
+// pattern may match never hides what one could.
+
+// MayMatchPrefixed reports whether the glob may match some name that
+// begins with prefix: false only when none can.
+func (g Glob) MayMatchPrefixed(prefix string) bool {
+	if !g.valid {
+		return false
+	}
+	if len(g.segs) == 0 || g.segs[0].star {
+		return true // "*", or runs after a star: the prefix can precede them
+	}
+	first := g.segs[0]
+	ps := []rune(prefix)
+	n := min(len(first.text), len(ps))
+	for j := 0; j < n; j++ {
+		if !first.any[j] && first.text[j] != ps[j] {
+			return false
+		}
+	}
+	if len(first.text) >= len(ps) {
+		return true
+	}
+	// The first run ends inside the prefix: more must follow it.
+	return g.trailing || len(g.segs) > 1
+}
+
+// MatchesAllPrefixed reports whether the glob matches every name that
+// begins with prefix: a run covering the start of prefix and then a star
+// ("git*", "github__*", "*"), or a sole star.
+func (g Glob) MatchesAllPrefixed(prefix string) bool {
+	if !g.valid || !g.trailing {
+		return false
+	}
+	if len(g.segs) == 0 {
+		return true
+	}
+	if len(g.segs) > 1 || g.segs[0].star {
+		return false
+	}
+	return g.segs[0].matchAt([]rune(prefix), 0)
+}
+
+// MayMatchPrefixed is the glob's MayMatchPrefixed for a name of kind.
+func (p Pattern) MayMatchPrefixed(kind, prefix string) bool {
+	return (p.Kind == KindAny || p.Kind == kind) && p.glob.MayMatchPrefixed(prefix)
+}
+
+// MatchesAllPrefixed is the glob's MatchesAllPrefixed for names of kind.
+func (p Pattern) MatchesAllPrefixed(kind, prefix string) bool {
+	return (p.Kind == KindAny || p.Kind == kind) && p.glob.MatchesAllPrefixed(prefix)
+}

@@ -36,6 +36,7 @@ func capabilityUpstreams() map[string]*sdk.Server {
 		return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, Text: "plain"}}}, nil
 	})
 	rich := sdk.NewServer(&sdk.Implementation{Name: "rich", Version: "1"}, &sdk.ServerOptions{
+		Instructions:       "rich: ask about the vault",
 		SubscribeHandler:   func(context.Context, *sdk.SubscribeRequest) error { return nil },
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
 		CompletionHandler: func(_ context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {

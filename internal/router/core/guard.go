@@ -68,6 +68,45 @@ func visibleTo(ctx context.Context, rte *Route) catalog.Visible {
 	return func(kind mcp.Kind, name string) bool { return pol.Decide(p, rte.Path, string(kind), name).Listed() }
 }
 
+// shownTo is which of rte's upstreams the caller may see anything of
+// (nil: all): what the route says of itself to the caller (capabilities,
+// instructions, the upstreams a search may name) is made of those only.
+// One pass over the rules per upstream and kind, once per initialize or
+// discover.
+func shownTo(ctx context.Context, rte *Route) catalog.Shown {
+	pol := rte.Gen.Policy
+	if pol == nil || pol.AllowsAll() {
+		return nil
+	}
+	p := policyPrincipal(ctx)
+	seen := map[string]bool{}
+	for _, up := range rte.View.Upstreams() {
+		for _, k := range []mcp.Kind{mcp.KindTool, mcp.KindPrompt, mcp.KindResource} {
+			if pol.MaySeeUnder(p, rte.Path, string(k), rte.View.Namespace(up, k)) {
+				seen[up] = true
+				break
+			}
+		}
+	}
+	return func(upstream string) bool { return seen[upstream] }
+}
+
+// seesUpstreamOf reports whether the caller may see anything of the
+// upstream whose namespace the canonical tool or prompt name is in (read
+// from the name alone, asking no upstream); true when it is in none.
+func seesUpstreamOf(ctx context.Context, rte *Route, kind mcp.Kind, name string) bool {
+	shown := shownTo(ctx, rte)
+	if shown == nil {
+		return true
+	}
+	for _, up := range rte.View.Upstreams() {
+		if strings.HasPrefix(name, rte.View.Namespace(up, kind)) {
+			return shown(up)
+		}
+	}
+	return true
+}
+
 // policyPrincipal is the request's principal in the policy's terms.
 func policyPrincipal(ctx context.Context) policy.Principal {
 	p := auth.FromContext(ctx)
@@ -177,6 +216,14 @@ func routeHides(rte *Route) bool {
 // the one to ask, which is why Decide (made before that) does not.
 func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
 	if !v.targeted || v.pinErr != nil || !routeHides(rte) {
+		return true
+	}
+	if v.decided && !v.decision.Allowed && !seesUpstreamOf(ctx, rte, mcp.Kind(v.kind), v.name) {
+		// guard refuses it as unknown. Looking it up first could answer
+		// "upstream X could not list" instead, telling a route's upstream
+		// the caller may see nothing of from one the route does not have.
+		// (A hidden name of an upstream the caller does see is looked up:
+		// while its list fails, it gets the refusal its visible names get.)
 		return true
 	}
 	switch mcp.Kind(v.kind) {

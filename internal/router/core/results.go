@@ -49,23 +49,35 @@ func NegotiateInitialize(params json.RawMessage) (mcp.InitializeParams, mcp.Revi
 // waits for upstreams still starting (bounded by their startup_list_wait):
 // a session keeps the capabilities and instructions of this answer for its
 // whole life, and hosts initialize at once (mcpgw stdio's within 100 ms).
+// Capabilities and instructions are those of the upstreams the caller (in
+// ctx) may see anything of: one denied all of an upstream learns nothing
+// of it here.
 func (c *Core) InitializeResult(ctx context.Context, rte *Route, version mcp.Revision) json.RawMessage {
 	rte.View.AwaitStarting(ctx)
+	shown := shownTo(ctx, rte)
 	res, _ := json.Marshal(mcp.InitializeResult{
 		ProtocolVersion: version,
 		// What the upstreams offer (catalog/capabilities.go), tasks too, as
 		// far as the client's revision defines it.
-		Capabilities: mcp.ServerCapabilitiesFor(rte.View.WithTaskCapabilities(rte.View.Capabilities(), false), version),
+		Capabilities: mcp.ServerCapabilitiesFor(rte.View.WithTaskCapabilities(rte.View.Capabilities(shown), false, shown), version),
 		ServerInfo:   mustJSON(c.opts.ServerInfo),
-		Instructions: rte.View.Instructions(),
+		Instructions: rte.View.Instructions(shown),
 	})
 	return res
 }
 
 // Discover answers server/discover for a route, after waiting for
-// upstreams still starting as InitializeResult does.
+// upstreams still starting as InitializeResult does, showing the caller
+// what InitializeResult would. Where what a caller sees depends on who
+// asks (Generation.PrivateLists) the answer is cacheScope private: a
+// shared cache must not hand one caller's answer to another.
 func (c *Core) Discover(ctx context.Context, rte *Route) json.RawMessage {
 	rte.View.AwaitStarting(ctx)
+	shown := shownTo(ctx, rte)
+	scope := "public"
+	if rte.Gen.PrivateLists {
+		scope = "private"
+	}
 	b, _ := json.Marshal(struct {
 		ResultType        string          `json:"resultType"`
 		TTLMs             int64           `json:"ttlMs"`
@@ -78,11 +90,11 @@ func (c *Core) Discover(ctx context.Context, rte *Route) json.RawMessage {
 	}{
 		ResultType:        "complete",
 		TTLMs:             listTTL.Milliseconds(),
-		CacheScope:        "public",
+		CacheScope:        scope,
 		SupportedVersions: mcp.AllVersions,
-		Capabilities:      rte.View.WithTaskCapabilities(rte.View.Capabilities(), true), // the tasks extension when an upstream has it
+		Capabilities:      rte.View.WithTaskCapabilities(rte.View.Capabilities(shown), true, shown), // the tasks extension when an upstream has it
 		ServerInfo:        c.opts.ServerInfo,
-		Instructions:      rte.View.Instructions(),
+		Instructions:      rte.View.Instructions(shown),
 		Meta:              map[string]any{mcp.MetaServerInfo: c.opts.ServerInfo},
 	})
 	return b

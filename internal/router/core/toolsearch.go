@@ -217,7 +217,7 @@ func (c *Core) searchTools(ctx context.Context, rte *Route, msg *jsonrpc.Message
 	case len(toolsearch.Tokens(q)) == 0:
 		return toolError(msg.ID, fmt.Sprintf("%s: the query has no words to search for; describe the task, e.g. \"read a file\"", name))
 	}
-	hits, jerr := rte.View.SearchTools(ctx, q, a.Upstream, limit, c.toolFilter(ctx, rte))
+	hits, jerr := rte.View.SearchTools(ctx, q, a.Upstream, limit, c.toolFilter(ctx, rte), shownTo(ctx, rte))
 	if jerr != nil {
 		return toolError(msg.ID, name+": "+jerr.Message)
 	}
