@@ -72,9 +72,12 @@ func (v *View) AwaitStarting(ctx context.Context) {
 // tasks part: WithTaskCapabilities adds it).
 func (v *View) Capabilities() json.RawMessage {
 	var o capabilityOffer
+	var skills, directoryRead bool
 	for _, name := range v.names {
 		u := v.ups[name]
 		caps := u.Capabilities()
+		s, dr := skillOffer(caps) // skills.go
+		skills, directoryRead = skills || s, directoryRead || dr
 		uo := offer(caps)
 		o.tools = o.tools || uo.tools
 		o.prompts = o.prompts || uo.prompts
@@ -107,7 +110,7 @@ func (v *View) Capabilities() json.RawMessage {
 	if o.logging {
 		set("logging", `{}`)
 	}
-	return out
+	return withSkills(out, skills, directoryRead)
 }
 
 // lacks is the refusal of a request that needs a capability its upstream

@@ -21,6 +21,7 @@ var lists = map[string]catalog.ListKind{
 	mcp.MethodPromptsList:            catalog.Prompts,
 	mcp.MethodResourcesList:          catalog.Resources,
 	mcp.MethodResourcesTemplatesList: catalog.ResourceTemplates,
+	mcp.MethodSkillsList:             catalog.Skills,
 }
 
 // Handle answers one request of an initialized session. It always returns
