@@ -81,6 +81,13 @@ const (
 	SkillsDirectoryRead = "directoryRead"
 )
 
+// NotFoundIsInvalidParams reports whether method answers a URI it does
+// not serve with -32602 on every revision, not the pre-2026 -32002: the
+// skills extension's methods say so.
+func NotFoundIsInvalidParams(method string) bool {
+	return method == MethodSkillsGet || method == MethodResourcesDirectoryRead
+}
+
 // The tasks utility: 2025-11-25 has it in core (the tasks capability,
 // params.task on tools/call, tasks/get, tasks/result, tasks/list,
 // tasks/cancel); 2026-07-28 moves it to an extension (declared under

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	sdkjsonrpc "github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/config"
@@ -33,7 +34,11 @@ func skillsServer() *sdk.Server {
 		panic(err)
 	}
 	if err := sdk.AddReceivingCustomMethod(s, mcp.MethodSkillsGet, func(_ context.Context, _ *sdk.ServerSession, p *skillsParams) (*skillGetJSON, error) {
-		return &skillGetJSON{Skill: entry(strings.TrimSuffix(strings.TrimPrefix(p.URI, "skill://"), "/SKILL.md"))}, nil
+		name := strings.TrimSuffix(strings.TrimPrefix(p.URI, "skill://"), "/SKILL.md")
+		if name != "open" && name != "secret" {
+			return nil, &sdkjsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: "no skill " + p.URI} // as a pre-2026 server may say
+		}
+		return &skillGetJSON{Skill: entry(name)}, nil
 	}); err != nil {
 		panic(err)
 	}
@@ -90,7 +95,13 @@ func TestSkillsRouted(t *testing.T) {
 		t.Errorf("skills/get open: %v %s", resp.Error, resp.Result)
 	}
 	resp = f.core.Handle(ctx, f.session(`{}`), request(mcp.MethodSkillsGet, `{"uri":"skill://secret/SKILL.md"}`), nil, nil)
-	if resp.Error == nil {
-		t.Errorf("skills/get of a denied skill answered %s", resp.Result)
+	if resp.Error == nil || resp.Error.Code != -32602 {
+		// SEP-2640: -32602 for a URI that is not a skill served (here:
+		// not one the caller may see), on a session revision too.
+		t.Errorf("skills/get of a denied skill answered %v %s, want -32602", resp.Error, resp.Result)
+	}
+	resp = f.core.Handle(ctx, f.session(`{}`), request(mcp.MethodSkillsGet, `{"uri":"skill://nowhere/SKILL.md"}`), nil, nil)
+	if resp.Error == nil || resp.Error.Code != -32602 {
+		t.Errorf("skills/get of an unknown skill answered %v %s, want -32602", resp.Error, resp.Result)
 	}
 }
