@@ -40,7 +40,7 @@ import (
 // out: it changes the URI's scheme.
 const URISeparator = "+"
 
-// ListKind describes one of the four merged list methods.
+// ListKind describes one of the merged list methods.
 type ListKind struct {
 	Method     string // e.g. tools/list
 	Key        string // the result's array key, e.g. "tools"
