@@ -93,12 +93,15 @@ func (v *View) Namespace(upstream string, kind mcp.Kind) string {
 // WithTaskCapabilities adds it).
 func (v *View) Capabilities(shown Shown) json.RawMessage {
 	var o capabilityOffer
+	var skills, directoryRead bool
 	for _, name := range v.names {
 		if !shown.has(name) {
 			continue
 		}
 		u := v.ups[name]
 		caps := u.Capabilities()
+		s, dr := skillOffer(caps) // skills.go
+		skills, directoryRead = skills || s, directoryRead || dr
 		uo := offer(caps)
 		o.tools = o.tools || uo.tools
 		o.prompts = o.prompts || uo.prompts
@@ -131,7 +134,7 @@ func (v *View) Capabilities(shown Shown) json.RawMessage {
 	if o.logging {
 		set("logging", `{}`)
 	}
-	return out
+	return withSkills(out, skills, directoryRead)
 }
 
 // lacks is the refusal of a request that needs a capability its upstream

@@ -40,7 +40,7 @@ import (
 // out: it changes the URI's scheme.
 const URISeparator = "+"
 
-// ListKind describes one of the four merged list methods.
+// ListKind describes one of the merged list methods.
 type ListKind struct {
 	Method     string // e.g. tools/list
 	Key        string // the result's array key, e.g. "tools"
@@ -55,7 +55,19 @@ var (
 	Prompts           = ListKind{mcp.MethodPromptsList, "prompts", "name", false, "prompts"}
 	Resources         = ListKind{mcp.MethodResourcesList, "resources", "uri", true, "resources"}
 	ResourceTemplates = ListKind{mcp.MethodResourcesTemplatesList, "resourceTemplates", "uriTemplate", true, "resources"}
+	// Skills (the skills extension, SEP-2640) is offered under
+	// capabilities.extensions; each item is named by its SKILL.md URI and
+	// carries the URIs of its files (skills.go).
+	Skills = ListKind{mcp.MethodSkillsList, "skills", "uri", true, mcp.ExtensionSkills}
 )
+
+// offeredBy reports whether connection c offers the list.
+func (k ListKind) offeredBy(c *client.Client) bool {
+	if k.Key == Skills.Key {
+		return skillsCapability.In(c.InitializeResult().Capabilities)
+	}
+	return c.HasCapability(k.Capability)
+}
 
 // View is the catalog one route exposes: a subset of the upstreams, with or
 // without name prefixes.
@@ -390,6 +402,7 @@ func (v *View) resolveURI(ctx context.Context, s string, fetch bool, visible Vis
 	}
 	res := v.listings(ctx, Resources, fetch)
 	tpl := v.listings(ctx, ResourceTemplates, fetch)
+	skills := v.listings(ctx, Skills, fetch) // the skill files and directories (skills.go)
 	// 2. The explicit form of a listed template (where it is not an
 	// explicit URI: "{?q}" became "?mcpgw=up{&q}").
 	for i, name := range v.names {
@@ -407,6 +420,8 @@ func (v *View) resolveURI(ctx context.Context, s string, fetch bool, visible Vis
 			owners = append(owners, resolution{upstream: name, internal: s})
 		case tpl[i] != nil && tpl[i].set[s]:
 			owners = append(owners, resolution{upstream: name, internal: s, template: true})
+		case skills[i] != nil && skills[i].set[s]:
+			owners = append(owners, resolution{upstream: name, internal: s})
 		}
 	}
 	if len(owners) > 0 {

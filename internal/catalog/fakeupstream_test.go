@@ -28,6 +28,7 @@ type fakeUpstream struct {
 	handle                               func(method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
 	mu                                   sync.Mutex
 	tools, prompts, resources, templates []string
+	skills                               []string // skills/list entries (the skills extension, with directoryRead)
 	got                                  []fakeRequest
 	listCalls                            map[string]int
 }
@@ -59,8 +60,11 @@ func (f *fakeUpstream) capabilities() string {
 	if len(f.prompts) > 0 {
 		caps = append(caps, `"prompts":`+announce)
 	}
-	if len(f.resources) > 0 || len(f.templates) > 0 {
+	if len(f.resources) > 0 || len(f.templates) > 0 || len(f.skills) > 0 {
 		caps = append(caps, `"resources":{"listChanged":true}`)
+	}
+	if len(f.skills) > 0 {
+		caps = append(caps, `"extensions":{"`+mcp.ExtensionSkills+`":{"directoryRead":true}}`)
 	}
 	return "{" + strings.Join(caps, ",") + "}"
 }
@@ -122,6 +126,8 @@ func (f *fakeUpstream) answer(method string, params json.RawMessage) (json.RawMe
 		return page("resources", &f.resources)
 	case mcp.MethodResourcesTemplatesList:
 		return page("resourceTemplates", &f.templates)
+	case mcp.MethodSkillsList:
+		return page("skills", &f.skills)
 	}
 	f.mu.Lock()
 	f.got = append(f.got, fakeRequest{method, params})

@@ -181,7 +181,7 @@ func (u *upstreamState) listing(ctx context.Context, kind ListKind, fetch bool) 
 // nothing.
 func (u *upstreamState) walk(ctx context.Context, c *client.Client, kind ListKind) *listing {
 	var ids []string
-	if !c.HasCapability(kind.Capability) {
+	if !kind.offeredBy(c) {
 		return newListing(c, kind, u.Name(), nil)
 	}
 	cursor := ""
@@ -217,6 +217,10 @@ func (u *upstreamState) walk(ctx context.Context, c *client.Client, kind ListKin
 // appendIDs appends the identifying strings of a list page's items.
 func appendIDs(ids []string, kind ListKind, items [][]byte) []string {
 	for _, it := range items {
+		if kind.Key == Skills.Key {
+			ids = appendSkillIDs(ids, it) // skills.go: the skill's files and directories too
+			continue
+		}
 		if id, ok := rawjson.GetString(it, kind.Field); ok {
 			ids = append(ids, id)
 		}
@@ -273,6 +277,7 @@ func Changed(h *host.Host, upstream, method string) {
 	case mcp.NotificationResourcesChanged:
 		u.lists.invalidate(Resources.Method)
 		u.lists.invalidate(ResourceTemplates.Method)
+		u.lists.invalidate(Skills.Method) // skill files are resources
 	default:
 		return
 	}

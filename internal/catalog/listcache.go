@@ -215,7 +215,7 @@ func (u *upstreamState) fullListing(ctx context.Context, kind ListKind) *fullLis
 // uncacheable list for one that must not be kept.
 func (u *upstreamState) walkFull(ctx context.Context, c *client.Client, kind ListKind, ver uint64) *fullList {
 	f := &fullList{client: c, ver: ver, at: map[string]int{}}
-	if !c.HasCapability(kind.Capability) {
+	if !kind.offeredBy(c) {
 		return f
 	}
 	// An upstream that announces changes (listChanged) is cached until it

@@ -74,7 +74,7 @@ func decodeCursor(kind ListKind, s string) (cursor, error) {
 		return cursor{}, errBadCursor
 	}
 	if c.Kind != kind.Key {
-		for _, k := range []ListKind{Tools, Prompts, Resources, ResourceTemplates} {
+		for _, k := range []ListKind{Tools, Prompts, Resources, ResourceTemplates, Skills} {
 			if k.Key == c.Kind {
 				return cursor{}, fmt.Errorf("invalid cursor: it continues %s, not %s; pass each list its own nextCursor", k.Method, kind.Method)
 			}
@@ -292,7 +292,7 @@ func (u *upstreamState) fetchPage(ctx context.Context, kind ListKind, params jso
 		u.Logger().Debug("skipping unavailable upstream in "+kind.Method, zap.Error(err))
 		return page{denied: credentialError(err)}
 	}
-	if !c.HasCapability(kind.Capability) {
+	if !kind.offeredBy(c) {
 		return page{}
 	}
 	p, err := rawjson.Delete(params, "cursor")

@@ -35,6 +35,9 @@ func (v *View) rewriteItem(ctx context.Context, kind ListKind, upstream string, 
 		name = v.displayURI(ctx, upstream, id, true)
 	case ResourceTemplates.Key:
 		name = v.displayTemplate(ctx, upstream, id, true)
+	case Skills.Key:
+		out, _, err := v.rewriteSkill(ctx, upstream, it) // skills.go
+		return out, err == nil
 	default:
 		name = v.displayName(upstream, id)
 	}
@@ -101,6 +104,23 @@ func (v *View) renamePath(ctx context.Context, upstream string, obj []byte, path
 
 // rewriteResult names the URIs of a routed request's result.
 func (v *View) rewriteResult(ctx context.Context, method, upstream string, res []byte) ([]byte, error) {
+	switch method { // skills.go
+	case mcp.MethodSkillsGet:
+		skill, ok := rawjson.Get(res, "skill")
+		if !ok || len(skill) == 0 || skill[0] != '{' {
+			return res, nil
+		}
+		out, changed, err := v.rewriteSkill(ctx, upstream, skill)
+		if err != nil || !changed {
+			return res, err
+		}
+		return rawjson.Set(res, "skill", out)
+	case mcp.MethodResourcesDirectoryRead:
+		out, _, err := editArray(res, "resources", func(it []byte) ([]byte, bool, error) {
+			return v.renamePath(ctx, upstream, it, []string{"uri"})
+		})
+		return out, err
+	}
 	if method != mcp.MethodResourcesRead && !bytes.Contains(res, []byte("resource")) && !bytes.Contains(res, []byte(`\u`)) {
 		// Nothing to name: every URI renamed in a call's or a prompt's
 		// result sits in a resource_link or resource block or a

@@ -97,7 +97,7 @@ func walkTools(ctx context.Context, c *client.Client) (map[string]json.RawMessag
 // name, as sent.
 func walkNamed(ctx context.Context, c *client.Client, kind ListKind) (map[string]json.RawMessage, error) {
 	byName := map[string]json.RawMessage{}
-	if !c.HasCapability(kind.Capability) {
+	if !kind.offeredBy(c) {
 		return byName, nil
 	}
 	cursor := ""

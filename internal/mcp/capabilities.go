@@ -43,6 +43,12 @@ func RequiredServerCapability(method string) (c ServerCapability, ok bool) {
 		return ServerCapability{Path: []string{"resources", "subscribe"}, What: "resource subscriptions"}, true
 	case MethodCompletionComplete:
 		return ServerCapability{Path: []string{"completions"}, What: "completions"}, true
+	case MethodSkillsGet:
+		// A listed skill file may come from an upstream's resources/list
+		// while the upstream does not serve skills.
+		return ServerCapability{Path: []string{"extensions", ExtensionSkills}, What: "skills"}, true
+	case MethodResourcesDirectoryRead:
+		return ServerCapability{Path: []string{"extensions", ExtensionSkills, SkillsDirectoryRead}, What: "skill directory reads"}, true
 	}
 	return ServerCapability{}, false
 }

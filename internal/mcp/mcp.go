@@ -57,13 +57,36 @@ const (
 	MethodTasksResult            = "tasks/result" // 2025-11-25 only
 	MethodTasksList              = "tasks/list"   // 2025-11-25 only
 	MethodTasksCancel            = "tasks/cancel"
-	MethodTasksUpdate            = "tasks/update" // the 2026-07-28 extension only
+	MethodTasksUpdate            = "tasks/update"             // the 2026-07-28 extension only
+	MethodSkillsList             = "skills/list"              // the skills extension
+	MethodSkillsGet              = "skills/get"               // the skills extension
+	MethodResourcesDirectoryRead = "resources/directory/read" // the skills extension's directoryRead
 	NotificationTasksStatus      = "notifications/tasks/status"
 	HeaderSessionID              = "Mcp-Session-Id"
 	HeaderProtocolVersion        = "Mcp-Protocol-Version"
 	ContentTypeJSON              = "application/json"
 	ContentTypeEventStream       = "text/event-stream"
 )
+
+// The skills extension (SEP-2640): a server that declares it under
+// capabilities.extensions lists skills (skills/list, paginated), returns
+// one by its SKILL.md URI (skills/get) and, with directoryRead: true,
+// lists a skill directory's children (resources/directory/read). The
+// files themselves are resources, read with resources/read.
+const (
+	// ExtensionSkills names the skills extension.
+	ExtensionSkills = "io.modelcontextprotocol/skills"
+	// SkillsDirectoryRead is the extension setting that offers
+	// resources/directory/read.
+	SkillsDirectoryRead = "directoryRead"
+)
+
+// NotFoundIsInvalidParams reports whether method answers a URI it does
+// not serve with -32602 on every revision, not the pre-2026 -32002: the
+// skills extension's methods say so.
+func NotFoundIsInvalidParams(method string) bool {
+	return method == MethodSkillsGet || method == MethodResourcesDirectoryRead
+}
 
 // The tasks utility: 2025-11-25 has it in core (the tasks capability,
 // params.task on tools/call, tasks/get, tasks/result, tasks/list,

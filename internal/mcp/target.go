@@ -59,7 +59,10 @@ func TargetOf(method string, params []byte) (Target, bool) {
 		return targetToolName, true
 	case MethodPromptsGet:
 		return targetPromptName, true
-	case MethodResourcesRead, MethodResourcesSubscribe, MethodResourcesUnsubscribe:
+	case MethodResourcesRead, MethodResourcesSubscribe, MethodResourcesUnsubscribe,
+		MethodSkillsGet, MethodResourcesDirectoryRead:
+		// A skill is named by its SKILL.md URI and a skill directory by
+		// its URI: both are resources to routing and policy.
 		return targetURI, true
 	case MethodTasksGet, MethodTasksResult, MethodTasksCancel, MethodTasksUpdate:
 		return targetTaskID, true
@@ -83,6 +86,7 @@ func TargetOf(method string, params []byte) (Target, bool) {
 var routedMethods = [...]string{
 	MethodToolsCall, MethodPromptsGet, MethodResourcesRead, MethodResourcesSubscribe,
 	MethodResourcesUnsubscribe, MethodCompletionComplete,
+	MethodSkillsGet, MethodResourcesDirectoryRead,
 	MethodTasksGet, MethodTasksResult, MethodTasksCancel, MethodTasksUpdate,
 }
 

@@ -23,6 +23,9 @@ func TestTargetOf(t *testing.T) {
 		{MethodTasksCancel, `{}`, true, KindTask, "taskId"},
 		{MethodTasksUpdate, `{}`, true, KindTask, "taskId"},
 		{MethodTasksList, `{}`, false, "", ""},
+		{MethodSkillsGet, `{}`, true, KindResource, "uri"},
+		{MethodResourcesDirectoryRead, `{}`, true, KindResource, "uri"},
+		{MethodSkillsList, `{}`, false, "", ""},
 	}
 	for _, tt := range tests {
 		got, ok := TargetOf(tt.method, []byte(tt.params))

@@ -41,6 +41,7 @@ var Methods = []string{
 	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
 	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
 	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
+	mcp.MethodSkillsList, mcp.MethodSkillsGet, mcp.MethodResourcesDirectoryRead,
 	"other",
 }
 

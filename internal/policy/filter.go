@@ -12,7 +12,7 @@ import (
 var listArrays = map[string][]struct{ array, name string }{
 	KindTool:     {{"tools", "name"}},
 	KindPrompt:   {{"prompts", "name"}},
-	KindResource: {{"resources", "uri"}, {"resourceTemplates", "uriTemplate"}},
+	KindResource: {{"resources", "uri"}, {"resourceTemplates", "uriTemplate"}, {"skills", "uri"}}, // skills: SEP-2640
 }
 
 // FilterList returns a tools/list, prompts/list, resources/list or

@@ -93,11 +93,16 @@ func (noStored) Remove(string)          {}
 // upstream speaks 2026-07-28.
 func newFixture(t *testing.T, stateless bool, opts ...func(*Options)) *fixture {
 	t.Helper()
+	return newFixtureWith(t, upstreamServer(stateless), stateless, opts...)
+}
+
+// newFixtureWith is newFixture over the upstream server srv.
+func newFixtureWith(t *testing.T, srv *sdk.Server, stateless bool, opts ...func(*Options)) *fixture {
+	t.Helper()
 	cfg, err := config.Parse("core_test.yaml", []byte("upstreams:\n  up: {url: http://up.test/mcp, timeout: 10s}\n"), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := upstreamServer(stateless)
 	var hopts *sdk.StreamableHTTPOptions
 	if stateless {
 		hopts = &sdk.StreamableHTTPOptions{Stateless: true} // the SDK speaks 2026-07-28 only so

@@ -21,6 +21,7 @@ var lists = map[string]catalog.ListKind{
 	mcp.MethodPromptsList:            catalog.Prompts,
 	mcp.MethodResourcesList:          catalog.Resources,
 	mcp.MethodResourcesTemplatesList: catalog.ResourceTemplates,
+	mcp.MethodSkillsList:             catalog.Skills,
 }
 
 // Handle answers one request of an initialized session. It always returns
@@ -47,6 +48,18 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 			resp = cut // a result that made it stays
 		}
 	}()
+	if mcp.NotFoundIsInvalidParams(msg.Method) {
+		defer func() {
+			// skills/get and resources/directory/read answer an unknown
+			// (or hidden) URI with -32602 on every revision (SEP-2640),
+			// whether the gateway or a legacy upstream said -32002.
+			if resp != nil && resp.Error != nil && resp.Error.Code == mcp.CodeResourceNotFound {
+				e := *resp.Error
+				e.Code = jsonrpc.CodeInvalidParams
+				resp.Error = &e
+			}
+		}()
+	}
 	// The caller, for the host and the catalog: its own capabilities for
 	// exact_capabilities, its session's connection on a stateful upstream,
 	// and the tasks it creates and uses are its own (catalog/tasks.go).

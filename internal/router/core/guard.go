@@ -378,8 +378,8 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 	switch method {
 	case mcp.MethodPromptsList:
 		kind = policy.KindPrompt
-	case mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList:
-		kind = policy.KindResource
+	case mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodSkillsList:
+		kind = policy.KindResource // a skill is judged by its SKILL.md URI, like a resource
 	}
 	out, err := policy.FilterListFunc(kind, res, keep)
 	if err != nil {
