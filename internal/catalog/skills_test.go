@@ -112,8 +112,8 @@ func TestSkillsMergedRoute(t *testing.T) {
 	v := newView(h, nil, true, 1, true) // one skill a page: the merge pages
 	ctx := context.Background()
 
-	if ext, ok := rawjson.Lookup(v.Capabilities(), []string{"extensions", mcp.ExtensionSkills}); !ok || string(ext) != `{"directoryRead":true}` {
-		t.Errorf("capabilities %s: want the skills extension with directoryRead", v.Capabilities())
+	if ext, ok := rawjson.Lookup(v.Capabilities(nil), []string{"extensions", mcp.ExtensionSkills}); !ok || string(ext) != `{"directoryRead":true}` {
+		t.Errorf("capabilities %s: want the skills extension with directoryRead", v.Capabilities(nil))
 	}
 
 	var entries [][]byte
