@@ -23,18 +23,22 @@ import (
 // cut on replica A resumes it with Last-Event-ID on replica B.
 //
 // Which ones: a stream is held back (in the log's memory, beside the local
-// copy) while it is young, and copied only once it is cut (StreamCutter:
-// its connection went away or a write failed), outlives RedisOptions.Hold,
-// or holds more than maxHeld entries; from then on each entry is queued as
-// it comes. A stream that ends, delivered whole on its POST, before any of
+// copy) while it is young and short, and copied once it is cut
+// (StreamCutter: its connection went away or a write failed), gets a
+// second event (progress, a server→client request: a long stream), or
+// outlives RedisOptions.Hold; from then on each entry is queued as it
+// comes. A stream that ends with its one event, the answer, before any of
 // these is never written to Redis: no client can ask another replica for
 // it. That is most calls, and copying them was a third of a call's CPU in
-// a fleet (docs/benchmarks.md). Hold is below Grace, so that a cut this
-// replica did not see (no FIN) is in Redis before a replay elsewhere gives
-// up waiting for it. What this gives up: the events of a stream younger
-// than Hold die with a replica that crashes (its local log does too), and
-// a final event written to the socket whose client then lost it without
-// the replica seeing a cut resumes only here.
+// a fleet (docs/benchmarks.md). Behind a proxy the replica sees a client's
+// cut late or never (the proxy holds its own connection), which is why a
+// second event, not the end, decides; and Hold is below Grace, so that an
+// unseen cut of a call still running is in Redis before a replay
+// elsewhere gives up waiting for it. What this gives up: a one-answer call
+// shorter than Hold, cut where this replica cannot see it before its
+// answer and resumed on another replica, is answered "events purged"
+// there (on this one it resumes); and the events of a stream younger than
+// Hold die with a replica that crashes (its local log does too).
 //
 // The local MemoryEvents stays the first home of every event: appends go
 // to it and to a bounded queue that one writer goroutine copies to Redis,
@@ -198,11 +202,8 @@ type redisLog struct {
 // maxUnseen bounds the streams one session's replays wait Grace for.
 const maxUnseen = 16
 
-// maxHeld bounds the entries a stream holds back: one with more is long
-// (progress, server→client requests) and copied as it goes.
-const maxHeld = 32
-
-// heldStream is a stream whose entries are not copied yet.
+// heldStream is a stream whose entries are not copied yet: its opening
+// and at most one event.
 type heldStream struct {
 	entries []heldEntry
 	timer   *time.Timer // releases it after Hold
@@ -295,7 +296,7 @@ func (l *redisLog) enqueue(stream string, seq int, kind string, data []byte) {
 	if h := l.held[stream]; h != nil {
 		l.seqs[stream] = max(l.seqs[stream], seq)
 		h.entries = append(h.entries, heldEntry{seq: seq, kind: kind, data: data})
-		if len(h.entries) <= maxHeld {
+		if len(h.entries) <= 2 { // the opening and one event: maybe the answer
 			return
 		}
 		delete(l.held, stream)

@@ -414,9 +414,10 @@ func TestRedisEventsLongStreamCopiedAfterHold(t *testing.T) {
 	}
 }
 
-// A stream with more entries than maxHeld is long: copied at once, not
-// after Hold.
-func TestRedisEventsManyEntriesCopiedBeforeHold(t *testing.T) {
+// A stream with a second event (progress, a server→client request) is
+// long: copied at once, not after Hold, and not left to a cut the replica
+// may never see (a proxy in between keeps its own connection).
+func TestRedisEventsSecondEventCopiedBeforeHold(t *testing.T) {
 	srv := redistest.Start(t)
 	lim := Limits{SessionEvents: 100, SessionBytes: 1 << 20, TotalBytes: 1 << 20}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -425,12 +426,12 @@ func TestRedisEventsManyEntriesCopiedBeforeHold(t *testing.T) {
 	t.Cleanup(ev.Close)
 	l := ev.Log("s")
 	l.Open("y", jsonrpc.ID(`2`))
-	for n := 1; n <= maxHeld+1; n++ {
-		l.Append("y", []byte(fmt.Sprintf("e%d", n)))
-	}
+	l.Append("y", []byte("progress"))
+	l.Append("y", []byte("more progress"))
+	l.Finish("y") // ended uncut, but long: kept in Redis
 	key := "t:{s:" + sessionHash("s") + "}"
 	testwait.Until(t, "the long stream's entries in Redis before Hold", func() bool {
 		n, err := c.XLen(context.Background(), key).Result()
-		return err == nil && n == maxHeld+2 // o and every d
+		return err == nil && n == 4 // o, d, d, f
 	})
 }
