@@ -17,10 +17,28 @@ import (
 	"github.com/mcpgw/mcpgw/internal/metrics"
 )
 
-// With sessions.redis, the replay logs are shared by the fleet: every event
-// of a session's call streams is also copied to a Redis Stream per session,
-// so a client whose stream was cut on replica A resumes it with
-// Last-Event-ID on replica B.
+// With sessions.redis, the replay logs are shared by the fleet: the events
+// of a session's call streams that another replica could be asked for are
+// also copied to a Redis Stream per session, so a client whose stream was
+// cut on replica A resumes it with Last-Event-ID on replica B.
+//
+// Which ones: a stream is held back (in the log's memory, beside the local
+// copy) while it is young and short, and copied once it is cut
+// (StreamCutter: its connection went away or a write failed), gets a
+// second event (progress, a server→client request: a long stream), or
+// outlives RedisOptions.Hold; from then on each entry is queued as it
+// comes. A stream that ends with its one event, the answer, before any of
+// these is never written to Redis: no client can ask another replica for
+// it. That is most calls, and copying them was a third of a call's CPU in
+// a fleet (docs/benchmarks.md). Behind a proxy the replica sees a client's
+// cut late or never (the proxy holds its own connection), which is why a
+// second event, not the end, decides; and Hold is below Grace, so that an
+// unseen cut of a call still running is in Redis before a replay
+// elsewhere gives up waiting for it. What this gives up: a one-answer call
+// shorter than Hold, cut where this replica cannot see it before its
+// answer and resumed on another replica, is answered "events purged"
+// there (on this one it resumes); and the events of a stream younger than
+// Hold die with a replica that crashes (its local log does too).
 //
 // The local MemoryEvents stays the first home of every event: appends go
 // to it and to a bounded queue that one writer goroutine copies to Redis,
@@ -65,6 +83,10 @@ type RedisOptions struct {
 	// Grace is how long a replay waits for a stream Redis does not have
 	// (its copy may be late) before answering purged (0: 2s).
 	Grace time.Duration
+	// Hold is how long a stream's entries wait before they are copied,
+	// in case the stream ends delivered whole and need not be (0: Grace/4;
+	// at most Grace/2, so a copy is never later than a replay's wait).
+	Hold time.Duration
 	// Metrics counts the queue, drops and errors (nil: nowhere).
 	Metrics *metrics.Redis
 	// Logger reports Redis failures (nil: nowhere).
@@ -92,6 +114,10 @@ func (o RedisOptions) withDefaults() RedisOptions {
 	if o.Grace <= 0 {
 		o.Grace = 2 * time.Second
 	}
+	if o.Hold <= 0 {
+		o.Hold = o.Grace / 4
+	}
+	o.Hold = min(o.Hold, o.Grace/2)
 	return o
 }
 
@@ -144,7 +170,7 @@ func (s *RedisEvents) Close() {
 // Log implements EventStore. Unlike MemoryEvents it makes a new log each
 // time: the Store asks once per session, when it adds it.
 func (s *RedisEvents) Log(session string) EventLog {
-	return &redisLog{store: s, local: s.local.Log(session), key: s.o.Prefix + "{s:" + sessionHash(session) + "}", seqs: map[string]int{}, reqs: map[string]string{}, broken: map[string]bool{}, lost: map[string]bool{}, unseen: map[string]time.Time{}}
+	return &redisLog{store: s, local: s.local.Log(session), key: s.o.Prefix + "{s:" + sessionHash(session) + "}", seqs: map[string]int{}, held: map[string]*heldStream{}, reqs: map[string]string{}, broken: map[string]bool{}, lost: map[string]bool{}, unseen: map[string]time.Time{}}
 }
 
 // Drop implements EventStore: the local log goes; the Stream in Redis
@@ -165,15 +191,54 @@ type redisLog struct {
 	key   string
 
 	mu     sync.Mutex
-	seqs   map[string]int       // the last seq of each open stream
-	reqs   map[string]string    // the request each open stream answers, as JSON
-	broken map[string]bool      // streams with a lost copy whose "broken" marker is not yet queued
-	lost   map[string]bool      // streams whose marker is queued: nothing more is copied
-	unseen map[string]time.Time // streams a replay asked for that Redis did not have yet, since when
+	seqs   map[string]int         // the last seq of each open stream
+	held   map[string]*heldStream // streams not copied yet (see the package comment)
+	reqs   map[string]string      // the request each open stream answers, as JSON
+	broken map[string]bool        // streams with a lost copy whose "broken" marker is not yet queued
+	lost   map[string]bool        // streams whose marker is queued: nothing more is copied
+	unseen map[string]time.Time   // streams a replay asked for that Redis did not have yet, since when
 }
 
 // maxUnseen bounds the streams one session's replays wait Grace for.
 const maxUnseen = 16
+
+// heldStream is a stream whose entries are not copied yet: its opening
+// and at most one event.
+type heldStream struct {
+	entries []heldEntry
+	timer   *time.Timer // releases it after Hold
+}
+
+type heldEntry struct {
+	seq  int
+	kind string
+	data []byte // the local log's own slice, which nobody changes
+}
+
+// StreamCutter is an EventLog that wants to know when a stream's
+// connection is cut before its end was delivered (RedisEvents' logs: such
+// a stream may be resumed on another replica, so it is copied now).
+type StreamCutter interface {
+	Cut(stream string)
+}
+
+// Cut implements StreamCutter.
+func (l *redisLog) Cut(stream string) { l.release(stream) }
+
+// release copies what stream held back and lets its next entries through.
+func (l *redisLog) release(stream string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.held[stream]
+	if h == nil {
+		return
+	}
+	delete(l.held, stream)
+	h.timer.Stop()
+	for _, e := range h.entries {
+		l.enqueueLocked(stream, e.seq, e.kind, e.data)
+	}
+}
 
 func requestJSON(request jsonrpc.ID) string {
 	if b, err := json.Marshal(request); err == nil {
@@ -187,7 +252,12 @@ func (l *redisLog) Open(stream string, request jsonrpc.ID) {
 	if stream == StandaloneStream {
 		return
 	}
-	l.enqueue(stream, 0, "o", "", request)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reqs[stream] = requestJSON(request)
+	if l.held[stream] == nil {
+		l.held[stream] = &heldStream{entries: []heldEntry{{kind: "o"}}, timer: time.AfterFunc(l.store.o.Hold, func() { l.release(stream) })}
+	}
 }
 
 func (l *redisLog) Append(stream string, data []byte) string {
@@ -196,7 +266,7 @@ func (l *redisLog) Append(stream string, data []byte) string {
 		return id
 	}
 	_, seq, _ := ParseEventID(id)
-	l.enqueue(stream, seq, "d", string(data), nil)
+	l.enqueue(stream, seq, "d", data)
 	return id
 }
 
@@ -205,19 +275,47 @@ func (l *redisLog) Finish(stream string) {
 	if stream == StandaloneStream {
 		return
 	}
-	l.enqueue(stream, -1, "f", "", nil)
-}
-
-// enqueue hands the writer one entry of stream, never waiting: when the
-// queue is full the entry is lost and the stream broken. The end marker
-// ("f", seq -1) carries the stream's last seq.
-func (l *redisLog) enqueue(stream string, seq int, kind, data string, request jsonrpc.ID) {
-	s := l.store
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if h := l.held[stream]; h != nil {
+		// Ended with nothing cut: delivered whole on its POST, so no
+		// replica will be asked for it and Redis never hears of it.
+		h.timer.Stop()
+		delete(l.held, stream)
+		delete(l.seqs, stream)
+		delete(l.reqs, stream)
+		return
+	}
+	l.enqueueLocked(stream, -1, "f", nil)
+}
+
+// enqueue holds back an entry of a young stream, or queues it.
+func (l *redisLog) enqueue(stream string, seq int, kind string, data []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h := l.held[stream]; h != nil {
+		l.seqs[stream] = max(l.seqs[stream], seq)
+		h.entries = append(h.entries, heldEntry{seq: seq, kind: kind, data: data})
+		if len(h.entries) <= 2 { // the opening and one event: maybe the answer
+			return
+		}
+		delete(l.held, stream)
+		h.timer.Stop()
+		for _, e := range h.entries {
+			l.enqueueLocked(stream, e.seq, e.kind, e.data)
+		}
+		return
+	}
+	l.enqueueLocked(stream, seq, kind, data)
+}
+
+// enqueueLocked hands the writer one entry of stream, never waiting: when
+// the queue is full the entry is lost and the stream broken. The end marker
+// ("f", seq -1) carries the stream's last seq. The caller holds l.mu.
+func (l *redisLog) enqueueLocked(stream string, seq int, kind string, data []byte) {
+	s := l.store
 	switch kind {
 	case "o":
-		l.reqs[stream] = requestJSON(request)
 	case "f":
 		seq = l.seqs[stream]
 		defer func() {
@@ -237,7 +335,7 @@ func (l *redisLog) enqueue(stream string, seq int, kind, data string, request js
 		s.o.Metrics.RedisDropped(metrics.RedisDroppedBroken, 1)
 		return
 	}
-	values := []any{"s", stream, "q", strconv.Itoa(seq), "r", req, kind, data}
+	values := []any{"s", stream, "q", strconv.Itoa(seq), "r", req, kind, string(data)}
 	broken := l.broken[stream] || l.lost[stream]
 	if broken {
 		values = append(values, "x", "1") // an earlier entry was lost: say so
@@ -462,9 +560,15 @@ func (s *RedisEvents) flush(batch []redisOp) bool {
 	defer cancel()
 	pipe := s.o.Client.Pipeline()
 	adds := make([]*redis.StringCmd, len(batch))
+	keys := make(map[string]struct{}, len(batch))
 	for i, op := range batch {
 		adds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: op.log.key, MaxLen: int64(s.o.Limits.SessionEvents), Values: op.values})
-		pipe.PExpire(ctx, op.log.key, s.o.TTL)
+		keys[op.log.key] = struct{}{}
+	}
+	// One expiry per Stream per batch, after its entries: a long stream's
+	// burst is one command more, not one per entry.
+	for k := range keys {
+		pipe.PExpire(ctx, k, s.o.TTL)
 	}
 	_, err := pipe.Exec(ctx)
 	if err == nil {

@@ -69,6 +69,16 @@ func eventually(t *testing.T, since func() (Replay, error), done func(Replay, er
 	}
 }
 
+// cut tells l that stream's connection went away, as streamable does.
+func cut(t *testing.T, l EventLog, stream string) {
+	t.Helper()
+	c, ok := l.(StreamCutter)
+	if !ok {
+		t.Fatalf("%T is not a StreamCutter", l)
+	}
+	c.Cut(stream)
+}
+
 func datas(r Replay) string {
 	var b []string
 	for _, e := range r.Events {
@@ -104,6 +114,7 @@ func TestRedisEventsAcrossReplicas(t *testing.T) {
 			for n := 1; n <= tt.events; n++ {
 				la.Append("x", []byte(fmt.Sprintf("e%d", n)))
 			}
+			cut(t, la, "x") // its client went away: B may be asked for it
 			la.Finish("x")
 			lb := b.events.Log(session)
 			r, err := eventually(t, func() (Replay, error) { return lb.Since("x", tt.after) },
@@ -217,6 +228,7 @@ func TestRedisEventsRedisDown(t *testing.T) {
 	for n, deadline := 0, time.Now().Add(testwait.Long); ; n++ {
 		p := fmt.Sprintf("probe%d", n)
 		la.Open(p, jsonrpc.ID(`0`))
+		cut(t, la, p)
 		la.Finish(p)
 		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 		if r, err := lb.Since(p, 0); err == nil && r.Complete {
@@ -228,6 +240,7 @@ func TestRedisEventsRedisDown(t *testing.T) {
 	}
 	la.Open("y", jsonrpc.ID(`2`))
 	la.Append("y", []byte("fresh"))
+	cut(t, la, "y")
 	la.Finish("y")
 	r, err := eventually(t, func() (Replay, error) { return lb.Since("y", 0) }, func(r Replay, err error) bool { return err == nil && r.Complete })
 	if err != nil || datas(r) != "1=fresh" {
@@ -342,4 +355,83 @@ func TestRedisRevocationsRetriedAfterOutage(t *testing.T) {
 	if r1.Pending() != 0 {
 		t.Errorf("Pending() = %d once recorded", r1.Pending())
 	}
+}
+
+// A stream that ends delivered whole, nothing cut, within Hold, costs Redis
+// nothing: no replica can be asked for it (issue 36: that copy was a third
+// of a call's CPU in a fleet).
+func TestRedisEventsDeliveredStreamNotCopied(t *testing.T) {
+	srv := redistest.Start(t)
+	lim := Limits{SessionEvents: 100, SessionBytes: 1 << 20, TotalBytes: 1 << 20}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	a := newReplica(t, srv.Addr, lim, 100)
+	la := a.events.Log("s")
+	la.Open("whole", jsonrpc.ID(`1`))
+	la.Append("whole", []byte("answer"))
+	la.Finish("whole")
+	cut(t, la, "whole") // the client closing its connection afterwards is no cut
+	// The writer is FIFO: once a cut stream queued later is in Redis, the
+	// delivered one would be too if it had been queued.
+	la.Open("probe", jsonrpc.ID(`2`))
+	la.Append("probe", []byte("p"))
+	cut(t, la, "probe")
+	la.Finish("probe")
+	key := "t:{s:" + sessionHash("s") + "}"
+	var entries []redis.XMessage
+	testwait.Until(t, "the cut probe stream copied to Redis", func() bool {
+		var err error
+		entries, err = c.XRange(context.Background(), key, "-", "+").Result()
+		return err == nil && len(entries) == 3 // o, d, f
+	})
+	for _, e := range entries {
+		if e.Values["s"] != "probe" {
+			t.Errorf("Redis has an entry of %v, want only the cut stream's", e.Values)
+		}
+	}
+}
+
+// A stream nobody cut but still running after Hold is copied: its client
+// may have lost it without this replica seeing (no FIN), and a replay
+// elsewhere waits only Grace for it.
+func TestRedisEventsLongStreamCopiedAfterHold(t *testing.T) {
+	srv := redistest.Start(t)
+	lim := Limits{SessionEvents: 100, SessionBytes: 1 << 20, TotalBytes: 1 << 20}
+	a, b := newReplica(t, srv.Addr, lim, 100), newReplica(t, srv.Addr, lim, 100)
+	la, lb := a.events.Log("s"), b.events.Log("s")
+	la.Open("x", jsonrpc.ID(`1`))
+	la.Append("x", []byte("one"))
+	r, err := eventually(t, func() (Replay, error) { return lb.Since("x", 0) }, func(r Replay, err error) bool { return err == nil && len(r.Events) == 1 })
+	if err != nil || datas(r) != "1=one" {
+		t.Fatalf("Since(x) on B of a stream older than Hold = %q, %v", datas(r), err)
+	}
+	// From then on its entries go as they come, the end included.
+	la.Append("x", []byte("two"))
+	la.Finish("x")
+	r, err = eventually(t, func() (Replay, error) { return lb.Since("x", 1) }, func(r Replay, err error) bool { return err == nil && r.Complete })
+	if err != nil || datas(r) != "2=two" || !r.Complete {
+		t.Fatalf("Since(x, 1) on B = %q complete=%v, %v", datas(r), r.Complete, err)
+	}
+}
+
+// A stream with a second event (progress, a server→client request) is
+// long: copied at once, not after Hold, and not left to a cut the replica
+// may never see (a proxy in between keeps its own connection).
+func TestRedisEventsSecondEventCopiedBeforeHold(t *testing.T) {
+	srv := redistest.Start(t)
+	lim := Limits{SessionEvents: 100, SessionBytes: 1 << 20, TotalBytes: 1 << 20}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	ev := NewRedisEvents(NewMemoryEvents(lim, nil), nil, RedisOptions{Client: c, Prefix: "t:", Limits: lim, Grace: time.Hour, Hold: time.Hour})
+	t.Cleanup(ev.Close)
+	l := ev.Log("s")
+	l.Open("y", jsonrpc.ID(`2`))
+	l.Append("y", []byte("progress"))
+	l.Append("y", []byte("more progress"))
+	l.Finish("y") // ended uncut, but long: kept in Redis
+	key := "t:{s:" + sessionHash("s") + "}"
+	testwait.Until(t, "the long stream's entries in Redis before Hold", func() bool {
+		n, err := c.XLen(context.Background(), key).Result()
+		return err == nil && n == 4 // o, d, d, f
+	})
 }

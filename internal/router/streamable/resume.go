@@ -18,8 +18,27 @@ type resumableWriter struct {
 	log    sessions.EventLog
 	stream string
 	sw     *sse.Writer
-	live   bool // the connection still takes writes
-	held   bool // the headers and priming event are written but not yet flushed
+	live   bool                  // the connection still takes writes
+	held   bool                  // the headers and priming event are written but not yet flushed
+	cutter sessions.StreamCutter // nil: the log does not care
+}
+
+// cut tells the log that the stream's connection is gone before its end was
+// delivered: with sessions.redis that is when the stream is copied for the
+// other replicas (a stream delivered whole never is). Safe from any
+// goroutine, and more than once.
+func (rw *resumableWriter) cut() {
+	if rw.cutter != nil {
+		rw.cutter.Cut(rw.stream)
+	}
+}
+
+// sent records the outcome of a write: the first failure is the cut.
+func (rw *resumableWriter) sent(err error) {
+	rw.live = err == nil
+	if !rw.live {
+		rw.cut()
+	}
 }
 
 // newHeldWriter opens stream's log and its SSE response. On 2025-11-25
@@ -32,11 +51,12 @@ type resumableWriter struct {
 func newHeldWriter(w http.ResponseWriter, log sessions.EventLog, stream string, request jsonrpc.ID, prime bool) *resumableWriter {
 	log.Open(stream, request)
 	rw := &resumableWriter{log: log, stream: stream, sw: sse.NewWriterHeld(w), live: true}
+	rw.cutter, _ = log.(sessions.StreamCutter)
 	if !prime {
-		rw.live = rw.sw.Flush() == nil // a gone client shows at once
+		rw.sent(rw.sw.Flush()) // a gone client shows at once
 		return rw
 	}
-	rw.live = rw.sw.WriteLast(sse.Event{ID: sessions.EventID(stream, 0), Data: []byte{}, Retry: sessions.RetryMillis}) == nil
+	rw.sent(rw.sw.WriteLast(sse.Event{ID: sessions.EventID(stream, 0), Data: []byte{}, Retry: sessions.RetryMillis}))
 	rw.held = rw.live
 	return rw
 }
@@ -53,7 +73,7 @@ func newResumableWriter(w http.ResponseWriter, log sessions.EventLog, stream str
 func (rw *resumableWriter) flushPriming() {
 	if rw.held {
 		rw.held = false
-		rw.live = rw.sw.Flush() == nil
+		rw.sent(rw.sw.Flush())
 	}
 }
 
@@ -66,7 +86,7 @@ func (rw *resumableWriter) write(data []byte) {
 	id := rw.log.Append(rw.stream, data)
 	if rw.live {
 		rw.held = false // flushed with this event
-		rw.live = rw.sw.Write(sse.Event{ID: id, Name: "message", Data: data}) == nil
+		rw.sent(rw.sw.Write(sse.Event{ID: id, Name: "message", Data: data}))
 	}
 }
 
@@ -75,7 +95,7 @@ func (rw *resumableWriter) write(data []byte) {
 func (rw *resumableWriter) writeLast(data []byte) {
 	id := rw.log.Append(rw.stream, data)
 	if rw.live {
-		rw.live = rw.sw.WriteLast(sse.Event{ID: id, Name: "message", Data: data}) == nil
+		rw.sent(rw.sw.WriteLast(sse.Event{ID: id, Name: "message", Data: data}))
 	}
 }
 

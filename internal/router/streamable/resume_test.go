@@ -91,3 +91,53 @@ func TestReplay(t *testing.T) {
 		})
 	}
 }
+
+// cutLog records the streams it was told were cut.
+type cutLog struct {
+	sessions.EventLog
+	cuts []string
+}
+
+func (l *cutLog) Cut(stream string) { l.cuts = append(l.cuts, stream) }
+
+// brokenConn is a ResponseWriter whose writes fail once broken is set.
+type brokenConn struct {
+	*httptest.ResponseRecorder
+	broken bool
+}
+
+func (c *brokenConn) Write(p []byte) (int, error) {
+	if c.broken {
+		return 0, http.ErrHandlerTimeout // any error: the connection is gone
+	}
+	return c.ResponseRecorder.Write(p)
+}
+
+func (c *brokenConn) FlushError() error {
+	if c.broken {
+		return http.ErrHandlerTimeout
+	}
+	c.ResponseRecorder.Flush()
+	return nil
+}
+
+// A stream delivered whole is never reported cut (with sessions.redis it
+// then costs Redis nothing); the first failed write is (issue 36).
+func TestResumableWriterReportsCut(t *testing.T) {
+	for _, broken := range []bool{false, true} {
+		log := &cutLog{EventLog: sessions.NewMemoryEvents(sessions.Limits{SessionEvents: 10, SessionBytes: 1 << 20, TotalBytes: 1 << 20}, nil).Log("s")}
+		conn := &brokenConn{ResponseRecorder: httptest.NewRecorder()}
+		rw := newHeldWriter(conn, log, "s1", jsonrpc.IntID(1), true)
+		rw.write([]byte("progress"))
+		conn.broken = broken
+		rw.write([]byte("more"))
+		rw.writeLast([]byte("answer"))
+		want := ""
+		if broken {
+			want = "s1"
+		}
+		if got := strings.Join(log.cuts, ","); got != want {
+			t.Errorf("broken=%v: cuts = %q, want %q", broken, got, want)
+		}
+	}
+}

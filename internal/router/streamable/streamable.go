@@ -190,6 +190,11 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	t.core.Metrics().CallStream(route, +1)       // metrics
 	defer t.core.Metrics().CallStream(route, -1) // metrics
 	rw := newHeldWriter(w, sess.Events, t.sessions.NewStreamID(), msg.ID, sess.Version().AtLeast(mcp.Version20251125))
+	// A client that goes away while the call runs has cut the stream (no
+	// write may fail until the call's next event): tell the log now, as a
+	// resume on another replica may follow at once. Stopped before the
+	// handler returns, which ends r's context too.
+	stopCut := context.AfterFunc(r.Context(), rw.cut)
 	// The hold: most calls answer well within sessions.priming_hold, and
 	// one write instead of two is a tenth or more of the gateway's CPU per
 	// small call (a syscall, which on loopback also runs the receiver's
@@ -205,6 +210,7 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	if b, err := jsonrpc.Encode(resp); err == nil {
 		rw.writeLast(b)
 	}
+	stopCut()
 	sess.Events.Finish(rw.stream)
 }
 
