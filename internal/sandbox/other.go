@@ -20,3 +20,6 @@ func (r *Run) Exited() string { return "" }
 
 // LauncherMain does nothing off Linux.
 func LauncherMain() {}
+
+// KilledBy is always "" off Linux.
+func (r *Run) KilledBy() string { return "" }

@@ -29,6 +29,7 @@ type Run struct {
 	memCg   string
 	pidsCg  string
 	memMode string
+	killed  string // the limit that stopped the child (Exited)
 }
 
 // Wrap rewrites cmd (built by exec.Command, not started) to start the
@@ -207,8 +208,10 @@ func (r *Run) Exited() string {
 	}
 	reason := ""
 	if r.memCg != "" && counter(filepath.Join(r.memCg, "memory.oom_control"), "oom_kill") > 0 {
+		r.killed = "memory"
 		reason = fmt.Sprintf(" (killed by its sandbox memory limit, upstreams.%s.sandbox.memory = %dMiB)", r.spec.Upstream, r.spec.MemoryBytes>>20)
 	} else if r.pidsCg != "" && counter(filepath.Join(r.pidsCg, "pids.events"), "max") > 0 {
+		r.killed = "max_processes"
 		reason = fmt.Sprintf(" (refused processes by its sandbox limit, upstreams.%s.sandbox.max_processes = %d)", r.spec.Upstream, r.spec.MaxProcesses)
 	} else if r.memMode == "rlimit" {
 		reason = fmt.Sprintf(" (ran under a sandbox address-space limit, upstreams.%s.sandbox.memory = %dMiB, as RLIMIT_AS: an allocation past it fails)", r.spec.Upstream, r.spec.MemoryBytes>>20)
@@ -223,6 +226,16 @@ func (r *Run) Exited() string {
 	}
 	r.cgroups = nil
 	return reason
+}
+
+// KilledBy names the limit (its config key under sandbox) that stopped
+// the child, once Exited has run; "" if none did, as far as the kernel
+// tells.
+func (r *Run) KilledBy() string {
+	if r == nil {
+		return ""
+	}
+	return r.killed
 }
 
 // counter reads "key N" from a cgroup v1 flat-keyed file.
