@@ -169,12 +169,12 @@ func TestSandboxFilesystemOnlyGranted(t *testing.T) {
 	e := setup(t)
 	spec := sandbox.Spec{ReadOnly: []string{e.data}}
 	for act, want := range map[string]string{
-		"read " + filepath.Join(e.data, "ok.txt"):           "read 4 bytes",
-		"read " + e.secret:                                  "denied",
-		"read " + filepath.Join(e.data, "..", "secret.txt"): "denied",
-		"write " + filepath.Join(e.data, "new.txt"):         "denied",
-		"read /etc/shadow":                                  "denied",
-		"write /tmp/scratch":                                "wrote", // the private /tmp
+		"read " + filepath.Join(e.data, "ok.txt"):   "read 4 bytes",
+		"read " + e.secret:                          "denied",
+		"read " + e.data + "/../secret.txt":         "denied",
+		"write " + filepath.Join(e.data, "new.txt"): "denied",
+		"read /etc/shadow":                          "denied",
+		"write /tmp/scratch":                        "wrote", // the private /tmp
 	} {
 		out, run, err := runIn(t, e, spec, act)
 		run.Exited()
