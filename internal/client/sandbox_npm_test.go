@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/sandbox"
 	"github.com/mcpgw/mcpgw/internal/testwait"
+	"golang.org/x/sys/unix"
 )
 
 // Real npm servers under the sandbox (internal/sandbox). The test binary
@@ -202,8 +203,8 @@ func TestSandboxNPMMemoryServer(t *testing.T) {
 // error names the limit's key.
 func TestSandboxNPMMemoryLimitKill(t *testing.T) {
 	_, launcher := sandboxEnv(t)
-	if _, err := os.Stat("/sys/fs/cgroup/memory/cgroup.procs"); err != nil {
-		t.Skip("no cgroup v1 memory controller: the limit is RLIMIT_AS, which fails allocations instead of killing")
+	if unix.Access("/sys/fs/cgroup/memory", unix.W_OK) != nil {
+		t.Skip("no writable cgroup v1 memory controller: the limit is RLIMIT_DATA, which fails allocations instead of killing")
 	}
 	dir := filepath.Dir(launcher)
 	script := filepath.Join(dir, "hog.js")

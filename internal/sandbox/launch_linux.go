@@ -55,8 +55,8 @@ func launch(arg string) error {
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		_ = unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, tmpOpts)
 	}
-	if err := setRlimit(unix.RLIMIT_AS, p.RlimitAS); err != nil {
-		return fmt.Errorf("RLIMIT_AS: %w", err)
+	if err := setRlimit(unix.RLIMIT_DATA, p.RlimitData); err != nil {
+		return fmt.Errorf("RLIMIT_DATA: %w", err)
 	}
 	if err := setRlimit(unix.RLIMIT_NPROC, int64(p.RlimitNproc)); err != nil {
 		return fmt.Errorf("RLIMIT_NPROC: %w", err)

@@ -67,7 +67,7 @@ type Plan struct {
 	Files        []string `json:"files"` // device files granted read-write
 	NoNetwork    bool     `json:"no_network"`
 	CgroupProcs  []string `json:"cgroup_procs"`
-	RlimitAS     int64    `json:"rlimit_as"`
+	RlimitData   int64    `json:"rlimit_data"`
 	RlimitNproc  int      `json:"rlimit_nproc"`
 	RlimitNofile int      `json:"rlimit_nofile"`
 	TmpBytes     int64    `json:"tmp_bytes"`

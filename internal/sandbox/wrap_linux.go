@@ -104,9 +104,10 @@ func Wrap(cmd *exec.Cmd, spec Spec, opt Options) (*Run, error) {
 			run.memCg, memMode = dir, "cgroup"
 			plan.CgroupProcs = append(plan.CgroupProcs, filepath.Join(dir, "cgroup.procs"))
 		default:
-			// RLIMIT_AS bounds address space, not memory: runtimes that
-			// reserve more than they use (V8) need a generous value.
-			plan.RlimitAS, memMode = spec.MemoryBytes, "rlimit"
+			// RLIMIT_DATA, not RLIMIT_AS: it counts writable private
+			// memory, not the address space V8 reserves (node does not
+			// start under a 512 MiB RLIMIT_AS, and runs under RLIMIT_DATA).
+			plan.RlimitData, memMode = spec.MemoryBytes, "rlimit"
 		}
 	}
 	if spec.CPUs > 0 {
@@ -214,7 +215,7 @@ func (r *Run) Exited() string {
 		r.killed = "max_processes"
 		reason = fmt.Sprintf(" (refused processes by its sandbox limit, upstreams.%s.sandbox.max_processes = %d)", r.spec.Upstream, r.spec.MaxProcesses)
 	} else if r.memMode == "rlimit" {
-		reason = fmt.Sprintf(" (ran under a sandbox address-space limit, upstreams.%s.sandbox.memory = %dMiB, as RLIMIT_AS: an allocation past it fails)", r.spec.Upstream, r.spec.MemoryBytes>>20)
+		reason = fmt.Sprintf(" (ran under a sandbox address-space limit, upstreams.%s.sandbox.memory = %dMiB, as RLIMIT_DATA: an allocation past it fails)", r.spec.Upstream, r.spec.MemoryBytes>>20)
 	}
 	for i := len(r.cgroups) - 1; i >= 0; i-- {
 		// The group is empty once the child and its process group are
