@@ -20,13 +20,12 @@ func LauncherMain() {
 	if len(os.Args) < 3 || os.Args[1] != Marker {
 		return
 	}
-	if err := launch(os.Args[2]); err != nil {
-		fmt.Fprintf(os.Stderr, "mcpgw sandbox: %v\n", err)
-		os.Exit(126)
-	}
-	os.Exit(127) // unreachable: launch execs or fails
+	// launch returns only when it could not exec the server.
+	fmt.Fprintf(os.Stderr, "mcpgw sandbox: %v\n", launch(os.Args[2]))
+	os.Exit(126)
 }
 
+// launch applies the plan and execs the server; it returns why not.
 func launch(arg string) error {
 	var p Plan
 	if err := json.Unmarshal([]byte(arg), &p); err != nil {
