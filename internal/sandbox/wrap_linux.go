@@ -57,6 +57,10 @@ func Wrap(cmd *exec.Cmd, spec Spec, opt Options) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cmd.Dir != "" {
+		// The working directory the child was given is one it may read.
+		rt = append(rt, cmd.Dir)
+	}
 	plan := Plan{
 		Target:       target,
 		Argv:         cmd.Args,
