@@ -40,8 +40,8 @@ func Wrap(cmd *exec.Cmd, spec Spec, opt Options) (*Run, error) {
 	if err != nil || abi < 1 {
 		return nil, fmt.Errorf("%w: upstream %q: Landlock is not available (kernel 5.13+ with lsm=landlock); remove sandbox or run on such a kernel", ErrUnsupported, spec.Upstream)
 	}
-	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
-		return nil, fmt.Errorf("%w: upstream %q: user namespaces are not available", ErrUnsupported, spec.Upstream)
+	if reason := userNamespaces(); reason != "" {
+		return nil, fmt.Errorf("%w: upstream %q: user namespaces are not available (%s); remove sandbox or enable them", ErrUnsupported, spec.Upstream, reason)
 	}
 	target, err := targetPath(cmd)
 	if err != nil {
@@ -161,6 +161,26 @@ func Wrap(cmd *exec.Cmd, spec Spec, opt Options) (*Run, error) {
 	// its old (unmapped) ids and no capabilities in the namespace.
 	sp.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
 	return run, nil
+}
+
+// userNamespaces says why this process could not make a user namespace
+// ("" if it can, as far as the settings tell).
+func userNamespaces() string {
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		return "kernel without CONFIG_USER_NS"
+	}
+	if b, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(b)) == "0" {
+		return "user.max_user_namespaces is 0"
+	}
+	if os.Geteuid() != 0 {
+		if b, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(b)) == "0" {
+			return "kernel.unprivileged_userns_clone is 0"
+		}
+		if b, err := os.ReadFile("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"); err == nil && strings.TrimSpace(string(b)) == "1" {
+			return "kernel.apparmor_restrict_unprivileged_userns is 1"
+		}
+	}
+	return ""
 }
 
 // cgroup makes a fresh cgroup under root/controller/mcpgw, writes its
