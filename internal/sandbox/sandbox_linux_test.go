@@ -254,3 +254,33 @@ func TestSandboxMemoryLimitNamed(t *testing.T) {
 	}
 	t.Logf("%v%s (%s)", err, reason, run.Describe())
 }
+
+// Cgroups left by a gateway that died without stopping its children are
+// removed when the next child's are made; a live gateway's are kept.
+func TestSandboxSweepsStaleCgroups(t *testing.T) {
+	need(t)
+	root := t.TempDir()
+	parent := filepath.Join(root, "memory", "mcpgw")
+	stale := filepath.Join(parent, fmt.Sprintf("up-%d-ab", 1<<22+12345)) // above pid_max's default
+	live := filepath.Join(parent, fmt.Sprintf("up-%d-cd", os.Getppid()))
+	for _, d := range []string{stale, live} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "memory", "cgroup.procs"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run, err := sandbox.Wrap(exec.Command("/bin/true"), sandbox.Spec{Upstream: "up", Runtime: "binary", Network: "none", MemoryBytes: 64 << 20},
+		sandbox.Options{Launcher: "/bin/true", CgroupRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Exited()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale cgroup of a dead gateway kept (%v)", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live gateway's cgroup was removed: %v", err)
+	}
+}

@@ -196,6 +196,7 @@ func (r *Run) cgroup(root, controller string, uid int, settings map[string]strin
 	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", err
 	}
+	sweep(parent)
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
 	dir := filepath.Join(parent, fmt.Sprintf("%s-%d-%s", safeName(r.spec.Upstream), os.Getpid(), hex.EncodeToString(rnd[:])))
@@ -214,6 +215,30 @@ func (r *Run) cgroup(root, controller string, uid int, settings map[string]strin
 		return "", err
 	}
 	return dir, nil
+}
+
+// sweep removes the cgroups a gateway that died without stopping its
+// children (SIGKILL, a crash) left behind: named NAME-PID-RANDOM, where
+// PID is no longer running. Only empty groups can be removed, so a group
+// still holding a live child stays.
+func sweep(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		parts := strings.Split(e.Name(), "-")
+		if !e.IsDir() || len(parts) < 3 {
+			continue
+		}
+		pid, err := strconv.Atoi(parts[len(parts)-2])
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+			_ = os.Remove(filepath.Join(parent, e.Name()))
+		}
+	}
 }
 
 func safeName(s string) string {
