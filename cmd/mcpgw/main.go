@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/demo"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/sandbox"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -53,6 +54,9 @@ Run 'mcpgw COMMAND -h' for a command's flags.
 `
 
 func main() {
+	// A sandboxed stdio child starts as this binary in launcher mode
+	// (internal/sandbox); it never returns from there.
+	sandbox.LauncherMain()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

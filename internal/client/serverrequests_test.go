@@ -17,19 +17,6 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
-// TestMain lets the test binary be a hostile stdio upstream
-// (MCPGW_CLIENT_TEST_CHILD): it answers initialize, then floods the
-// gateway with requests and never reads another byte.
-func TestMain(m *testing.M) {
-	switch mode := os.Getenv("MCPGW_CLIENT_TEST_CHILD"); mode {
-	case "":
-		os.Exit(m.Run())
-	default:
-		floodChild(mode)
-		os.Exit(0)
-	}
-}
-
 // floodChild: "flood" floods once initialized; "callflood" waits for a
 // tools/call first, so that its requests belong to that call.
 func floodChild(mode string) {

@@ -45,6 +45,8 @@ type StdioConfig struct {
 	// StopGrace is how long the child gets after stdin closes, and again
 	// after SIGTERM, before the next step (default 2s).
 	StopGrace time.Duration
+	// Sandbox confines the child (sandbox.go); nil: unconfined.
+	Sandbox *SandboxConfig
 }
 
 // StdioStats counts what the transport had to throw away.
@@ -154,8 +156,14 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 		return err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	sb, err := s.sandbox(cmd) // sandbox.go: rewrites cmd to start confined
+	if err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return err
+	}
 	if err := cmd.Start(); err != nil {
 		closeAll(inR, inW, outR, outW, errR, errW)
+		s.sandboxExited(sb)
 		return fmt.Errorf("start %q: %w", s.cfg.Argv[0], err)
 	}
 	closeAll(inR, outW, errW) // the child has its copies
@@ -188,7 +196,7 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 		}
 		// A child that died answering the probe is explained by what the
 		// probe provoked; any other by its last lines of its own.
-		s.fail(fmt.Errorf("child process %s%s", describeExit(werr), s.tail.text(s.probe.open())))
+		s.fail(fmt.Errorf("child process %s%s%s", describeExit(werr), s.sandboxExited(sb), s.tail.text(s.probe.open())))
 	}()
 	return nil
 }

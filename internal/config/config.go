@@ -113,6 +113,8 @@ type Upstream struct {
 	MaxLineBytes int `yaml:"max_line_bytes"`
 	// Stderr configures how a stdio child's stderr is logged (stderr.go).
 	Stderr *Stderr `yaml:"stderr"`
+	// Sandbox confines a stdio child (sandbox.go).
+	Sandbox *Sandbox `yaml:"sandbox"`
 	// Roots answer the upstream's roots/list: on a shared gateway the
 	// client's filesystem means nothing to the gateway's host, so roots come
 	// from config unless ForwardRoots relays the question to the client.

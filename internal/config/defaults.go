@@ -106,6 +106,7 @@ func applyDefaults(c *Config, d *strictyaml.Decoder) {
 			u.StartupListWait = Duration(w)
 		}
 		stderrDefaults(p, u, d)        // stderr.go
+		sandboxDefaults(p, u, d)       // sandbox.go
 		upstreamOAuthDefaults(p, u, d) // upstream_oauth.go
 		tokenExchangeDefaults(p, u, d) // upstream_exchange.go
 		perUserDefaults(p, c, u, d)    // upstream_peruser.go

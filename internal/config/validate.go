@@ -198,7 +198,8 @@ func (v *validator) upstream(name string, u *Upstream) {
 	case u.StartupTimeout > 0 && u.StartupListWait > u.StartupTimeout:
 		v.add(strictyaml.JoinPath(p, "startup_list_wait"), fmt.Sprintf("%s is longer than startup_timeout (%s), which ends the first connection attempt; set it to at most %s", u.StartupListWait.D(), u.StartupTimeout.D(), u.StartupTimeout.D()))
 	}
-	v.stderr(p, u, hasURL && !hasCmd) // stderr.go
+	v.stderr(p, u, hasURL && !hasCmd)  // stderr.go
+	v.sandbox(p, u, hasURL && !hasCmd) // sandbox.go
 	if u.MaxLineBytes < 1024 {
 		v.add(strictyaml.JoinPath(p, "max_line_bytes"), fmt.Sprintf("must be at least 1024 bytes; remove it for the default (%d, 8 MiB) or set e.g. 16777216", DefaultMaxLineBytes))
 	}

@@ -35,6 +35,10 @@ type UpstreamStatus struct {
 	InFlight           int64      `json:"in_flight"`
 	Stateful           bool       `json:"stateful,omitempty"`
 	SessionConnections int        `json:"session_connections,omitempty"`
+	// Sandbox is the sandbox the child runs in; SandboxKills the children
+	// a sandbox limit killed.
+	Sandbox      string `json:"sandbox,omitempty"`
+	SandboxKills int64  `json:"sandbox_kills,omitempty"`
 }
 
 // RouteStatus is one route on the status page.
@@ -124,6 +128,7 @@ func (g *Gateway) UpstreamStatuses() []UpstreamStatus {
 			Name: st.Name, State: string(st.State), Required: st.Required, Transport: st.Transport,
 			ProtocolVersion: st.Protocol, Restarts: st.Restarts, BreakerOpen: st.State == host.StateBreakerOpen,
 			PID: st.PID, InFlight: st.InFlight, Stateful: st.Stateful, SessionConnections: st.SessionConnections,
+			Sandbox: st.Sandbox, SandboxKills: st.SandboxKills,
 		}
 		if !st.RetryAt.IsZero() {
 			at := st.RetryAt

@@ -87,6 +87,9 @@ type Options struct {
 	// Environ is the gateway's environment, from which stdio children get
 	// the minimal set and their inherit_env (nil: os.Environ).
 	Environ func() []string
+	// SandboxLauncher is the binary that starts sandboxed children in
+	// its launcher mode (sandbox.LauncherMain); "" is the running one.
+	SandboxLauncher string
 	// Transport, when set, makes every connection to an upstream in place
 	// of its url or command (tests: an in-memory upstream).
 	Transport func(upstream string) (client.Transport, error)
@@ -322,6 +325,9 @@ func (h *Host) WaitReady(ctx context.Context) error {
 // Upstream is one supervised upstream connection.
 type Upstream struct {
 	roots func() json.RawMessage // rootsResult, made once (CallOptions)
+
+	sandboxDesc  atomic.Pointer[string] // sandbox.go
+	sandboxKills atomic.Int64
 
 	name string
 	cfg  *config.Upstream
@@ -856,6 +862,7 @@ func (u *Upstream) transportWith(httpc *http.Client) (client.Transport, error) {
 			MaxLineBytes: u.cfg.MaxLineBytes,
 			Logger:       u.log,
 			Stderr:       u.stderr,
+			Sandbox:      u.sandboxConfig(), // sandbox.go
 		}), nil
 	case u.cfg.URL != "":
 		hc := client.HTTPConfig{URL: u.cfg.URL, Headers: u.cfg.Headers, Client: httpc, Logger: u.log}

@@ -24,6 +24,10 @@ type Status struct {
 	Stateful bool
 	// SessionConnections are a stateful upstream's per-session connections.
 	SessionConnections int
+	// Sandbox describes the sandbox the last child started in ("" when
+	// unconfined); SandboxKills counts children a sandbox limit killed.
+	Sandbox      string
+	SandboxKills int64
 }
 
 // Status reports the upstream's state for operators.
@@ -40,6 +44,7 @@ func (u *Upstream) Status() Status {
 		st.RetryAt = u.retryAt
 	}
 	u.mu.Unlock()
+	st.Sandbox, st.SandboxKills = u.sandboxStatus() // sandbox.go
 	if st.Stateful {
 		st.SessionConnections = u.SessionConnections()
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/sandbox"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
@@ -46,6 +47,7 @@ import (
 //	pyprobe   a legacy server that answers server/discover as Python-SDK
 //	          1.x servers do (startup_test.go)
 func TestMain(m *testing.M) {
+	sandbox.LauncherMain() // sandbox_test.go: the binary is also the launcher
 	switch os.Getenv("MCPGW_HOST_TEST_CHILD") {
 	case "":
 		os.Exit(m.Run())

@@ -146,6 +146,7 @@ type Metrics struct {
 	breakerOpens   *prometheus.CounterVec
 	stderrLines    *prometheus.CounterVec
 	stderrProbe    *prometheus.CounterVec
+	sandbox        *prometheus.CounterVec // sandbox.go
 	listCache      *prometheus.GaugeVec
 	listUncached   *prometheus.CounterVec
 	upMu           sync.Mutex
@@ -227,6 +228,10 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	m.stderrProbe = f.counterVec("upstream_stderr_probe_lines_total",
 		"Stderr lines written while a child answered the gateway's server/discover probe: logged at debug and kept out of the 'last stderr' of error messages (also counted in upstream_stderr_lines_total).",
 		"upstream")
+
+	m.sandbox = f.counterVec("upstream_sandbox_events_total",
+		"Sandboxed stdio children by event: started, refused (the kernel could not apply the sandbox; the child was not started), killed_memory and killed_max_processes (stopped by that sandbox limit).",
+		"upstream", "event")
 
 	m.listCache = f.gaugeVec("upstream_list_cache_bytes",
 		"Bytes of the upstream's complete lists (tools, prompts, resources, templates) the catalog keeps to answer list requests without asking it (at most 32 MiB per upstream; dropped on list_changed and reconnects).",

@@ -283,6 +283,8 @@ var agreement = []struct {
 
 	{"min Config.max_body_bytes", url1 + "max_body_bytes: 0", false},
 	{"min Upstream.max_line_bytes", "upstreams: {a: {command: [srv], max_line_bytes: 1023}}", false},
+	{"min Sandbox.max_processes", "upstreams: {a: {command: [srv], sandbox: {max_processes: 0}}}", false},
+	{"min Sandbox.max_open_files", "upstreams: {a: {command: [srv], sandbox: {max_open_files: 15}}}", false},
 	{"min RateLimits.max_buckets", url1 + "policy: {default: allow, rate_limits: {max_buckets: 0}}", false},
 	{"min RateLimit.burst", url1 + "policy: {default: allow, rate_limits: {principal: {rate: 1/s, burst: 0}}}", false},
 	{"min ToolRateLimit.burst", url1 + "policy: {default: allow, rate_limits: {tools: [{tool: \"a__*\", rate: 1/s, burst: 0}]}}", false},
@@ -337,6 +339,12 @@ var enumConfigs = map[string]func(v string) string{
 			return "upstreams: {a: {command: [srv], transport: " + v + "}}"
 		}
 		return "upstreams: {a: {url: \"https://api.example.com/mcp\", transport: " + v + "}}"
+	},
+	"Sandbox.runtime": func(v string) string {
+		return "upstreams: {a: {command: [srv], sandbox: {runtime: " + v + "}}}"
+	},
+	"Sandbox.network": func(v string) string {
+		return "upstreams: {a: {command: [srv], sandbox: {network: " + v + "}}}"
 	},
 	"Upstream.protocol": func(v string) string {
 		return "upstreams: {a: {url: \"https://api.example.com/mcp\", protocol: " + v + "}}"
