@@ -90,8 +90,8 @@ type Upstream struct {
 	// and closed when it ends; at most MaxSessions per upstream, and
 	// MaxSessionsPerPrincipal of them for one principal (limits.go).
 	Stateful                bool `yaml:"stateful"`
-	MaxSessions             int  `yaml:"max_sessions"`
-	MaxSessionsPerPrincipal int  `yaml:"max_sessions_per_principal"`
+	MaxSessions             int  `yaml:"max_sessions,omitempty"`
+	MaxSessionsPerPrincipal int  `yaml:"max_sessions_per_principal,omitempty"`
 	// ExactCapabilities makes the upstream see each caller's own client
 	// capabilities (sampling, elicitation): calls from callers that declare
 	// less than the gateway go over a connection declaring exactly theirs.
