@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -30,7 +31,11 @@ func Load(path string, env func(string) (string, bool)) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(path, data, env)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parse(path, filepath.Dir(abs), data, env)
 }
 
 // Parse decodes, expands, defaults and validates a YAML config. name labels
@@ -40,6 +45,12 @@ func Load(path string, env func(string) (string, bool)) (*Config, error) {
 // On failure the error is Problems listing everything wrong, except that a
 // YAML syntax error stops parsing on its own.
 func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, error) {
+	return parse(name, "", data, env)
+}
+
+// parse is Parse, with relative paths resolved against base (paths.go)
+// unless it is "".
+func parse(name, base string, data []byte, env func(string) (string, bool)) (*Config, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
@@ -55,6 +66,9 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 		d.Decode(root, reflect.ValueOf(cfg).Elem(), "")
 	}
 	applyDefaults(cfg, d)
+	if base != "" {
+		cfg.resolvePaths(base) // paths.go
+	}
 	v := &validator{cfg: cfg, dec: d}
 	v.validate()
 
