@@ -68,7 +68,7 @@ type Upstream struct {
 	// caller's (RFC 8693); per_user, each caller's own OAuth token.
 	Auth *UpstreamAuth `yaml:"auth"`
 	// Command is the argv of a stdio child; no shell is involved.
-	Command []string `yaml:"command"`
+	Command []string `yaml:"command,omitempty"`
 	// Env is added to the child's environment.
 	Env map[string]string `yaml:"env"`
 	// InheritEnv names the gateway's variables the child gets besides the

@@ -86,9 +86,11 @@ func redactURL(raw string) string {
 }
 
 // ShowYAML is c as the admin listener's /status/config shows it: Redacted,
-// as YAML that validate accepts. Members with no value (null, "", {}, [])
-// are left out: they mean "unset", which the loader reads as the default,
-// and some are refused when written (url: "" beside a command).
+// as YAML that validate accepts. Members with no value (null, "") are left
+// out: they mean "unset", which the loader reads as the default, and some
+// are refused when written (url: "" beside a command). Empty lists and
+// mappings stay: an explicit [] can differ from the default
+// (audit.redact_fields: [] redacts nothing).
 func (c *Config) ShowYAML() ([]byte, error) {
 	var n yaml.Node
 	if err := n.Encode(c.Redacted()); err != nil {
@@ -123,11 +125,5 @@ func dropEmpty(n *yaml.Node) {
 }
 
 func emptyNode(n *yaml.Node) bool {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		return n.Tag == "!!null" || n.Tag == "!!str" && n.Value == ""
-	case yaml.MappingNode, yaml.SequenceNode:
-		return len(n.Content) == 0
-	}
-	return false
+	return n.Kind == yaml.ScalarNode && (n.Tag == "!!null" || n.Tag == "!!str" && n.Value == "")
 }

@@ -36,3 +36,23 @@ func TestShowYAMLValidates(t *testing.T) {
 		})
 	}
 }
+
+// An explicit empty list is kept in the shown config: audit.redact_fields:
+// [] (redact nothing) must not come back as the default list.
+func TestShowYAMLKeepsExplicitEmptyList(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte("upstreams: {a: {command: [x]}}\naudit: {output: stdout, redact_fields: []}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := c.ShowYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := config.Parse("shown.yaml", shown, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(again.Audit.RedactFields); n != 0 {
+		t.Errorf("redact_fields shown and read again has %d fields, want none:\n%s", n, shown)
+	}
+}
