@@ -93,6 +93,14 @@ func (e *StatusError) Error() string {
 	return msg
 }
 
+// opening reports whether msg is a client's first request (initialize, or
+// a 2026-07-28 client's server/discover): a refusal of anything later is
+// not about the transport.
+func opening(msg []byte) bool {
+	m, _ := rawjson.GetString(msg, "method")
+	return m == mcp.MethodInitialize || m == mcp.MethodServerDiscover
+}
+
 // The hints for a url upstream configured with the other transport: a
 // legacy HTTP+SSE endpoint refuses the POST a Streamable HTTP client
 // opens with (404, 405), and a Streamable HTTP endpoint refuses the GET a
@@ -436,7 +444,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 			}
 		}
 		se := &StatusError{Status: resp.StatusCode, Body: string(bytes.TrimSpace(clipBytes(body, 512)))}
-		if sent == "" && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) {
+		if sent == "" && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) && opening(msg) {
 			se.Hint = hintLegacySSE
 		}
 		return se
