@@ -182,6 +182,13 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	// What run would refuse at start, for the files the config names.
+	if ps := startChecks(cfg); len(ps) > 0 { // startcheck.go
+		for _, p := range ps {
+			fmt.Fprintf(stderr, "%s: %s\n", *path, p)
+		}
+		return 1
+	}
 	for _, w := range envWarnings(cfg, os.Environ()) { // envwarn.go
 		fmt.Fprintln(stderr, "warning:", w)
 	}

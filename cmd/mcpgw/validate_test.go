@@ -118,3 +118,45 @@ func TestAdminListenFlagKeepsAdminSettings(t *testing.T) {
 		t.Errorf("admin after --admin-listen without admin: %+v", cfg.Admin)
 	}
 }
+
+// validate refuses what run refuses at start, for the files a config
+// names, and reports them all at once: a missing pinning lock in enforce
+// mode, a missing session key file, an audit log in a missing directory,
+// an empty admin token file.
+func TestValidateChecksFilesAsRunDoes(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty-token")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "mcpgw.yaml")
+	cfg := `upstreams:
+  fs: {command: [fs-server]}
+sessions:
+  key_file: ` + filepath.Join(dir, "no-keys") + `
+admin:
+  listen: 127.0.0.1:9091
+  token_file: ` + empty + `
+policy:
+  default: allow
+  pinning: {mode: enforce, lock_file: ` + filepath.Join(dir, "no.lock.json") + `}
+audit:
+  output: ` + filepath.Join(dir, "no-dir", "audit.log") + `
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(path, nil); err != nil {
+		t.Fatalf("the config itself is valid: %v", err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"validate", "--config", path}, &stdout, &stderr)
+	if code != 1 {
+		t.Errorf("exit %d; want 1", code)
+	}
+	for _, want := range []string{"sessions.key_file:", "admin.token_file:", "policy.pinning.lock_file:", "audit.output:"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("no problem about %s in:\n%s", want, stderr.String())
+		}
+	}
+}

@@ -78,14 +78,37 @@ const (
 type StatusError struct {
 	Status int
 	Body   string
+	// Hint names a likely fix (the other transport), or is empty.
+	Hint string
 }
 
 func (e *StatusError) Error() string {
-	if e.Body == "" {
-		return fmt.Sprintf("upstream answered HTTP %d", e.Status)
+	msg := fmt.Sprintf("upstream answered HTTP %d", e.Status)
+	if e.Body != "" {
+		msg += ": " + e.Body
 	}
-	return fmt.Sprintf("upstream answered HTTP %d: %s", e.Status, e.Body)
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
 }
+
+// opening reports whether msg is a client's first request (initialize, or
+// a 2026-07-28 client's server/discover): a refusal of anything later is
+// not about the transport.
+func opening(msg []byte) bool {
+	m, _ := rawjson.GetString(msg, "method")
+	return m == mcp.MethodInitialize || m == mcp.MethodServerDiscover
+}
+
+// The hints for a url upstream configured with the other transport: a
+// legacy HTTP+SSE endpoint refuses the POST a Streamable HTTP client
+// opens with (404, 405), and a Streamable HTTP endpoint refuses the GET a
+// legacy client opens with, or never sends its endpoint event.
+const (
+	hintLegacySSE  = "if this is a legacy HTTP+SSE (2024-11-05) endpoint, set transport: sse for this upstream"
+	hintStreamable = "if this is a Streamable HTTP endpoint, remove transport: sse from this upstream (or set transport: streamable)"
+)
 
 // lifecycle is the done/err/goroutine bookkeeping both HTTP transports share.
 type lifecycle struct {
@@ -420,7 +443,11 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 				}
 			}
 		}
-		return &StatusError{Status: resp.StatusCode, Body: string(bytes.TrimSpace(clipBytes(body, 512)))}
+		se := &StatusError{Status: resp.StatusCode, Body: string(bytes.TrimSpace(clipBytes(body, 512)))}
+		if sent == "" && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) && opening(msg) {
+			se.Hint = hintLegacySSE
+		}
+		return se
 	}
 	switch mt {
 	case mcp.ContentTypeEventStream:
@@ -727,7 +754,7 @@ func (l *LegacySSE) Start(ctx context.Context, deliver DeliverFunc) error {
 		body := readSnippet(resp.Body)
 		resp.Body.Close()
 		cancel()
-		return &StatusError{Status: resp.StatusCode, Body: body}
+		return &StatusError{Status: resp.StatusCode, Body: body, Hint: hintStreamable}
 	}
 	rd := sse.NewReaderChunks(resp.Body, l.cfg.MaxMessageBytes, &l.chunks)
 	ev, err := rd.Next()
@@ -738,7 +765,7 @@ func (l *LegacySSE) Start(ctx context.Context, deliver DeliverFunc) error {
 		if err == nil {
 			err = fmt.Errorf("first event was %q", ev.Name)
 		}
-		return fmt.Errorf("legacy SSE upstream did not announce its endpoint: %w", err)
+		return fmt.Errorf("legacy SSE upstream did not announce its endpoint: %w; %s", err, hintStreamable)
 	}
 	ep, err := resolveEndpoint(l.cfg.URL, string(ev.Data))
 	if err != nil {

@@ -221,8 +221,15 @@ func (s *Stdio) readStdout(r *os.File, deliver DeliverFunc) {
 		switch {
 		case errors.Is(err, errLineTooLong):
 			n := s.oversized.Add(1)
+			id := oversizedAnswerID(line)
 			s.log.Warn("dropped an oversized stdout line from the child; raise max_line_bytes if it is legitimate",
-				zap.Int("max_line_bytes", max), zap.Int64("dropped_total", n))
+				zap.Int("max_line_bytes", max), zap.Int64("dropped_total", n), zap.ByteString("answer_to", id))
+			if id != nil {
+				// Its caller is answered now, naming the bound, rather than
+				// left to wait out the upstream timeout for an answer that
+				// has already gone by.
+				deliver(oversizedError(id, max), nil)
+			}
 			continue
 		case err != nil:
 			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
@@ -257,8 +264,14 @@ func (s *Stdio) readStdout(r *os.File, deliver DeliverFunc) {
 
 var errLineTooLong = errors.New("line too long")
 
+// oversizedHeadBytes is how much of an over-long line readLine keeps, for
+// oversizedAnswerID: enough for the envelope members a server writes
+// before its result.
+const oversizedHeadBytes = 4096
+
 // readLine reads one '\n'-terminated line of at most max bytes. A longer line
-// is consumed to its end and reported as errLineTooLong.
+// is consumed to its end and reported as errLineTooLong, with its first
+// bytes (at most oversizedHeadBytes).
 //
 // The line is allocated once, at its size: a line longer than the reader's
 // buffer (a large tool result) is kept as copies of each full buffer and
@@ -266,11 +279,16 @@ var errLineTooLong = errors.New("line too long")
 // append (about eight copies of a 1 MiB line).
 func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	var full [][]byte // copies of the buffers a long line filled
+	var head []byte   // the first bytes of a line found too long
 	size := 0
 	tooLong := false
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if !tooLong && size+len(chunk) > max+1 { // +1: the newline itself
+			for _, f := range full {
+				head = appendUpTo(head, f, oversizedHeadBytes)
+			}
+			head = appendUpTo(head, chunk, oversizedHeadBytes)
 			tooLong, full = true, nil
 		}
 		switch {
@@ -281,7 +299,7 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 			}
 			continue
 		case err == nil && tooLong:
-			return nil, errLineTooLong
+			return head, errLineTooLong
 		case err != nil && (tooLong || size+len(chunk) == 0 || !errors.Is(err, io.EOF)):
 			return nil, err
 		}
@@ -292,6 +310,59 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 		}
 		return append(line, chunk...), nil
 	}
+}
+
+func appendUpTo(dst, b []byte, limit int) []byte {
+	if room := limit - len(dst); room < len(b) {
+		b = b[:max(room, 0)]
+	}
+	return append(dst, b...)
+}
+
+// oversizedAnswerID reads the id of the response an over-long line began,
+// from its first bytes: the line is a JSON object whose top-level members,
+// up to the first "result" or "error", hold exactly one "id" (a string or a
+// number) and no "method". Anything else (a server request, an id written
+// after the result, a member repeated or unreadable) gives nil: no call is
+// guessed at, and the one waiting keeps its timeout. Only the top level is
+// read, so an "id" inside a result never counts.
+func oversizedAnswerID(head []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var id json.RawMessage
+	for dec.More() {
+		t, err := dec.Token()
+		key, ok := t.(string)
+		if err != nil || !ok {
+			return nil
+		}
+		switch key {
+		case "result", "error":
+			return id
+		case "method":
+			return nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if key == "id" {
+			if id != nil || !(v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+				return nil // twice, or null/an object: not an id to answer
+			}
+			id = v
+		}
+	}
+	return nil // the whole object in the head: no result member seen
+}
+
+// oversizedError is the answer given in place of an over-long one.
+func oversizedError(id []byte, limit int) []byte {
+	b := []byte(`{"jsonrpc":"2.0","id":`)
+	b = append(b, id...)
+	return fmt.Appendf(b, `,"error":{"code":-32603,"message":"the upstream's answer is longer than its max_line_bytes (%d bytes) and was dropped; raise max_line_bytes for this upstream if such answers are legitimate"}}`, limit)
 }
 
 // readStderr logs the child's stderr line by line (through the upstream's

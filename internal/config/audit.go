@@ -28,8 +28,8 @@ var DefaultRedactFields = []string{
 // Audit is the audit log: one structured record per tool call, prompt get,
 // resource read and per refused request, on a sink of its own.
 type Audit struct {
-	// Output is stdout, stderr or an absolute file path (appended to,
-	// created 0600 if missing). Default stdout.
+	// Output is stdout, stderr or a file path (appended to, created 0600
+	// if missing; relative to the config file's directory). Default stdout.
 	Output string `yaml:"output"`
 	// IncludeArguments adds the call's raw arguments (after redaction) to
 	// each record; otherwise only their SHA-256 hash is recorded.

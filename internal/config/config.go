@@ -68,7 +68,7 @@ type Upstream struct {
 	// caller's (RFC 8693); per_user, each caller's own OAuth token.
 	Auth *UpstreamAuth `yaml:"auth"`
 	// Command is the argv of a stdio child; no shell is involved.
-	Command []string `yaml:"command"`
+	Command []string `yaml:"command,omitempty"`
 	// Env is added to the child's environment.
 	Env map[string]string `yaml:"env"`
 	// InheritEnv names the gateway's variables the child gets besides the
@@ -90,8 +90,8 @@ type Upstream struct {
 	// and closed when it ends; at most MaxSessions per upstream, and
 	// MaxSessionsPerPrincipal of them for one principal (limits.go).
 	Stateful                bool `yaml:"stateful"`
-	MaxSessions             int  `yaml:"max_sessions"`
-	MaxSessionsPerPrincipal int  `yaml:"max_sessions_per_principal"`
+	MaxSessions             int  `yaml:"max_sessions,omitempty"`
+	MaxSessionsPerPrincipal int  `yaml:"max_sessions_per_principal,omitempty"`
 	// MaxServerRequests bounds the requests this upstream sends the
 	// gateway (sampling, elicitation, roots) that are answered at once, on
 	// each connection, and MaxServerRequestsPerCall those of one call

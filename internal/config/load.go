@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -30,7 +31,11 @@ func Load(path string, env func(string) (string, bool)) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Parse(path, data, env)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return parse(path, filepath.Dir(abs), data, env)
 }
 
 // Parse decodes, expands, defaults and validates a YAML config. name labels
@@ -40,6 +45,12 @@ func Load(path string, env func(string) (string, bool)) (*Config, error) {
 // On failure the error is Problems listing everything wrong, except that a
 // YAML syntax error stops parsing on its own.
 func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, error) {
+	return parse(name, "", data, env)
+}
+
+// parse is Parse, with relative paths resolved against base (paths.go)
+// unless it is "".
+func parse(name, base string, data []byte, env func(string) (string, bool)) (*Config, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
@@ -55,6 +66,9 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 		d.Decode(root, reflect.ValueOf(cfg).Elem(), "")
 	}
 	applyDefaults(cfg, d)
+	if base != "" {
+		cfg.resolvePaths(base) // paths.go
+	}
 	v := &validator{cfg: cfg, dec: d}
 	v.validate()
 
@@ -87,7 +101,11 @@ func parseYAML(data []byte) (root *yaml.Node, prob *Problem) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, syntaxProblem(err)
+		prob := syntaxProblem(err)
+		if l := problemLine(data, prob.Line); l > 0 {
+			prob.Line = l
+		}
+		return nil, prob
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
@@ -101,6 +119,64 @@ func parseYAML(data []byte) (root *yaml.Node, prob *Problem) {
 		return doc.Content[0], nil
 	}
 	return nil, nil
+}
+
+// problemLineBudget bounds the bytes problemLine parses (a few MiB: a
+// config of thousands of lines), so that a huge broken file costs a
+// bounded time; past it the parser's own line stands.
+const problemLineBudget = 8 << 20
+
+// problemLine finds the line a YAML syntax error is on, or 0. yaml.v3
+// reports the line where the enclosing construct began (a flow sequence, a
+// block mapping), often 0-based, not the line at fault. The line at fault
+// is the one after the longest prefix of whole lines that still parses:
+// every longer prefix fails, and the shorter ones that fail only do so by
+// being cut inside a construct that a later line closes. reported (the
+// parser's line) bounds the search from below: the problem is never before
+// the construct it is in.
+func problemLine(data []byte, reported int) int {
+	ends := []int{0} // ends[k]: the length of the first k lines
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if ends[len(ends)-1] < len(data) {
+		ends = append(ends, len(data)) // an unterminated last line
+	}
+	// The shortest prefix worth trying, in lines; one line of slack for
+	// the parser's 0- or 1-based numbering.
+	from := max(reported-2, 0)
+	spent := 0
+	for k := len(ends) - 2; k >= from; k-- {
+		prefix := data[:ends[k]]
+		if spent += len(prefix); spent > problemLineBudget {
+			return 0
+		}
+		if parses(prefix) {
+			return k + 1
+		}
+	}
+	return 0
+}
+
+// parses reports whether data is well-formed YAML (one or more documents).
+func parses(data []byte) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		switch err := dec.Decode(&n); {
+		case errors.Is(err, io.EOF):
+			return true
+		case err != nil:
+			return false
+		}
+	}
 }
 
 // syntaxProblem turns a yaml.v3 error ("yaml: line 3: message") into a Problem.

@@ -162,8 +162,14 @@ func (r Rate) String() string {
 	return n + "/" + r.Per.String()
 }
 
-// MarshalYAML writes the rate back in the form UnmarshalYAML reads.
-func (r Rate) MarshalYAML() (any, error) { return r.String(), nil }
+// MarshalYAML writes the rate back in the form UnmarshalYAML reads; the
+// zero Rate as null (unset), since "0/0s" is refused.
+func (r Rate) MarshalYAML() (any, error) {
+	if r.IsZero() {
+		return nil, nil
+	}
+	return r.String(), nil
+}
 
 // UnmarshalYAML reads "N/unit" or "N/duration".
 func (r *Rate) UnmarshalYAML(n *yaml.Node) error {

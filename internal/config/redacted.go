@@ -1,14 +1,19 @@
 package config
 
 import (
+	"bytes"
 	"net/url"
 	"slices"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Redacted returns a copy of c to show (the admin listener's
 // /status/config): every secret the config holds — upstream header and env
 // values, OAuth and introspection client secrets, API keys, tracing header
-// values, credentials in URLs — is replaced by Redacted. c is unchanged.
+// values, credentials in URLs — is replaced by Redacted, and the stateful
+// bounds of an upstream that is not stateful (defaulted, but refused when
+// written) are cleared. c is unchanged.
 func (c *Config) Redacted() *Config {
 	if c == nil {
 		return nil
@@ -24,6 +29,10 @@ func (c *Config) Redacted() *Config {
 		cu.URL = redactURL(u.URL)
 		cu.Headers, cu.Env = redactValues(u.Headers), redactValues(u.Env)
 		cu.Command = slices.Clone(u.Command)
+		if !u.Stateful {
+			// Defaulted, but refused when written without stateful: true.
+			cu.MaxSessions, cu.MaxSessionsPerPrincipal = 0, 0
+		}
 		if u.OAuth != nil {
 			o := *u.OAuth
 			o.ClientSecret = redactString(o.ClientSecret)
@@ -74,4 +83,47 @@ func redactURL(raw string) string {
 		return u.String()
 	}
 	return u.Redacted()
+}
+
+// ShowYAML is c as the admin listener's /status/config shows it: Redacted,
+// as YAML that validate accepts. Members with no value (null, "") are left
+// out: they mean "unset", which the loader reads as the default, and some
+// are refused when written (url: "" beside a command). Empty lists and
+// mappings stay: an explicit [] can differ from the default
+// (audit.redact_fields: [] redacts nothing).
+func (c *Config) ShowYAML() ([]byte, error) {
+	var n yaml.Node
+	if err := n.Encode(c.Redacted()); err != nil {
+		return nil, err
+	}
+	dropEmpty(&n)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// dropEmpty removes the mapping members of n (recursively) whose value is
+// empty, as ShowYAML describes.
+func dropEmpty(n *yaml.Node) {
+	for _, c := range n.Content {
+		dropEmpty(c)
+	}
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	kept := n.Content[:0]
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if !emptyNode(n.Content[i+1]) {
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+	}
+	n.Content = kept
+}
+
+func emptyNode(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && (n.Tag == "!!null" || n.Tag == "!!str" && n.Value == "")
 }

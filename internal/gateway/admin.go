@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"gopkg.in/yaml.v3"
 
 	"github.com/mcpgw/mcpgw/internal/host"
 )
@@ -231,20 +230,18 @@ func (g *Gateway) serveStatusPage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// serveConfig shows the config in force as YAML: secrets replaced by
-// [redacted] by type (config.Redacted), and any secret that still shows
-// (inside a command line, say) scrubbed like a log line.
+// serveConfig shows the config in force as YAML that validate accepts
+// (config.ShowYAML): secrets replaced by [redacted] by type, and any secret
+// that still shows (inside a command line, say) scrubbed like a log line.
 func (g *Gateway) serveConfig(w http.ResponseWriter, _ *http.Request) {
-	var b strings.Builder
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(g.cfg.Load().Redacted()); err != nil {
+	b, err := g.cfg.Load().ShowYAML()
+	if err != nil {
 		http.Error(w, "mcpgw admin: config: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write([]byte("# the config in force, secrets redacted\n" + g.red.scrub(b.String())))
+	_, _ = w.Write([]byte("# the config in force, secrets redacted\n" + g.red.scrub(string(b))))
 }
 
 func writeAdminJSON(w http.ResponseWriter, status int, v any) {

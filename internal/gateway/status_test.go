@@ -129,6 +129,11 @@ func TestStatusPageAndEndpoints(t *testing.T) {
 	if n := strings.Count(body, config.Redacted); n < 3 {
 		t.Errorf("/status/config redacts %d values, want the 3 secrets:\n%s", n, body)
 	}
+	// What it shows is a config validate accepts (secrets aside, which
+	// stay [redacted]).
+	if _, err := config.Parse("status-config.yaml", []byte(body), nil); err != nil {
+		t.Errorf("/status/config does not validate: %v\n%s", err, body)
+	}
 
 	if status, body := httpGet(t, admin+"/debug/pprof/"); status != 404 || !strings.Contains(body, "admin.pprof: true") {
 		t.Errorf("pprof off: %d %s", status, body)

@@ -43,7 +43,7 @@ var rules = map[string]rule{
 	"UpstreamLimit.max_concurrent": {minimum: atLeast(0)},
 	"RouteTools.mode":              {enum: []string{config.ToolsAll, config.ToolsSearch, config.ToolsAuto}},
 	"RouteTools.threshold":         {minimum: atLeast(1)},
-	"Audit.output":                 {enum: []string{config.AuditStdout, config.AuditStderr}, orPattern: `^/`},
+	"Audit.output":                 {enum: []string{config.AuditStdout, config.AuditStderr}, orPattern: `[/.]`}, // a path: absolute, or relative to the config file (audit.log)
 
 	// The bounds (config/limits.go): at least one of each.
 	"Sessions.max_sessions":                     {minimum: atLeast(1)},

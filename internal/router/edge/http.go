@@ -65,6 +65,22 @@ func Error(w http.ResponseWriter, status, code int, msg string) {
 // the Streamable POST's rules (Content-Type, max_body_bytes, parse errors),
 // answering the HTTP request itself when it cannot.
 func ReadMessage(w http.ResponseWriter, r *http.Request, maxBody int64) (*jsonrpc.Message, bool) {
+	body, ok := ReadBody(w, r, maxBody)
+	if !ok {
+		return nil, false
+	}
+	msg, perr := ParseMessage(body)
+	if perr != nil {
+		WriteJSON(w, http.StatusBadRequest, perr)
+		return nil, false
+	}
+	return msg, true
+}
+
+// ReadBody is ReadMessage's reading of the body, for a caller that parses
+// it itself (a 2025-03-26 session's batch); it answers the request itself
+// when it returns false.
+func ReadBody(w http.ResponseWriter, r *http.Request, maxBody int64) ([]byte, bool) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := strings.Cut(ct, ";")
 		if !strings.EqualFold(strings.TrimSpace(mt), mcp.ContentTypeJSON) {
@@ -87,12 +103,7 @@ func ReadMessage(w http.ResponseWriter, r *http.Request, maxBody int64) (*jsonrp
 		Error(w, http.StatusBadRequest, jsonrpc.CodeParseError, "could not read request body: "+err.Error())
 		return nil, false
 	}
-	msg, perr := ParseMessage(body)
-	if perr != nil {
-		WriteJSON(w, http.StatusBadRequest, perr)
-		return nil, false
-	}
-	return msg, true
+	return body, true
 }
 
 // ParseMessage parses one message; on failure it returns the error

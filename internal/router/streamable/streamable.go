@@ -3,8 +3,9 @@
 // initialize (2025-03-26 to 2025-11-25: Mcp-Session-Id, resumable SSE
 // streams, the standalone GET stream) and for stateless 2026-07-28
 // requests (per-request _meta, Mcp-* header checks, subscriptions/listen,
-// bridged input requests). It carries messages to and from the core and
-// keeps nothing a request does not need.
+// bridged input requests), and the JSON-RPC batches of 2025-03-26
+// sessions (batch.go). It carries messages to and from the core and keeps
+// nothing a request does not need.
 package streamable
 
 import (
@@ -47,8 +48,17 @@ func (t *Transport) Post(w http.ResponseWriter, r *http.Request, rte *core.Route
 		edge.Error(w, http.StatusNotAcceptable, jsonrpc.CodeInvalidRequest, "Accept must include application/json and text/event-stream")
 		return
 	}
-	msg, ok := edge.ReadMessage(w, r, rte.Gen.MaxBody)
+	body, ok := edge.ReadBody(w, r, rte.Gen.MaxBody)
 	if !ok {
+		return
+	}
+	if isBatch(body) && r.Header.Get(mcp.HeaderSessionID) != "" {
+		t.batch(w, r, rte, body) // batch.go: 2025-03-26 sessions only
+		return
+	}
+	msg, perr := edge.ParseMessage(body)
+	if perr != nil {
+		edge.WriteJSON(w, http.StatusBadRequest, perr)
 		return
 	}
 
