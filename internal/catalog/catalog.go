@@ -577,6 +577,13 @@ func (v *View) ForwardTarget(ctx context.Context, method string, params json.Raw
 	if jerr := capabilityGap(upstream, method, c.InitializeResult().Capabilities); jerr != nil {
 		return nil, jerr // capabilities.go: the gap named, not the upstream's bare -32601
 	}
+	// A call that may be asked, on an upstream known to ask: a connection
+	// where it is the only one in flight (host/interactive.go).
+	c, release, ierr := u.Interactive(ctx, c, method, params, opts.CanAsk())
+	if ierr != nil {
+		return nil, unavailableError(ctx, u.Upstream, upstream, method, ierr) // errors.go
+	}
+	defer release()
 	if method == mcp.MethodToolsCall && c.Modern() {
 		var jerr *jsonrpc.Error
 		if ctx, jerr = u.paramHeaders(ctx, internal, params); jerr != nil { // paramheaders.go

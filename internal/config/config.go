@@ -92,6 +92,12 @@ type Upstream struct {
 	Stateful                bool `yaml:"stateful"`
 	MaxSessions             int  `yaml:"max_sessions"`
 	MaxSessionsPerPrincipal int  `yaml:"max_sessions_per_principal"`
+	// InteractivePool bounds the connections (children, for stdio) that
+	// serve calls one at a time once a stdio or legacy SSE upstream has
+	// sent a server→client request: with one call in flight per
+	// connection, each request has exactly one caller (limits.go).
+	// 0 turns the pool off.
+	InteractivePool int `yaml:"interactive_pool"`
 	// ExactCapabilities makes the upstream see each caller's own client
 	// capabilities (sampling, elicitation): calls from callers that declare
 	// less than the gateway go over a connection declaring exactly theirs.

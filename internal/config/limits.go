@@ -19,6 +19,11 @@ const (
 
 	DefaultMaxSessions             = 10000 // ~5 KB each when idle: ~50 MB
 	DefaultMaxSessionsPerPrincipal = 1000
+	// DefaultInteractivePool: children an upstream that asks its callers
+	// may add for calls in flight at once (each a process, for stdio);
+	// MaxInteractivePool keeps a config from asking for hundreds.
+	DefaultInteractivePool = 4
+	MaxInteractivePool     = 64
 	DefaultMaxRequestsPerSession   = 128
 	DefaultMaxReplayStreams        = 16
 	DefaultSSEQueue                = 256 // messages
@@ -87,6 +92,9 @@ func limitsDefaults(c *Config, d *strictyaml.Decoder) {
 		if !d.Set(strictyaml.JoinPath(p, "max_sessions_per_principal")) {
 			u.MaxSessionsPerPrincipal = DefaultMaxStatefulSessionsPerPrincipal
 		}
+		if !d.Set(strictyaml.JoinPath(p, "interactive_pool")) {
+			u.InteractivePool = DefaultInteractivePool
+		}
 		clampShare(d, strictyaml.JoinPath(p, "max_sessions_per_principal"), &u.MaxSessionsPerPrincipal, u.MaxSessions)
 	}
 }
@@ -126,6 +134,9 @@ func (v *validator) limits() {
 // statefulLimits validates a stateful upstream's bounds at p; the keys
 // mean nothing without stateful: true.
 func (v *validator) statefulLimits(p string, u *Upstream) {
+	if u.InteractivePool < 0 || u.InteractivePool > MaxInteractivePool {
+		v.add(strictyaml.JoinPath(p, "interactive_pool"), fmt.Sprintf("must be from 0 (off: overlapping interactive calls are refused) to %d; remove it for the default (%d)", MaxInteractivePool, DefaultInteractivePool))
+	}
 	if !u.Stateful {
 		for _, k := range []string{"max_sessions", "max_sessions_per_principal"} {
 			if v.dec.Set(strictyaml.JoinPath(p, k)) {

@@ -392,6 +392,9 @@ type Upstream struct {
 
 	perSession perSession // stateful: true — one connection per downstream session
 	views      capViews   // exact_capabilities: true — one connection per client capability set
+	// interactive gives calls that may be asked a connection of their own
+	// once the upstream has asked (interactive.go).
+	interactive interactivePool
 }
 
 // Name is the upstream's configured name.
@@ -548,7 +551,11 @@ func (u *Upstream) closeAlt() {
 	u.alt = nil
 	u.altSessionless = false // the next connection may be to a server that keeps sessions
 	u.altMu.Unlock()
-	for _, v := range u.takeViews() {
+	closing := u.takeViews()
+	if u.ctx.Err() != nil { // stopping for good: the interactive pool too
+		closing = append(closing, u.closeInteractive()...)
+	}
+	for _, v := range closing {
 		u.host.wg.Add(1)
 		go func() {
 			defer u.host.wg.Done()
@@ -783,7 +790,8 @@ func (u *Upstream) dialWith(ctx context.Context, t client.Transport, protocol st
 				opts.OnNotification(name, method, params)
 			}
 		},
-		OnRequest: u.answerUnowned,
+		OnRequest:       u.answerUnowned,
+		OnServerRequest: u.learnRequest, // interactive.go
 	}
 	if adjust != nil {
 		adjust(&o)
@@ -792,14 +800,21 @@ func (u *Upstream) dialWith(ctx context.Context, t client.Transport, protocol st
 }
 
 // answerUnowned answers a server→client request that belongs to no
-// downstream call the gateway can identify.
+// downstream call the gateway can identify: none in flight, or several on
+// a connection whose wire does not say (interactive.go makes that rare).
+// Each refusal is logged and counted: the call it came from still ends
+// with whatever the upstream makes of it.
 func (u *Upstream) answerUnowned(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
 	switch method {
 	case mcp.MethodRootsList:
 		return u.rootsResult(), nil
 	case mcp.MethodSamplingCreateMessage, mcp.MethodElicitationCreate:
+		hint := u.unattributedHint()
+		u.m.Unattributed(method)
+		u.log.Warn("refused a server→client request that no single call in flight can be named for",
+			zap.String("method", method), zap.Int("interactive_pool", u.cfg.InteractivePool), zap.Bool("stateful", u.cfg.Stateful))
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
-			"mcpgw: %s arrived outside any single downstream call (no call in flight, or several on this shared upstream), so there is no client to relay it to; send it during a tools/call, or mark upstream %q stateful: true", method, u.name)
+			"mcpgw: %s arrived outside any single downstream call (no call in flight, or several on a connection that does not say which one asked), so there is no client to relay it to; %s", method, hint)
 	}
 	return nil, nil
 }
