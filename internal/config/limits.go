@@ -22,12 +22,12 @@ const (
 	// DefaultInteractivePool: children an upstream that asks its callers
 	// may add for calls in flight at once (each a process, for stdio);
 	// MaxInteractivePool keeps a config from asking for hundreds.
-	DefaultInteractivePool = 4
-	MaxInteractivePool     = 64
-	DefaultMaxRequestsPerSession   = 128
-	DefaultMaxReplayStreams        = 16
-	DefaultSSEQueue                = 256 // messages
-	DefaultSSEWriteTimeout         = 30 * time.Second
+	DefaultInteractivePool       = 4
+	MaxInteractivePool           = 64
+	DefaultMaxRequestsPerSession = 128
+	DefaultMaxReplayStreams      = 16
+	DefaultSSEQueue              = 256 // messages
+	DefaultSSEWriteTimeout       = 30 * time.Second
 	// DefaultPrimingHold: longer than a small call takes even on a busy
 	// replica (p99 25 ms at 32 calls at once on 2 cores), far shorter
 	// than a call worth resuming.

@@ -166,8 +166,8 @@ type Metrics struct {
 	// unattributed and interactiveConns: issue 30 (internal/host/interactive.go).
 	unattributed     *prometheus.CounterVec
 	interactiveConns *prometheus.GaugeVec
-	limitMu       sync.Mutex
-	limitSeries   map[string]prometheus.Counter
+	limitMu          sync.Mutex
+	limitSeries      map[string]prometheus.Counter
 
 	replayBytes   prometheus.Gauge
 	replayTrimmed *prometheus.CounterVec
