@@ -40,8 +40,11 @@ import (
 const interactiveIdle = 2 * time.Minute
 
 // interactiveQueuePerConn bounds the calls waiting for a connection (of the
-// pool, or for a session's turn) per connection they wait for.
-const interactiveQueuePerConn = 8
+// pool, or for a session's turn) per connection they wait for. A waiting
+// call is its request's goroutine parked on a channel, and the router
+// already bounds requests per session: deep enough that a burst from
+// several sessions waits rather than fails.
+const interactiveQueuePerConn = 64
 
 type interactivePool struct {
 	learned atomic.Bool
