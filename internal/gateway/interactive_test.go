@@ -104,36 +104,43 @@ routes:
 	var mu sync.Mutex
 	var failures []string
 	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range 2 * clients {
-		who := fmt.Sprintf("client%d", i)
-		tool := "ev__trigger-sampling-request"
-		if i >= clients {
-			tool = "ev__trigger-elicitation-request"
-		}
-		cs := interactiveClient(t, ctx, base+"/mcp", who)
-		for w := range parallel {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for j := w; j < calls; j += parallel {
-					prompt := ""
-					if i < clients {
-						prompt = fmt.Sprintf("%s-call%d", who, j)
-					}
-					if bad := interactiveCall(ctx, cs, tool, who, prompt); bad != "" {
-						mu.Lock()
-						failures = append(failures, bad)
-						mu.Unlock()
-					}
-				}
-			}()
-		}
+	sessions := make([]*mcp.ClientSession, 2*clients)
+	for i := range sessions {
+		sessions[i] = interactiveClient(t, ctx, base+"/mcp", fmt.Sprintf("client%d", i))
 	}
-	wg.Wait()
-	t.Logf("%d interactive calls (%d clients, %d in flight each) in %v", 2*clients*calls, 2*clients, parallel, time.Since(start))
+	// Twice: the first round also spawns the pool's children, the second
+	// finds them warm (the logged times are the cost measured).
+	for round := range 2 {
+		start := time.Now()
+		for i, cs := range sessions {
+			who := fmt.Sprintf("client%d", i)
+			tool := "ev__trigger-sampling-request"
+			if i >= clients {
+				tool = "ev__trigger-elicitation-request"
+			}
+			for w := range parallel {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := w; j < calls; j += parallel {
+						prompt := ""
+						if i < clients {
+							prompt = fmt.Sprintf("%s-r%d-call%d", who, round, j)
+						}
+						if bad := interactiveCall(ctx, cs, tool, who, prompt); bad != "" {
+							mu.Lock()
+							failures = append(failures, bad)
+							mu.Unlock()
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		t.Logf("round %d: %d interactive calls (%d clients, %d in flight each) in %v", round, 2*clients*calls, 2*clients, parallel, time.Since(start))
+	}
 	if len(failures) > 0 {
-		t.Errorf("%d of %d calls failed or crossed; first: %s", len(failures), 2*clients*calls, failures[0])
+		t.Errorf("%d of %d calls failed or crossed; first: %s", len(failures), 2*2*clients*calls, failures[0])
 	}
 
 	// stateful: one session, 4 interactive calls in flight at once.
