@@ -36,3 +36,13 @@ func InteractiveTurnWaiting(u *Upstream, c *client.Client) int {
 	}
 	return 0
 }
+
+// SetInteractiveClock makes u's interactive pool read the time from now.
+func SetInteractiveClock(u *Upstream, now func() time.Time) {
+	u.interactive.mu.Lock()
+	u.interactive.now = now
+	u.interactive.mu.Unlock()
+}
+
+// ReapInteractive runs the pool's idle reaping now (its timer's work).
+func ReapInteractive(u *Upstream) { u.reapInteractive() }

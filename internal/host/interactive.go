@@ -54,8 +54,9 @@ type interactivePool struct {
 	busy    map[*client.Client]bool
 	opening int // being dialled (hold a slot)
 	waiting int
-	slots   chan struct{} // one per connection in use or being made
-	timer   *time.Timer   // reaps idle connections
+	slots   chan struct{}    // one per connection in use or being made
+	timer   *time.Timer      // reaps idle connections
+	now     func() time.Time // nil: time.Now (tests set it)
 	closed  bool
 	// gates serialize interactive calls on connections that cannot be
 	// multiplied (a session's own, a view): by connection.
@@ -209,6 +210,13 @@ func (u *Upstream) pooled(ctx context.Context) (*client.Client, func(), error) {
 	return c, func() { u.unpool(c, slots) }, nil
 }
 
+func (p *interactivePool) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
 func (p *interactivePool) markBusyLocked(c *client.Client) {
 	if p.busy == nil {
 		p.busy = map[*client.Client]bool{}
@@ -236,7 +244,7 @@ func (u *Upstream) unpool(c *client.Client, slots chan struct{}) {
 		}
 	}
 	if keep {
-		p.idle = append(p.idle, idleConn{c: c, since: time.Now()})
+		p.idle = append(p.idle, idleConn{c: c, since: p.clock()})
 		if p.timer == nil {
 			p.timer = time.AfterFunc(interactiveIdle, u.reapInteractive)
 		}
@@ -254,7 +262,7 @@ func (u *Upstream) reapInteractive() {
 	p := &u.interactive
 	p.mu.Lock()
 	p.timer = nil
-	now := time.Now()
+	now := p.clock()
 	var old []*client.Client
 	kept := p.idle[:0]
 	for _, ic := range p.idle {

@@ -282,3 +282,45 @@ func TestInteractiveTurnsOnSessionConnection(t *testing.T) {
 		t.Error("the second call moved off the session's connection")
 	}
 }
+
+// A pool connection unused for 2 minutes is closed, so that a burst of
+// interactive calls does not leave its children running; a newer one
+// stays.
+func TestInteractivePoolReapsIdle(t *testing.T) {
+	h, made := askingHost(t, prometheus.NewRegistry(), zap.NewNop(), nil)
+	defer h.Close()
+	u := h.Upstream("u")
+	host.LearnInteractive(u)
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	host.SetInteractiveClock(u, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shared, err := u.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := json.RawMessage(`{"name":"t"}`)
+	_, rel1, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rel2, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel1()
+	advance(time.Minute)
+	rel2()
+	advance(time.Minute + time.Second)
+	host.ReapInteractive(u)
+	trs := made()
+	testwait.Until(t, "the idle connection closed", trs[1].closed)
+	if trs[2].closed() {
+		t.Error("a connection idle for a minute was closed")
+	}
+	if trs[0].closed() {
+		t.Error("the shared connection was closed")
+	}
+}
