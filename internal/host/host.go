@@ -811,8 +811,11 @@ func (u *Upstream) answerUnowned(_ context.Context, method string, _ json.RawMes
 	case mcp.MethodSamplingCreateMessage, mcp.MethodElicitationCreate:
 		hint := u.unattributedHint()
 		u.m.Unattributed(method)
-		u.log.Warn("refused a server→client request that no single call in flight can be named for",
-			zap.String("method", method), zap.Int("interactive_pool", u.cfg.InteractivePool), zap.Bool("stateful", u.cfg.Stateful))
+		if n, ok := u.interactive.logGate.allow(time.Now()); ok { // interactive.go: an upstream cannot flood the log
+			u.log.Warn("refused a server→client request that no single call in flight can be named for",
+				zap.String("method", method), zap.Int("interactive_pool", u.cfg.InteractivePool), zap.Bool("stateful", u.cfg.Stateful),
+				zap.Int64("unlogged_since_last", n))
+		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
 			"mcpgw: %s arrived outside any single downstream call (no call in flight, or several on a connection that does not say which one asked), so there is no client to relay it to; %s", method, hint)
 	}

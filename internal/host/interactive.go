@@ -48,6 +48,7 @@ const interactiveQueuePerConn = 64
 
 type interactivePool struct {
 	learned atomic.Bool
+	logGate logGate // unattributed refusals' log lines
 
 	mu      sync.Mutex
 	idle    []idleConn
@@ -61,6 +62,24 @@ type interactivePool struct {
 	// gates serialize interactive calls on connections that cannot be
 	// multiplied (a session's own, a view): by connection.
 	gates map[*client.Client]*gate
+}
+
+// logGate lets one log line a second through, counting the others (the
+// metric counts every one).
+type logGate struct {
+	last    atomic.Int64 // Unix nanoseconds of the last line let through
+	skipped atomic.Int64
+}
+
+// allow reports whether a line may be logged at now, and how many were
+// not since the last one.
+func (g *logGate) allow(now time.Time) (int64, bool) {
+	last := g.last.Load()
+	if now.UnixNano()-last < int64(time.Second) || !g.last.CompareAndSwap(last, now.UnixNano()) {
+		g.skipped.Add(1)
+		return 0, false
+	}
+	return g.skipped.Swap(0), true
 }
 
 type idleConn struct {

@@ -148,6 +148,18 @@ func TestUnattributedRequestLoggedAndCounted(t *testing.T) {
 	if !host.InteractiveLearned(u) {
 		t.Error("not learned after the upstream asked")
 	}
+	// A flood is counted in full and logged about once a second.
+	start := time.Now()
+	for range 3 {
+		tr.ask(mcp.MethodElicitationCreate)
+		testwait.Recv(t, tr.answers, "a refusal")
+	}
+	if got := value(t, reg, "mcpgw_upstream_requests_unattributed_total", "upstream", "u", "method", mcp.MethodElicitationCreate); got != 3 {
+		t.Errorf("unattributed elicitations = %v, want 3", got)
+	}
+	if n := logs.FilterMessageSnippet("refused a server→client request").Len(); time.Since(start) < time.Second && n != 1 {
+		t.Errorf("%d refusal log lines for 4 refusals within a second, want 1", n)
+	}
 }
 
 // The pool: nothing changes until the upstream has asked; then calls that
