@@ -228,6 +228,7 @@ func TestEveryField(t *testing.T) {
 				MaxLineBytes:            config.DefaultMaxLineBytes,
 				MaxSessions:             config.DefaultMaxStatefulSessions,
 				MaxSessionsPerPrincipal: config.DefaultMaxStatefulSessionsPerPrincipal,
+				InteractivePool:         config.DefaultInteractivePool,
 			},
 			"gitlab": {
 				URL:                     "https://gitlab.example.com/mcp",
@@ -240,6 +241,7 @@ func TestEveryField(t *testing.T) {
 				MaxLineBytes:            config.DefaultMaxLineBytes,
 				MaxSessions:             config.DefaultMaxStatefulSessions,
 				MaxSessionsPerPrincipal: config.DefaultMaxStatefulSessionsPerPrincipal,
+				InteractivePool:         config.DefaultInteractivePool,
 			},
 			"fs": {
 				Command:                 []string{"node", "server-filesystem.js", "/data"},
@@ -253,6 +255,7 @@ func TestEveryField(t *testing.T) {
 				Stateful:                true,
 				MaxSessions:             8,
 				MaxSessionsPerPrincipal: 2,
+				InteractivePool:         config.DefaultInteractivePool,
 				Stderr:                  &config.Stderr{Level: "debug", Rate: config.Rate{N: 5, Per: time.Second}, Burst: 20, MaxLineBytes: 1000},
 			},
 		},
