@@ -106,7 +106,7 @@ func (u *Upstream) asksCallers(method string) bool {
 
 // learnRequest is every connection's client.Options.OnServerRequest.
 func (u *Upstream) learnRequest(method string) {
-	if u.asksCallers(method) && !u.interactive.learned.Load() && u.interactive.learned.CompareAndSwap(false, true) {
+	if u.asksCallers(method) && !u.interactive.learned.Load() && u.interactive.learned.CompareAndSwap(false, true) && u.cfg.InteractivePool > 0 {
 		u.log.Info("upstream asks its callers (server→client requests); from now on each interactive call gets a connection where it is the only one in flight",
 			zap.String("method", method), zap.Int("interactive_pool", u.cfg.InteractivePool))
 	}
