@@ -96,6 +96,10 @@ type Options struct {
 	// whose call has no Request handler (ping is answered by the client).
 	// It returns a result or an error; both nil means method not found.
 	OnRequest func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
+	// OnServerRequest, when set, is told the method of every server→client
+	// request the upstream sends, owned or not (ping aside), before it is
+	// answered: the host learns from it which upstreams ask their callers.
+	OnServerRequest func(method string)
 	// Resume, for a Streamable HTTP transport, continues an upstream
 	// session another connection initialized (another gateway replica's):
 	// no handshake, its Mcp-Session-Id and negotiated version are sent
@@ -581,6 +585,15 @@ func (c *Client) HasCapability(key string) bool {
 	return ok
 }
 
+// Attributes reports whether the transport tells which call each message
+// the upstream sends belongs to (Streamable HTTP: the POST's response
+// stream). On stdio and legacy SSE only the owner rule can, which needs a
+// single interactive call in flight.
+func (c *Client) Attributes() bool {
+	_, ok := c.t.(*Streamable)
+	return ok
+}
+
 // Done is closed when the connection has failed or was closed.
 func (c *Client) Done() <-chan struct{} { return c.t.Done() }
 
@@ -928,6 +941,9 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) (answered bool) {
 			c.opts.OnNotification(m.Method, m.Params)
 		}
 	case jsonrpc.KindRequest:
+		if c.opts.OnServerRequest != nil && m.Method != mcp.MethodPing {
+			c.opts.OnServerRequest(m.Method)
+		}
 		c.serverRequest(m, related) // serverrequests.go
 	}
 	return answered

@@ -98,6 +98,12 @@ type Upstream struct {
 	// (limits.go); ping is answered inline and not counted.
 	MaxServerRequests        int `yaml:"max_server_requests"`
 	MaxServerRequestsPerCall int `yaml:"max_server_requests_per_call"`
+	// InteractivePool bounds the connections (children, for stdio) that
+	// serve calls one at a time once a stdio or legacy SSE upstream has
+	// sent a server→client request: with one call in flight per
+	// connection, each request has exactly one caller (limits.go).
+	// 0 turns the pool off.
+	InteractivePool int `yaml:"interactive_pool"`
 	// ExactCapabilities makes the upstream see each caller's own client
 	// capabilities (sampling, elicitation): calls from callers that declare
 	// less than the gateway go over a connection declaring exactly theirs.

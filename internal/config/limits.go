@@ -19,10 +19,15 @@ const (
 
 	DefaultMaxSessions             = 10000 // ~5 KB each when idle: ~50 MB
 	DefaultMaxSessionsPerPrincipal = 1000
-	DefaultMaxRequestsPerSession   = 128
-	DefaultMaxReplayStreams        = 16
-	DefaultSSEQueue                = 256 // messages
-	DefaultSSEWriteTimeout         = 30 * time.Second
+	// DefaultInteractivePool: children an upstream that asks its callers
+	// may add for calls in flight at once (each a process, for stdio);
+	// MaxInteractivePool keeps a config from asking for hundreds.
+	DefaultInteractivePool       = 4
+	MaxInteractivePool           = 64
+	DefaultMaxRequestsPerSession = 128
+	DefaultMaxReplayStreams      = 16
+	DefaultSSEQueue              = 256 // messages
+	DefaultSSEWriteTimeout       = 30 * time.Second
 	// DefaultPrimingHold: longer than a small call takes even on a busy
 	// replica (p99 25 ms at 32 calls at once on 2 cores), far shorter
 	// than a call worth resuming.
@@ -122,6 +127,9 @@ func limitsDefaults(c *Config, d *strictyaml.Decoder) {
 		if !d.Set(strictyaml.JoinPath(p, "max_server_requests_per_call")) {
 			u.MaxServerRequestsPerCall = DefaultMaxServerRequestsPerCall
 		}
+		if !d.Set(strictyaml.JoinPath(p, "interactive_pool")) {
+			u.InteractivePool = DefaultInteractivePool
+		}
 		clampShare(d, strictyaml.JoinPath(p, "max_sessions_per_principal"), &u.MaxSessionsPerPrincipal, u.MaxSessions)
 	}
 }
@@ -180,6 +188,9 @@ func (v *validator) serverRequestLimits(p string, u *Upstream) {
 // statefulLimits validates a stateful upstream's bounds at p; the keys
 // mean nothing without stateful: true.
 func (v *validator) statefulLimits(p string, u *Upstream) {
+	if u.InteractivePool < 0 || u.InteractivePool > MaxInteractivePool {
+		v.add(strictyaml.JoinPath(p, "interactive_pool"), fmt.Sprintf("must be from 0 (off: overlapping interactive calls are refused) to %d; remove it for the default (%d)", MaxInteractivePool, DefaultInteractivePool))
+	}
 	if !u.Stateful {
 		for _, k := range []string{"max_sessions", "max_sessions_per_principal"} {
 			if v.dec.Set(strictyaml.JoinPath(p, k)) {

@@ -232,6 +232,7 @@ func TestEveryField(t *testing.T) {
 				MaxSessionsPerPrincipal:  config.DefaultMaxStatefulSessionsPerPrincipal,
 				MaxServerRequests:        config.DefaultMaxServerRequests,
 				MaxServerRequestsPerCall: config.DefaultMaxServerRequestsPerCall,
+				InteractivePool:          config.DefaultInteractivePool,
 			},
 			"gitlab": {
 				URL:                      "https://gitlab.example.com/mcp",
@@ -246,6 +247,7 @@ func TestEveryField(t *testing.T) {
 				MaxSessionsPerPrincipal:  config.DefaultMaxStatefulSessionsPerPrincipal,
 				MaxServerRequests:        config.DefaultMaxServerRequests,
 				MaxServerRequestsPerCall: config.DefaultMaxServerRequestsPerCall,
+				InteractivePool:          config.DefaultInteractivePool,
 			},
 			"fs": {
 				Command:                  []string{"node", "server-filesystem.js", "/data"},

@@ -291,8 +291,11 @@ func TestFidelitySamplingReachesItsCaller(t *testing.T) {
 }
 
 // With two interactive calls in flight on a shared stdio upstream the
-// gateway cannot tell whose sampling request it is: it must refuse it with
-// an error pointing at stateful:, never relay it to either session.
+// gateway cannot tell whose sampling request it is: it must refuse it,
+// never relay it to either session. The refusal teaches the gateway that
+// the upstream asks its callers (issue 30): it says that a retry will be
+// served, not to set stateful: (which may already be set), and from then
+// on the same overlap is served, each call on a child of its own.
 func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
 	t.Parallel()
 	up := fidStdioUpstream(t, "pipe")
@@ -315,8 +318,8 @@ func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("A: %v", err)
 	}
-	if !isErr || !strings.Contains(got, "stateful") {
-		t.Errorf("A's overlapping sampling: result %q (isError %v), want an error that mentions \"stateful\"", got, isErr)
+	if !isErr || !strings.Contains(got, "interactive_pool") || strings.Contains(got, "stateful: true") {
+		t.Errorf("A's overlapping sampling: result %q (isError %v), want an error that names interactive_pool, not stateful: true", got, isErr)
 	}
 	<-held
 	if n := len(inA.get()) + len(inB.get()); n != 0 {
@@ -324,6 +327,20 @@ func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
 	}
 	// Alone again, the same call is relayed to its caller.
 	fidExpect(ctx, t, "A", a, "pipe__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
+	if got := inB.get(); len(got) != 0 {
+		t.Errorf("B's sampling handler saw %q", got)
+	}
+	// Learned: the same overlap is now served.
+	held = make(chan struct{})
+	go func() {
+		defer close(held)
+		fidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold2", "ms": 1200}, "done hold2")
+	}()
+	if !fidWaitEvent(up, "start hold2", 3*time.Second) {
+		t.Fatal("B's second call never reached the upstream")
+	}
+	fidExpect(ctx, t, "A", a, "pipe__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
+	<-held
 	if got := inB.get(); len(got) != 0 {
 		t.Errorf("B's sampling handler saw %q", got)
 	}
@@ -774,11 +791,13 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 // A call waiting on a person (its elicitation unanswered for a while) is
 // still a candidate on a shared stdio upstream: how long it waited proves
 // nothing about who sent the next request, so another session's sampling is
-// refused (pointing at stateful:) rather than guessed — unlike a bridged
-// call parked by the gateway itself (TestBridgeParkedCallLeavesStdioUsable).
+// refused rather than guessed — unlike a bridged call parked by the
+// gateway itself (TestBridgeParkedCallLeavesStdioUsable). The owner rule
+// alone, without the interactive pool that would give B a child of its own
+// (TestFidelityStdioOverlappingSamplingRefused).
 func TestFidelityStdioWaitingCallStaysAmbiguous(t *testing.T) {
 	t.Parallel()
-	up := fidStdioUpstream(t, "pipe")
+	up := fidStdioUpstream(t, "pipe", "interactive_pool: 0")
 	base := fidGateway(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -806,8 +825,8 @@ func TestFidelityStdioWaitingCallStaysAmbiguous(t *testing.T) {
 	// behaviour under test; a sleep is never shorter than asked.
 	time.Sleep(1100 * time.Millisecond)
 	got, isErr, err := fidCall(ctx, b, "pipe__sample", map[string]any{"tag": "B"})
-	if err != nil || !isErr || !strings.Contains(got, "stateful") {
-		t.Errorf("B's sampling while A waits on a person: %q (isError %v, %v), want a refusal naming stateful", got, isErr, err)
+	if err != nil || !isErr || !strings.Contains(got, "interactive_pool") {
+		t.Errorf("B's sampling while A waits on a person: %q (isError %v, %v), want a refusal naming interactive_pool", got, isErr, err)
 	}
 	close(release)
 	<-doneA

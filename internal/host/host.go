@@ -398,6 +398,9 @@ type Upstream struct {
 
 	perSession perSession // stateful: true — one connection per downstream session
 	views      capViews   // exact_capabilities: true — one connection per client capability set
+	// interactive gives calls that may be asked a connection of their own
+	// once the upstream has asked (interactive.go).
+	interactive interactivePool
 }
 
 // Name is the upstream's configured name.
@@ -554,7 +557,11 @@ func (u *Upstream) closeAlt() {
 	u.alt = nil
 	u.altSessionless = false // the next connection may be to a server that keeps sessions
 	u.altMu.Unlock()
-	for _, v := range u.takeViews() {
+	closing := u.takeViews()
+	if u.ctx.Err() != nil { // stopping for good: the interactive pool too
+		closing = append(closing, u.closeInteractive()...)
+	}
+	for _, v := range closing {
 		u.host.wg.Add(1)
 		go func() {
 			defer u.host.wg.Done()
@@ -796,6 +803,7 @@ func (u *Upstream) dialWith(ctx context.Context, t client.Transport, protocol st
 		ServerRequestsSetting:        u.setting("max_server_requests"),
 		ServerRequestsPerCallSetting: u.setting("max_server_requests_per_call"),
 		OnRefused:                    opts.Metrics.LimitRefused,
+		OnServerRequest:              u.learnRequest, // interactive.go
 	}
 	if adjust != nil {
 		adjust(&o)
@@ -804,14 +812,24 @@ func (u *Upstream) dialWith(ctx context.Context, t client.Transport, protocol st
 }
 
 // answerUnowned answers a server→client request that belongs to no
-// downstream call the gateway can identify.
+// downstream call the gateway can identify: none in flight, or several on
+// a connection whose wire does not say (interactive.go makes that rare).
+// Each refusal is logged and counted: the call it came from still ends
+// with whatever the upstream makes of it.
 func (u *Upstream) answerUnowned(_ context.Context, method string, _ json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
 	switch method {
 	case mcp.MethodRootsList:
 		return u.rootsResult(), nil
 	case mcp.MethodSamplingCreateMessage, mcp.MethodElicitationCreate:
+		hint := u.unattributedHint()
+		u.m.Unattributed(method)
+		if n, ok := u.interactive.logGate.allow(time.Now()); ok { // interactive.go: an upstream cannot flood the log
+			u.log.Warn("refused a server→client request that no single call in flight can be named for",
+				zap.String("method", method), zap.Int("interactive_pool", u.cfg.InteractivePool), zap.Bool("stateful", u.cfg.Stateful),
+				zap.Int64("unlogged_since_last", n))
+		}
 		return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest,
-			"mcpgw: %s arrived outside any single downstream call (no call in flight, or several on this shared upstream), so there is no client to relay it to; send it during a tools/call, or mark upstream %q stateful: true", method, u.name)
+			"mcpgw: %s arrived outside any single downstream call (no call in flight, or several on a connection that does not say which one asked), so there is no client to relay it to; %s", method, hint)
 	}
 	return nil, nil
 }

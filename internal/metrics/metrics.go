@@ -165,8 +165,11 @@ type Metrics struct {
 	bridgeRounds *prometheus.CounterVec
 
 	limitRefusals *prometheus.CounterVec
-	limitMu       sync.Mutex
-	limitSeries   map[string]prometheus.Counter
+	// unattributed and interactiveConns: issue 30 (internal/host/interactive.go).
+	unattributed     *prometheus.CounterVec
+	interactiveConns *prometheus.GaugeVec
+	limitMu          sync.Mutex
+	limitSeries      map[string]prometheus.Counter
 
 	replayBytes   prometheus.Gauge
 	replayTrimmed *prometheus.CounterVec
@@ -267,6 +270,12 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		"Requests refused, and clients disconnected, because a configured bound was full, by bound (its config key, e.g. sessions.max_sessions).",
 		"bound")
 	m.limitSeries = map[string]prometheus.Counter{}
+	m.unattributed = f.counterVec("upstream_requests_unattributed_total",
+		"Server→client requests (sampling, elicitation) an upstream sent on a connection shared by several calls in flight, refused because no single call could be named as theirs, by upstream and method.",
+		"upstream", "method")
+	m.interactiveConns = f.gaugeVec("upstream_interactive_connections",
+		"Connections of an upstream's interactive pool (upstreams.NAME.interactive_pool), by state: busy (serving one interactive call) or idle.",
+		"upstream", "state")
 	for _, b := range Bounds {
 		m.limitSeries[b] = m.limitRefusals.WithLabelValues(b)
 	}
@@ -737,6 +746,22 @@ func (u *Upstream) Unavailable() {
 	u.errors[ReasonUnavailable].get(func() prometheus.Counter {
 		return u.m.callErrors.WithLabelValues(u.name, reasonNames[ReasonUnavailable])
 	}).Inc()
+}
+
+// Unattributed counts a server→client request refused because several
+// calls were in flight on its connection.
+func (u *Upstream) Unattributed(method string) {
+	if u != nil {
+		u.m.unattributed.WithLabelValues(u.name, method).Inc()
+	}
+}
+
+// InteractiveConns sets the interactive pool's busy and idle connections.
+func (u *Upstream) InteractiveConns(busy, idle int) {
+	if u != nil {
+		u.m.interactiveConns.WithLabelValues(u.name, "busy").Set(float64(busy))
+		u.m.interactiveConns.WithLabelValues(u.name, "idle").Set(float64(idle))
+	}
 }
 
 // CallStarted records a call going out; the returned time is for CallDone.

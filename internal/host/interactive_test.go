@@ -1,0 +1,338 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/limits"
+	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/testwait"
+)
+
+// askingTransport is an in-memory legacy upstream that answers
+// initialize and ping, and records what the client answers to requests
+// the test makes it send (ask).
+type askingTransport struct {
+	deliver client.DeliverFunc
+	done    chan struct{}
+	once    sync.Once
+	answers chan *jsonrpc.Message
+}
+
+func (t *askingTransport) Start(_ context.Context, deliver client.DeliverFunc) error {
+	t.deliver = deliver
+	return nil
+}
+
+func (t *askingTransport) Send(_ context.Context, b []byte) error {
+	m, err := jsonrpc.Parse(b)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-t.done:
+		return client.ErrClosed
+	default:
+	}
+	switch m.Kind() {
+	case jsonrpc.KindResponse:
+		t.answers <- m
+	case jsonrpc.KindRequest:
+		res := json.RawMessage(`{}`)
+		if m.Method == mcp.MethodInitialize {
+			res = json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"asking","version":"1"}}`)
+		}
+		out, _ := jsonrpc.Encode(jsonrpc.NewResult(m.ID, res))
+		go t.deliver(out, nil)
+	}
+	return nil
+}
+
+// ask sends a server→client request, as a stdio upstream would: nothing
+// says which call it belongs to.
+func (t *askingTransport) ask(method string) {
+	t.deliver([]byte(`{"jsonrpc":"2.0","id":"s1","method":"`+method+`","params":{}}`), nil)
+}
+
+func (t *askingTransport) Done() <-chan struct{} { return t.done }
+func (t *askingTransport) Err() error            { return nil }
+func (t *askingTransport) Close() error {
+	t.once.Do(func() { close(t.done) })
+	return nil
+}
+
+func (t *askingTransport) closed() bool {
+	select {
+	case <-t.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// askingHost starts a host with one upstream "u" over askingTransports,
+// returning every transport it made, in order (the first is the shared
+// connection's).
+func askingHost(t *testing.T, reg *prometheus.Registry, log *zap.Logger, mod func(*config.Upstream)) (*host.Host, func() []*askingTransport) {
+	t.Helper()
+	ucfg := &config.Upstream{Protocol: "legacy", Timeout: config.Duration(10 * time.Second), InteractivePool: 2}
+	if mod != nil {
+		mod(ucfg)
+	}
+	var mu sync.Mutex
+	var made []*askingTransport
+	h := host.New(&config.Config{Separator: "__", Upstreams: map[string]*config.Upstream{"u": ucfg}}, host.Options{
+		Logger:  log,
+		Metrics: metrics.New(reg, metrics.Options{NoRuntimeCollectors: true}),
+		Transport: func(string) (client.Transport, error) {
+			tr := &askingTransport{done: make(chan struct{}), answers: make(chan *jsonrpc.Message, 4)}
+			mu.Lock()
+			made = append(made, tr)
+			mu.Unlock()
+			return tr, nil
+		},
+	})
+	h.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return h, func() []*askingTransport {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]*askingTransport(nil), made...)
+	}
+}
+
+// Issue 30 item 1: a sampling request that no single call can be named
+// for was refused without a log line or a count, and its error told the
+// user to set stateful: true (even when set). It is now logged, counted
+// by upstream and method, and the upstream is learned as one that asks.
+func TestUnattributedRequestLoggedAndCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	core, logs := observer.New(zapcore.WarnLevel)
+	h, made := askingHost(t, reg, zap.New(core), nil)
+	defer h.Close()
+	u := h.Upstream("u")
+	if host.InteractiveLearned(u) {
+		t.Fatal("learned before the upstream asked")
+	}
+	tr := made()[0]
+	tr.ask(mcp.MethodSamplingCreateMessage)
+	ans := testwait.Recv(t, tr.answers, "the refusal of the unattributed request")
+	if ans.Error == nil || !strings.Contains(ans.Error.Message, "interactive_pool") || strings.Contains(ans.Error.Message, "stateful: true") {
+		t.Errorf("refusal = %+v, want one naming interactive_pool, not stateful: true", ans.Error)
+	}
+	if got := value(t, reg, "mcpgw_upstream_requests_unattributed_total", "upstream", "u", "method", mcp.MethodSamplingCreateMessage); got != 1 {
+		t.Errorf("unattributed counter = %v, want 1", got)
+	}
+	if n := logs.FilterMessageSnippet("refused a server→client request").Len(); n != 1 {
+		t.Errorf("%d refusal log lines, want 1", n)
+	}
+	if !host.InteractiveLearned(u) {
+		t.Error("not learned after the upstream asked")
+	}
+	// A flood is counted in full and logged about once a second.
+	start := time.Now()
+	for range 3 {
+		tr.ask(mcp.MethodElicitationCreate)
+		testwait.Recv(t, tr.answers, "a refusal")
+	}
+	if got := value(t, reg, "mcpgw_upstream_requests_unattributed_total", "upstream", "u", "method", mcp.MethodElicitationCreate); got != 3 {
+		t.Errorf("unattributed elicitations = %v, want 3", got)
+	}
+	if n := logs.FilterMessageSnippet("refused a server→client request").Len(); time.Since(start) < time.Second && n != 1 {
+		t.Errorf("%d refusal log lines for 4 refusals within a second, want 1", n)
+	}
+}
+
+// The pool: nothing changes until the upstream has asked; then calls that
+// can be asked get connections of their own, at most interactive_pool of
+// them, reused; past the queue's bound a call is refused with -32004
+// naming the key (and counted); the host's Close closes them all.
+func TestInteractivePoolBoundedAndOwned(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, made := askingHost(t, reg, zap.NewNop(), nil)
+	closed := false
+	defer func() {
+		if !closed {
+			h.Close()
+		}
+	}()
+	u := h.Upstream("u")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shared, err := u.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := json.RawMessage(`{"name":"t","arguments":{}}`)
+	if c, release, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true); err != nil || c != shared {
+		t.Fatalf("before learning: %v, %v (want the shared connection)", c == shared, err)
+	} else {
+		release()
+	}
+	host.LearnInteractive(u)
+	if c, _, _ := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, false); c != shared {
+		t.Error("a caller that cannot be asked left the shared connection")
+	}
+	if c, _, _ := u.Interactive(ctx, shared, mcp.MethodToolsCall, json.RawMessage(`{"name":"t","task":{}}`), true); c != shared {
+		t.Error("a task-augmented call left the shared connection (its task would be lost)")
+	}
+	if c, _, _ := u.Interactive(ctx, shared, mcp.MethodToolsList, nil, true); c != shared {
+		t.Error("a list left the shared connection")
+	}
+
+	c1, rel1, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, rel2, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1 == shared || c2 == shared || c1 == c2 {
+		t.Fatal("interactive calls did not get connections of their own")
+	}
+	if n := len(made()); n != 3 {
+		t.Fatalf("%d connections, want 3 (shared + pool of 2)", n)
+	}
+	if got := value(t, reg, "mcpgw_upstream_interactive_connections", "upstream", "u", "state", "busy"); got != 2 {
+		t.Errorf("busy gauge = %v, want 2", got)
+	}
+
+	// Both busy: calls queue, up to 64 per connection.
+	wctx, wcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 128 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, rel, err := u.Interactive(wctx, shared, mcp.MethodToolsCall, params, true); err == nil {
+				rel()
+			}
+		}()
+	}
+	testwait.Until(t, "128 calls waiting", func() bool { return host.InteractiveWaiting(u) == 128 })
+	_, _, err = u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	var lr *limits.Refusal
+	if !errors.As(err, &lr) || lr.Bound != "upstreams.u.interactive_pool" || lr.JSONRPC().Code != mcp.CodeRateLimited {
+		t.Fatalf("call past the queue: %v, want a refusal naming upstreams.u.interactive_pool", err)
+	}
+	if v := value(t, reg, "mcpgw_limit_refusals_total", "bound", "upstreams.u.interactive_pool"); v != 1 {
+		t.Errorf("limit_refusals_total = %v, want 1", v)
+	}
+	wcancel()
+	wg.Wait()
+	rel1()
+	rel2()
+	if n := len(made()); n != 3 {
+		t.Errorf("%d connections after the queue drained, want 3 (reused)", n)
+	}
+
+	h.Close()
+	closed = true
+	for i, tr := range made() {
+		if !tr.closed() {
+			t.Errorf("connection %d still open after Close", i)
+		}
+	}
+}
+
+// On a connection that cannot be multiplied (a stateful session's own),
+// interactive calls take turns: the second waits until the first is done.
+func TestInteractiveTurnsOnSessionConnection(t *testing.T) {
+	h, _ := askingHost(t, prometheus.NewRegistry(), zap.NewNop(), func(u *config.Upstream) {
+		u.Stateful, u.MaxSessions, u.MaxSessionsPerPrincipal = true, 4, 4
+	})
+	defer h.Close()
+	u := h.Upstream("u")
+	host.LearnInteractive(u)
+	ctx, cancel := context.WithTimeout(host.WithSession(context.Background(), "s1"), 10*time.Second)
+	defer cancel()
+	own, err := u.ClientFor(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := json.RawMessage(`{"name":"t"}`)
+	c, rel, err := u.Interactive(ctx, own, mcp.MethodToolsCall, params, true)
+	if err != nil || c != own {
+		t.Fatalf("first call: same connection %v, %v", c == own, err)
+	}
+	second := make(chan *client.Client)
+	go func() {
+		c, rel2, err := u.Interactive(ctx, own, mcp.MethodToolsCall, params, true)
+		if err == nil {
+			defer rel2()
+		}
+		second <- c
+	}()
+	testwait.Until(t, "the second call waiting for its turn", func() bool { return host.InteractiveTurnWaiting(u, own) == 1 })
+	select {
+	case <-second:
+		t.Fatal("second interactive call ran while the first was in flight")
+	default:
+	}
+	rel()
+	if c := testwait.Recv(t, second, "the second call's turn"); c != own {
+		t.Error("the second call moved off the session's connection")
+	}
+}
+
+// A pool connection unused for 2 minutes is closed, so that a burst of
+// interactive calls does not leave its children running; a newer one
+// stays.
+func TestInteractivePoolReapsIdle(t *testing.T) {
+	h, made := askingHost(t, prometheus.NewRegistry(), zap.NewNop(), nil)
+	defer h.Close()
+	u := h.Upstream("u")
+	host.LearnInteractive(u)
+	var mu sync.Mutex
+	now := time.Unix(1000, 0)
+	host.SetInteractiveClock(u, func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shared, err := u.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := json.RawMessage(`{"name":"t"}`)
+	_, rel1, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rel2, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel1()
+	advance(time.Minute)
+	rel2()
+	advance(time.Minute + time.Second)
+	host.ReapInteractive(u)
+	trs := made()
+	testwait.Until(t, "the idle connection closed", trs[1].closed)
+	if trs[2].closed() {
+		t.Error("a connection idle for a minute was closed")
+	}
+	if trs[0].closed() {
+		t.Error("the shared connection was closed")
+	}
+}
