@@ -1,0 +1,51 @@
+package host
+
+import (
+	"net/http"
+	"net/url"
+
+	"go.uber.org/zap"
+
+	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/http1"
+	"github.com/mcpgw/mcpgw/internal/tlsconf"
+)
+
+// upstreamBase is the HTTP client an upstream's requests start from: the
+// host's shared one, or, for an upstream with its own tls: or proxy:, a
+// transport of its own (returned too, so that stop closes its idle
+// connections). TLS files that do not load make every request of the
+// upstream fail with the reason (fail closed) rather than the host.
+func (h *Host) upstreamBase(name string, cfg *config.Upstream) (*http.Client, *http1.Transport) {
+	base := h.opts.HTTPClient
+	if cfg.URL == "" || (cfg.TLS == nil && cfg.Proxy == "") {
+		return base, nil
+	}
+	t := client.DefaultHTTPTransport()
+	if cfg.TLS != nil {
+		tc, err := tlsconf.NewClient(name, cfg.TLS, tlsconf.Options{Logger: h.opts.Logger})
+		if err != nil {
+			h.opts.Logger.Error("upstream TLS could not be set up; its requests are refused", zap.String("upstream", name), zap.Error(err))
+			return &http.Client{Transport: failingTransport{err: err}, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, nil
+		}
+		t.Fallback.TLSClientConfig = tc.Config()
+	}
+	if cfg.Proxy != "" {
+		pu, err := url.Parse(cfg.Proxy)
+		if err == nil { // validation refuses the rest
+			t.Fallback.Proxy = http.ProxyURL(pu)
+		}
+	}
+	return &http.Client{Transport: t, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, t
+}
+
+// failingTransport refuses every request with err.
+type failingTransport struct{ err error }
+
+func (f failingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_ = r.Body.Close()
+	}
+	return nil, f.err
+}
