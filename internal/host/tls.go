@@ -1,8 +1,12 @@
 package host
 
 import (
+	"context"
+	"crypto/tls"
+	"net"
 	"net/http"
 	"net/url"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -29,7 +33,11 @@ func (h *Host) upstreamBase(name string, cfg *config.Upstream) (*http.Client, *h
 			h.opts.Logger.Error("upstream TLS could not be set up; its requests are refused", zap.String("upstream", name), zap.Error(err))
 			return &http.Client{Transport: failingTransport{err: err}, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, nil
 		}
+		// Proxied connections (CONNECT) use TLSClientConfig; direct ones
+		// are dialed here, where the host the certificate must name is
+		// known even for an IP address (which sends no SNI).
 		t.Fallback.TLSClientConfig = tc.Config()
+		t.Fallback.DialTLSContext = dialTLS(tc)
 	}
 	if cfg.Proxy != "" {
 		pu, err := url.Parse(cfg.Proxy)
@@ -38,6 +46,33 @@ func (h *Host) upstreamBase(name string, cfg *config.Upstream) (*http.Client, *h
 		}
 	}
 	return &http.Client{Transport: t, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, t
+}
+
+// upstreamTLSHandshakeTimeout bounds a TLS handshake with an upstream, as
+// net/http's TLSHandshakeTimeout does for the connections it dials.
+const upstreamTLSHandshakeTimeout = 10 * time.Second
+
+// dialTLS dials host:port and handshakes with tc's configuration for host.
+func dialTLS(tc *tlsconf.Client) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		conn := tls.Client(raw, tc.ConfigFor(host))
+		hctx, cancel := context.WithTimeout(ctx, upstreamTLSHandshakeTimeout)
+		defer cancel()
+		if err := conn.HandshakeContext(hctx); err != nil {
+			_ = raw.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
 }
 
 // failingTransport refuses every request with err.

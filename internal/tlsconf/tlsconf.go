@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -280,9 +281,11 @@ func NewClient(name string, t *config.UpstreamTLS, opts Options) (*Client, error
 		// Verification is ours (verify), against the CA file's current
 		// contents and with errors that name the upstream.
 		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
-		VerifyConnection:   c.verify,
-		// Resumed sessions skip a full handshake on each new connection.
-		ClientSessionCache: tls.NewLRUClientSessionCache(64),
+		VerifyConnection:   func(cs tls.ConnectionState) error { return c.verify(cs, "") },
+		// Resumed sessions skip a full handshake on each new connection;
+		// sessions of material replaced since are not resumed, so a
+		// rotated client certificate is presented at once.
+		ClientSessionCache: &genCache{gen: c.generation, lru: tls.NewLRUClientSessionCache(64)},
 	}
 	if t.CertFile != "" {
 		c.base.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
@@ -308,15 +311,49 @@ func (c *Client) load(b [][]byte) (*material, error) {
 	return m, nil
 }
 
-// Config is the tls.Config to dial the upstream with.
+// Config is the tls.Config to dial the upstream with when its host is
+// the SNI sent (a proxied connection); an IP address sends none, so
+// verify then needs tls.server_name: use ConfigFor where the dialed host
+// is known.
 func (c *Client) Config() *tls.Config { return c.base }
+
+// ConfigFor is the tls.Config of one connection to host (a name or an IP
+// address, without port): the certificate must carry tls.server_name, or
+// else host.
+func (c *Client) ConfigFor(host string) *tls.Config {
+	x := c.base.Clone()
+	if x.ServerName == "" {
+		x.ServerName = host
+	}
+	name := x.ServerName
+	x.VerifyConnection = func(cs tls.ConnectionState) error { return c.verify(cs, name) }
+	return x
+}
+
+// generation checks the files and returns how often they were reloaded.
+func (c *Client) generation() int64 {
+	c.f.get()
+	return c.f.reloads.Load()
+}
+
+// genCache keeps resumable sessions per generation of the files.
+type genCache struct {
+	gen func() int64
+	lru tls.ClientSessionCache
+}
+
+func (g *genCache) key(k string) string { return strconv.FormatInt(g.gen(), 10) + "\x00" + k }
+func (g *genCache) Get(k string) (*tls.ClientSessionState, bool) {
+	return g.lru.Get(g.key(k))
+}
+func (g *genCache) Put(k string, cs *tls.ClientSessionState) { g.lru.Put(g.key(k), cs) }
 
 // Reloads is how many times changed files were loaded.
 func (c *Client) Reloads() int64 { return c.f.reloads.Load() }
 
 // verify checks the upstream's certificate and says what is wrong with it
 // in words an operator can act on, naming the upstream.
-func (c *Client) verify(cs tls.ConnectionState) error {
+func (c *Client) verify(cs tls.ConnectionState, name string) error {
 	if c.cfg.InsecureSkipVerify {
 		return nil
 	}
@@ -329,9 +366,15 @@ func (c *Client) verify(cs tls.ConnectionState) error {
 	for _, ic := range cs.PeerCertificates[1:] {
 		inter.AddCert(ic)
 	}
-	name := c.cfg.ServerName
+	if name == "" {
+		name = c.cfg.ServerName
+	}
 	if name == "" {
 		name = cs.ServerName
+	}
+	if name == "" {
+		// An IP address sends no SNI; never verify without a name.
+		return fmt.Errorf("upstream %q: TLS: no name to verify the certificate against; set upstreams.%s.tls.server_name", c.upstream, c.upstream)
 	}
 	_, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: m.pool, Intermediates: inter})
 	if err == nil {
