@@ -176,8 +176,11 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 		}
 	}
 	if a.certs != nil && !hasCredentialHeader(r) {
-		if p, cerr := a.certificate(r); p != nil || cerr != nil {
-			return p, cerr
+		switch p, cerr := a.certificate(r); {
+		case cerr != nil:
+			return nil, cerr
+		case p != nil:
+			return p, nil
 		}
 	}
 	cred, err := credential(r)

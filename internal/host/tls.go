@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -27,8 +28,10 @@ func (h *Host) upstreamBase(name string, cfg *config.Upstream) (*http.Client, *h
 		return base, nil
 	}
 	t := client.DefaultHTTPTransport()
+	var tc *tlsconf.Client
 	if cfg.TLS != nil {
-		tc, err := tlsconf.NewClient(name, cfg.TLS, tlsconf.Options{Logger: h.opts.Logger})
+		var err error
+		tc, err = tlsconf.NewClient(name, cfg.TLS, tlsconf.Options{Logger: h.opts.Logger})
 		if err != nil {
 			h.opts.Logger.Error("upstream TLS could not be set up; its requests are refused", zap.String("upstream", name), zap.Error(err))
 			return &http.Client{Transport: failingTransport{err: err}, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, nil
@@ -45,7 +48,29 @@ func (h *Host) upstreamBase(name string, cfg *config.Upstream) (*http.Client, *h
 			t.Fallback.Proxy = http.ProxyURL(pu)
 		}
 	}
-	return &http.Client{Transport: t, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, t
+	var rt http.RoundTripper = t
+	if tc != nil {
+		rt = &rotatingTransport{t: t, tc: tc}
+	}
+	return &http.Client{Transport: rt, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, t
+}
+
+// rotatingTransport closes the kept connections once the upstream's TLS
+// files change, so that the next request presents the rotated client
+// certificate (and is verified with the rotated CA) within a reload
+// interval, instead of whenever the connections happen to close. Calls
+// in flight keep their connections.
+type rotatingTransport struct {
+	t    *http1.Transport
+	tc   *tlsconf.Client
+	seen atomic.Int64
+}
+
+func (r *rotatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if g := r.tc.Generation(); r.seen.Swap(g) != g {
+		r.t.CloseIdleConnections()
+	}
+	return r.t.RoundTrip(req)
 }
 
 // upstreamTLSHandshakeTimeout bounds a TLS handshake with an upstream, as

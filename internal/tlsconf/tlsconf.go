@@ -330,6 +330,11 @@ func (c *Client) ConfigFor(host string) *tls.Config {
 	return x
 }
 
+// Generation checks the files (at most once per ReloadInterval) and
+// returns how many times they were reloaded: a transport whose kept
+// connections were made with older material closes them when it changes.
+func (c *Client) Generation() int64 { return c.generation() }
+
 // generation checks the files and returns how often they were reloaded.
 func (c *Client) generation() int64 {
 	c.f.get()
