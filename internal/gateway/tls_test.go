@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -280,5 +281,78 @@ func TestUpstreamTLSNameMismatchNamesTheUpstream(t *testing.T) {
 		if !strings.Contains(last, w) {
 			t.Errorf("error %q; want it to say %q", last, w)
 		}
+	}
+}
+
+// connectProxy is an HTTP CONNECT proxy on 127.0.0.1 that records the
+// targets it was asked for.
+func connectProxy(t *testing.T) (url string, targets func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	var wg sync.WaitGroup
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			http.Error(w, "CONNECT only", http.StatusMethodNotAllowed)
+			return
+		}
+		mu.Lock()
+		seen = append(seen, r.Host)
+		mu.Unlock()
+		up, err := net.DialTimeout("tcp", r.Host, 10*time.Second)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		down, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			_ = up.Close()
+			return
+		}
+		wg.Add(2)
+		pipe := func(dst, src net.Conn) {
+			defer wg.Done()
+			_, _ = io.Copy(dst, src)
+			_ = dst.Close()
+			_ = src.Close()
+		}
+		go pipe(up, down)
+		go pipe(down, up)
+	}))
+	t.Cleanup(func() { srv.Close(); wg.Wait() })
+	return srv.URL, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
+}
+
+// TestUpstreamThroughConnectProxy: an https upstream with proxy: is
+// reached through the proxy's CONNECT, with its TLS verified end to end.
+func TestUpstreamThroughConnectProxy(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t, "up")
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testServer("secure", 0) }, nil)
+	up := httptest.NewUnstartedServer(h)
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "up").TLS(t)}}
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	proxy, targets := connectProxy(t)
+	dir := t.TempDir()
+	cfg, err := config.Parse("t.yaml", []byte(fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  secure: {url: %s/mcp, proxy: %s, tls: {ca_file: %s}}\n", up.URL, proxy, tlstest.Write(t, dir, "ca.pem", ca.PEM))), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	cs := connect(t, "http://"+ln.Addr().String()+"/mcp", nil, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if got, err := tlsEcho(ctx, cs, "via proxy"); err != nil || got != "secure:via proxy" {
+		t.Fatalf("call: %q, %v", got, err)
+	}
+	want := strings.TrimPrefix(up.URL, "https://")
+	if ts := targets(); len(ts) == 0 || ts[0] != want {
+		t.Errorf("the proxy was asked for %v, want CONNECT %s", ts, want)
 	}
 }

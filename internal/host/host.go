@@ -272,6 +272,11 @@ func (h *Host) Close() {
 	if h.conns != nil {
 		h.conns.CloseIdleConnections()
 	}
+	for _, u := range ups {
+		if u.ownConns != nil { // tls: or proxy: (tls.go)
+			u.ownConns.CloseIdleConnections()
+		}
+	}
 }
 
 // ConnStats reports the connections to plain-http upstreams: opened so

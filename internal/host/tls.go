@@ -31,7 +31,7 @@ func (h *Host) upstreamBase(name string, cfg *config.Upstream) (*http.Client, *h
 	var tc *tlsconf.Client
 	if cfg.TLS != nil {
 		var err error
-		tc, err = tlsconf.NewClient(name, cfg.TLS, tlsconf.Options{Logger: h.opts.Logger})
+		tc, err = tlsconf.NewClient(name, cfg.TLS, tlsconf.Options{Logger: h.opts.Logger, Host: hostOf(cfg.URL)})
 		if err != nil {
 			h.opts.Logger.Error("upstream TLS could not be set up; its requests are refused", zap.String("upstream", name), zap.Error(err))
 			return &http.Client{Transport: failingTransport{err: err}, CheckRedirect: base.CheckRedirect, Timeout: base.Timeout}, nil
@@ -108,4 +108,13 @@ func (f failingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		_ = r.Body.Close()
 	}
 	return nil, f.err
+}
+
+// hostOf is a URL's host without port ("" when it does not parse).
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }

@@ -40,6 +40,9 @@ type Options struct {
 	ReloadInterval time.Duration
 	// ReadFile reads the files (nil: os.ReadFile).
 	ReadFile func(string) ([]byte, error)
+	// Host is an upstream URL's host: the name a client connection that
+	// sent no SNI (an IP address, through a proxy) is verified against.
+	Host string
 }
 
 func (o *Options) defaults() {
@@ -311,10 +314,10 @@ func (c *Client) load(b [][]byte) (*material, error) {
 	return m, nil
 }
 
-// Config is the tls.Config to dial the upstream with when its host is
-// the SNI sent (a proxied connection); an IP address sends none, so
-// verify then needs tls.server_name: use ConfigFor where the dialed host
-// is known.
+// Config is the tls.Config of a connection whose host is not known here
+// (through a proxy): the certificate must carry tls.server_name, else the
+// SNI sent, else (an IP address sends none) Options.Host. Use ConfigFor
+// where the dialed host is known.
 func (c *Client) Config() *tls.Config { return c.base }
 
 // ConfigFor is the tls.Config of one connection to host (a name or an IP
@@ -376,6 +379,9 @@ func (c *Client) verify(cs tls.ConnectionState, name string) error {
 	}
 	if name == "" {
 		name = cs.ServerName
+	}
+	if name == "" {
+		name = c.f.opts.Host
 	}
 	if name == "" {
 		// An IP address sends no SNI; never verify without a name.
