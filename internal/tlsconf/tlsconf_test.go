@@ -156,6 +156,14 @@ func TestServerRefusesTLS11(t *testing.T) {
 	if _, _, err := dial(addr, &tls.Config{RootCAs: ca.Pool(), MaxVersion: tls.VersionTLS12}); err != nil {
 		t.Fatalf("TLS 1.2 refused: %v", err)
 	}
+	// min_version "1.3" refuses TLS 1.2.
+	s13, err := tlsconf.NewServer("tls", &config.ListenerTLS{CertFile: dir + "/c", KeyFile: dir + "/k", MinVersion: "1.3"}, tlsconf.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := dial(serve(t, s13.Config()), &tls.Config{RootCAs: ca.Pool(), MaxVersion: tls.VersionTLS12}); err == nil {
+		t.Fatal("min_version 1.3 served a TLS 1.2 client")
+	}
 }
 
 func TestServerClientCertificates(t *testing.T) {
