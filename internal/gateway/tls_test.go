@@ -356,3 +356,46 @@ func TestUpstreamThroughConnectProxy(t *testing.T) {
 		t.Errorf("the proxy was asked for %v, want CONNECT %s", ts, want)
 	}
 }
+
+// TestAdminListenerTLS: admin.tls serves the admin endpoints over TLS,
+// and only to clients with a certificate of its client CA.
+func TestAdminListenerTLS(t *testing.T) {
+	t.Parallel()
+	ca, clients := tlstest.NewCA(t, "admin"), tlstest.NewCA(t, "ops")
+	dir := t.TempDir()
+	srv := ca.Server(t, "admin")
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testServer("a", 0) }, nil))
+	t.Cleanup(up.Close)
+	cfg, err := config.Parse("t.yaml", []byte(fmt.Sprintf("listen: 127.0.0.1:0\nupstreams: {a: {url: %s/mcp}}\nadmin:\n  listen: 127.0.0.1:0\n  tls: {cert_file: %s, key_file: %s, client_ca_file: %s}\n", up.URL,
+		tlstest.Write(t, dir, "a.crt", srv.CertPEM), tlstest.Write(t, dir, "a.key", srv.KeyPEM), tlstest.Write(t, dir, "ops.pem", clients.PEM))), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	url := "https://" + gw.AdminAddr().String() + "/healthz"
+	tr := func(leaf *tlstest.Leaf) *http.Client {
+		c := &tls.Config{RootCAs: ca.Pool()}
+		if leaf != nil {
+			c.Certificates = []tls.Certificate{leaf.TLS(t)}
+		}
+		h := &http.Transport{TLSClientConfig: c}
+		t.Cleanup(h.CloseIdleConnections)
+		return &http.Client{Transport: h, Timeout: 10 * time.Second}
+	}
+	resp, err := tr(clients.Client(t, "ops")).Get(url)
+	if err != nil {
+		t.Fatalf("with a client certificate: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz: HTTP %d", resp.StatusCode)
+	}
+	if resp, err := tr(nil).Get(url); err == nil {
+		resp.Body.Close()
+		t.Error("served without a client certificate")
+	}
+}
