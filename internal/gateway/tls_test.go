@@ -26,13 +26,13 @@ import (
 // tlsSetup is a gateway serving TLS with client certificates, in front of
 // an https upstream that requires the gateway's own client certificate.
 type tlsSetup struct {
-	dir                 string
-	serverCA, clientCA  *tlstest.CA // the gateway listener's, its callers'
-	upCA, gwClientCA    *tlstest.CA // the upstream's, the gateway's as its client
-	upstreamCN          atomic.Value
-	base                string // https://127.0.0.1:port
-	gw                  *gateway.Gateway
-	upstreamURL, policy string
+	dir                string
+	serverCA, clientCA *tlstest.CA // the gateway listener's, its callers'
+	upCA, gwClientCA   *tlstest.CA // the upstream's, the gateway's as its client
+	upstreamCN         atomic.Value
+	base               string // https://127.0.0.1:port
+	gw                 *gateway.Gateway
+	upstreamURL        string
 }
 
 func newTLSSetup(t *testing.T) *tlsSetup {
