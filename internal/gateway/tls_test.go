@@ -399,3 +399,18 @@ func TestAdminListenerTLS(t *testing.T) {
 		t.Error("served without a client certificate")
 	}
 }
+
+// TestReloadRefusesListenerTLSChange: the listener's TLS is set at start,
+// so a reload that changes it is refused, naming the key, instead of
+// going unapplied.
+func TestReloadRefusesListenerTLSChange(t *testing.T) {
+	t.Parallel()
+	s := newTLSSetup(t)
+	s.start(t)
+	next := *s.gw.Config()
+	next.TLS = nil
+	err := s.gw.Reload(&next)
+	if err == nil || !strings.Contains(err.Error(), "tls cannot change on reload") {
+		t.Fatalf("reload turning TLS off: %v; want it refused naming tls", err)
+	}
+}
