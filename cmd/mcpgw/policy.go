@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -33,7 +36,8 @@ Prints the decision for one name and the rule that made it. Exit status:
 
 Principal flags: --subject, --issuer, --groups a,b, --scopes a,b,
 --client-id, --api-key NAME (fills subject, groups and scopes from the
-auth.api_keys entry unless given).
+auth.api_keys entry unless given), --client-cert FILE (a PEM client
+certificate: the principal auth.client_certificates maps it to).
 `
 
 // cmdPolicy runs "mcpgw policy SUBCOMMAND".
@@ -56,17 +60,18 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 // principalFlags registers the flags describing a principal, each name
 // prefixed (catalog uses "as-").
 type principalFlags struct {
-	subject, issuer, groups, scopes, clientID, apiKey *string
+	subject, issuer, groups, scopes, clientID, apiKey, clientCert *string
 }
 
 func addPrincipalFlags(fs *flag.FlagSet, prefix string) principalFlags {
 	return principalFlags{
-		subject:  fs.String(prefix+"subject", "", "the principal's `SUBJECT` (token sub or API key principal)"),
-		issuer:   fs.String(prefix+"issuer", "", "the token `ISSUER`"),
-		groups:   fs.String(prefix+"groups", "", "comma-separated `GROUPS`"),
-		scopes:   fs.String(prefix+"scopes", "", "comma-separated OAuth `SCOPES`"),
-		clientID: fs.String(prefix+"client-id", "", "the OAuth client `ID`"),
-		apiKey:   fs.String(prefix+"api-key", "", "the auth.api_keys entry `NAME` used"),
+		subject:    fs.String(prefix+"subject", "", "the principal's `SUBJECT` (token sub or API key principal)"),
+		issuer:     fs.String(prefix+"issuer", "", "the token `ISSUER`"),
+		groups:     fs.String(prefix+"groups", "", "comma-separated `GROUPS`"),
+		scopes:     fs.String(prefix+"scopes", "", "comma-separated OAuth `SCOPES`"),
+		clientID:   fs.String(prefix+"client-id", "", "the OAuth client `ID`"),
+		apiKey:     fs.String(prefix+"api-key", "", "the auth.api_keys entry `NAME` used"),
+		clientCert: fs.String(prefix+"client-cert", "", "a PEM client certificate `FILE`: the principal auth.client_certificates maps it to"),
 	}
 }
 
@@ -75,6 +80,9 @@ func (f principalFlags) principal(cfg *config.Config) (policy.Principal, error) 
 	p := policy.Principal{
 		Subject: *f.subject, Issuer: *f.issuer, ClientID: *f.clientID,
 		Groups: splitList(*f.groups), Scopes: splitList(*f.scopes), APIKey: *f.apiKey,
+	}
+	if *f.clientCert != "" {
+		return f.certPrincipal(cfg, p)
 	}
 	if p.APIKey == "" {
 		return p, nil
@@ -102,6 +110,40 @@ func (f principalFlags) principal(cfg *config.Config) (policy.Principal, error) 
 		}
 	}
 	return p, fmt.Errorf("there is no API key named %q in auth.api_keys (have: %s)", p.APIKey, strings.Join(names, ", "))
+}
+
+// certPrincipal fills p from a client certificate as the gateway would
+// (auth.client_certificates); the flags given win. The certificate is not
+// verified: explain answers what the policy makes of it once it is.
+func (f principalFlags) certPrincipal(cfg *config.Config, p policy.Principal) (policy.Principal, error) {
+	if cfg.Auth == nil || cfg.Auth.ClientCertificates == nil {
+		return p, fmt.Errorf("--client-cert needs auth.client_certificates in the config")
+	}
+	data, err := os.ReadFile(*f.clientCert)
+	if err != nil {
+		return p, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return p, fmt.Errorf("%s: no PEM certificate in it", *f.clientCert)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", *f.clientCert, err)
+	}
+	cc := cfg.Auth.ClientCertificates
+	if p.Subject == "" {
+		if p.Subject = auth.CertificateSubject(cert, cc.PrincipalField()); p.Subject == "" {
+			return p, fmt.Errorf("%s has no %s to name its principal (auth.client_certificates.principal)", *f.clientCert, cc.PrincipalField())
+		}
+	}
+	if p.Groups == nil {
+		p.Groups = cc.Groups
+	}
+	if p.Scopes == nil {
+		p.Scopes = cc.Scopes
+	}
+	return p, nil
 }
 
 func splitList(s string) []string {

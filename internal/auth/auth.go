@@ -37,6 +37,10 @@ type Principal struct {
 	Groups []string
 	// APIKey is the name of the API key used; empty for a token.
 	APIKey string
+	// Certificate is the client-certificate field the subject was read
+	// from (auth.client_certificates.principal, e.g. common_name); empty
+	// for a token or an API key.
+	Certificate string
 	// Expiry is when the token expires; zero for an API key.
 	Expiry time.Time
 	// Claims are all of a JWT's claims as encoding/json decodes them, for
@@ -76,6 +80,9 @@ func (p *Principal) Key() string {
 	if p.APIKey != "" {
 		return "apikey\x00" + p.APIKey
 	}
+	if p.Certificate != "" {
+		return "cert\x00" + p.Subject
+	}
 	return "oidc\x00" + p.Issuer + "\x00" + p.Subject
 }
 
@@ -87,6 +94,8 @@ func (p *Principal) String() string {
 		return "anonymous"
 	case p.APIKey != "":
 		return "apikey:" + p.APIKey
+	case p.Certificate != "":
+		return "cert:" + p.Subject
 	default:
 		return p.Subject + "@" + p.Issuer
 	}

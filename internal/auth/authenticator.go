@@ -56,6 +56,9 @@ type Authenticator struct {
 	cache     *tokenCache
 	// introspect checks opaque tokens (auth.introspection; nil: none).
 	introspect *introspector
+	// certs maps verified client certificates to principals
+	// (auth.client_certificates; nil: none).
+	certs *config.ClientCertificates
 }
 
 // apiKey is one configured key; only its SHA-256 hash is kept.
@@ -98,6 +101,7 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 		required:  cfg.Auth.RequiredScopes,
 		now:       opts.Now,
 		cache:     newTokenCache(),
+		certs:     cfg.Auth.ClientCertificates,
 	}
 	for _, o := range cfg.Auth.AllIssuers() {
 		a.issuers[o.Issuer] = newIssuer(o, opts.HTTPClient, opts.Now, opts.KeyRefreshInterval, opts.KeyMaxAge)
@@ -169,6 +173,14 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 			if q.Has(name) {
 				return nil, errorf(TokenInQuery, "credentials in the URL ("+name+") are refused because URLs end up in logs and browser history; send an Authorization: Bearer header")
 			}
+		}
+	}
+	if a.certs != nil && !hasCredentialHeader(r) {
+		switch p, cerr := a.certificate(r); {
+		case cerr != nil:
+			return nil, cerr
+		case p != nil:
+			return p, nil
 		}
 	}
 	cred, err := credential(r)

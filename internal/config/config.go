@@ -49,6 +49,8 @@ type Config struct {
 	// Tracing configures OpenTelemetry tracing (tracing.go; off when absent
 	// unless the OTEL_* environment turns it on).
 	Tracing *Tracing `yaml:"tracing"`
+	// TLS serves the MCP listener over TLS (tls.go; plain HTTP when absent).
+	TLS *ListenerTLS `yaml:"tls"`
 }
 
 // Upstream is one MCP server. Exactly one of URL or Command is set.
@@ -130,6 +132,12 @@ type Upstream struct {
 	// Required makes the gateway's readiness (/readyz on the admin listener)
 	// depend on this upstream being connected.
 	Required bool `yaml:"required"`
+	// TLS configures how the gateway verifies this https upstream and the
+	// client certificate it presents (tls.go).
+	TLS *UpstreamTLS `yaml:"tls"`
+	// Proxy is an http:// proxy for this upstream's requests (CONNECT for
+	// https), instead of HTTPS_PROXY/HTTP_PROXY/NO_PROXY (tls.go).
+	Proxy string `yaml:"proxy"`
 }
 
 // Root is one filesystem root offered to an upstream.
@@ -230,6 +238,9 @@ type Auth struct {
 	// Introspection checks opaque tokens (those that are not JWTs of a
 	// configured issuer) at an RFC 7662 endpoint (introspection.go).
 	Introspection *Introspection `yaml:"introspection"`
+	// ClientCertificates makes a client certificate verified by the
+	// listener's tls.client_ca_file a credential (tls.go).
+	ClientCertificates *ClientCertificates `yaml:"client_certificates"`
 }
 
 // AllIssuers returns auth.oidc followed by auth.issuers.
@@ -252,7 +263,7 @@ func (a *Auth) AllIssuers() []*OIDC {
 // Enabled reports whether any credential is configured, so that requests
 // must authenticate.
 func (a *Auth) Enabled() bool {
-	return a != nil && (len(a.AllIssuers()) > 0 || len(a.APIKeys) > 0 || a.Introspection != nil)
+	return a != nil && (len(a.AllIssuers()) > 0 || len(a.APIKeys) > 0 || a.Introspection != nil || a.ClientCertificates != nil)
 }
 
 // OIDC is one token issuer: an OpenID Provider / OAuth authorization server
@@ -314,6 +325,8 @@ type Admin struct {
 	// ProtectMetrics makes /metrics require the token too (scrapers then
 	// need it); /healthz and /readyz stay open for probes.
 	ProtectMetrics bool `yaml:"protect_metrics"`
+	// TLS serves the admin listener over TLS (tls.go).
+	TLS *ListenerTLS `yaml:"tls"`
 }
 
 // Sessions configures downstream sessions.

@@ -263,6 +263,7 @@ func TestEveryField(t *testing.T) {
 				MaxSessionsPerPrincipal:  2,
 				MaxServerRequests:        32,
 				MaxServerRequestsPerCall: 4,
+				InteractivePool:          config.DefaultInteractivePool,
 				Stderr:                   &config.Stderr{Level: "debug", Rate: config.Rate{N: 5, Per: time.Second}, Burst: 20, MaxLineBytes: 1000},
 			},
 		},

@@ -530,6 +530,9 @@ func (v *validator) policySubjects(p string, subjects []string) {
 		if a.Introspection != nil {
 			n++
 		}
+		if a.ClientCertificates != nil {
+			n++ // any certificate the client CA signed may name it
+		}
 		if slices.Contains(principals, sub) {
 			n++
 		}

@@ -27,6 +27,7 @@ func (c *Config) Redacted() *Config {
 		}
 		cu := *u
 		cu.URL = redactURL(u.URL)
+		cu.Proxy = redactURL(u.Proxy) // user:password@ of the proxy
 		cu.Headers, cu.Env = redactValues(u.Headers), redactValues(u.Env)
 		cu.Command = slices.Clone(u.Command)
 		if !u.Stateful {

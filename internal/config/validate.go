@@ -87,6 +87,7 @@ func (v *validator) validate() {
 	v.policy()
 	v.audit()   // audit.go
 	v.tracing() // tracing.go
+	v.tls()     // tls.go
 }
 
 func (v *validator) separator() {
@@ -215,6 +216,7 @@ func (v *validator) upstream(name string, u *Upstream) {
 	v.upstreamAuth(p, name, u, hasCmd && !hasURL) // upstream_auth.go
 	v.statefulLimits(p, u)                        // limits.go
 	v.serverRequestLimits(p, u)                   // limits.go
+	v.upstreamTLS(p, u, hasCmd && !hasURL)        // tls.go
 	for i, r := range u.Roots {
 		rp := fmt.Sprintf("%s.roots[%d]", p, i)
 		if !strings.HasPrefix(r.URI, "file://") {

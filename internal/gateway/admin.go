@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/tlsconf"
 )
 
 // The admin listener serves operators and their tools, never MCP clients:
@@ -64,6 +66,14 @@ func (g *Gateway) listenAdmin() error {
 		_ = ln.Close()
 		return err
 	}
+	if cfg := g.cfg.Load(); cfg.Admin != nil && cfg.Admin.TLS != nil {
+		st, err := tlsconf.NewServer("admin.tls", cfg.Admin.TLS, tlsconf.Options{Logger: g.log})
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, st.Config())
+	}
 	g.adminAccess.Store(acc)
 	g.adminLn = ln
 	g.admin = &http.Server{
@@ -81,7 +91,7 @@ func (g *Gateway) serveAdmin() {
 	if g.admin == nil {
 		return
 	}
-	g.log.Info("serving admin endpoints", zap.String("url", "http://"+g.adminLn.Addr().String()), zap.Strings("paths", []string{"/", "/status/...", "/metrics", "/healthz", "/readyz"}), zap.Bool("pprof", g.cfg.Load().Admin != nil && g.cfg.Load().Admin.Pprof), zap.Bool("token", g.adminAccess.Load().token != nil))
+	g.log.Info("serving admin endpoints", zap.String("url", g.adminScheme()+"://"+g.adminLn.Addr().String()), zap.Strings("paths", []string{"/", "/status/...", "/metrics", "/healthz", "/readyz"}), zap.Bool("pprof", g.cfg.Load().Admin != nil && g.cfg.Load().Admin.Pprof), zap.Bool("token", g.adminAccess.Load().token != nil))
 	go func() {
 		if err := g.admin.Serve(g.adminLn); err != nil && err != http.ErrServerClosed {
 			g.log.Error("admin listener failed", zap.Error(err))
@@ -251,4 +261,12 @@ func writeAdminJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// adminScheme is how the admin listener is reached: https with admin.tls.
+func (g *Gateway) adminScheme() string {
+	if cfg := g.cfg.Load(); cfg.Admin != nil && cfg.Admin.TLS != nil {
+		return "https"
+	}
+	return "http"
 }

@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/router"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
 	"github.com/mcpgw/mcpgw/internal/telemetry"
+	"github.com/mcpgw/mcpgw/internal/tlsconf"
 )
 
 // Options configure a Gateway.
@@ -212,6 +214,18 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 			stopTracing(g.tracing, opts.Logger)
 			return nil, fmt.Errorf("listen %s: %w (is another mcpgw running? change listen:)", cfg.Listen, err)
 		}
+	}
+	if cfg.TLS != nil {
+		st, err := tlsconf.NewServer("tls", cfg.TLS, tlsconf.Options{Logger: opts.Logger})
+		if err != nil {
+			_ = ln.Close()
+			rt.Close()
+			g.shared.close()
+			_ = g.audit.Close()
+			stopTracing(g.tracing, opts.Logger)
+			return nil, err
+		}
+		ln = tls.NewListener(ln, st.Config())
 	}
 	if err := g.listenAdmin(); err != nil { // admin.go
 		_ = ln.Close()

@@ -173,6 +173,12 @@ func restartOnly(old, next *config.Config) error {
 	if adminListen(old) != adminListen(next) {
 		keys = append(keys, fmt.Sprintf("admin.listen (%q -> %q)", adminListen(old), adminListen(next)))
 	}
+	if !reflect.DeepEqual(old.TLS, next.TLS) {
+		keys = append(keys, "tls") // the listener is wrapped at start; its files reload by themselves
+	}
+	if !reflect.DeepEqual(adminTLS(old), adminTLS(next)) {
+		keys = append(keys, "admin.tls")
+	}
 	if old.ReadHeaderTimeout != next.ReadHeaderTimeout {
 		keys = append(keys, fmt.Sprintf("read_header_timeout (%s -> %s)", old.ReadHeaderTimeout.D(), next.ReadHeaderTimeout.D()))
 	}
@@ -212,6 +218,13 @@ func restartOnly(old, next *config.Config) error {
 		return nil
 	}
 	return fmt.Errorf("config reload refused: %s cannot change on reload; restart mcpgw to apply it (or put the old value back)", strings.Join(keys, ", "))
+}
+
+func adminTLS(c *config.Config) *config.ListenerTLS {
+	if c.Admin == nil {
+		return nil
+	}
+	return c.Admin.TLS
 }
 
 func adminListen(c *config.Config) string {

@@ -177,7 +177,7 @@ func (c *subjectCell) update(s credentials.Subject) {
 
 // actingClient is the HTTP client of one acting-for connection.
 func (u *Upstream) actingClient(cell *subjectCell) *http.Client {
-	base := u.host.opts.HTTPClient
+	base := u.base
 	rt := base.Transport
 	if rt == nil {
 		rt = http.DefaultTransport

@@ -219,8 +219,9 @@ func (h *Host) newUpstream(name string, ucfg *config.Upstream, sep string) *Upst
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
-	u.httpc = h.upstreamHTTPClient(ctx, name, ucfg) // oauth.go
-	u.source = h.credentialSource(ctx, name, ucfg)  // credentials.go
+	u.base, u.ownConns = h.upstreamBase(name, ucfg)         // tls.go
+	u.httpc = h.upstreamHTTPClient(ctx, name, ucfg, u.base) // oauth.go
+	u.source = h.credentialSource(ctx, name, ucfg)          // credentials.go
 	u.startedAt.Store(time.Now().UnixNano())
 	if len(ucfg.Command) > 0 {
 		u.stderr = client.NewStderrLog(stderrOptions(name, ucfg, u.log, u.m)) // startup.go
@@ -273,6 +274,11 @@ func (h *Host) Close() {
 	h.wg.Wait()
 	if h.conns != nil {
 		h.conns.CloseIdleConnections()
+	}
+	for _, u := range ups {
+		if u.ownConns != nil { // tls: or proxy: (tls.go)
+			u.ownConns.CloseIdleConnections()
+		}
 	}
 }
 
@@ -369,6 +375,11 @@ type Upstream struct {
 	// httpc serves an HTTP upstream's requests: the shared client, or with
 	// oauth: one that adds the upstream's access token (oauth.go).
 	httpc *http.Client
+	// base is the client httpc and acting-for clients are built on (the
+	// host's, or one of the upstream's own for tls:/proxy:, whose
+	// transport ownConns is, closed by stop).
+	base     *http.Client
+	ownConns *http1.Transport
 	// source authorizes an acting-for upstream's requests for their
 	// caller (nil: the upstream's own credential, if any; credentials.go).
 	source credentials.Source

@@ -52,8 +52,7 @@ const (
 // upstreamHTTPClient is the HTTP client for an upstream's requests: the
 // shared one, or for an upstream with oauth: a client of its own whose
 // transport adds the upstream's access token over the shared transport.
-func (h *Host) upstreamHTTPClient(ctx context.Context, name string, cfg *config.Upstream) *http.Client {
-	base := h.opts.HTTPClient
+func (h *Host) upstreamHTTPClient(ctx context.Context, name string, cfg *config.Upstream, base *http.Client) *http.Client {
 	if cfg.OAuth == nil || cfg.URL == "" {
 		return base
 	}

@@ -194,11 +194,11 @@ func TestOAuthTransport(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
-	hc := h.upstreamHTTPClient(ctx, "gh", &config.Upstream{URL: up.URL + "/mcp", OAuth: &config.UpstreamOAuth{TokenURL: idp.srv.URL, ClientID: "cid", ClientSecret: "s", AuthMethod: config.AuthMethodBasic}})
+	hc := h.upstreamHTTPClient(ctx, "gh", &config.Upstream{URL: up.URL + "/mcp", OAuth: &config.UpstreamOAuth{TokenURL: idp.srv.URL, ClientID: "cid", ClientSecret: "s", AuthMethod: config.AuthMethodBasic}}, h.opts.HTTPClient)
 	if hc == h.opts.HTTPClient {
 		t.Fatal("an oauth upstream shares the plain client")
 	}
-	if plain := h.upstreamHTTPClient(ctx, "fs", &config.Upstream{URL: up.URL}); plain != h.opts.HTTPClient {
+	if plain := h.upstreamHTTPClient(ctx, "fs", &config.Upstream{URL: up.URL}, h.opts.HTTPClient); plain != h.opts.HTTPClient {
 		t.Error("an upstream without oauth got a client of its own")
 	}
 	do := func(method, path string) int {

@@ -241,7 +241,7 @@ func TestOAuthDiscovery(t *testing.T) {
 			}
 			ctx := t.Context()
 			h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
-			hc := h.upstreamHTTPClient(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &o})
+			hc := h.upstreamHTTPClient(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &o}, h.opts.HTTPClient)
 			if got, want := w.do(ctx, hc, "m"), w.fill(tc.want); !strings.HasPrefix(got, want) {
 				t.Errorf("request:\n got %s\nwant %s...", got, want)
 			}
@@ -280,7 +280,7 @@ func TestOAuthStepUp(t *testing.T) {
 	w.need["admin"] = "mcp:admin"
 	ctx := t.Context()
 	h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
-	hc := h.upstreamHTTPClient(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &config.UpstreamOAuth{Discover: true, ClientID: "cid", ClientSecret: "sec", AllowAddresses: []string{"127.0.0.0/8"}}})
+	hc := h.upstreamHTTPClient(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &config.UpstreamOAuth{Discover: true, ClientID: "cid", ClientSecret: "sec", AllowAddresses: []string{"127.0.0.0/8"}}}, h.opts.HTTPClient)
 	steps := []struct{ method, want string }{
 		{"list", "200"}, // 401 → token for mcp:read
 		{"call", "200"}, // 403 mcp:write → token for mcp:read mcp:write

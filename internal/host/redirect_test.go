@@ -52,7 +52,7 @@ func TestClientCredentialsRefuseRedirect(t *testing.T) {
 	h := &Host{opts: Options{HTTPClient: &http.Client{}, Logger: zaptest.NewLogger(t)}}
 	hc := h.upstreamHTTPClient(t.Context(), "gh", &config.Upstream{URL: "https://api.example.com/mcp", OAuth: &config.UpstreamOAuth{
 		TokenURL: tokenURL, ClientID: "mcpgw", ClientSecret: "s3cret",
-	}})
+	}}, h.opts.HTTPClient)
 	if tok, err := hc.Transport.(*oauthTransport).tokens.Token(); err == nil {
 		t.Fatalf("Token = %v; want the redirect refused", tok)
 	}

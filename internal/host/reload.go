@@ -167,6 +167,9 @@ func (u *Upstream) stop() {
 	if started {
 		<-u.done
 	}
+	if u.ownConns != nil {
+		u.ownConns.CloseIdleConnections()
+	}
 }
 
 // Enter counts a call routed to the upstream; it fails once a retiring

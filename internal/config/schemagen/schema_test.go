@@ -67,6 +67,12 @@ func anyEnv(name string) (string, bool) {
 	if strings.HasSuffix(name, "_LISTEN") {
 		return "127.0.0.1:8080", true
 	}
+	if strings.HasSuffix(name, "_URL") {
+		return "https://placeholder.example/" + strings.ToLower(name), true
+	}
+	if strings.HasSuffix(name, "_DATA") || strings.HasSuffix(name, "_DIR") {
+		return "/var/lib/placeholder/" + strings.ToLower(name), true
+	}
 	return "placeholder-" + strings.ToLower(name), true
 }
 
@@ -124,7 +130,7 @@ func exampleConfigs(t *testing.T) map[string][]byte {
 		}
 		return m
 	}
-	for _, f := range slices.Concat(glob("configs/*.yaml"), glob("docs/*.yaml")) {
+	for _, f := range slices.Concat(glob("configs/*.yaml"), glob("configs/examples/*.yaml"), glob("docs/*.yaml")) {
 		out[f] = read(f)
 	}
 	fence := regexp.MustCompile("(?ms)^```ya?ml\n(.*?)^```")
@@ -210,7 +216,7 @@ func coalesce(user, def any) any {
 func TestExampleConfigsValidate(t *testing.T) {
 	s := compile(t, configSchemaPath)
 	examples := exampleConfigs(t)
-	for _, want := range []string{"configs/example.yaml", "configs/default.yaml", "deploy/kubernetes/configmap.yaml config.yaml", "deploy/helm/mcpgw/values.yaml config:", "deploy/helm/mcpgw/ci/full-values.yaml config:"} {
+	for _, want := range []string{"configs/example.yaml", "configs/default.yaml", "configs/examples/tls.yaml", "deploy/kubernetes/configmap.yaml config.yaml", "deploy/helm/mcpgw/values.yaml config:", "deploy/helm/mcpgw/ci/full-values.yaml config:"} {
 		if examples[want] == nil {
 			t.Errorf("example %q not found", want)
 		}
