@@ -190,6 +190,16 @@ func (c *Client) discover(ctx context.Context, r Request) (*discovered, Challeng
 	return d, ch, nil
 }
 
+// ForgetDiscoveries drops every kept discovery, so that the next
+// authorization discovers anew: an upstream that refused a token it was
+// given may have moved to another authorization server (SEP-2352), which
+// a kept discovery would hide for its whole life.
+func (c *Client) ForgetDiscoveries() {
+	c.discMu.Lock()
+	clear(c.discoveries)
+	c.discMu.Unlock()
+}
+
 // pinnedChallenge parses a probe's challenge, dropping (with a pinned
 // issuer) a resource_metadata on another origin than the upstream.
 func (c *Client) pinnedChallenge(r Request, values []string) Challenge {

@@ -115,6 +115,10 @@ func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, regs 
 	return &OAuthClient{c: oauthclient.New(oc, hc, log), upstreamURL: upstreamURL, issuer: cfg.Issuer, name: name, scopes: cfg.Scopes}, nil
 }
 
+// ForgetDiscoveries makes the next Begin discover the upstream's
+// authorization server anew (Source.Refused calls it).
+func (o *OAuthClient) ForgetDiscoveries() { o.c.ForgetDiscoveries() }
+
 // Begin implements Client.
 func (o *OAuthClient) Begin(ctx context.Context, state, redirectURI string, step *StepUp) (*Flow, error) {
 	// Configured scopes replace those the challenge or metadata name; a

@@ -286,6 +286,11 @@ func (s *Source) Refused(ctx context.Context, subj credentials.Subject, token st
 	if subj.Principal == nil {
 		return
 	}
+	// The upstream refused a token its authorization server issued: the
+	// next authorization discovers the server anew (it may have moved).
+	if f, ok := s.o.Client.(interface{ ForgetDiscoveries() }); ok {
+		f.ForgetDiscoveries()
+	}
 	key := subj.Key()
 	r, err := s.tokens.get(ctx, key)
 	if err != nil || r == nil || r.Access != token {

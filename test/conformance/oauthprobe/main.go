@@ -275,6 +275,9 @@ func (p *probe) authorize(ctx context.Context, challenge []string) error {
 	var previous []string
 	if p.token != nil {
 		previous = p.token.Grant.Scopes
+		// A token it was given was refused: discover anew, as the
+		// gateway's per-user source does (the server may have moved).
+		p.oc.ForgetDiscoveries()
 	}
 	flow, err := p.oc.Begin(ctx, oauthclient.Request{UpstreamURL: p.url, Challenge: challenge, RedirectURI: redirectURI, Previous: previous})
 	if err != nil {
