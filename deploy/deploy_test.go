@@ -189,6 +189,9 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 	m.RateLimited("/mcp")
 	u := m.Upstream("x")
 	u.CallDone("tools/call", u.CallStarted(), metrics.ReasonTimeout)
+	u.Unattributed("sampling/createMessage")
+	u.InteractiveConns(1, 1)
+	u.SandboxEvent("started")
 	m.SetRouteSource(func() []metrics.RouteStats { return []metrics.RouteStats{{Route: "/mcp"}} })
 	m.SetUpstreamConnSource(func() (int64, int64) { return 0, 0 })
 	r := m.NewRedis() // registered only with sessions.redis

@@ -4,16 +4,35 @@ import (
 	"bytes"
 	"path/filepath"
 	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/tlsconf/tlstest"
 )
 
-// Every example under configs/examples passes mcpgw validate with only
-// MCPGW_LISTEN set (their other variables have defaults).
+// Every example under configs/examples passes mcpgw validate, which checks
+// what run reads at start (files exist and parse), given the inputs its
+// header names: MCPGW_LISTEN for all, and for tls.yaml certificates and
+// keys made here.
 func TestExamplesValidate(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "configs", "examples", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples (%v)", err)
 	}
 	t.Setenv("MCPGW_LISTEN", "127.0.0.1:8080")
+	dir := t.TempDir()
+	clients, servers := tlstest.NewCA(t, "clients"), tlstest.NewCA(t, "servers")
+	listener, gatewayClient := servers.Server(t, "mcp.example.com"), clients.Client(t, "mcpgw")
+	for name, value := range map[string]string{
+		"MCPGW_TLS_CERT":             tlstest.Write(t, dir, "tls.crt", listener.CertPEM),
+		"MCPGW_TLS_KEY":              tlstest.Write(t, dir, "tls.key", listener.KeyPEM),
+		"MCPGW_CLIENT_CA":            tlstest.Write(t, dir, "clients.pem", clients.PEM),
+		"MCPGW_UPSTREAM_URL":         "https://upstream.example.com/mcp",
+		"MCPGW_UPSTREAM_CA":          tlstest.Write(t, dir, "servers.pem", servers.PEM),
+		"MCPGW_UPSTREAM_CLIENT_CERT": tlstest.Write(t, dir, "client.crt", gatewayClient.CertPEM),
+		"MCPGW_UPSTREAM_CLIENT_KEY":  tlstest.Write(t, dir, "client.key", gatewayClient.KeyPEM),
+		"MCPGW_ALLOWED_CN":           "alice",
+	} {
+		t.Setenv(name, value)
+	}
 	for _, f := range files {
 		var stdout, stderr bytes.Buffer
 		if code := run([]string{"validate", "--config", f}, &stdout, &stderr); code != 0 {
