@@ -109,6 +109,9 @@ type Options struct {
 	// Nil: each replica's connections are its own.
 	UpstreamSessions UpstreamSessions
 	ReplicaID        string
+	// Now is the clock upstream tokens expire by (nil: time.Now): tests
+	// move it instead of waiting for a token to expire.
+	Now func() time.Time
 }
 
 // Host owns one upstream client per configured upstream.
