@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
@@ -659,7 +660,14 @@ func TestFidelityTimeoutCancelsUpstream(t *testing.T) {
 	// A holds until the timeout cancels it.
 	fidEachKindInTurn(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 0, "timeout: 300ms")
-		base := fidGateway(t, "", up)
+		gw, base := fidGatewayGW(t, "", up)
+		// The 300 ms also bounds the handshake's requests: a stdio child
+		// slow to start on a loaded machine fails them and is retried, so
+		// the calls wait for the upstream to be ready.
+		testwait.Until(t, "the upstream to be ready", func() bool {
+			s, _ := gw.Host().Upstream("up").State()
+			return s == host.StateReady
+		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		a := fidConnect(t, base+"/mcp", nil)
