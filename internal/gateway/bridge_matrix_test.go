@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // The revision matrix: a 2026-07-28 client in front of a legacy upstream,
@@ -274,25 +275,39 @@ func TestRevisionMatrix(t *testing.T) {
 				}
 				// Touch until the update arrives: a 2026 subscription stream
 				// may still be opening when Subscribe returns.
-				deadline := time.Now().Add(5 * time.Second)
-				for len(updates.get()) == 0 && time.Now().Before(deadline) {
+				testwait.Until(t, "an update of mem://doc", func() bool {
 					tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
-					time.Sleep(100 * time.Millisecond) // a poll, bounded by deadline
-				}
+					return len(updates.get()) > 0
+				})
 				if got := updates.get(); len(got) == 0 || got[0] != "mem://doc" {
 					t.Fatalf("resource updates %q, want mem://doc", got)
+				}
+				// A second subscription marks the stream: the gateway relays
+				// an upstream's updates in order, so once the marker's update
+				// arrived every update touched before it has too.
+				const marker = "mem://items/1"
+				if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: marker}); err != nil {
+					t.Fatalf("subscribe %s: %v", marker, err)
+				}
+				// The marker is touched until an update of it arrives: a
+				// 2026 subscription stream may be reopening meanwhile.
+				mark := func(what string) {
+					t.Helper()
+					before := fidCount(updates.get(), marker)
+					testwait.Until(t, what, func() bool {
+						tool(t, "up__touch", map[string]any{"uri": marker}, "touched")
+						return fidCount(updates.get(), marker) > before
+					})
 				}
 				if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://doc"}); err != nil {
 					t.Fatalf("unsubscribe: %v", err)
 				}
-				// Stands for "the unsubscription took effect" (issue 38: not
-				// yet an event to wait on); then a negative check.
-				time.Sleep(200 * time.Millisecond)
-				n := len(updates.get())
+				mark("the marker's update after the unsubscribe")
+				n := fidCount(updates.get(), "mem://doc")
 				tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
-				time.Sleep(300 * time.Millisecond) // a negative check: a wait cut short only misses a failure
-				if got := updates.get(); len(got) != n {
-					t.Errorf("updates after unsubscribe: %q", got[n:])
+				mark("the marker's update after the last touch")
+				if got := fidCount(updates.get(), "mem://doc"); got != n {
+					t.Errorf("%d updates of mem://doc after unsubscribe: %q", got-n, updates.get())
 				}
 			})
 		})

@@ -268,13 +268,50 @@ func fidelityServer(name string, rec fidEventLog, bar *fidBarrier, modern bool) 
 	})
 
 	type blockIn struct {
-		Tag string `json:"tag"`
-		MS  int    `json:"ms"`
+		Tag  string `json:"tag"`
+		MS   int    `json:"ms,omitempty"`
+		Hold bool   `json:"hold,omitempty"`
 	}
+	// A call with hold stays in flight until it is cancelled or the
+	// release tool names its tag: a test that needs "a call in flight"
+	// must not race a duration against a loaded machine.
+	var relMu sync.Mutex
+	released := map[string]chan struct{}{}
+	releaseOf := func(tag string) chan struct{} {
+		relMu.Lock()
+		defer relMu.Unlock()
+		ch, ok := released[tag]
+		if !ok {
+			ch = make(chan struct{})
+			released[tag] = ch
+		}
+		return ch
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "release"}, func(_ context.Context, _ *mcp.CallToolRequest, in tagIn) (*mcp.CallToolResult, any, error) {
+		ch := releaseOf(in.Tag)
+		relMu.Lock()
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
+		relMu.Unlock()
+		return fidResult("released %s", in.Tag), nil, nil
+	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "block"}, func(ctx context.Context, _ *mcp.CallToolRequest, in blockIn) (*mcp.CallToolResult, any, error) {
 		rec.record("start " + in.Tag)
+		var until <-chan struct{}
+		var timer <-chan time.Time
+		if in.Hold {
+			until = releaseOf(in.Tag)
+		} else {
+			timer = time.After(time.Duration(in.MS) * time.Millisecond) // the behaviour under test: a tool that takes ms
+		}
 		select {
-		case <-time.After(time.Duration(in.MS) * time.Millisecond): // the behaviour under test: a tool that takes ms
+		case <-until:
+			rec.record("finish " + in.Tag)
+			return fidResult("done %s", in.Tag), nil, nil
+		case <-timer:
 			rec.record("finish " + in.Tag)
 			return fidResult("done %s", in.Tag), nil, nil
 		case <-ctx.Done():

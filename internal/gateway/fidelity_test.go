@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
@@ -117,7 +118,7 @@ func fidGather(inboxes map[string]*fidInbox, want map[string][]string) map[strin
 		slices.Sort(w)
 		sortedWant[k] = w
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(testwait.Long) // returns as soon as all is there
 	for time.Now().Before(deadline) {
 		ok := true
 		for k, ib := range inboxes {
@@ -309,9 +310,9 @@ func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
 	held := make(chan struct{})
 	go func() {
 		defer close(held)
-		fidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold", "ms": 1200}, "done hold")
+		fidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold", "hold": true}, "done hold")
 	}()
-	if !fidWaitEvent(up, "start hold", 3*time.Second) {
+	if !fidWaitEvent(up, "start hold", testwait.Long) {
 		t.Fatal("B's call never reached the upstream")
 	}
 	got, isErr, err := fidCall(ctx, a, "pipe__sample", map[string]any{"tag": "A"})
@@ -321,7 +322,8 @@ func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
 	if !isErr || !strings.Contains(got, "interactive_pool") || strings.Contains(got, "stateful: true") {
 		t.Errorf("A's overlapping sampling: result %q (isError %v), want an error that names interactive_pool, not stateful: true", got, isErr)
 	}
-	<-held
+	fidExpect(ctx, t, "release", a, "pipe__release", map[string]any{"tag": "hold"}, "released hold")
+	testwait.Recv(t, held, "B's held call to finish")
 	if n := len(inA.get()) + len(inB.get()); n != 0 {
 		t.Errorf("the refused sampling request reached a client: A saw %q, B saw %q", inA.get(), inB.get())
 	}
@@ -486,7 +488,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if err := c.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("C subscribe: %v", err)
 		}
-		if !fidWaitEvent(up, "subscribe mem://watched", 10*time.Second) {
+		if !fidWaitEvent(up, "subscribe mem://watched", testwait.Long) {
 			t.Fatalf("the upstream saw no subscribe: %q", up.log.all())
 		}
 		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
@@ -536,7 +538,7 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Errorf("close C: %v", err)
 		}
-		if !fidWaitEvent(up, "unsubscribe mem://watched", 10*time.Second) {
+		if !fidWaitEvent(up, "unsubscribe mem://watched", testwait.Long) {
 			t.Errorf("ending the last subscribed session did not unsubscribe upstream: %q", up.log.all())
 		}
 		time.Sleep(100 * time.Millisecond) // a negative check (no second unsubscribe), as above
@@ -567,24 +569,36 @@ func TestFidelityToolListChanged(t *testing.T) {
 		a := fidConnect(t, base+"/mcp", counter(inA))
 		b := fidConnect(t, base+"/mcp", counter(inB))
 		fidConnect(t, base+"/mcp/other", counter(inX)) // a route without up
-		// Let the list changes of the upstreams' start (debounced) pass.
-		// Stands for "they passed" (issue 38: not yet an event to wait on).
-		time.Sleep(500 * time.Millisecond)
-		baseA, baseB, baseX := len(inA.get()), len(inB.get()), len(inX.get())
-
-		if stdio {
-			fidExpect(ctx, t, "A", a, "up__grow", map[string]any{"name": "added"}, "grown added")
-		} else {
-			mcp.AddTool(up.srv, &mcp.Tool{Name: "added"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-				return fidResult("up/added"), nil, nil
+		add := func(name string) {
+			t.Helper()
+			if stdio {
+				fidExpect(ctx, t, "A", a, "up__grow", map[string]any{"name": name}, "grown "+name)
+				return
+			}
+			mcp.AddTool(up.srv, &mcp.Tool{Name: name}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return fidResult("up/%s", name), nil, nil
 			})
 		}
-		deadline := time.Now().Add(2 * time.Second)
+		lists := func(s *mcp.ClientSession, name string) bool {
+			res, err := s.ListTools(ctx, nil)
+			return err == nil && slices.ContainsFunc(res.Tools, func(tl *mcp.Tool) bool { return tl.Name == name })
+		}
+		// The list changes of the upstreams' start are debounced: a first
+		// change, seen by A and B, comes after them (the gateway sends
+		// queued changes in order), so the counts below start after them.
+		add("marker")
+		testwait.Until(t, "A and B to hear of and list up__marker", func() bool {
+			return len(inA.get()) > 0 && len(inB.get()) > 0 && lists(a, "up__marker") && lists(b, "up__marker")
+		})
+		baseA, baseB, baseX := len(inA.get()), len(inB.get()), len(inX.get())
+
+		add("added")
+		deadline := time.Now().Add(testwait.Long) // returns as soon as all is there
 		for time.Now().Before(deadline) && (len(inA.get()) == baseA || len(inB.get()) == baseB) {
 			time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 		}
 		if len(inA.get()) == baseA || len(inB.get()) == baseB {
-			t.Fatalf("tools/list_changed within 2s: A %d→%d, B %d→%d", baseA, len(inA.get()), baseB, len(inB.get()))
+			t.Fatalf("no tools/list_changed: A %d→%d, B %d→%d", baseA, len(inA.get()), baseB, len(inB.get()))
 		}
 		time.Sleep(300 * time.Millisecond) // a negative check: a wait cut short only misses a failure
 		if n := len(inX.get()); n != baseX {
@@ -616,41 +630,35 @@ func TestFidelityCancellation(t *testing.T) {
 	fidEachKind(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 0)
 		base := fidGateway(t, "", up)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Long)
 		defer cancel()
 		a := fidConnect(t, base+"/mcp", nil)
 		b := fidConnect(t, base+"/mcp", nil)
 
+		// Both calls hold until released or cancelled: only the
+		// cancellation can end A, and B stays in flight throughout.
 		ctxA, cancelA := context.WithCancel(ctx)
 		defer cancelA()
 		errA := make(chan error, 1)
 		go func() {
-			_, _, err := fidCall(ctxA, a, "up__block", map[string]any{"tag": "A", "ms": 3000})
+			_, _, err := fidCall(ctxA, a, "up__block", map[string]any{"tag": "A", "hold": true})
 			errA <- err
 		}()
 		doneB := make(chan struct{})
 		go func() {
 			defer close(doneB)
-			fidExpect(ctx, t, "B", b, "up__block", map[string]any{"tag": "B", "ms": 1500}, "done B")
+			fidExpect(ctx, t, "B", b, "up__block", map[string]any{"tag": "B", "hold": true}, "done B")
 		}()
-		if !fidWaitEvent(up, "start A", 3*time.Second) || !fidWaitEvent(up, "start B", 3*time.Second) {
+		if !fidWaitEvent(up, "start A", testwait.Long) || !fidWaitEvent(up, "start B", testwait.Long) {
 			t.Fatalf("calls did not reach the upstream: %q", up.log.all())
 		}
 		cancelA()
-		select {
-		case err := <-errA:
-			if err == nil {
-				t.Error("A's cancelled call returned no error")
-			}
-		case <-time.After(testwait.Long): // a bound on the event, far above its time
-			t.Error("A's cancelled call did not return")
+		if err := testwait.Recv(t, errA, "A's cancelled call to return"); err == nil {
+			t.Error("A's cancelled call returned no error")
 		}
 		cancelled := fidWaitEvent(up, "cancel A", testwait.Long)
-		select {
-		case <-doneB:
-		case <-time.After(testwait.Long): // a bound on the event, far above its time
-			t.Fatal("B's call did not finish")
-		}
+		fidExpect(ctx, t, "release", a, "up__release", map[string]any{"tag": "B"}, "released B")
+		testwait.Recv(t, doneB, "B's call to finish")
 		evs := up.log.all()
 		if !slices.Contains(evs, "finish B") || slices.Contains(evs, "cancel B") {
 			t.Errorf("upstream events %q: want B finished, not cancelled", evs)
@@ -665,17 +673,25 @@ func TestFidelityCancellation(t *testing.T) {
 // "Timed-out calls are cancelled upstream"), while a quick call of another
 // session on the same upstream is unaffected.
 func TestFidelityTimeoutCancelsUpstream(t *testing.T) {
-	// Not parallel: a 300 ms upstream timeout must not fire for a 50 ms call, even on a loaded machine.
+	// Not parallel: a 300 ms upstream timeout must not fire for an immediate call, even on a loaded machine;
+	// A holds until the timeout cancels it.
 	fidEachKindInTurn(t, func(t *testing.T, stdio bool) {
 		up := fidUp(t, stdio, "up", 0, "timeout: 300ms")
-		base := fidGateway(t, "", up)
+		gw, base := fidGatewayGW(t, "", up)
+		// The 300 ms also bounds the handshake's requests: a stdio child
+		// slow to start on a loaded machine fails them and is retried, so
+		// the calls wait for the upstream to be ready.
+		testwait.Until(t, "the upstream to be ready", func() bool {
+			s, _ := gw.Host().Upstream("up").State()
+			return s == host.StateReady
+		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		a := fidConnect(t, base+"/mcp", nil)
 		b := fidConnect(t, base+"/mcp", nil)
 		fidRun(false,
 			func() {
-				got, isErr, err := fidCall(ctx, a, "up__block", map[string]any{"tag": "A", "ms": 2000})
+				got, isErr, err := fidCall(ctx, a, "up__block", map[string]any{"tag": "A", "hold": true})
 				if err == nil {
 					t.Errorf("A: %q (isError %v), want a timeout error", got, isErr)
 				} else if !strings.Contains(err.Error(), "300ms") {
@@ -683,9 +699,9 @@ func TestFidelityTimeoutCancelsUpstream(t *testing.T) {
 				}
 			},
 			func() {
-				fidExpect(ctx, t, "B", b, "up__block", map[string]any{"tag": "B", "ms": 50}, "done B")
+				fidExpect(ctx, t, "B", b, "up__block", map[string]any{"tag": "B", "ms": 0}, "done B")
 			})
-		cancelled := fidWaitEvent(up, "cancel A", 1*time.Second)
+		cancelled := fidWaitEvent(up, "cancel A", testwait.Long)
 		evs := up.log.all()
 		if !cancelled {
 			t.Errorf("the timed-out call was not cancelled upstream: %q", evs)
@@ -779,12 +795,29 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("B unsubscribe: %v", err)
 		}
-		// A subscriptions/listen stream may take a moment to be
-		// acknowledged. Stands for "it was" (issue 38: not yet an event to
-		// wait on).
-		time.Sleep(200 * time.Millisecond)
+		// A subscriptions/listen stream may still be opening when
+		// Subscribe returns: touch until A hears of it.
+		testwait.Until(t, "A's resource update through subscriptions/listen", func() bool {
+			if len(inA.get()) == 0 {
+				fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
+			}
+			return len(inA.get()) > 0
+		})
+		// One more touch that A, whose stream is open now, must hear of too.
+		n := len(inA.get())
 		fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB}, map[string][]string{"A": {"mem://watched"}})
+		testwait.Until(t, "A's update of the last touch", func() bool { return len(inA.get()) > n })
+		// A negative check (B hears nothing): a wait cut short by load
+		// only misses a failure, never makes one.
+		time.Sleep(150 * time.Millisecond)
+		for _, u := range inA.get() {
+			if u != "mem://watched" {
+				t.Errorf("A received an update of %q", u)
+			}
+		}
+		if got := inB.get(); len(got) != 0 {
+			t.Errorf("B (unsubscribed) received %q", got)
+		}
 	})
 }
 

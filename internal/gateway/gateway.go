@@ -63,6 +63,10 @@ type Options struct {
 	// after), so that a restart keeps the sessions it issued. Empty: no
 	// ring unless configured (tests); `mcpgw run` sets config.StateDir.
 	StateDir string
+	// Now is the clock upstream tokens (client credentials and per-user)
+	// expire by (nil: time.Now): tests move it instead of waiting a
+	// token's life.
+	Now func() time.Time
 }
 
 // Gateway is one running mcpgw.
@@ -149,7 +153,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.tracing = tp
-	pu, err := newPerUser(cfg, sessionKeys, g.shared, g.metrics, opts.Logger) // peruser.go
+	pu, err := newPerUser(cfg, sessionKeys, g.shared, g.metrics, opts.Logger, opts.Now) // peruser.go
 	if err != nil {
 		g.shared.close()
 		_ = g.audit.Close()
@@ -173,6 +177,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		// A stateful upstream's session is the fleet's (host/fleetsessions.go).
 		UpstreamSessions: g.shared.upstreamSessions(),
 		ReplicaID:        g.shared.replica,
+		Now:              opts.Now,
 	}))
 	rt := router.New(cfg, g.host, router.Options{
 		SessionKeys:     sessionKeys,

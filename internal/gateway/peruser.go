@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,8 @@ func (p *perUser) setKeys(keys [][]byte) error {
 }
 
 // newPerUser builds the sources of cfg's per_user upstreams.
-func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metrics, log *zap.Logger) (*perUser, error) {
+// now is the tokens' clock (nil: time.Now).
+func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metrics, log *zap.Logger, now func() time.Time) (*perUser, error) {
 	p := &perUser{sources: map[string]*peruser.Source{}}
 	var pm *peruser.Metrics
 	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
@@ -68,7 +70,7 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 		l := log.Named("peruser").With(zap.String("upstream", name))
 		o := peruser.Options{
 			Upstream: name, PublicURL: cfg.PublicURL, Keys: keys,
-			LinkLifetime: pu.LinkLifetime.D(), MaxLinksPerPrincipal: pu.MaxLinksPerPrincipal, Logger: l, Metrics: pm,
+			LinkLifetime: pu.LinkLifetime.D(), MaxLinksPerPrincipal: pu.MaxLinksPerPrincipal, Logger: l, Metrics: pm, Clock: now,
 			OnComplete: func(id string) {
 				if rt := p.rt.Load(); rt != nil {
 					rt.ElicitationComplete(id)
@@ -89,12 +91,12 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 			o.Once = peruser.NewRedisOnce(sh.client, prefix)
 			regs = peruser.NewRedis(sh.client, prefix, name+".registrations", maxRegistrations)
 		default:
-			b, err := peruser.OpenFile(pu.Store.File, pu.MaxTokens, nil)
+			b, err := peruser.OpenFile(pu.Store.File, pu.MaxTokens, now)
 			if err != nil {
 				return nil, fmt.Errorf("upstreams.%s.auth.per_user.store: %w", name, err)
 			}
 			o.Backend = b
-			if regs, err = peruser.OpenFile(strings.TrimSuffix(pu.Store.File, ".json")+".registrations.json", maxRegistrations, nil); err != nil {
+			if regs, err = peruser.OpenFile(strings.TrimSuffix(pu.Store.File, ".json")+".registrations.json", maxRegistrations, now); err != nil {
 				return nil, fmt.Errorf("upstreams.%s.auth.per_user.store: %w", name, err)
 			}
 		}
@@ -103,7 +105,7 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 			return nil, err
 		}
 		p.regs = append(p.regs, rs)
-		if o.Client, err = peruser.NewOAuthClient(name, u.URL, pu, rs, nil, log.Named("peruser"), nil); err != nil {
+		if o.Client, err = peruser.NewOAuthClient(name, u.URL, pu, rs, nil, log.Named("peruser"), now); err != nil {
 			return nil, err
 		}
 		src, err := peruser.New(o)

@@ -23,6 +23,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/metrics"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // sdkUpstream serves a test server over Streamable HTTP and returns its URL
@@ -203,7 +204,20 @@ func TestReloadAddsUpstream(t *testing.T) {
 func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 	t.Parallel()
 	alphaURL, _ := sdkUpstream(t, "alpha")
-	betaURL, _ := sdkUpstream(t, "beta")
+	betaURL, betaSrv := sdkUpstream(t, "beta")
+	// The call is in flight until the test lets it go, however long the
+	// reload and the checks after it take on a loaded machine.
+	release := make(chan struct{})
+	let := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(let) // a test that fails lets its held call go, before beta's server closes
+	mcp.AddTool(betaSrv, &mcp.Tool{Name: "held"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		select {
+		case <-release:
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	})
 	gw, base, _ := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q}\n", alphaURL, betaURL))
 	cs := connect(t, base+"/mcp", nil, "")
 	beta := gw.Host().Upstream("beta")
@@ -217,16 +231,10 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		text, err := callText(ctx, cs, "beta__slow", map[string]any{"ms": 1500})
+		text, err := callText(ctx, cs, "beta__held", nil)
 		done <- result{text, err, time.Now()}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for beta.InFlight() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the slow call never got in flight")
-		}
-		time.Sleep(5 * time.Millisecond) // a poll, bounded by deadline
-	}
+	testwait.Until(t, "the held call to be in flight", func() bool { return beta.InFlight() != 0 })
 	if err := gw.Reload(parseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
@@ -238,6 +246,7 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 		t.Fatal("beta stopped while its call was in flight")
 	default:
 	}
+	let()
 	var r result
 	select {
 	case r = <-done:

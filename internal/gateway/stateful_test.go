@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // TestStatefulStdioUpstream: with stateful: true each downstream session
@@ -24,13 +26,15 @@ func TestStatefulStdioUpstream(t *testing.T) {
 	held := make(chan struct{})
 	go func() {
 		defer close(held)
-		fidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold", "ms": 1200}, "done hold")
+		fidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold", "hold": true}, "done hold")
 	}()
-	if !fidWaitEvent(up, "start hold", 5*time.Second) {
+	if !fidWaitEvent(up, "start hold", testwait.Long) {
 		t.Fatal("B's call never reached its upstream")
 	}
 	fidExpect(ctx, t, "A", a, "pipe__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
-	<-held
+	// B's call holds in B's own child: the release goes through B's session.
+	fidExpect(ctx, t, "release", b, "pipe__release", map[string]any{"tag": "hold"}, "released hold")
+	testwait.Recv(t, held, "B's held call to finish")
 	if got := inB.get(); len(got) != 0 {
 		t.Errorf("B's sampling handler saw %q", got)
 	}
@@ -40,11 +44,5 @@ func TestStatefulStdioUpstream(t *testing.T) {
 		t.Errorf("per-session connections = %d, want 2 (one child per session)", n)
 	}
 	_ = b.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for u.SessionConnections() != 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
-	}
-	if n := u.SessionConnections(); n != 1 {
-		t.Errorf("after B ended: per-session connections = %d, want 1", n)
-	}
+	testwait.Until(t, "B's child to stop after B ended (per-session connections 1)", func() bool { return u.SessionConnections() == 1 })
 }

@@ -176,6 +176,12 @@ func (u *bearerUpstream) requests() (seen, bad []string) {
 // oauthGateway starts a gateway from yaml with its logs captured.
 func oauthGateway(t *testing.T, yaml string) (*gateway.Gateway, string, *syncBuffer) {
 	t.Helper()
+	return oauthGatewayAt(t, yaml, nil)
+}
+
+// oauthGatewayAt is oauthGateway whose upstream tokens expire by now.
+func oauthGatewayAt(t *testing.T, yaml string, now func() time.Time) (*gateway.Gateway, string, *syncBuffer) {
+	t.Helper()
 	cfg, err := config.Parse("oauth.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -186,7 +192,7 @@ func oauthGateway(t *testing.T, yaml string) (*gateway.Gateway, string, *syncBuf
 	}
 	logs := &syncBuffer{}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel)
-	gw := runGateway(t, cfg, gateway.Options{Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())), Listener: ln})
+	gw := runGateway(t, cfg, gateway.Options{Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())), Listener: ln, Now: now})
 	return gw, "http://" + ln.Addr().String(), logs
 }
 
@@ -198,8 +204,9 @@ func TestUpstreamOAuthClientCredentials(t *testing.T) {
 		transport string
 	}{{"streamable", false, ""}, {"legacy sse", true, "\n    transport: sse"}} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel() // each waits out a token's life: not one after the other
+			t.Parallel()
 			tokens := newTokenEndpoint(t, 4*time.Second)
+			clock := &testClock{now: time.Now()}
 			up := newBearerUpstream(t, "oa", tokens, tc.sse)
 			secretFile := filepath.Join(t.TempDir(), "secret")
 			if err := os.WriteFile(secretFile, []byte(oauthClientSecret+"\n"), 0o600); err != nil {
@@ -235,7 +242,7 @@ func TestUpstreamOAuthClientCredentials(t *testing.T) {
 				}
 			})
 			var base string
-			_, base, logs = oauthGateway(t, fmt.Sprintf(`
+			_, base, logs = oauthGatewayAt(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   oa:
@@ -248,7 +255,7 @@ upstreams:
       auth_method: client_secret_basic
   beta:
     url: %s
-`, up.url, tc.transport, tokens.url(), oauthClientID, secretFile, oauthScope, httpUpstream(t, "beta", 0)))
+`, up.url, tc.transport, tokens.url(), oauthClientID, secretFile, oauthScope, httpUpstream(t, "beta", 0)), clock.Now)
 
 			// The downstream client sends its own token; it must never reach the upstream.
 			cs, err := connectWith(t, base+"/mcp", downstreamToken, "")
@@ -263,11 +270,10 @@ upstreams:
 			if n := tokens.count(); n != 1 {
 				t.Errorf("%d token requests for one connection and three calls, want 1 (the token is reused)", n)
 			}
-			// A 4s token is replaced a quarter of its life early: after 3.2s.
-			// Real time: the cache is oauth2.ReuseTokenSource, which reads
-			// the wall clock; an injected clock needs one in the host's
-			// upstream tokens first (issue 38, left).
-			time.Sleep(3300 * time.Millisecond)
+			// A 4s token is replaced a quarter of its life early: after 3.2s
+			// (of the gateway's clock; the token endpoint's is the wall's,
+			// on which the old token is still valid).
+			clock.Advance(3300 * time.Millisecond)
 			if got := echo(t, cs, "oa__echo"); got != "oa:hi" {
 				t.Fatalf("oa__echo after expiry = %q", got)
 			}
@@ -345,4 +351,22 @@ upstreams:
 	if strings.Contains(logs.String(), oauthClientSecret) {
 		t.Error("the client secret was logged")
 	}
+}
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }

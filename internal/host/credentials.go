@@ -65,8 +65,12 @@ func (h *Host) credentialSource(ctx context.Context, name string, cfg *config.Up
 		if rt == nil {
 			rt = http.DefaultTransport
 		}
-		return newExchangeSource(ctx, name, cfg.URL, cfg.Auth.TokenExchange,
+		src := newExchangeSource(ctx, name, cfg.URL, cfg.Auth.TokenExchange,
 			outbound.NoRedirects(&http.Client{Transport: rt, Timeout: tokenFetchTimeout}), h.opts.Metrics, h.opts.Logger.With(zap.String("upstream", name)))
+		if h.opts.Now != nil {
+			src.now = h.opts.Now // exchanged tokens expire by the host's clock too
+		}
+		return src
 	}
 	return nil
 }

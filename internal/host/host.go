@@ -112,6 +112,11 @@ type Options struct {
 	// Nil: each replica's connections are its own.
 	UpstreamSessions UpstreamSessions
 	ReplicaID        string
+	// Now is the clock upstream tokens expire by (nil: time.Now): the
+	// client-credentials cache and the exchanged-token cache (the
+	// exchange's actor token keeps oauth2's wall-clock cache). Tests move
+	// it instead of waiting for a token to expire.
+	Now func() time.Time
 }
 
 // Host owns one upstream client per configured upstream.

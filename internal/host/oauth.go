@@ -68,7 +68,7 @@ func (h *Host) upstreamHTTPClient(ctx context.Context, name string, cfg *config.
 	if cfg.OAuth.Discover {
 		log.Info("upstream OAuth: the authorization server is taken from the upstream's protected-resource metadata, and the client secret goes to it; set oauth.issuer instead to pin it")
 	}
-	tokens := newUpstreamTokens(ctx, name, cfg.URL, cfg.OAuth, oauthHTTPClient(name, cfg, rt), log)
+	tokens := newUpstreamTokens(ctx, name, cfg.URL, cfg.OAuth, oauthHTTPClient(name, cfg, rt), log, h.opts.Now)
 	return &http.Client{
 		Transport:     &oauthTransport{origin: originOf(cfg.URL), tokens: tokens, base: rt},
 		CheckRedirect: base.CheckRedirect,
@@ -113,6 +113,7 @@ func (e *TokenError) Error() string {
 type upstreamTokens struct {
 	fetch *tokenFetcher
 	disc  *discovery // nil with token_url: the endpoint is configured
+	now   func() time.Time
 
 	mu    sync.Mutex
 	cache oauth2.TokenSource // nil while the token endpoint is unknown
@@ -121,9 +122,12 @@ type upstreamTokens struct {
 	discovered bool       // disc has run successfully
 }
 
-func newUpstreamTokens(ctx context.Context, upstream, upstreamURL string, cfg *config.UpstreamOAuth, hc *http.Client, log *zap.Logger) *upstreamTokens {
-	f := &tokenFetcher{ctx: ctx, upstream: upstream, cfg: cfg, client: hc, readFile: os.ReadFile, scopes: slices.Clone(cfg.Scopes)}
-	t := &upstreamTokens{fetch: f}
+func newUpstreamTokens(ctx context.Context, upstream, upstreamURL string, cfg *config.UpstreamOAuth, hc *http.Client, log *zap.Logger, now func() time.Time) *upstreamTokens {
+	if now == nil {
+		now = time.Now
+	}
+	f := &tokenFetcher{ctx: ctx, upstream: upstream, cfg: cfg, client: hc, readFile: os.ReadFile, scopes: slices.Clone(cfg.Scopes), now: now}
+	t := &upstreamTokens{fetch: f, now: now}
 	if cfg.Discovers() {
 		t.disc = &discovery{upstream: upstream, url: upstreamURL, cfg: cfg, client: hc, log: log}
 		return t
@@ -134,12 +138,37 @@ func newUpstreamTokens(ctx context.Context, upstream, upstreamURL string, cfg *c
 }
 
 // reset drops the cached token. tokenFetcher moves each token's expiry
-// forward by the refresh margin itself, so the reuse source's own early
-// expiry is set to (practically) nothing.
+// forward by the refresh margin itself, so the cache replaces a token at
+// its (moved) expiry.
 func (t *upstreamTokens) reset() {
 	t.mu.Lock()
-	t.cache = oauth2.ReuseTokenSourceWithExpiry(nil, t.fetch, time.Nanosecond)
+	t.cache = &reuseToken{src: t.fetch, now: t.now}
 	t.mu.Unlock()
+}
+
+// reuseToken is oauth2.ReuseTokenSource on an injected clock (oauth2's
+// reads the wall clock): one token until its expiry, and one fetch at a
+// time, which the others wait for.
+type reuseToken struct {
+	src oauth2.TokenSource
+	now func() time.Time
+
+	mu  sync.Mutex
+	tok *oauth2.Token
+}
+
+func (r *reuseToken) Token() (*oauth2.Token, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.tok; t != nil && t.AccessToken != "" && (t.Expiry.IsZero() || r.now().Before(t.Expiry)) {
+		return t, nil
+	}
+	t, err := r.src.Token()
+	if err != nil {
+		return nil, err
+	}
+	r.tok = t
+	return t, nil
 }
 
 // Token returns the cached token, fetching one when there is none or it is
@@ -225,6 +254,7 @@ type tokenFetcher struct {
 	cfg      *config.UpstreamOAuth
 	client   *http.Client
 	readFile func(string) ([]byte, error)
+	now      func() time.Time // the expiry's clock
 
 	mu     sync.Mutex
 	grant  grant
@@ -308,8 +338,9 @@ func (f *tokenFetcher) Token() (*oauth2.Token, error) {
 	if g.resource != "" {
 		cc.EndpointParams = url.Values{"resource": {g.resource}} // RFC 8707
 	}
-	start := time.Now()
+	start := f.now()
 	tok, err := cc.Token(context.WithValue(f.ctx, oauth2.HTTPClient, f.client))
+	wall := time.Now() // just after oauth2 dated the expiry on the wall clock
 	if err != nil {
 		return nil, f.fail(g.tokenURL, "%s", describeTokenError(err))
 	}
@@ -317,7 +348,8 @@ func (f *tokenFetcher) Token() (*oauth2.Token, error) {
 		return nil, f.fail(g.tokenURL, "the token endpoint issued a %q token, but mcpgw sends only Bearer tokens", typ)
 	}
 	if !tok.Expiry.IsZero() {
-		tok.Expiry = useUntil(start, tok.Expiry)
+		// Its life, from f.now's start (the request's time counts as used).
+		tok.Expiry = useUntil(start, start.Add(tok.Expiry.Sub(wall)))
 	}
 	f.mu.Lock()
 	f.last = tok.AccessToken

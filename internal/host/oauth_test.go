@@ -54,7 +54,32 @@ func issue(ttl int) func(int, http.ResponseWriter, *http.Request) {
 }
 
 func testTokens(t *testing.T, cfg config.UpstreamOAuth) *upstreamTokens {
-	return newUpstreamTokens(t.Context(), "gh", "https://api.example.com/mcp", &cfg, &http.Client{Timeout: 5 * time.Second}, zaptest.NewLogger(t))
+	return testTokensAt(t, cfg, nil)
+}
+
+// testTokensAt is testTokens whose tokens expire by now.
+func testTokensAt(t *testing.T, cfg config.UpstreamOAuth, now func() time.Time) *upstreamTokens {
+	return newUpstreamTokens(t.Context(), "gh", "https://api.example.com/mcp", &cfg, &http.Client{Timeout: 5 * time.Second}, zaptest.NewLogger(t), now)
+}
+
+// fakeClock is a clock the test moves.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }
 
 func TestTokenFetchAndReuse(t *testing.T) {
@@ -79,18 +104,18 @@ func TestTokenFetchAndReuse(t *testing.T) {
 
 func TestTokenShortLivedIsRefreshed(t *testing.T) {
 	idp := newFakeIdP(t, issue(2))
-	ts := testTokens(t, config.UpstreamOAuth{TokenURL: idp.srv.URL, ClientID: "cid", ClientSecret: "sec", AuthMethod: config.AuthMethodBasic})
+	clock := newFakeClock()
+	ts := testTokensAt(t, config.UpstreamOAuth{TokenURL: idp.srv.URL, ClientID: "cid", ClientSecret: "sec", AuthMethod: config.AuthMethodBasic}, clock.Now)
 	tok, err := ts.Token()
 	if err != nil || tok.AccessToken != "tok-1" {
 		t.Fatalf("Token() = %+v, %v", tok, err)
 	}
 	// A 2s token is used for three quarters of its life.
+	clock.Advance(1400 * time.Millisecond)
 	if tok2, _ := ts.Token(); tok2 == nil || tok2.AccessToken != "tok-1" {
 		t.Errorf("second Token() = %+v, want the cached one", tok2)
 	}
-	// Real time: the cache is oauth2.ReuseTokenSource, which reads the
-	// wall clock; an injected clock needs one in upstreamTokens first.
-	time.Sleep(1600 * time.Millisecond)
+	clock.Advance(200 * time.Millisecond)
 	if tok3, err := ts.Token(); err != nil || tok3.AccessToken != "tok-2" {
 		t.Errorf("Token() after 1.6s = %+v, %v; want a new token", tok3, err)
 	}

@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -439,9 +438,10 @@ func testSubscription(t *testing.T, f *fleet) {
 }
 
 // testRateLimit: up__limited is limited to limitRate calls/s for the
-// fleet; eight callers over three replicas for three seconds get within
-// 10% of burst + rate × time, while each replica alone would allow three
-// times that.
+// fleet; eight callers over three replicas for three seconds get no more
+// than 10% over burst + rate × time, while each replica alone would allow
+// three times that. The lower bound is wide: a busy machine's stalls lose
+// the refills no call arrived for, which says nothing of the limit.
 func testRateLimit(t *testing.T, f *fleet) {
 	const callers = 8
 	const dur = 3 * time.Second
@@ -486,15 +486,20 @@ func testRateLimit(t *testing.T, f *fleet) {
 	elapsed := time.Since(start)
 	want := limitBurst + limitRate*elapsed.Seconds()
 	got := float64(ok.Load())
-	t.Logf("rate limit %d/s over %s: %v allowed (want %.0f ± 10%%), %d refused, spread %v", limitRate, elapsed.Round(time.Millisecond), got, want, refused.Load(), served)
+	t.Logf("rate limit %d/s over %s: %v allowed (want %.0f, at most +10%%), %d refused, spread %v", limitRate, elapsed.Round(time.Millisecond), got, want, refused.Load(), served)
 	if other.Load() > 0 {
 		t.Errorf("%d calls neither allowed nor rate limited", other.Load())
 	}
-	if math.Abs(got-want) > 0.1*want {
-		t.Errorf("allowed %v calls, want %.0f ± 10%%: the limit does not hold for the fleet", got, want)
+	if got > 1.1*want {
+		t.Errorf("allowed %v calls, want at most %.0f (+10%%): the limit does not hold for the fleet", got, want)
 	}
-	if refused.Load() < int64(2*want) {
-		t.Errorf("only %d refused: the load (%v) did not exceed the limit enough to test it", refused.Load(), got)
+	if got < 0.5*want {
+		t.Errorf("allowed %v calls, want about %.0f: the limit refuses what it should allow", got, want)
+	}
+	// A per-replica limit would have allowed all of a load this far over
+	// the fleet's limit (up to three times it): the upper bound tells the two apart.
+	if offered := got + float64(refused.Load()); offered < 1.5*want {
+		t.Errorf("only %v calls offered (%d refused): the load did not exceed the limit enough to test it", offered, refused.Load())
 	}
 	if len(served) != len(f.replicas) {
 		t.Errorf("allowed calls served by %v: want every replica", served)

@@ -2,6 +2,7 @@ package core
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,11 +19,30 @@ import (
 // its deadline and is then passed over (its pump has ended). The heap
 // therefore holds the calls started in the last hold period, and no more.
 type holdClock struct {
+	// now and afterFunc are the clock (nil: time.Now, time.AfterFunc);
+	// tests set them to move time themselves.
+	now       func() time.Time
+	afterFunc func(time.Duration, func()) holdTimer
+
 	mu    sync.Mutex
 	q     holdQueue
-	timer *time.Timer // nil until the first hold
-	armed time.Time   // when timer fires; zero: not armed
-	arms  int         // times the timer was armed (tests)
+	timer holdTimer    // nil until the first hold
+	armed time.Time    // when timer fires; zero: not armed
+	arms  int          // times the timer was armed (tests)
+	told  atomic.Int64 // holders told their hold passed (tests wait on it)
+}
+
+// holdTimer is the part of *time.Timer the clock uses.
+type holdTimer interface {
+	Reset(time.Duration) bool
+	Stop() bool
+}
+
+func (k *holdClock) clock() time.Time {
+	if k.now != nil {
+		return k.now()
+	}
+	return time.Now()
 }
 
 type holdEntry struct {
@@ -87,7 +107,7 @@ func (q *holdQueue) pop() holdEntry {
 
 // add calls h.holdPassed once d has passed.
 func (k *holdClock) add(h holder, d time.Duration) {
-	at := time.Now().Add(d)
+	at := k.clock().Add(d)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.q.push(holdEntry{at: at, late: at.Add(d / 4), h: h})
@@ -103,11 +123,14 @@ func (k *holdClock) armLocked() {
 	if !k.armed.IsZero() && !first.Before(k.armed) {
 		return // armed in time for this entry
 	}
-	d := time.Until(first)
-	if k.timer == nil {
-		k.timer = time.AfterFunc(d, k.fire)
-	} else {
+	d := first.Sub(k.clock())
+	switch {
+	case k.timer != nil:
 		k.timer.Reset(d)
+	case k.afterFunc != nil:
+		k.timer = k.afterFunc(d, k.fire)
+	default:
+		k.timer = time.AfterFunc(d, k.fire)
 	}
 	k.armed = first
 	k.arms++
@@ -118,7 +141,7 @@ func (k *holdClock) armLocked() {
 func (k *holdClock) fire() {
 	var due []holder
 	k.mu.Lock()
-	now := time.Now()
+	now := k.clock()
 	for len(k.q) > 0 && !k.q[0].at.After(now) {
 		due = append(due, k.q.pop().h)
 	}
@@ -128,6 +151,7 @@ func (k *holdClock) fire() {
 	for _, h := range due {
 		h.holdPassed() // a pump that has ended does nothing
 	}
+	k.told.Add(int64(len(due)))
 }
 
 // After returns a channel that receives once d has passed (up to a

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/testwait"
@@ -230,10 +232,34 @@ func TestQuietHold(t *testing.T) {
 		// Serve sees the marker: a call that outlasts its hold with
 		// nothing to send writes nothing but its answer, where a plain
 		// stream is told of its hold (a priming event's moment).
+		// The call is in flight until the hold was told, however late
+		// the hold's timer fires.
+		// Its upstream has a tool that answers only when the test lets it.
+		release := make(chan struct{})
+		srv := upstreamServer(false)
+		sdk.AddTool(srv, &sdk.Tool{Name: "held"}, func(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+			select {
+			case <-release:
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "released"}}}, nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
+		})
+		f := newFixtureWith(t, srv, false)
 		quiet, plain := &quietStream{recStream{t: t}}, &recStream{t: t}
 		for _, out := range []Stream{quiet, plain} {
-			resp := f.core.Serve(context.Background(), f.session(`{}`), request(mcp.MethodToolsCall, `{"name":"up__slow","arguments":{"ms":80}}`), nil, out, 10*time.Millisecond)
-			if text(t, resp) != "slept" {
+			told := f.core.holds.told.Load()
+			answer := make(chan *jsonrpc.Message, 1)
+			go func() {
+				answer <- f.core.Serve(context.Background(), f.session(`{}`), request(mcp.MethodToolsCall, `{"name":"up__held"}`), nil, out, 10*time.Millisecond)
+			}()
+			testwait.Until(t, "the call's hold to pass", func() bool { return f.core.holds.told.Load() > told })
+			select {
+			case release <- struct{}{}:
+			case <-time.After(testwait.Long): // a bound on the event, far above its time
+				t.Fatal("the held call never reached the upstream")
+			}
+			if resp := testwait.Recv(t, answer, "the held call's answer"); text(t, resp) != "released" {
 				t.Fatalf("answer %s %+v", resp.Result, resp.Error)
 			}
 		}
