@@ -23,21 +23,7 @@ import (
 // tasks/cancel, and Bob learns nothing of Alice's task.
 func TestTaskIDCaseVariantRefused(t *testing.T) {
 	up, url := newTaskUpstream(t)
-	_, base := startGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-upstreams:
-  lab: {url: %s}
-routes:
-  - path: /mcp
-    upstreams: [lab]
-    prefix: false
-auth:
-  api_keys:
-    - {name: a, key: alice-secret-0123456789, principal: alice}
-    - {name: b, key: bob-secret-0123456789, principal: bob}
-policy:
-  default: allow
-`, url))
+	base := aliceAndBob(t, url)
 	alice, _ := taskClient(t, base, "alice-secret-0123456789")
 	bob, _ := taskClient(t, base, "bob-secret-0123456789")
 	createTask(t, alice, map[string]any{}) // up-1 upstream

@@ -439,14 +439,12 @@ func streamResult(t *testing.T, c *rawClient, taskID, interpretation string) ([]
 	return nil, nil
 }
 
-// TestTasksThroughGateway: a 2025-11-25 task's whole life through the
-// gateway — created, polled, its result fetched (with the elicitation it
-// asks for streamed on tasks/result), listed, cancelled — under an id the
-// gateway hands out, while the upstream sees only its own ids; status
-// notifications reach only the creator's session; a second principal
-// cannot see, fetch or cancel the first one's tasks.
-func TestTasksThroughGateway(t *testing.T) {
-	up, url := newTaskUpstream(t)
+// aliceAndBob starts a gateway whose one unprefixed route serves the task
+// upstream at url to two principals, alice and bob (API keys
+// alice-secret-0123456789 and bob-secret-0123456789), and returns its base
+// URL.
+func aliceAndBob(t *testing.T, url string) string {
+	t.Helper()
 	_, base := startGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
@@ -462,6 +460,18 @@ auth:
 policy:
   default: allow
 `, url))
+	return base
+}
+
+// TestTasksThroughGateway: a 2025-11-25 task's whole life through the
+// gateway — created, polled, its result fetched (with the elicitation it
+// asks for streamed on tasks/result), listed, cancelled — under an id the
+// gateway hands out, while the upstream sees only its own ids; status
+// notifications reach only the creator's session; a second principal
+// cannot see, fetch or cancel the first one's tasks.
+func TestTasksThroughGateway(t *testing.T) {
+	up, url := newTaskUpstream(t)
+	base := aliceAndBob(t, url)
 	alice, init := taskClient(t, base, "alice-secret-0123456789")
 	bob, _ := taskClient(t, base, "bob-secret-0123456789")
 
