@@ -307,10 +307,15 @@ func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
 	a := fidConnect(t, base+"/mcp", fidSampler("A", inA))
 	b := fidConnect(t, base+"/mcp", fidSampler("B", inB))
 
-	held := make(chan struct{})
+	// B's call is in flight until B cancels it: once the refusal below
+	// has taught the gateway that the upstream asks, other calls go to
+	// pool children, so no call could reach this one's child to release it.
+	ctxB, cancelB := context.WithCancel(ctx)
+	defer cancelB()
+	held := make(chan error, 1)
 	go func() {
-		defer close(held)
-		fidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold", "hold": true}, "done hold")
+		_, _, err := fidCall(ctxB, b, "pipe__block", map[string]any{"tag": "hold", "hold": true})
+		held <- err
 	}()
 	if !fidWaitEvent(up, "start hold", testwait.Long) {
 		t.Fatal("B's call never reached the upstream")
@@ -322,8 +327,13 @@ func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
 	if !isErr || !strings.Contains(got, "interactive_pool") || strings.Contains(got, "stateful: true") {
 		t.Errorf("A's overlapping sampling: result %q (isError %v), want an error that names interactive_pool, not stateful: true", got, isErr)
 	}
-	fidExpect(ctx, t, "release", a, "pipe__release", map[string]any{"tag": "hold"}, "released hold")
-	testwait.Recv(t, held, "B's held call to finish")
+	cancelB()
+	if err := testwait.Recv(t, held, "B's cancelled call to return"); err == nil {
+		t.Error("B's cancelled call returned no error")
+	}
+	if !fidWaitEvent(up, "cancel hold", testwait.Long) {
+		t.Error("B's cancellation never reached the upstream")
+	}
 	if n := len(inA.get()) + len(inB.get()); n != 0 {
 		t.Errorf("the refused sampling request reached a client: A saw %q, B saw %q", inA.get(), inB.get())
 	}
@@ -333,16 +343,16 @@ func TestFidelityStdioOverlappingSamplingRefused(t *testing.T) {
 		t.Errorf("B's sampling handler saw %q", got)
 	}
 	// Learned: the same overlap is now served.
-	held = make(chan struct{})
+	held2 := make(chan struct{})
 	go func() {
-		defer close(held)
+		defer close(held2)
 		fidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold2", "ms": 1200}, "done hold2")
 	}()
-	if !fidWaitEvent(up, "start hold2", 3*time.Second) {
+	if !fidWaitEvent(up, "start hold2", testwait.Long) {
 		t.Fatal("B's second call never reached the upstream")
 	}
 	fidExpect(ctx, t, "A", a, "pipe__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
-	<-held
+	testwait.Recv(t, held2, "B's second call to finish")
 	if got := inB.get(); len(got) != 0 {
 		t.Errorf("B's sampling handler saw %q", got)
 	}
