@@ -290,6 +290,7 @@ func connectProxy(t *testing.T) (url string, targets func() []string) {
 	t.Helper()
 	var mu sync.Mutex
 	var seen []string
+	var closed bool // under mu: no pipe starts once the cleanup began
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodConnect {
@@ -310,7 +311,17 @@ func connectProxy(t *testing.T) (url string, targets func() []string) {
 			_ = up.Close()
 			return
 		}
+		// The pipes are counted under mu, so that the cleanup's Wait never
+		// runs beside an Add (a race, and a pipe it would not wait for).
+		mu.Lock()
+		if closed {
+			mu.Unlock()
+			_ = up.Close()
+			_ = down.Close()
+			return
+		}
 		wg.Add(2)
+		mu.Unlock()
 		pipe := func(dst, src net.Conn) {
 			defer wg.Done()
 			_, _ = io.Copy(dst, src)
@@ -320,7 +331,13 @@ func connectProxy(t *testing.T) (url string, targets func() []string) {
 		go pipe(up, down)
 		go pipe(down, up)
 	}))
-	t.Cleanup(func() { srv.Close(); wg.Wait() })
+	t.Cleanup(func() {
+		mu.Lock()
+		closed = true
+		mu.Unlock()
+		srv.Close()
+		wg.Wait()
+	})
 	return srv.URL, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), seen...) }
 }
 
