@@ -13,15 +13,20 @@ import (
 	"github.com/mcpgw/mcpgw/internal/metrics"
 )
 
-// stuckStream is a call's stream whose client never reads: the first
-// Emit blocks until release.
+// stuckStream is a call's stream whose client never reads: every Emit
+// blocks until release. The first is reported on emitted; later ones
+// (after release, while the test drains) are not, so that the pump never
+// waits on a test that has stopped listening.
 type stuckStream struct {
 	emitted chan []byte
 	release chan struct{}
 }
 
 func (s *stuckStream) Emit(b []byte) {
-	s.emitted <- b
+	select {
+	case s.emitted <- b:
+	default:
+	}
 	<-s.release
 }
 func (*stuckStream) HoldPassed() {}
