@@ -234,40 +234,7 @@ sessions:
   sse_write_timeout: 2s
   max_requests_per_session: 16
 `, alpha), true)
-	addr := strings.TrimPrefix(base, "http://")
-	conn := smallWindowDial(t, addr)
-	fmt.Fprintf(conn, "GET /mcp/sse HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", addr)
-	br := bufio.NewReader(conn)
-	var endpoint string
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for endpoint == "" {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading the stream's endpoint event: %v", err)
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
-			endpoint = v
-		}
-	}
-	// From here on the client reads nothing.
-	post := base + endpoint
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
-	t.Cleanup(client.CloseIdleConnections)
-	send := func(body string) (int, http.Header, []byte) {
-		req, _ := http.NewRequest(http.MethodPost, post, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, b
-	}
-	if st, _, b := send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"mute","version":"0"}}}`); st != http.StatusAccepted {
-		t.Fatalf("initialize: HTTP %d %s", st, b)
-	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send, closeIdle := muteLegacySession(t, base)
 
 	baseline, rss0 := runtime.NumGoroutine(), rss()
 	text := strings.Repeat("x", 64<<10)
@@ -314,7 +281,7 @@ sessions:
 		st, _, _ := send(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}`)
 		gone = st == http.StatusNotFound
 	}
-	client.CloseIdleConnections()
+	closeIdle()
 	after := settle(baseline+60, 10*time.Second)
 	t.Logf("%d POSTs to a client that never reads: HTTP statuses %v; goroutines %d before, peak %d, %d after; RSS %.0f -> %.0f MB",
 		posts, counts, baseline, peak, after, rss0, rss())
@@ -885,4 +852,48 @@ func TestBoundsStdioRequestsPerSession(t *testing.T) {
 		}
 	}
 	wantError(t, "a 3rd request at once", answers["3"], "sessions.max_requests_per_session", "3")
+}
+
+// muteLegacySession opens a 2024-11-05 HTTP+SSE session whose client reads
+// its stream's endpoint event and then nothing more (a small receive
+// window, so what the gateway writes backs up), and returns a function
+// that POSTs one message to the session and returns the answer, and one
+// that closes the poster's idle connections.
+func muteLegacySession(t *testing.T, base string) (send func(body string) (int, http.Header, []byte), closeIdle func()) {
+	t.Helper()
+	addr := strings.TrimPrefix(base, "http://")
+	conn := smallWindowDial(t, addr)
+	fmt.Fprintf(conn, "GET /mcp/sse HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", addr)
+	br := bufio.NewReader(conn)
+	var endpoint string
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for endpoint == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream's endpoint event: %v", err)
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+			endpoint = v
+		}
+	}
+	// From here on the client reads nothing.
+	post := base + endpoint
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	t.Cleanup(client.CloseIdleConnections)
+	send = func(body string) (int, http.Header, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, post, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, b
+	}
+	if st, _, b := send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"mute","version":"0"}}}`); st != http.StatusAccepted {
+		t.Fatalf("initialize: HTTP %d %s", st, b)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return send, client.CloseIdleConnections
 }

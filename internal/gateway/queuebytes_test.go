@@ -1,9 +1,7 @@
 package gateway_test
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -29,40 +27,7 @@ sessions:
   sse_write_timeout: 60s
   queue_bytes: 2097152
 `, alpha), true)
-	addr := strings.TrimPrefix(base, "http://")
-	conn := smallWindowDial(t, addr)
-	fmt.Fprintf(conn, "GET /mcp/sse HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", addr)
-	br := bufio.NewReader(conn)
-	var endpoint string
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for endpoint == "" {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading the stream's endpoint event: %v", err)
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
-			endpoint = v
-		}
-	}
-	// From here on the client reads nothing.
-	post := base + endpoint
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
-	t.Cleanup(client.CloseIdleConnections)
-	send := func(body string) (int, http.Header, []byte) {
-		req, _ := http.NewRequest(http.MethodPost, post, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, b
-	}
-	if st, _, b := send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"mute","version":"0"}}}`); st != http.StatusAccepted {
-		t.Fatalf("initialize: HTTP %d %s", st, b)
-	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send, _ := muteLegacySession(t, base)
 
 	rss0 := rss()
 	text := strings.Repeat("x", 256<<10)
