@@ -14,6 +14,8 @@ package auth
 
 import (
 	"context"
+	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -58,6 +60,54 @@ type Principal struct {
 	// exchange reads it (BearerToken), as the subject token it presents to
 	// an authorization server. It is never logged nor sent upstream.
 	bearer string
+	// forwarded are the caller's request headers that some upstream of
+	// the route forwards by explicit opt-in (upstreams.NAME.
+	// forward_headers), read by the edge per request (WithForwarded). Only
+	// the upstream transport of a connection of this principal's reads
+	// them; they are never logged.
+	forwarded http.Header
+}
+
+// WithForwarded returns a copy of p carrying the values of the headers
+// names (canonical) that h has; p itself when h has none of them (p may
+// be shared between requests, so it is never changed).
+func (p *Principal) WithForwarded(h http.Header, names []string) *Principal {
+	if p == nil {
+		return nil
+	}
+	var fwd http.Header
+	for _, n := range names {
+		if vs := h.Values(n); len(vs) > 0 {
+			if fwd == nil {
+				fwd = make(http.Header, len(names))
+			}
+			fwd[n] = slices.Clone(vs)
+		}
+	}
+	if fwd == nil && p.forwarded == nil {
+		return p
+	}
+	cp := *p
+	cp.forwarded = fwd
+	return &cp
+}
+
+// Forwarded returns the values of the forwarded request header name
+// (canonical) the principal's request carried, nil when none.
+func (p *Principal) Forwarded(name string) []string {
+	if p == nil {
+		return nil
+	}
+	return p.forwarded[name]
+}
+
+// ForwardedNames are the names of the forwarded headers the principal's
+// request carried, sorted, for audit records (never their values).
+func (p *Principal) ForwardedNames() []string {
+	if p == nil || len(p.forwarded) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(p.forwarded))
 }
 
 // BearerToken is the validated bearer token the principal authenticated

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/audit"
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -60,6 +61,7 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 		e.rec.Upstream, _, _ = rte.View.Resolve(v.kind == policy.KindResource, v.name)
 		e.rec.Credential = string(rte.View.CredentialKind(e.rec.Upstream))
 	}
+	e.rec.ForwardedHeaders = auth.FromContext(ctx).ForwardedNames() // names only (host/forward.go)
 	if v.task {
 		e.rec.Kind, e.rec.Name, e.rec.Upstream = string(mcp.KindTask), v.external, v.taskUpstream
 		if v.taskUpstream != "" {
