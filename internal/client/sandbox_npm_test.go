@@ -237,7 +237,7 @@ process.stdout.write(JSON.stringify({jsonrpc:'2.0',id:m.id,error:{code:-32601,me
 	go c.Call(ctx, "tools/call", json.RawMessage(`{"name":"hog","arguments":{}}`), client.CallOptions{}) //nolint:errcheck // the child dies under it
 	select {
 	case <-c.Done():
-	case <-time.After(testwait.Long):
+	case <-time.After(testwait.Long): // the failure's deadline, not a wait
 		t.Fatal("the child outlived its memory limit")
 	}
 	if err := c.Err(); err == nil || !strings.Contains(err.Error(), "sandbox.memory") {
