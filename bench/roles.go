@@ -291,8 +291,12 @@ func forwarderRole(args []string) error {
 func gatewayRole(args []string) error {
 	fs := flag.NewFlagSet(roleGateway, flag.ContinueOnError)
 	path := fs.String("config", "", "the config file")
+	procs := fs.Int("gomaxprocs", 0, "GOMAXPROCS of this replica (0: the runtime's choice)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
 	}
 	cfg, err := config.Load(*path, os.LookupEnv)
 	if err != nil {
