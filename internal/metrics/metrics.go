@@ -30,20 +30,10 @@ import (
 // Namespace prefixes every mcpgw metric.
 const Namespace = "mcpgw"
 
-// Methods are the values of the method label; anything else is "other", so
-// a client sending made-up methods cannot grow the series count.
-var Methods = []string{
-	mcp.MethodInitialize, mcp.MethodPing,
-	mcp.MethodToolsList, mcp.MethodToolsCall,
-	mcp.MethodPromptsList, mcp.MethodPromptsGet,
-	mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead,
-	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
-	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
-	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
-	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
-	mcp.MethodSkillsList, mcp.MethodSkillsGet, mcp.MethodResourcesDirectoryRead,
-	"other",
-}
+// Methods are the values of the method label: the method table's
+// labelled methods (mcp.LabelMethods); anything else is "other", so a
+// client sending made-up methods cannot grow the series count.
+var Methods = append(mcp.LabelMethods(), "other")
 
 var methodIndex = func() map[string]int {
 	m := make(map[string]int, len(Methods))

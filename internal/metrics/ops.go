@@ -114,13 +114,7 @@ func newOpsMetrics(f factory, maxNames int) *opsMetrics {
 }
 
 // PerName reports whether requests of method are counted by name (Target).
-func PerName(method string) bool {
-	switch method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
-		return true
-	}
-	return false
-}
+func PerName(method string) bool { return mcp.Method(method).PerName }
 
 // RequestDone counts one answered downstream request: its outcome in
 // mcpgw_requests_total and its latency in mcpgw_request_duration_seconds.

@@ -375,11 +375,8 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 		return res, nil
 	}
 	kind := policy.KindTool
-	switch method {
-	case mcp.MethodPromptsList:
-		kind = policy.KindPrompt
-	case mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodSkillsList:
-		kind = policy.KindResource // a skill is judged by its SKILL.md URI, like a resource
+	if l := mcp.Method(method).List; l != nil {
+		kind = string(l.Kind) // a skill is judged by its SKILL.md URI, like a resource
 	}
 	out, err := policy.FilterListFunc(kind, res, keep)
 	if err != nil {
@@ -447,10 +444,9 @@ func (c *Core) pinned(pinner *policy.Pinner, upstream, name string, def []byte) 
 // callArguments is what CEL conditions see as arguments: a tool call's or
 // prompt get's arguments; nothing (an empty map) for other requests.
 func callArguments(msg *jsonrpc.Message) json.RawMessage {
-	switch msg.Method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		args, _ := rawjson.Get(msg.Params, "arguments")
-		return args
+	if !mcp.Method(msg.Method).Arguments {
+		return nil
 	}
-	return nil
+	args, _ := rawjson.Get(msg.Params, "arguments")
+	return args
 }

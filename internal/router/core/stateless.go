@@ -76,8 +76,7 @@ func (m StatelessMeta) CheckVersion() *jsonrpc.Error {
 // session revisions' own methods, and methods nobody serves. Transports
 // answer server/discover and subscriptions/listen before asking.
 func CheckStatelessMethod(method string, version mcp.Revision) *jsonrpc.Error {
-	switch method {
-	case mcp.MethodInitialize, mcp.MethodPing, mcp.MethodLoggingSetLevel, mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
+	if mcp.Method(method).SessionOnly {
 		return jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q does not exist in protocol revision %s", method, version)
 	}
 	if !IsList(method) && !mcp.Routed(method) {
