@@ -84,9 +84,7 @@ const (
 // NotFoundIsInvalidParams reports whether method answers a URI it does
 // not serve with -32602 on every revision, not the pre-2026 -32002: the
 // skills extension's methods say so.
-func NotFoundIsInvalidParams(method string) bool {
-	return method == MethodSkillsGet || method == MethodResourcesDirectoryRead
-}
+func NotFoundIsInvalidParams(method string) bool { return Method(method).NotFoundInvalidParams }
 
 // The tasks utility: 2025-11-25 has it in core (the tasks capability,
 // params.task on tools/call, tasks/get, tasks/result, tasks/list,

@@ -8,17 +8,23 @@ package mcp
 // and present in another: TestMethodTableComplete fails when a method
 // lacks a fact its kind requires.
 //
-// Adding a routed method, say a hypothetical resources/watch, is a row in
-// methods below (its Target, Label, Policy kind via Target, NameHeader,
-// Capability, CallerView, Audited, PerName as they apply; a constant in
-// mcp.go) plus its behaviour, and nothing else: the files it touches are
-// internal/mcp/mcp.go (the constant), internal/mcp/methods.go (the row),
-// and, only if it answers differently from a forwarded request, its
-// handler (e.g. a case in internal/router/core/dispatch.go and a result
-// rewrite in internal/catalog/rewrite.go). Routing, the policy guard, the
-// audit, the metric label, per-name metrics, the Mcp-Name header check,
-// stateless legality, the caller's capability view, the strict parser's
-// interned names and the required-capability refusal all follow the row.
+// Adding a routed method, say a hypothetical resources/watch (named by
+// its uri), touches these files and no others:
+//   - internal/mcp/mcp.go: its name constant;
+//   - internal/mcp/methods.go: its row — target, Label, and whichever of
+//     NameHeader, Capability, CallerView, SessionOnly, Audited, PerName,
+//     Interactive apply;
+//   - its behaviour, only where it differs from a forwarded request: a
+//     case in internal/router/core/dispatch.go if the gateway answers it
+//     itself, one in internal/catalog/rewrite.go if its result names
+//     URIs, a member in members.go if its params carry one the gateway
+//     reads that is not listed yet.
+//
+// Everything else follows the row: the strict parser, routing and the
+// target's resolution, the policy guard and its kind, the audit, the
+// rate limits, the metric label and per-name series, tracing's target,
+// the Mcp-Name header on both sides, stateless legality, the caller's
+// capability view upstream and the required-capability refusal.
 type MethodInfo struct {
 	// Name is the method as written on the wire.
 	Name string
@@ -39,6 +45,9 @@ type MethodInfo struct {
 	// Capability is what the server a routed request reaches must have
 	// declared, beyond having listed the target (nil: nothing more).
 	Capability *ServerCapability
+	// NotFoundInvalidParams: a target the server does not serve is
+	// answered -32602 on every revision, not the pre-2026 -32002.
+	NotFoundInvalidParams bool
 	// CallerView: the request goes over a connection that declares the
 	// caller's own capabilities (host.CallOnly); otherwise over the shared
 	// connection, where subscriptions and settings are undone.
@@ -155,8 +164,8 @@ var methods = []MethodInfo{
 	// URI: both are resources to routing and policy. A listed skill file
 	// may come from an upstream's resources/list while the upstream does
 	// not serve skills: hence the capability.
-	{Name: MethodSkillsGet, From: FromClient, target: targetURI, Label: true, Capability: &skillsCapability},
-	{Name: MethodResourcesDirectoryRead, From: FromClient, target: targetURI, Label: true,
+	{Name: MethodSkillsGet, From: FromClient, target: targetURI, Label: true, Capability: &skillsCapability, NotFoundInvalidParams: true},
+	{Name: MethodResourcesDirectoryRead, From: FromClient, target: targetURI, Label: true, NotFoundInvalidParams: true,
 		Capability: &ServerCapability{Path: []string{"extensions", ExtensionSkills, SkillsDirectoryRead}, What: "skill directory reads"}},
 
 	// Server→client requests: what the client must have declared.

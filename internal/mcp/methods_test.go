@@ -97,6 +97,7 @@ func TestMethodTableComplete(t *testing.T) {
 			for fact, set := range map[string]bool{
 				"NameHeader": m.NameHeader != "", "Capability": m.Capability != nil, "Audited": m.Audited,
 				"Arguments": m.Arguments, "PerName": m.PerName, "Interactive": m.Interactive,
+				"NotFoundInvalidParams": m.NotFoundInvalidParams,
 			} {
 				if set {
 					t.Errorf("%s: %s applies to routed methods only", name, fact)
