@@ -104,12 +104,14 @@ func (c *Core) OpenListen(ctx context.Context, sess *Session, msg *jsonrpc.Messa
 	if jerr := c.tooManyListenURIs(sess, len(f.ResourceSubscriptions)); jerr != nil {
 		return nil, nil, jerr
 	}
+	// Tagged before it is registered: the list-change coalescer reads the
+	// tag of every registered stream, at any moment.
+	sess.Listen(json.RawMessage(msg.ID))
 	// Registered before its subscriptions are made: the stream holds its
 	// principal's slot from the start.
 	if jerr := c.AddListener(sess, f); jerr != nil {
 		return nil, nil, jerr
 	}
-	sess.Listen(json.RawMessage(msg.ID))
 	var acked []string
 	for _, uri := range f.ResourceSubscriptions {
 		uriParams, _ := json.Marshal(map[string]string{"uri": uri})
