@@ -1,7 +1,8 @@
 // Package mcp holds the Model Context Protocol facts both sides of the
-// gateway share: protocol revisions, method names, error codes and the small
-// typed views of handshake messages the gateway must read. Payloads the
-// gateway forwards are never decoded into these types.
+// gateway share: protocol revisions, method names and the one table of
+// what the gateway knows about each method (methods.go), error codes and
+// the small typed views of handshake messages the gateway must read.
+// Payloads the gateway forwards are never decoded into these types.
 package mcp
 
 import "encoding/json"
