@@ -260,7 +260,7 @@ func (l *Logger) Log(r *Record) {
 	}
 	add("kind", r.Kind)
 	add("name", r.Name)
-	fields = append(fields, zap.Object("principal", principal(r.Principal)))
+	fields = append(fields, zap.Object("principal", principal{&r.Principal}))
 	add("decision", r.Decision)
 	add("rule", r.Rule)
 	add("pattern", r.Pattern)
@@ -291,7 +291,7 @@ func Hash(raw []byte) string {
 }
 
 // principal encodes a principal, leaving out what is empty.
-type principal policy.Principal
+type principal struct{ *policy.Principal }
 
 func (p principal) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	str := func(k, v string) {

@@ -21,19 +21,6 @@ import (
 // only when refused. Every method is nil-safe: with no audit logger the
 // router does no audit work.
 
-// audited are the methods recorded whatever their outcome.
-var audited = map[string]bool{
-	mcp.MethodToolsCall:     true,
-	mcp.MethodPromptsGet:    true,
-	mcp.MethodResourcesRead: true,
-	// What is done with a task after its tools/call: its result fetched
-	// (and the input it asks for given), or it cancelled. tasks/get, a
-	// poll, is recorded only when refused.
-	mcp.MethodTasksResult: true,
-	mcp.MethodTasksCancel: true,
-	mcp.MethodTasksUpdate: true,
-}
-
 // auditEntry is one request's record in the making.
 type auditEntry struct {
 	log *audit.Logger
@@ -68,7 +55,7 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 			e.rec.Credential = string(rte.View.CredentialKind(v.taskUpstream))
 		}
 	}
-	if msg.Method == mcp.MethodToolsCall || msg.Method == mcp.MethodPromptsGet {
+	if mcp.Method(msg.Method).Arguments {
 		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {
 			e.rec.Arguments = args
 		}
@@ -95,7 +82,7 @@ func (e *auditEntry) refuse(outcome audit.Outcome, rule, pattern, reason string)
 
 // end writes the record with the request's response.
 func (e *auditEntry) end(resp *jsonrpc.Message) {
-	if e == nil || (!e.refused && !audited[e.rec.Method]) {
+	if e == nil || (!e.refused && !mcp.Method(e.rec.Method).Audited) {
 		return
 	}
 	e.rec.Duration = time.Since(e.rec.Time)
