@@ -339,6 +339,9 @@ type Upstream struct {
 
 	sandboxDesc  atomic.Pointer[string] // sandbox.go
 	sandboxKills atomic.Int64
+	egressDenied atomic.Int64           // sandbox.go: requests the egress proxy refused
+	egressLast   atomic.Pointer[string] // the last host:port refused
+	egressLog    logGate                // denials' log lines
 
 	name string
 	cfg  *config.Upstream
