@@ -98,7 +98,8 @@ func TestEgressProxyAllowsOnlyListed(t *testing.T) {
 		"127.0.0.2:" + port,            // another address
 		"localhost:" + port + "0",
 	} {
-		out = ask(t, proxy, "CONNECT "+target+" HTTP/1.1\r\n\r\n")
+		// The request after the CONNECT ends a tunnel opened in error.
+		out = ask(t, proxy, "CONNECT "+target+" HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 		if !strings.HasPrefix(out, "HTTP/1.1 403") || !strings.Contains(out, "upstreams.up.sandbox.egress") {
 			t.Errorf("CONNECT %s: %q, want 403 naming the key", target, out)
 		}
@@ -166,7 +167,7 @@ func TestEgressProxyTunnelsBounded(t *testing.T) {
 		}
 		held = append(held, conn)
 	}
-	out := ask(t, proxy, "CONNECT "+addr+" HTTP/1.1\r\n\r\n")
+	out := ask(t, proxy, "CONNECT "+addr+" HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 	if !strings.HasPrefix(out, "HTTP/1.1 503") || !strings.Contains(out, "egress_max_tunnels") {
 		t.Fatalf("third tunnel: %q, want 503 naming egress_max_tunnels", out)
 	}
