@@ -99,7 +99,7 @@ func child(act string) int {
 
 // need skips when the kernel lacks what sandboxing uses, unless
 // MCPGW_REQUIRE_SANDBOX says the machine must have it.
-func need(t *testing.T) {
+func need(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command("/bin/true")
 	_, err := sandbox.Wrap(cmd, sandbox.Spec{Upstream: "probe", Runtime: "binary", Network: "none"}, sandbox.Options{Launcher: "/bin/true"})
@@ -113,7 +113,7 @@ func need(t *testing.T) {
 
 // worldDir is a directory the child's unprivileged id can enter (a root
 // gateway's children run as nobody; t.TempDir is 0700).
-func worldDir(t *testing.T) string {
+func worldDir(t testing.TB) string {
 	t.Helper()
 	// Not under /tmp: the sandbox's private /tmp would hide it.
 	d, err := os.MkdirTemp("/var/tmp", "sandbox-test-")
@@ -128,7 +128,7 @@ func worldDir(t *testing.T) string {
 }
 
 // selfCopy is the test binary where nobody can exec it.
-func selfCopy(t *testing.T, dir string) string {
+func selfCopy(t testing.TB, dir string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -152,7 +152,7 @@ type env struct {
 	dir, bin, data, secret string
 }
 
-func setup(t *testing.T) env {
+func setup(t testing.TB) env {
 	need(t)
 	d := worldDir(t)
 	e := env{dir: d, bin: selfCopy(t, d), data: filepath.Join(d, "data"), secret: filepath.Join(d, "secret.txt")}
@@ -397,4 +397,40 @@ func TestSandboxEgressAllowlist(t *testing.T) {
 		t.Fatalf("gateway lost its network: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// The cost of a sandbox at start: the same child (the test binary, which
+// exits at once) started plain, sandboxed, and sandboxed with egress
+// (the proxy socket made and handed over), to its exit.
+//
+//	go test -run '^$' -bench ChildStart -benchtime 30x ./internal/sandbox
+func BenchmarkChildStart(b *testing.B) {
+	e := setup(b)
+	for _, mode := range []string{"plain", "none", "egress"} {
+		b.Run(mode, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				cmd := exec.Command(e.bin)
+				cmd.Env = []string{"SANDBOX_TEST_CHILD=nop"}
+				var run *sandbox.Run
+				if mode != "plain" {
+					spec := sandbox.Spec{Upstream: "b", Runtime: "binary", Network: mode}
+					if mode == "egress" {
+						spec.Egress = []string{"127.0.0.1:9"}
+					}
+					var err error
+					if run, err = sandbox.Wrap(cmd, spec, sandbox.Options{Launcher: e.bin}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				run.Started()
+				if err := cmd.Wait(); err != nil {
+					b.Fatal(err)
+				}
+				run.Exited()
+			}
+		})
+	}
 }
