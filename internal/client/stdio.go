@@ -389,6 +389,7 @@ func (s *Stdio) readStderr(r *stderrPipe) {
 			probe := s.probe.holds(start)
 			s.stderr.Line(text, clippedFrom, probe)
 			s.tail.add(text, probe)
+			s.sandboxStderr(text) // sandbox.go: counts reported permission errors
 		}
 		if err != nil {
 			return

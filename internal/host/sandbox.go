@@ -39,6 +39,10 @@ func (u *Upstream) sandboxConfig() *client.SandboxConfig {
 			u.m.SandboxEvent(metrics.SandboxStarted)
 		},
 		Refused: func(error) { u.m.SandboxEvent(metrics.SandboxRefused) },
+		DeniedLine: func(string) {
+			u.sandboxDenials.Add(1)
+			u.m.SandboxEvent(metrics.SandboxDeniedReported)
+		},
 		Killed: func(limit string) {
 			u.sandboxKills.Add(1)
 			u.m.SandboxEvent(metrics.SandboxKilled(limit))
@@ -66,6 +70,9 @@ func (u *Upstream) sandboxStatus() (string, int64) {
 		return "", u.sandboxKills.Load()
 	}
 	desc := *d
+	if n := u.sandboxDenials.Load(); n > 0 {
+		desc += fmt.Sprintf(" denials_reported=%d", n)
+	}
 	if n := u.egressDenied.Load(); n > 0 {
 		last := ""
 		if l := u.egressLast.Load(); l != nil {

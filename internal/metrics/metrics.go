@@ -236,7 +236,7 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		"upstream")
 
 	m.sandbox = f.counterVec("upstream_sandbox_events_total",
-		"Sandboxed stdio children by event: started, refused (the kernel could not apply the sandbox; the child was not started), killed_memory and killed_max_processes (stopped by that sandbox limit).",
+		"Sandboxed stdio children by event: started, refused (the kernel could not apply the sandbox; the child was not started), killed_memory and killed_max_processes (stopped by that sandbox limit), denied_reported (a stderr line of the child reporting a permission error: EACCES, EPERM).",
 		"upstream", "event")
 	m.egressConns = f.counterVec("sandbox_egress_connections_total",
 		"Connections sandboxed children (network: egress) made to the gateway's egress proxy, by result: allowed (relayed to a listed host), denied (a host:port not in sandbox.egress), over_limit (past sandbox.egress_max_tunnels), bad_request (not a proxy request), dial_failed (listed, but unreachable from the gateway).",

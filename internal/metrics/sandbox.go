@@ -4,6 +4,10 @@ package metrics
 const (
 	SandboxStarted = "started"
 	SandboxRefused = "refused"
+	// SandboxDeniedReported is a stderr line of a sandboxed child that
+	// reports a permission error (EACCES, EPERM): the kernel's refusals
+	// are not seen by the gateway, only what the child says of them.
+	SandboxDeniedReported = "denied_reported"
 )
 
 // SandboxKilled is the event of a child stopped by the named limit.
