@@ -380,6 +380,8 @@ func TestSandboxEgressAllowlist(t *testing.T) {
 	// Past the proxy there is no way out: the namespace has loopback only.
 	if out := run("connect " + addr); !strings.Contains(out, "denied") {
 		t.Errorf("direct connect from an egress child: %q, want denied", out)
+	} else {
+		t.Logf("direct connect: %s", strings.TrimSpace(out))
 	}
 	if otherHits.Load() != 0 || hits.Load() != 2 {
 		t.Errorf("listed server saw %d requests (want 2), the other %d (want 0)", hits.Load(), otherHits.Load())
