@@ -91,6 +91,9 @@ type egressProxy struct {
 	allow    map[string]bool
 	hooks    EgressHooks
 	slots    chan struct{} // one per open connection: the tunnels bound
+	ctx      context.Context
+	cancel   context.CancelFunc // by close: a dial under way ends with the child
+	dialMax  time.Duration
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // open connections, both sides, closed by close
@@ -104,6 +107,8 @@ func newEgressProxy(upstream string, allow []string, maxTunnels int, hooks Egres
 	}
 	p := &egressProxy{upstream: upstream, allow: map[string]bool{}, hooks: hooks,
 		slots: make(chan struct{}, maxTunnels), conns: map[net.Conn]struct{}{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.dialMax = egressDialTimeout
 	for _, a := range allow {
 		n, err := NormalizeEgress(a)
 		if err != nil {
@@ -186,6 +191,7 @@ func (p *egressProxy) serve(ln net.Listener) {
 // close ends the proxy: its socket and every open tunnel, and waits for
 // the connections' goroutines.
 func (p *egressProxy) close() {
+	p.cancel()
 	p.mu.Lock()
 	p.closed = true
 	for c := range p.conns {
@@ -235,7 +241,7 @@ func (p *egressProxy) handle(c net.Conn) {
 		refuse(c, "403 Forbidden", fmt.Sprintf("mcpgw egress proxy: %s is not allowed; list it in upstreams.%s.sandbox.egress", target, p.upstream))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), egressDialTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, p.dialMax)
 	up, err := p.hooks.Dial(ctx, "tcp", norm)
 	cancel()
 	if err != nil {

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
@@ -206,4 +208,38 @@ func TestEgressProxyCloseEndsTunnels(t *testing.T) {
 	if c.open != 0 {
 		t.Errorf("open tunnels after close: %d", c.open)
 	}
+}
+
+// close does not wait out a dial under way: the child is gone.
+func TestEgressProxyCloseCancelsDial(t *testing.T) {
+	c := &counts{results: map[string]int{}}
+	dialing := make(chan struct{})
+	h := c.hooks()
+	h.Dial = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		close(dialing)
+		<-ctx.Done() // a host that never answers
+		return nil, ctx.Err()
+	}
+	p, err := newEgressProxy("up", []string{"192.0.2.1:443"}, 2, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.dialMax = time.Hour // only close can end this dial within the test
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); p.serve(ln) }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "CONNECT 192.0.2.1:443 HTTP/1.1\r\n\r\n")
+	testwait.Recv(t, dialing, "the dial to start")
+	closed := make(chan struct{})
+	go func() { defer close(closed); p.close() }()
+	testwait.Recv(t, closed, "close to return before the dial timeout")
+	testwait.Recv(t, served, "serve to end")
 }
