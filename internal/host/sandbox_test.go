@@ -142,7 +142,8 @@ func sandboxEvents(t *testing.T, reg *prometheus.Registry, event string) float64
 // fetchJS is a minimal stdio server whose tool "fetch" opens a tunnel
 // through the proxy its environment names (HTTPS_PROXY) and answers with
 // what came back: the way out of a sandbox with network egress.
-const fetchJS = `const net=require('net');const rl=require('readline').createInterface({input:process.stdin});
+const fetchJS = `try{require('fs').readFileSync('/etc/shadow')}catch(e){console.error(e.message)}
+const net=require('net');const rl=require('readline').createInterface({input:process.stdin});
 const out=(id,r)=>process.stdout.write(JSON.stringify({jsonrpc:'2.0',id,result:r})+'\n');
 rl.on('line',l=>{const m=JSON.parse(l);if(m.id===undefined)return;
 if(m.method==='initialize'){out(m.id,{protocolVersion:m.params.protocolVersion,capabilities:{tools:{}},serverInfo:{name:'fetch',version:'1'}});return}
@@ -152,7 +153,8 @@ let b='';s.on('data',d=>b+=d);s.on('error',e=>b+='error: '+e.message);s.on('clos
 process.stdout.write(JSON.stringify({jsonrpc:'2.0',id:m.id,error:{code:-32601,message:'no'}})+'\n')});`
 
 // A sandboxed upstream with network egress reaches its listed host and
-// no other; the refusal is counted (metric, status) and logged.
+// no other; the refusal is counted (metric, status) and logged. The
+// permission error the child reports on stderr is counted too.
 func TestSandboxEgressUpstream(t *testing.T) {
 	if _, err := sandbox.Wrap(exec.Command("/bin/true"), sandbox.Spec{Upstream: "probe", Runtime: "binary", Network: "none"}, sandbox.Options{Launcher: "/bin/true"}); errors.Is(err, sandbox.ErrUnsupported) {
 		if os.Getenv("MCPGW_REQUIRE_SANDBOX") != "" {
@@ -229,6 +231,12 @@ func TestSandboxEgressUpstream(t *testing.T) {
 	}
 	if n := metricValue(t, reg, "mcpgw_sandbox_egress_bytes_total", "direction", "received"); n <= 0 {
 		t.Errorf("received bytes = %v, want > 0", n)
+	}
+	waitFor(t, testwait.Long, "the child's reported permission error counted", func() bool {
+		return strings.Contains(u.Status().Sandbox, "denials_reported=1")
+	})
+	if n := metricValue(t, reg, "mcpgw_upstream_sandbox_events_total", "event", "denied_reported"); n != 1 {
+		t.Errorf("denied_reported events = %v, want 1", n)
 	}
 	st := u.Status()
 	if !strings.Contains(st.Sandbox, "network=egress(1 hosts)") || !strings.Contains(st.Sandbox, "egress_denied=1 (last "+other.Listener.Addr().String()+")") {
