@@ -24,7 +24,7 @@ import (
 // Real npm servers under the sandbox (internal/sandbox). The test binary
 // is the launcher (TestMain runs sandbox.LauncherMain first).
 
-func npmEntry(t *testing.T, pkg string) string {
+func npmEntry(t testing.TB, pkg string) string {
 	t.Helper()
 	p, _ := filepath.Abs(filepath.Join("..", "..", "test", "interop", "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js"))
 	if _, err := os.Stat(p); err != nil {
@@ -37,7 +37,7 @@ func npmEntry(t *testing.T, pkg string) string {
 // MCPGW_REQUIRE_SANDBOX is set, and returns a world-readable directory
 // outside /tmp (the sandbox's /tmp is private; a root gateway's child is
 // nobody) holding a copy of the test binary to launch with.
-func sandboxEnv(t *testing.T) (dir, launcher string) {
+func sandboxEnv(t testing.TB) (dir, launcher string) {
 	t.Helper()
 	if _, err := sandbox.Wrap(execTrue(), sandbox.Spec{Upstream: "probe", Runtime: "binary", Network: "none"}, sandbox.Options{Launcher: "/bin/true"}); errors.Is(err, sandbox.ErrUnsupported) {
 		if os.Getenv("MCPGW_REQUIRE_SANDBOX") != "" {
@@ -296,6 +296,43 @@ process.stdout.write(JSON.stringify({jsonrpc:'2.0',id:m.id,error:{code:-32601,me
 	case l := <-lines:
 		t.Errorf("a line without a permission error counted: %q", l)
 	default:
+	}
+}
+
+// The cost of a sandbox to a real server's start: server-memory from
+// spawn to its initialize answer, plain and sandboxed.
+//
+//	go test -run '^$' -bench SandboxNPMConnect -benchtime 10x ./internal/client
+func BenchmarkSandboxNPMConnect(b *testing.B) {
+	entry := npmEntry(b, "server-memory")
+	dir, launcher := sandboxEnv(b)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			b.Fatal(err)
+		}
+	}
+	env := map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}
+	for _, mode := range []string{"plain", "sandboxed"} {
+		b.Run(mode, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				cfg := client.StdioConfig{Argv: []string{"node", entry}, Env: env}
+				if mode == "sandboxed" {
+					cfg.Sandbox = &client.SandboxConfig{
+						Spec:    sandbox.Spec{Upstream: "m", Runtime: "node", Network: "none", ReadWrite: []string{dir}},
+						Options: sandbox.Options{Launcher: launcher},
+					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), testwait.Long)
+				c, err := client.Connect(ctx, client.NewStdio(cfg), client.Options{Protocol: "legacy"})
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer() // the stop is not the start's cost
+				c.Close()
+				b.StartTimer()
+			}
+		})
 	}
 }
 
