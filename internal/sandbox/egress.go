@@ -40,6 +40,7 @@ const (
 	egressHeadMax     = 16 << 10 // request line and headers
 	egressHeadTimeout = 10 * time.Second
 	egressDialTimeout = 10 * time.Second
+	egressTargetMax   = 300 // bytes of a refused target reported
 )
 
 // EgressHooks are the gateway's side of the egress proxy: how it dials
@@ -235,6 +236,10 @@ func (p *egressProxy) handle(c net.Conn) {
 	norm, err := NormalizeEgress(target)
 	if err != nil || !p.allow[norm] {
 		p.result(EgressDenied)
+		if len(target) > egressTargetMax {
+			// The child writes it; logs and status keep a bounded copy.
+			target = target[:egressTargetMax] + "…"
+		}
 		if p.hooks.Denied != nil {
 			p.hooks.Denied(target)
 		}

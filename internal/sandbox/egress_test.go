@@ -137,10 +137,21 @@ func TestEgressProxyRefusesMalformed(t *testing.T) {
 			t.Errorf("%s: %q, want a refusal", name, out)
 		}
 	}
+	// A long target is refused and reported clipped: the child writes it,
+	// and it goes to logs and status.
+	long := strings.Repeat("a", 8000) + ".example:443"
+	if out := ask(t, proxy, "CONNECT "+long+" HTTP/1.1\r\n\r\n"); !strings.HasPrefix(out, "HTTP/1.1 403") {
+		t.Errorf("long target: %.100q, want 403", out)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.results[EgressAllowed] != 0 {
 		t.Errorf("a malformed request was relayed: %v", c.results)
+	}
+	if n := len(c.denied); n == 0 {
+		t.Error("the long target's refusal was not reported")
+	} else if len(c.denied[n-1]) > 400 {
+		t.Errorf("refused target reported at %d bytes, want clipped", len(c.denied[n-1]))
 	}
 }
 
