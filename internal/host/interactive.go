@@ -18,23 +18,34 @@ import (
 
 // Interactive calls on stdio and legacy SSE upstreams (issue 30). Their
 // wire does not say which call a server→client request (sampling,
-// elicitation) belongs to, so the client names the only interactive call
-// in flight on the connection, and refuses the request when there are
-// several. Refusing is right; refusing most interactive calls is not. So
-// once an upstream has shown that it asks its callers (learned), each call
-// that could be asked gets a connection on which it is the only
-// interactive call in flight, which makes the owner rule exact:
+// elicitation, roots/list) belongs to, so the client names the only call
+// in flight on the connection that could take it, and refuses the request
+// when there are several. Refusing is right; refusing most interactive
+// calls is not. A call can only be asked if its caller declared sampling
+// or elicitation (or roots, with forward_roots): such a call (an asking
+// call) gets a connection on which it is the only call in flight, from the
+// first call on, so that the owner rule is exact without waiting to see
+// whether the upstream asks at all:
 //
-//   - shared upstream: a pool of at most interactive_pool connections
+//   - shared upstream: the shared connection when nothing is in flight
+//     there, else one of a pool of at most interactive_pool connections
 //     (children, for stdio), made on demand and closed when idle; a call
 //     that finds them all busy waits, up to interactiveQueuePerConn per
-//     connection, then is refused naming the key;
+//     pool connection, then is refused naming the key;
 //   - the session's own connection (stateful: true), a capability view or
-//     an acting-for connection: one interactive call at a time on it, the
+//     an acting-for connection: one asking call at a time on it, the
 //     others waiting the same way (a second child would not share the
 //     session's state).
 //
-// Until learned, calls take the shared fast path untouched: one atomic load.
+// Calls of callers that declared none of these cannot be asked; they take
+// the shared connection untouched, however many are in flight (the fast
+// path: a context lookup and a scan of the caller's capabilities). Their
+// upstream may still send requests during them (it sees the gateway's
+// capabilities, not their caller's): when one overlaps an asking call on
+// the shared connection, the owner rule finds two candidates and refuses,
+// rather than show one caller's request to another. Sequential calls, and
+// those of callers that cannot be asked, stay on the shared connection,
+// where a server's process state (subscriptions, toggles) is.
 
 // interactiveIdle is how long a pool connection is kept unused.
 const interactiveIdle = 2 * time.Minute
@@ -47,7 +58,6 @@ const interactiveIdle = 2 * time.Minute
 const interactiveQueuePerConn = 64
 
 type interactivePool struct {
-	learned atomic.Bool
 	logGate logGate // unattributed refusals' log lines
 
 	mu      sync.Mutex
@@ -55,10 +65,14 @@ type interactivePool struct {
 	busy    map[*client.Client]bool
 	opening int // being dialled (hold a slot)
 	waiting int
-	slots   chan struct{}    // one per connection in use or being made
-	timer   *time.Timer      // reaps idle connections
-	now     func() time.Time // nil: time.Now (tests set it)
-	closed  bool
+	// onShared is the shared connection while an asking call runs on it.
+	onShared *client.Client
+	// slots holds one per asking call on the shared connection or a pool
+	// one (interactive_pool+1): a call that has one always finds a place.
+	slots  chan struct{}
+	timer  *time.Timer      // reaps idle connections
+	now    func() time.Time // nil: time.Now (tests set it)
+	closed bool
 	// gates serialize interactive calls on connections that cannot be
 	// multiplied (a session's own, a view): by connection.
 	gates map[*client.Client]*gate
@@ -92,34 +106,32 @@ type gate struct {
 	waiting int
 }
 
-// asksCallers reports whether method, sent by the upstream, needs the
-// caller: what makes an upstream interactive.
-func (u *Upstream) asksCallers(method string) bool {
-	switch method {
-	case mcp.MethodSamplingCreateMessage, mcp.MethodElicitationCreate:
-		return true
-	case mcp.MethodRootsList:
-		return u.cfg.ForwardRoots
+// canBeAsked reports whether the caller of ctx declared a capability that
+// lets the upstream ask it something during a call: sampling or
+// elicitation, or roots when forward_roots relays roots/list (otherwise
+// the gateway answers it from config, whoever the call is). No recorded
+// capabilities: it cannot be (core's CallStream refuses its requests).
+func (u *Upstream) canBeAsked(ctx context.Context) bool {
+	caps, ok := CallerCapabilities(ctx)
+	if !ok {
+		return false
 	}
-	return false
-}
-
-// learnRequest is every connection's client.Options.OnServerRequest.
-func (u *Upstream) learnRequest(method string) {
-	if u.asksCallers(method) && !u.interactive.learned.Load() && u.interactive.learned.CompareAndSwap(false, true) && u.cfg.InteractivePool > 0 {
-		u.log.Info("upstream asks its callers (server→client requests); from now on each interactive call gets a connection where it is the only one in flight",
-			zap.String("method", method), zap.Int("interactive_pool", u.cfg.InteractivePool))
+	has := func(key string) bool {
+		v, ok := rawjson.Get(caps, key)
+		return ok && string(v) != "null"
 	}
+	return has("sampling") || has("elicitation") || (u.cfg.ForwardRoots && has("roots"))
 }
 
 // Interactive returns the connection a call should use instead of c, the
 // one ClientFor chose, and what to call when the call is done (never nil).
-// A call is moved only when the upstream has been seen to ask its callers,
-// the caller can be asked (canAsk), the method is a call, and c cannot
-// attribute requests itself. params with a task member stay on c: the
-// task's later requests must find the connection that created it.
+// Only a call whose requests are relayed (canAsk) from a caller that
+// declared it can be asked (canBeAsked) is placed, and only when the
+// method is a call and c cannot attribute requests itself. params with a
+// task member stay on c: the task's later requests must find the
+// connection that created it.
 func (u *Upstream) Interactive(ctx context.Context, c *client.Client, method string, params json.RawMessage, canAsk bool) (*client.Client, func(), error) {
-	if !u.interactive.learned.Load() || !canAsk || u.cfg.InteractivePool <= 0 {
+	if !canAsk || u.cfg.InteractivePool <= 0 {
 		return c, noRelease, nil
 	}
 	switch method {
@@ -127,7 +139,7 @@ func (u *Upstream) Interactive(ctx context.Context, c *client.Client, method str
 	default:
 		return c, noRelease, nil
 	}
-	if c.Attributes() || c.Modern() {
+	if c.Attributes() || c.Modern() || !u.canBeAsked(ctx) {
 		return c, noRelease, nil
 	}
 	if _, ok := rawjson.Get(params, "task"); ok {
@@ -139,7 +151,7 @@ func (u *Upstream) Interactive(ctx context.Context, c *client.Client, method str
 	if !shared {
 		return u.turnOn(ctx, c)
 	}
-	return u.pooled(ctx)
+	return u.pooled(ctx, c)
 }
 
 func noRelease() {}
@@ -152,9 +164,10 @@ func (u *Upstream) interactiveRefusal(what string) error {
 	return r
 }
 
-// pooled takes a pool connection for one call, making one when none is
-// idle and fewer than interactive_pool are open.
-func (u *Upstream) pooled(ctx context.Context) (*client.Client, func(), error) {
+// pooled places one asking call: on shared when no other call is in
+// flight there, else on a pool connection, making one when none is idle
+// and fewer than interactive_pool are open.
+func (u *Upstream) pooled(ctx context.Context, shared *client.Client) (*client.Client, func(), error) {
 	p := &u.interactive
 	size := u.cfg.InteractivePool
 	p.mu.Lock()
@@ -163,7 +176,7 @@ func (u *Upstream) pooled(ctx context.Context) (*client.Client, func(), error) {
 		return nil, nil, &UnavailableError{Upstream: u.name, State: StateStopped}
 	}
 	if p.slots == nil {
-		p.slots = make(chan struct{}, size)
+		p.slots = make(chan struct{}, size+1)
 	}
 	if p.waiting >= size*interactiveQueuePerConn {
 		p.mu.Unlock()
@@ -182,6 +195,18 @@ func (u *Upstream) pooled(ctx context.Context) (*client.Client, func(), error) {
 	}
 	p.mu.Lock()
 	p.waiting--
+	// The shared connection is free when no asking call holds it (one that
+	// holds an older, replaced one does not count). It is taken when
+	// nothing else is in flight on it either: another call there, even one
+	// that cannot be asked, would make this call's requests ambiguous
+	// (refused). When every pool connection is busy it is taken all the
+	// same: the slot held guarantees no other asking call is there.
+	poolFull := len(p.busy)+p.opening >= size
+	if (p.onShared == nil || p.onShared != shared) && (poolFull || shared.Pending() == 0) {
+		p.onShared = shared
+		p.mu.Unlock()
+		return shared, func() { u.unshare(shared, slots) }, nil
+	}
 	var dead []*client.Client
 	var c *client.Client
 	for c == nil && len(p.idle) > 0 {
@@ -246,6 +271,17 @@ func (p *interactivePool) markBusyLocked(c *client.Client) {
 func (u *Upstream) metricPoolLocked() {
 	p := &u.interactive
 	u.m.InteractiveConns(len(p.busy)+p.opening, len(p.idle))
+}
+
+// unshare gives the shared connection back after an asking call.
+func (u *Upstream) unshare(shared *client.Client, slots chan struct{}) {
+	p := &u.interactive
+	p.mu.Lock()
+	if p.onShared == shared {
+		p.onShared = nil
+	}
+	p.mu.Unlock()
+	<-slots
 }
 
 // unpool gives c back after its call.
@@ -322,7 +358,7 @@ func (u *Upstream) closeInteractive() []*client.Client {
 	for c := range p.busy {
 		all = append(all, c)
 	}
-	p.idle, p.busy, p.gates = nil, nil, nil
+	p.idle, p.busy, p.gates, p.onShared = nil, nil, nil, nil
 	u.metricPoolLocked()
 	return all
 }
@@ -374,11 +410,8 @@ func (u *Upstream) turnOn(ctx context.Context, c *client.Client) (*client.Client
 // unattributedHint is what the refusal of an unattributed request tells
 // the caller to do.
 func (u *Upstream) unattributedHint() string {
-	switch {
-	case u.cfg.InteractivePool <= 0:
+	if u.cfg.InteractivePool <= 0 {
 		return fmt.Sprintf("set upstreams.%s.interactive_pool (0 turns off the connections that give each interactive call its own)", u.name)
-	case u.cfg.Stateful:
-		return "mcpgw has now learned that this upstream asks its callers and runs each session's interactive calls on it one at a time; retry the call"
 	}
-	return fmt.Sprintf("mcpgw has now learned that this upstream asks its callers and gives each interactive call a connection of its own (upstreams.%s.interactive_pool); retry the call", u.name)
+	return fmt.Sprintf("a call from a client that declared sampling or elicitation runs where it is the only call in flight (upstreams.%s.interactive_pool), so this request came outside any call, or while a call of a client that declared neither was in flight beside it; retry the call", u.name)
 }
