@@ -100,7 +100,7 @@ func (t *askingTransport) closed() bool {
 // askingHost starts a host with one upstream "u" over askingTransports,
 // returning every transport it made, in order (the first is the shared
 // connection's).
-func askingHost(t *testing.T, reg *prometheus.Registry, log *zap.Logger, mod func(*config.Upstream)) (*host.Host, func() []*askingTransport) {
+func askingHost(t testing.TB, reg *prometheus.Registry, log *zap.Logger, mod func(*config.Upstream)) (*host.Host, func() []*askingTransport) {
 	t.Helper()
 	ucfg := &config.Upstream{Protocol: "legacy", Timeout: config.Duration(10 * time.Second), InteractivePool: 2}
 	if mod != nil {
