@@ -417,3 +417,35 @@ func TestInteractivePoolReapsIdle(t *testing.T) {
 		t.Error("the shared connection was closed")
 	}
 }
+
+// roots/list is a request the upstream sends too, but without
+// forward_roots the gateway answers it from config whoever the call is:
+// a caller that declared only roots is placed only with forward_roots.
+func TestInteractiveRootsOnlyWithForwardRoots(t *testing.T) {
+	for _, forward := range []bool{false, true} {
+		h, _ := askingHost(t, prometheus.NewRegistry(), zap.NewNop(), func(u *config.Upstream) { u.ForwardRoots = forward })
+		u := h.Upstream("u")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		shared, err := u.Client(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := json.RawMessage(`{"name":"t"}`)
+		_, rel0, err := u.Interactive(asker(ctx), shared, mcp.MethodToolsCall, params, true) // holds the shared connection
+		if err != nil {
+			t.Fatal(err)
+		}
+		rootsOnly := host.WithCallerCapabilities(ctx, json.RawMessage(`{"roots":{"listChanged":true}}`))
+		c, rel, err := u.Interactive(rootsOnly, shared, mcp.MethodToolsCall, params, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if moved := c != shared; moved != forward {
+			t.Errorf("forward_roots %v: a roots-only caller's call moved off the shared connection: %v", forward, moved)
+		}
+		rel()
+		rel0()
+		cancel()
+		h.Close()
+	}
+}
