@@ -825,7 +825,7 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 // refused rather than guessed — unlike a bridged call parked by the
 // gateway itself (TestBridgeParkedCallLeavesStdioUsable). The owner rule
 // alone, without the interactive pool that would give B a child of its own
-// (TestFidelityStdioOverlappingSamplingRefused).
+// (TestFidelityStdioOverlappingSampling).
 func TestFidelityStdioWaitingCallStaysAmbiguous(t *testing.T) {
 	t.Parallel()
 	up := fidStdioUpstream(t, "pipe", "interactive_pool: 0")
