@@ -72,9 +72,9 @@ func interactiveCall(ctx context.Context, cs *mcp.ClientSession, tool, who, prom
 // is free, else a child of the pool (interactive_pool); on a stateful
 // upstream a session's such calls take turns on its own child. Through the
 // real server-everything on a fresh gateway (nothing learned, no warm-up):
-// 5 clients sampling and 5 eliciting, 50 calls each, 5 in flight per
-// client, every answer its own caller's, none refused; and 4 calls at once
-// in one stateful session, its first.
+// 5 clients sampling and 5 eliciting, 50 calls each, all 500 in flight
+// at once (5 running, the rest queued), every answer its own caller's,
+// none refused; and 4 calls at once in one stateful session, its first.
 func TestInteractiveCallsOverlapOnStdio(t *testing.T) {
 	cmd := serverEverything(t)
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
@@ -94,7 +94,7 @@ routes:
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	const clients, calls, parallel = 5, 50, 5
+	const clients, calls, parallel = 5, 50, 50
 	var mu sync.Mutex
 	var failures []string
 	var wg sync.WaitGroup

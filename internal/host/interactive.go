@@ -31,7 +31,8 @@ import (
 //     there, else one of a pool of at most interactive_pool connections
 //     (children, for stdio), made on demand and closed when idle; a call
 //     that finds them all busy waits, up to interactiveQueuePerConn per
-//     pool connection, then is refused naming the key;
+//     connection (the shared one included), then is refused naming the
+//     key;
 //   - the session's own connection (stateful: true), a capability view or
 //     an acting-for connection: one asking call at a time on it, the
 //     others waiting the same way (a second child would not share the
@@ -51,11 +52,13 @@ import (
 const interactiveIdle = 2 * time.Minute
 
 // interactiveQueuePerConn bounds the calls waiting for a connection (of the
-// pool, or for a session's turn) per connection they wait for. A waiting
-// call is its request's goroutine parked on a channel, and the router
-// already bounds requests per session: deep enough that a burst from
-// several sessions waits rather than fails.
-const interactiveQueuePerConn = 64
+// pool or the shared one, or for a session's turn) per connection they
+// wait for. A waiting call is its request's goroutine parked on a channel
+// (a few KB), and the router already bounds requests per session (128 by
+// default): deep enough that a burst from several sessions — 10 clients
+// with 50 calls each at once, with the default pool — waits rather than
+// fails.
+const interactiveQueuePerConn = 128
 
 type interactivePool struct {
 	logGate logGate // unattributed refusals' log lines
@@ -178,7 +181,7 @@ func (u *Upstream) pooled(ctx context.Context, shared *client.Client) (*client.C
 	if p.slots == nil {
 		p.slots = make(chan struct{}, size+1)
 	}
-	if p.waiting >= size*interactiveQueuePerConn {
+	if p.waiting >= (size+1)*interactiveQueuePerConn {
 		p.mu.Unlock()
 		return nil, nil, u.interactiveRefusal(fmt.Sprintf("interactive calls waiting for a connection of upstream %q", u.name))
 	}

@@ -244,10 +244,10 @@ func TestInteractivePoolBoundedAndOwned(t *testing.T) {
 		t.Errorf("busy gauge = %v, want 2", got)
 	}
 
-	// All busy: calls queue, up to 64 per pool connection.
+	// All busy: calls queue, up to 128 per connection (3).
 	wctx, wcancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for range 128 {
+	for range 384 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -256,7 +256,7 @@ func TestInteractivePoolBoundedAndOwned(t *testing.T) {
 			}
 		}()
 	}
-	testwait.Until(t, "128 calls waiting", func() bool { return host.InteractiveWaiting(u) == 128 })
+	testwait.Until(t, "384 calls waiting", func() bool { return host.InteractiveWaiting(u) == 384 })
 	_, _, err = u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
 	var lr *limits.Refusal
 	if !errors.As(err, &lr) || lr.Bound != "upstreams.u.interactive_pool" || lr.JSONRPC().Code != mcp.CodeRateLimited {
