@@ -205,7 +205,7 @@ func (u *Upstream) pooled(ctx context.Context, shared *client.Client) (*client.C
 	// (refused). When every pool connection is busy it is taken all the
 	// same: the slot held guarantees no other asking call is there.
 	poolFull := len(p.busy)+p.opening >= size
-	if (p.onShared == nil || p.onShared != shared) && (poolFull || shared.Pending() == 0) {
+	if p.onShared != shared && (poolFull || shared.Pending() == 0) {
 		p.onShared = shared
 		p.mu.Unlock()
 		return shared, func() { u.unshare(shared, slots) }, nil
