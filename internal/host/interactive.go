@@ -70,12 +70,17 @@ type interactivePool struct {
 	waiting int
 	// onShared is the shared connection while an asking call runs on it.
 	onShared *client.Client
-	// slots holds one per asking call on the shared connection or a pool
-	// one (interactive_pool+1): a call that has one always finds a place.
-	slots  chan struct{}
-	timer  *time.Timer      // reaps idle connections
-	now    func() time.Time // nil: time.Now (tests set it)
-	closed bool
+	// wake is closed (and forgotten) when a connection may have come
+	// free — an asking call ended, a dial ended, the pool closed — and
+	// the waiting calls look again.
+	wake chan struct{}
+	// dialFailed counts failed dials, dialErr the last one's error: a call
+	// waiting when a dial fails gets it rather than wait on.
+	dialFailed int
+	dialErr    error
+	timer      *time.Timer      // reaps idle connections
+	now        func() time.Time // nil: time.Now (tests set it)
+	closed     bool
 	// gates serialize interactive calls on connections that cannot be
 	// multiplied (a session's own, a view): by connection.
 	gates map[*client.Client]*gate
@@ -168,8 +173,11 @@ func (u *Upstream) interactiveRefusal(what string) error {
 }
 
 // pooled places one asking call: on shared when no other call is in
-// flight there, else on a pool connection, making one when none is idle
-// and fewer than interactive_pool are open.
+// flight there, else on an idle pool connection. While none is free it
+// waits, and dials a new one in the background when fewer than
+// interactive_pool are open: whichever frees first serves the call, so a
+// burst of short calls is not held for a child's start (seconds, for
+// some) when the shared connection is free again in milliseconds.
 func (u *Upstream) pooled(ctx context.Context, shared *client.Client) (*client.Client, func(), error) {
 	p := &u.interactive
 	size := u.cfg.InteractivePool
@@ -178,83 +186,144 @@ func (u *Upstream) pooled(ctx context.Context, shared *client.Client) (*client.C
 		p.mu.Unlock()
 		return nil, nil, &UnavailableError{Upstream: u.name, State: StateStopped}
 	}
-	if p.slots == nil {
-		p.slots = make(chan struct{}, size+1)
-	}
 	if p.waiting >= (size+1)*interactiveQueuePerConn {
 		p.mu.Unlock()
 		return nil, nil, u.interactiveRefusal(fmt.Sprintf("interactive calls waiting for a connection of upstream %q", u.name))
 	}
 	p.waiting++
-	slots := p.slots
-	p.mu.Unlock()
-	select {
-	case slots <- struct{}{}:
-	case <-ctx.Done():
-		p.mu.Lock()
-		p.waiting--
-		p.mu.Unlock()
-		return nil, nil, ctx.Err()
-	}
-	p.mu.Lock()
-	p.waiting--
-	// The shared connection is free when no asking call holds it (one that
-	// holds an older, replaced one does not count). It is taken when
-	// nothing else is in flight on it either: another call there, even one
-	// that cannot be asked, would make this call's requests ambiguous
-	// (refused). When every pool connection is busy it is taken all the
-	// same: the slot held guarantees no other asking call is there.
-	poolFull := len(p.busy)+p.opening >= size
-	if p.onShared != shared && (poolFull || shared.Pending() == 0) {
-		p.onShared = shared
-		p.mu.Unlock()
-		return shared, func() { u.unshare(shared, slots) }, nil
-	}
+	failures := p.dialFailed
 	var dead []*client.Client
-	var c *client.Client
-	for c == nil && len(p.idle) > 0 {
-		ic := p.idle[len(p.idle)-1]
-		p.idle = p.idle[:len(p.idle)-1]
-		select {
-		case <-ic.c.Done():
-			dead = append(dead, ic.c)
-		default:
-			c = ic.c
+	defer func() {
+		if len(dead) > 0 {
+			u.closeLater(dead)
 		}
-	}
-	if c == nil {
-		p.opening++
-	} else {
-		p.markBusyLocked(c)
-	}
-	u.metricPoolLocked()
-	p.mu.Unlock()
-	if len(dead) > 0 {
-		u.closeLater(dead)
-	}
-	if c == nil {
-		nc, err := u.connectOpts(ctx, "legacy", nil)
-		p.mu.Lock()
-		p.opening--
-		if err == nil && p.closed {
-			err = &UnavailableError{Upstream: u.name, State: StateStopped}
-			defer func() { _ = nc.Close() }()
-		} else if err == nil {
-			p.markBusyLocked(nc)
+	}()
+	for {
+		if p.closed {
+			p.waiting--
+			p.mu.Unlock()
+			return nil, nil, &UnavailableError{Upstream: u.name, State: StateStopped}
 		}
-		u.metricPoolLocked()
-		p.mu.Unlock()
-		if err != nil {
-			<-slots
+		// The shared connection is free when no asking call holds it (one
+		// that holds an older, replaced one does not count). It is taken
+		// when nothing else is in flight on it either: another call there,
+		// even one that cannot be asked, would make this call's requests
+		// ambiguous (refused). When every pool connection is busy it is
+		// taken all the same rather than wait.
+		if p.onShared != shared && (len(p.busy) >= size || shared.Pending() == 0) {
+			p.onShared = shared
+			p.waiting--
+			p.mu.Unlock()
+			return shared, func() { u.unshare(shared) }, nil
+		}
+		for len(p.idle) > 0 {
+			ic := p.idle[len(p.idle)-1]
+			p.idle = p.idle[:len(p.idle)-1]
+			select {
+			case <-ic.c.Done():
+				dead = append(dead, ic.c)
+				continue
+			default:
+			}
+			c := ic.c
+			p.markBusyLocked(c)
+			p.waiting--
+			u.metricPoolLocked()
+			p.mu.Unlock()
+			return c, func() { u.unpool(c) }, nil
+		}
+		if p.dialFailed != failures {
+			err := p.dialErr
+			p.waiting--
+			p.mu.Unlock()
 			if _, ok := err.(*UnavailableError); ok {
 				return nil, nil, err
 			}
 			return nil, nil, &UnavailableError{Upstream: u.name, State: StateDown, Cause: err}
 		}
-		u.log.Debug("opened an interactive connection")
-		c = nc
+		dial := len(p.busy)+p.opening < size
+		if dial {
+			p.opening++
+			u.metricPoolLocked()
+		}
+		if p.wake == nil {
+			p.wake = make(chan struct{})
+		}
+		wake := p.wake
+		p.mu.Unlock()
+		if dial {
+			u.dialPooled()
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			p.mu.Lock()
+			p.waiting--
+			p.mu.Unlock()
+			return nil, nil, ctx.Err()
+		}
+		p.mu.Lock()
 	}
-	return c, func() { u.unpool(c, slots) }, nil
+}
+
+// wakeLocked lets the waiting calls look again.
+func (p *interactivePool) wakeLocked() {
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
+}
+
+// dialPooled opens one pool connection in the background (its slot
+// counted in opening): it joins the idle ones, for whichever call is
+// waiting. Not the caller's context: that call may be served elsewhere
+// first, and the connection still serves the next one. Bounded by
+// startup_timeout, and ended by the upstream's stop.
+func (u *Upstream) dialPooled() {
+	h := u.host
+	h.mu.Lock()
+	closed := h.closed
+	if !closed {
+		h.wg.Add(1)
+	}
+	h.mu.Unlock()
+	if closed {
+		u.dialed(nil, &UnavailableError{Upstream: u.name, State: StateStopped})
+		return
+	}
+	go func() {
+		defer h.wg.Done()
+		u.dialed(u.connectOpts(u.ctx, "legacy", nil))
+	}()
+}
+
+// dialed takes the result of dialPooled.
+func (u *Upstream) dialed(c *client.Client, err error) {
+	p := &u.interactive
+	p.mu.Lock()
+	p.opening--
+	keep := err == nil && !p.closed
+	switch {
+	case err != nil:
+		p.dialFailed++
+		p.dialErr = err
+	case keep:
+		p.idle = append(p.idle, idleConn{c: c, since: p.clock()})
+		if p.timer == nil {
+			p.timer = time.AfterFunc(interactiveIdle, u.reapInteractive)
+		}
+	}
+	u.metricPoolLocked()
+	p.wakeLocked()
+	p.mu.Unlock()
+	switch {
+	case err != nil:
+		u.log.Warn("could not open an interactive connection", zap.Error(err))
+	case !keep:
+		u.closeLater([]*client.Client{c})
+	default:
+		u.log.Debug("opened an interactive connection")
+	}
 }
 
 func (p *interactivePool) clock() time.Time {
@@ -277,18 +346,18 @@ func (u *Upstream) metricPoolLocked() {
 }
 
 // unshare gives the shared connection back after an asking call.
-func (u *Upstream) unshare(shared *client.Client, slots chan struct{}) {
+func (u *Upstream) unshare(shared *client.Client) {
 	p := &u.interactive
 	p.mu.Lock()
 	if p.onShared == shared {
 		p.onShared = nil
 	}
+	p.wakeLocked()
 	p.mu.Unlock()
-	<-slots
 }
 
 // unpool gives c back after its call.
-func (u *Upstream) unpool(c *client.Client, slots chan struct{}) {
+func (u *Upstream) unpool(c *client.Client) {
 	p := &u.interactive
 	p.mu.Lock()
 	_, mine := p.busy[c]
@@ -308,8 +377,8 @@ func (u *Upstream) unpool(c *client.Client, slots chan struct{}) {
 		}
 	}
 	u.metricPoolLocked()
+	p.wakeLocked()
 	p.mu.Unlock()
-	<-slots
 	if mine && !keep {
 		u.closeLater([]*client.Client{c})
 	}
@@ -362,6 +431,7 @@ func (u *Upstream) closeInteractive() []*client.Client {
 		all = append(all, c)
 	}
 	p.idle, p.busy, p.gates, p.onShared = nil, nil, nil, nil
+	p.wakeLocked() // the waiting calls find it closed
 	u.metricPoolLocked()
 	return all
 }

@@ -34,6 +34,7 @@ type askingTransport struct {
 	once    sync.Once
 	answers chan *jsonrpc.Message
 	held    chan *jsonrpc.Message // calls of the tool "hold": not answered until release
+	slow    chan struct{}         // non-nil: initialize is answered once it is closed
 }
 
 func (t *askingTransport) Start(_ context.Context, deliver client.DeliverFunc) error {
@@ -60,11 +61,18 @@ func (t *askingTransport) Send(_ context.Context, b []byte) error {
 			return nil
 		}
 		res := json.RawMessage(`{}`)
+		slow := (<-chan struct{})(nil)
 		if m.Method == mcp.MethodInitialize {
 			res = json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"asking","version":"1"}}`)
+			slow = t.slow
 		}
 		out, _ := jsonrpc.Encode(jsonrpc.NewResult(m.ID, res))
-		go t.deliver(out, nil)
+		go func() {
+			if slow != nil {
+				<-slow
+			}
+			t.deliver(out, nil)
+		}()
 	}
 	return nil
 }
@@ -102,6 +110,13 @@ func (t *askingTransport) closed() bool {
 // connection's).
 func askingHost(t testing.TB, reg *prometheus.Registry, log *zap.Logger, mod func(*config.Upstream)) (*host.Host, func() []*askingTransport) {
 	t.Helper()
+	return askingHostSlow(t, reg, log, mod, nil)
+}
+
+// askingHostSlow is askingHost whose connections after the first (the
+// shared one) start only once slow is closed (nil: at once).
+func askingHostSlow(t testing.TB, reg *prometheus.Registry, log *zap.Logger, mod func(*config.Upstream), slow chan struct{}) (*host.Host, func() []*askingTransport) {
+	t.Helper()
 	ucfg := &config.Upstream{Protocol: "legacy", Timeout: config.Duration(10 * time.Second), InteractivePool: 2}
 	if mod != nil {
 		mod(ucfg)
@@ -114,6 +129,9 @@ func askingHost(t testing.TB, reg *prometheus.Registry, log *zap.Logger, mod fun
 		Transport: func(string) (client.Transport, error) {
 			tr := &askingTransport{done: make(chan struct{}), answers: make(chan *jsonrpc.Message, 4), held: make(chan *jsonrpc.Message, 4)}
 			mu.Lock()
+			if len(made) > 0 {
+				tr.slow = slow
+			}
 			made = append(made, tr)
 			mu.Unlock()
 			return tr, nil
@@ -448,4 +466,46 @@ func TestInteractiveRootsOnlyWithForwardRoots(t *testing.T) {
 		cancel()
 		h.Close()
 	}
+}
+
+// A pool connection takes time to start (a child: seconds, for some
+// servers). A call waiting for one takes the shared connection as soon as
+// the asking call there ends, rather than wait for the start; the
+// connection, once started, serves the next call.
+func TestInteractiveWaiterTakesFreedSharedConnection(t *testing.T) {
+	slow := make(chan struct{})
+	h, made := askingHostSlow(t, prometheus.NewRegistry(), zap.NewNop(), nil, slow)
+	defer h.Close()
+	defer close(slow)
+	u := h.Upstream("u")
+	ctx, cancel := context.WithTimeout(asker(context.Background()), 10*time.Second)
+	defer cancel()
+	shared, err := u.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := json.RawMessage(`{"name":"t"}`)
+	_, rel0, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type placed struct {
+		c   *client.Client
+		rel func()
+		err error
+	}
+	second := make(chan placed, 1)
+	go func() {
+		c, rel, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+		second <- placed{c, rel, err}
+	}()
+	testwait.Until(t, "the second call waiting, a pool connection starting", func() bool {
+		return host.InteractiveWaiting(u) == 1 && len(made()) == 2
+	})
+	rel0()
+	got := testwait.Recv(t, second, "the second call placed while the pool connection starts")
+	if got.err != nil || got.c != shared {
+		t.Fatalf("second call: shared %v, %v (want the shared connection, freed first)", got.c == shared, got.err)
+	}
+	got.rel()
 }
