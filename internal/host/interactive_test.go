@@ -509,3 +509,45 @@ func TestInteractiveWaiterTakesFreedSharedConnection(t *testing.T) {
 	}
 	got.rel()
 }
+
+// A pool connection that cannot be started fails the call waiting for it
+// with the cause, rather than leave it waiting for its context.
+func TestInteractivePoolDialFailureAnswersTheWaiter(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	h := host.New(&config.Config{Separator: "__", Upstreams: map[string]*config.Upstream{"u": {Protocol: "legacy", Timeout: config.Duration(10 * time.Second), InteractivePool: 2}}}, host.Options{
+		Logger:  zap.NewNop(),
+		Metrics: metrics.New(prometheus.NewRegistry(), metrics.Options{NoRuntimeCollectors: true}),
+		Transport: func(string) (client.Transport, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if n++; n > 1 {
+				return nil, errors.New("no second child today")
+			}
+			return &askingTransport{done: make(chan struct{}), answers: make(chan *jsonrpc.Message, 4), held: make(chan *jsonrpc.Message, 4)}, nil
+		},
+	})
+	h.Start()
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(asker(context.Background()), testwait.Long)
+	defer cancel()
+	if err := h.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	u := h.Upstream("u")
+	shared, err := u.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := json.RawMessage(`{"name":"t"}`)
+	_, rel0, err := u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rel0()
+	_, _, err = u.Interactive(ctx, shared, mcp.MethodToolsCall, params, true)
+	var ue *host.UnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "no second child today") {
+		t.Fatalf("call waiting for a pool connection that failed to start: %v, want the upstream unavailable with the cause", err)
+	}
+}
