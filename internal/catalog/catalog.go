@@ -232,23 +232,38 @@ func (v *View) Pin(ctx context.Context, method string, params json.RawMessage, v
 // it ("" when Pin left the params as they were without reading a target),
 // so that the caller need not read it again (one reading of a request).
 func (v *View) PinTarget(ctx context.Context, method string, params json.RawMessage, visible Visible) (json.RawMessage, string, *jsonrpc.Error) {
-	t, ok := mcp.TargetOf(method, params)
-	if !ok || t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
-		return params, "", nil
+	p := mcp.ReadParams(method, params)
+	pinned, name, jerr := v.PinParams(ctx, method, p, visible)
+	if pinned == nil && jerr == nil {
+		pinned = params
 	}
+	if !v.prefixed && name == p.Name {
+		name = "" // left as it was
+	}
+	return pinned, name, jerr
+}
+
+// PinParams is PinTarget over the request's params as the edge read them
+// (mcp.ReadParams): it reads nothing of the bytes again, and edits them
+// only when the target's explicit form differs (pinned nil: p.Raw as it
+// is). name is the target as the pinned params name it ("" when they name
+// none).
+func (v *View) PinParams(ctx context.Context, method string, p *mcp.Params, visible Visible) (pinned json.RawMessage, name string, jerr *jsonrpc.Error) {
+	t, ok := p.Target, p.HasTarget
+	if !ok || t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
+		return nil, "", nil
+	}
+	if !p.NameOK {
+		return nil, "", nil
+	}
+	s := p.Name
 	if !v.prefixed {
 		if readsResource(t) && len(v.names) == 1 {
-			if s, err := rawjson.GetPath(params, t.Path); err == nil {
-				if jerr := v.checkURI(ctx, s, resolution{upstream: v.names[0], internal: s}, visible); jerr != nil {
-					return nil, "", jerr
-				}
+			if jerr := v.checkURI(ctx, s, resolution{upstream: v.names[0], internal: s}, visible); jerr != nil {
+				return nil, "", jerr
 			}
 		}
-		return params, "", nil
-	}
-	s, err := rawjson.GetPath(params, t.Path)
-	if err != nil {
-		return params, "", nil
+		return nil, s, nil
 	}
 	r, ok, jerr := v.resolve(ctx, t.Kind, s, true, visible)
 	if jerr != nil {
@@ -269,12 +284,12 @@ func (v *View) PinTarget(ctx context.Context, method string, params json.RawMess
 	}
 	e := v.explicit(t.Kind, r)
 	if e == s {
-		return params, s, nil
+		return nil, s, nil
 	}
-	if p, err := rawjson.SetPath(params, t.Path, e); err == nil {
-		return p, e, nil
+	if out, err := rawjson.SetPath(p.Raw, t.Path, e); err == nil {
+		return out, e, nil
 	}
-	return params, s, nil
+	return nil, s, nil
 }
 
 // External returns the downstream-facing name or URI for an upstream's

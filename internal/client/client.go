@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -224,6 +223,11 @@ type CallOptions struct {
 	// Roots, when set, answers roots/list during the call (the roots from
 	// config) instead of Request.
 	Roots func() json.RawMessage
+	// View is what the gateway's edge read of the params (mcp.ReadParams;
+	// of the params before their target was renamed, which leaves _meta as
+	// it was): the client edits _meta by it — hop keys, progress token —
+	// in one edit, rather than reading the params again. nil: it reads them.
+	View *mcp.Params
 }
 
 // CallHandler receives what an upstream sends during one call, as
@@ -681,26 +685,37 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 	if c.modern && (method == mcp.MethodResourcesSubscribe || method == mcp.MethodResourcesUnsubscribe) {
 		return c.subscription(ctx, method, params)
 	}
-	params, err := c.hopMeta(params, opts)
-	if err == nil && method != mcp.MethodInitialize && method != mcp.MethodServerDiscover {
-		params = traceMeta(ctx, params)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: params: %w", method, err)
-	}
 	id := jsonrpc.IntID(c.nextID.Add(1))
 	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), opts: opts, ctx: ctx}
-	// Progress tokens are always replaced by one unique to this client, so
-	// that two callers using the same token value never see each other's
-	// progress; without a Progress callback the notifications are dropped.
-	if tok, ok := progressToken(params); ok {
-		cl.orig = tok
-		cl.token = json.RawMessage(strconv.Quote("mcpgw-" + id.String()))
-		p, err := setProgressToken(params, cl.token)
+	if v := opts.View; v != nil && !c.modern && TraceFrom(ctx).Parent == "" {
+		// What the edge read of the params says what _meta holds: the hop
+		// keys go and the progress token is replaced in one edit (meta.go).
+		p, tok, err := viewMeta(params, v, id)
 		if err != nil {
 			return nil, fmt.Errorf("%s: params: %w", method, err)
 		}
-		params = p
+		params, cl.orig, cl.token = p, v.ProgressToken, tok
+	} else {
+		var err error
+		params, err = c.hopMeta(params, opts)
+		if err == nil && method != mcp.MethodInitialize && method != mcp.MethodServerDiscover {
+			params = traceMeta(ctx, params)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: params: %w", method, err)
+		}
+		// Progress tokens are always replaced by one unique to this client, so
+		// that two callers using the same token value never see each other's
+		// progress; without a Progress callback the notifications are dropped.
+		if tok, ok := progressToken(params); ok {
+			cl.orig = tok
+			cl.token = clientToken(id)
+			p, err := setProgressToken(params, cl.token)
+			if err != nil {
+				return nil, fmt.Errorf("%s: params: %w", method, err)
+			}
+			params = p
+		}
 	}
 	c.mu.Lock()
 	if c.closed {

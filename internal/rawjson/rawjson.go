@@ -55,6 +55,12 @@ func EachField(obj []byte, fn func(Field) bool) error {
 // not decode it.
 func eachRawField(obj []byte, fn func(raw []byte, at, vStart, vEnd int) bool) error {
 	noteRead(obj)
+	return eachRawFieldQuiet(obj, fn)
+}
+
+// eachRawFieldQuiet is eachRawField uncounted: the inner pass of Scan,
+// which counts as the one read it is part of (count_on.go).
+func eachRawFieldQuiet(obj []byte, fn func(raw []byte, at, vStart, vEnd int) bool) error {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return ErrNotObject

@@ -9,7 +9,6 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 )
 
@@ -66,10 +65,8 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 			e.rec.Credential = string(rte.View.CredentialKind(v.taskUpstream))
 		}
 	}
-	if msg.Method == mcp.MethodToolsCall || msg.Method == mcp.MethodPromptsGet {
-		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {
-			e.rec.Arguments = args
-		}
+	if args := callArguments(msg.Method, v.req); args != nil {
+		e.rec.Arguments = args
 	}
 	return e
 }

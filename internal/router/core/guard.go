@@ -33,28 +33,23 @@ func mustCompileAllowAll() *policy.Policy {
 // a resource, by its canonical name on the route (catalog.View.Canonical: a
 // bare name's prefixed one, <upstream>+<uri> for a resource).
 //
-// pinned is the target as pinning read it ("" when it did not): it is not
-// read from the params again.
-//
-// external is the target as the params carry it, for Forward (which then
-// does not read it again).
-func target(ctx context.Context, rte *Route, msg *jsonrpc.Message, pinned string) (kind, name, external string, ok bool) {
-	t, ok := mcp.TargetOf(msg.Method, msg.Params)
-	if !ok {
+// pinned is the target as pinning left it ("" when the params name none):
+// it is not read from the params again. external is that, the target as
+// the forwarded params carry it, for Forward (which then does not read it
+// again).
+func target(ctx context.Context, rte *Route, p *mcp.Params, pinned string) (kind, name, external string, ok bool) {
+	if !p.HasTarget || !p.NameOK {
 		return "", "", "", false
 	}
 	external = pinned
 	if external == "" {
-		var err error
-		if external, err = rawjson.GetPath(msg.Params, t.Path); err != nil {
-			return "", "", "", false
-		}
+		external = p.Name
 	}
 	name = external
-	if c, err := rte.View.Canonical(ctx, t.Kind, name); err == nil {
+	if c, err := rte.View.Canonical(ctx, p.Target.Kind, name); err == nil {
 		name = c
 	}
-	return string(t.Kind), name, external, true
+	return string(p.Target.Kind), name, external, true
 }
 
 // visibleTo is what the policy lets the caller see on rte, for resolving
@@ -134,6 +129,9 @@ type Verdict struct {
 	// external is the target as params carry it, handed to Forward so
 	// that it routes by what was judged without reading the params again.
 	external string
+	// req is the request's params as read once (mcp.ReadParams): what
+	// every step after the edge reads instead of the bytes.
+	req      *mcp.Params
 	targeted bool // the request names a target (else the routing layer answers it)
 	// task: a tasks method (tasks/get, result, cancel, update); the policy
 	// does not judge it, but the rate limits and the audit apply, to the
@@ -153,14 +151,31 @@ type Verdict struct {
 
 // Decide makes the access policy's decision on msg for the principal in ctx.
 func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Verdict {
+	return c.DecideParams(ctx, rte, msg, nil)
+}
+
+// DecideParams is Decide over the params as the transport already read
+// them (p, of msg.Params; nil: read here), which the verdict hands down.
+func (c *Core) DecideParams(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *mcp.Params) *Verdict {
 	v := new(Verdict)
-	c.decide(ctx, rte, msg, v)
+	c.decide(ctx, rte, msg, p, v)
 	return v
 }
 
+// Params is the request's params as read once (nil for a nil verdict).
+func (v *Verdict) Params() *mcp.Params {
+	if v == nil {
+		return nil
+	}
+	return v.req
+}
+
 // decide is Decide into v: Handle's own verdict stays on its stack.
-func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict) {
-	*v = Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
+func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *mcp.Params, v *Verdict) {
+	if p == nil || !sameBytes(p.Raw, msg.Params) {
+		p = mcp.ReadParams(msg.Method, msg.Params)
+	}
+	*v = Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params, req: p}
 	switch metaName(rte, msg) { // toolsearch.go
 	case metaSearch:
 		return // the gateway answers it, showing only what the caller may see
@@ -172,17 +187,19 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *
 		}
 		msg = inner
 		v.params = msg.Params
+		p = mcp.ReadParams(msg.Method, msg.Params)
+		v.req = p
 	}
-	pinned, name, jerr := rte.View.PinTarget(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
+	pinned, name, jerr := rte.View.PinParams(ctx, msg.Method, p, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
 		return
 	}
-	v.params = pinned
-	pm := *msg
-	pm.Params = pinned
-	v.kind, v.name, v.external, v.targeted = target(ctx, rte, &pm, name)
-	if t, ok := mcp.TargetOf(msg.Method, msg.Params); ok && t.Kind == mcp.KindTask {
+	if pinned != nil {
+		v.params = pinned
+	}
+	v.kind, v.name, v.external, v.targeted = target(ctx, rte, p, name)
+	if p.HasTarget && p.Target.Kind == mcp.KindTask {
 		// A task: only the principal it was handed to may use it (the host
 		// opens its sealed id), and the tools/call that created it was
 		// judged here. Nothing for the policy to decide; the limits still
@@ -192,7 +209,7 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *
 		v.taskUpstream = rte.View.TaskUpstream(v.external)
 	}
 	if v.targeted && rte.Gen.Policy != nil {
-		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(&pm))
+		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(msg.Method, p))
 		v.decided = true
 	}
 }
@@ -446,11 +463,19 @@ func (c *Core) pinned(pinner *policy.Pinner, upstream, name string, def []byte) 
 
 // callArguments is what CEL conditions see as arguments: a tool call's or
 // prompt get's arguments; nothing (an empty map) for other requests.
-func callArguments(msg *jsonrpc.Message) json.RawMessage {
-	switch msg.Method {
+func callArguments(method string, p *mcp.Params) json.RawMessage {
+	if p == nil {
+		return nil
+	}
+	switch method {
 	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		args, _ := rawjson.Get(msg.Params, "arguments")
-		return args
+		return p.Arguments
 	}
 	return nil
+}
+
+// sameBytes reports whether a and b are the same slice of memory (the
+// view p was read from msg.Params itself).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
