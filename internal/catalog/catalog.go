@@ -624,6 +624,9 @@ func (v *View) ForwardTarget(ctx context.Context, method string, params json.Raw
 		}
 	}
 	copts := u.CallOptions(opts)
+	if len(t.Path) == 1 && t.Path[0] == mcp.NameHeaderField(method) {
+		copts.Target = internal // Mcp-Name, as the params forwarded name it
+	}
 	if caps, ok := host.CallerCapabilities(ctx); ok && c.Modern() && !opts.PassInputRequired {
 		// An older caller of a stateless upstream: declare what it can do,
 		// as its own initialize would have (roots as the gateway answers them).

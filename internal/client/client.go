@@ -228,6 +228,10 @@ type CallOptions struct {
 	// it was): the client edits _meta by it — hop keys, progress token —
 	// in one edit, rather than reading the params again. nil: it reads them.
 	View *mcp.Params
+	// Target is the routed target as the params sent upstream name it
+	// (mcp.NameHeaderField's member), for the Mcp-Name header a 2026-07-28
+	// upstream is sent; "": the client reads it from the params.
+	Target string
 }
 
 // CallHandler receives what an upstream sends during one call, as
@@ -658,11 +662,16 @@ func (c *Client) CloseGracefully() error {
 
 // Notify sends a notification.
 func (c *Client) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	return c.notify(ctx, method, params, Sent{Method: method, Params: params})
+}
+
+// notify is Notify with what the client knows of the notification.
+func (c *Client) notify(ctx context.Context, method string, params json.RawMessage, facts Sent) error {
 	b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params))
 	if err != nil {
 		return err
 	}
-	return c.t.Send(ctx, b)
+	return c.transmit(ctx, b, facts)
 }
 
 // Call sends a request and waits for its response, which may be a JSON-RPC
@@ -733,7 +742,8 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	err = c.t.Send(ctx, b)
+	facts := requestSent(method, id, params, opts.Target)
+	err = c.transmit(ctx, b, facts)
 	if errors.Is(err, ErrSessionExpired) && c.opts.NoReinitialize {
 		// A shared session: a new one made here would split its state
 		// between replicas. The connection ends; the next one starts anew.
@@ -750,7 +760,7 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 			return nil, fmt.Errorf("%w; initializing again failed: %v", err, rerr)
 		}
 		trace.SpanFromContext(ctx).AddEvent(telemetry.EventResent) // nothing when untraced
-		err = c.t.Send(ctx, b)
+		err = c.transmit(ctx, b, facts)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -813,7 +823,7 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 		}()
 		sendCtx, cancel := context.WithTimeout(c.ctx, cancelGrace)
 		defer cancel()
-		if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
+		if err := c.notify(sendCtx, mcp.NotificationCancelled, cp, Sent{Method: mcp.NotificationCancelled, Params: cp, Cancels: string(id)}); err != nil {
 			c.log.Debug("could not send notifications/cancelled", zap.Error(err))
 		}
 	}()
