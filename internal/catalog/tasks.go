@@ -401,7 +401,7 @@ func (v *View) beginTaskCall(ctx context.Context, method, upstream string, param
 		}
 		return newCall(formExtension), nil
 	}
-	if !taskAugmented(params, opts.View) {
+	if !taskAugmented(params, opts) {
 		return nil, nil
 	}
 	tc := newCall(formUtility)
@@ -843,9 +843,9 @@ func (v *View) TaskUpstream(token string) string {
 
 // taskAugmented reports whether a request's params carry task (it asks for
 // a task), from what the edge read of them when there is that.
-func taskAugmented(params json.RawMessage, view *mcp.Params) bool {
-	if view != nil {
-		return view.Task != nil
+func taskAugmented(params json.RawMessage, opts *client.CallOptions) bool {
+	if opts.View.Read {
+		return opts.View.Task
 	}
 	_, augmented := rawjson.Get(params, "task")
 	return augmented

@@ -223,11 +223,12 @@ type CallOptions struct {
 	// Roots, when set, answers roots/list during the call (the roots from
 	// config) instead of Request.
 	Roots func() json.RawMessage
-	// View is what the gateway's edge read of the params (mcp.ReadParams;
-	// of the params before their target was renamed, which leaves _meta as
-	// it was): the client edits _meta by it — hop keys, progress token —
-	// in one edit, rather than reading the params again. nil: it reads them.
-	View *mcp.Params
+	// View is what the gateway's edge read of the params
+	// (mcp.Params.ForwardView; their target may have been renamed since,
+	// which leaves _meta as it was): the client edits _meta by it — hop
+	// keys, progress token — in one edit, rather than reading the params
+	// again. View.Read false: it reads them.
+	View mcp.ForwardView
 	// Target is the routed target as the params sent upstream name it
 	// (mcp.NameHeaderField's member), for the Mcp-Name header a 2026-07-28
 	// upstream is sent; "": the client reads it from the params.
@@ -696,7 +697,7 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 	}
 	id := jsonrpc.IntID(c.nextID.Add(1))
 	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), opts: opts, ctx: ctx}
-	if v := opts.View; v != nil && !c.modern && TraceFrom(ctx).Parent == "" {
+	if v := &opts.View; v.Read && !c.modern && TraceFrom(ctx).Parent == "" {
 		// What the edge read of the params says what _meta holds: the hop
 		// keys go and the progress token is replaced in one edit (meta.go).
 		p, tok, err := viewMeta(params, v, id)

@@ -23,7 +23,7 @@ func clientToken(id jsonrpc.ID) json.RawMessage {
 // with the caller's progress token replaced by this client's (tok; nil
 // when there is none). The new _meta is made from v's spans and set with
 // one edit of params; params that need neither come back as they are.
-func viewMeta(params json.RawMessage, v *mcp.Params, id jsonrpc.ID) (out, tok json.RawMessage, err error) {
+func viewMeta(params json.RawMessage, v *mcp.ForwardView, id jsonrpc.ID) (out, tok json.RawMessage, err error) {
 	if v.ProgressToken != nil {
 		tok = clientToken(id)
 	}

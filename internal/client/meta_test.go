@@ -38,7 +38,8 @@ func TestViewMetaAsReadAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got, tok, err := viewMeta(json.RawMessage(params), mcp.ReadParams(mcp.MethodToolsCall, json.RawMessage(params)), id)
+		mv := mcp.ReadParams(mcp.MethodToolsCall, json.RawMessage(params)).ForwardView()
+		got, tok, err := viewMeta(json.RawMessage(params), &mv, id)
 		if err != nil || string(got) != string(want) || string(tok) != string(wantTok) {
 			t.Errorf("%s:\n got %s %s %v\nwant %s %s", params, got, tok, err, want, wantTok)
 		}

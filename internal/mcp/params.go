@@ -48,9 +48,16 @@ type Params struct {
 // _meta). A target behind a nested path (completion/complete's ref) is
 // read from its member.
 func ReadParams(method string, params json.RawMessage) *Params {
-	p := &Params{Raw: params}
+	p := new(Params)
+	p.Read(method, params)
+	return p
+}
+
+// Read is ReadParams into p, which a caller may keep on its stack.
+func (p *Params) Read(method string, params json.RawMessage) {
+	*p = Params{Raw: params}
 	if len(params) == 0 || params[0] != '{' {
-		return p
+		return
 	}
 	p.Target, p.HasTarget = targetOfMethod(method)
 	var field string
@@ -105,7 +112,6 @@ func ReadParams(method string, params json.RawMessage) *Params {
 			p.Name, p.NameOK = rawjson.GetString(ref, p.Target.Path[1])
 		}
 	}
-	return p
 }
 
 // targetOfMethod is TargetOf for the methods whose target does not depend
@@ -126,6 +132,25 @@ func hasEscape(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// ForwardView is what a forwarder needs of a request's params to edit
+// them without reading them again (Params.ForwardView): Meta is _meta's
+// raw value (nil: none), MetaMembers its members with offsets in Meta;
+// Task says the params carry task (a task-augmented call).
+type ForwardView struct {
+	Meta          json.RawMessage
+	MetaMembers   []rawjson.Member
+	ProgressToken json.RawMessage
+	HopKeys       bool
+	Task          bool
+	// Read: the view was made (the zero ForwardView says nothing).
+	Read bool
+}
+
+// ForwardView is p for a forwarder (a value: it holds no pointer to p).
+func (p *Params) ForwardView() ForwardView {
+	return ForwardView{Meta: p.Meta, MetaMembers: p.MetaMembers, ProgressToken: p.ProgressToken, HopKeys: p.HopKeys, Task: p.Task != nil, Read: true}
 }
 
 // Stateless reports whether the params say they are a 2026-07-28

@@ -65,7 +65,7 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 			e.rec.Credential = string(rte.View.CredentialKind(v.taskUpstream))
 		}
 	}
-	if args := callArguments(msg.Method, v.req); args != nil {
+	if args := callArguments(msg.Method, &v.req); args != nil {
 		e.rec.Arguments = args
 	}
 	return e

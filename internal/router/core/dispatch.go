@@ -173,7 +173,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		if cs != nil {
 			opts = cs.options()
 		}
-		opts.View = v.req // what the client edits the params' _meta by, not reading them again
+		opts.View = v.req.ForwardView() // what the client edits the params' _meta by, not reading them again
 		resp, gerr := view.ForwardTarget(ctx, msg.Method, msg.Params, v.external, opts)
 		if gerr != nil {
 			edge.Logger(ctx, c.log).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))

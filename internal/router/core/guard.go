@@ -131,7 +131,7 @@ type Verdict struct {
 	external string
 	// req is the request's params as read once (mcp.ReadParams): what
 	// every step after the edge reads instead of the bytes.
-	req      *mcp.Params
+	req      mcp.Params
 	targeted bool // the request names a target (else the routing layer answers it)
 	// task: a tasks method (tasks/get, result, cancel, update); the policy
 	// does not judge it, but the rate limits and the audit apply, to the
@@ -167,15 +167,18 @@ func (v *Verdict) Params() *mcp.Params {
 	if v == nil {
 		return nil
 	}
-	return v.req
+	return &v.req
 }
 
 // decide is Decide into v: Handle's own verdict stays on its stack.
 func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *mcp.Params, v *Verdict) {
-	if p == nil || !sameBytes(p.Raw, msg.Params) {
-		p = mcp.ReadParams(msg.Method, msg.Params)
+	*v = Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
+	if p != nil && sameBytes(p.Raw, msg.Params) {
+		v.req = *p
+	} else {
+		v.req.Read(msg.Method, msg.Params)
 	}
-	*v = Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params, req: p}
+	p = &v.req
 	switch metaName(rte, msg) { // toolsearch.go
 	case metaSearch:
 		return // the gateway answers it, showing only what the caller may see
@@ -187,8 +190,7 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *
 		}
 		msg = inner
 		v.params = msg.Params
-		p = mcp.ReadParams(msg.Method, msg.Params)
-		v.req = p
+		v.req.Read(msg.Method, msg.Params)
 	}
 	pinned, name, jerr := rte.View.PinParams(ctx, msg.Method, p, visibleTo(ctx, rte))
 	if jerr != nil {
