@@ -381,7 +381,6 @@ func (s *Streamable) sendKnown(ctx context.Context, msg []byte, facts Sent) erro
 	// request: that is how server→client requests and log messages find the
 	// downstream call that caused them.
 	related := facts.ID
-	deliver := func(b []byte) { s.deliver(b, related) }
 	if ended := facts.Cancels; ended != "" {
 		// After the cancellation is sent (or could not be): the upstream
 		// has been told, and the call is over at the gateway.
@@ -458,7 +457,7 @@ func (s *Streamable) sendKnown(ctx context.Context, msg []byte, facts Sent) erro
 		if related != nil && mt == mcp.ContentTypeJSON {
 			if id, ok := rawjson.Get(body, "id"); ok && string(id) == string(related) {
 				if _, isErr := rawjson.Get(body, "error"); isErr {
-					deliver(body)
+					s.deliver(body, related)
 					return nil
 				}
 			}
@@ -478,6 +477,9 @@ func (s *Streamable) sendKnown(ctx context.Context, msg []byte, facts Sent) erro
 		// notification or response): whatever it carries, on a goroutine.
 		started := s.goTracked(func() {
 			defer cancel()
+			// The closure is made here only: a JSON answer, the common
+			// case, is delivered without one.
+			deliver := func(b []byte) { s.deliver(b, related) }
 			_, _, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, deliver, s.log)
 			resp.Body.Close()
 			if !errors.Is(err, io.EOF) && rctx.Err() == nil { // readEvents ends with io.EOF or a real error
@@ -501,7 +503,7 @@ func (s *Streamable) sendKnown(ctx context.Context, msg []byte, facts Sent) erro
 			return fmt.Errorf("upstream answer exceeds %d bytes", s.cfg.MaxMessageBytes)
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
-			deliver(body)
+			s.deliver(body, related)
 		}
 		return nil
 	}

@@ -71,6 +71,14 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 	return e
 }
 
+// auditStage opens the request's audit record and writes it with the
+// answer (fills r.audit; the route has it only with audit on).
+func auditStage(ctx context.Context, r *Request, next Next) (resp *jsonrpc.Message) {
+	r.audit = r.core.auditBegin(ctx, r.Route, r.Msg, r.Verdict)
+	defer func() { r.audit.end(resp) }()
+	return next(ctx, r)
+}
+
 // allowed records the policy's decision to let the request go ahead.
 func (e *auditEntry) allowed(d policy.Decision) {
 	if e == nil {

@@ -280,22 +280,73 @@ func (c *Core) notListed(rte *Route, v *Verdict) bool {
 	return false
 }
 
-// guard applies the access policy, the pinning lock and the rate limits
-// to one routed request before anything reaches an upstream. A name the
-// policy hides is answered exactly like a name that does not exist, so a
-// caller learns nothing about what it may not see (the reason goes to the
-// log). When the request may go ahead, release must be called once the
-// upstream has answered.
-func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict, au *auditEntry) (release func(), jerr *jsonrpc.Error) {
-	release = func() {}
-	if v.task {
-		// Polling a task, holding its result stream or cancelling it costs
-		// the upstream like a call: the caller's and the upstream's buckets
-		// and a concurrency slot of the upstream the id names.
-		return c.limit(rte, v.principal, v.taskUpstream, "", au)
+// decideStage makes the request's access decision (decide), unless the
+// transport made it already for this route's generation (fills r.Verdict).
+func decideStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	if v := r.Verdict; v == nil || v.rte != r.Route {
+		r.core.decide(ctx, r.Route, r.Msg, nil, &r.own)
+		r.Verdict = &r.own
 	}
-	if !v.targeted {
-		return release, nil // malformed: the routing layer answers it
+	return next(ctx, r)
+}
+
+// admitStage refuses a request whose target resolved to nothing the
+// caller may see, or, on a route that hides anything, that the route
+// does not list for the caller (listedTarget), as a hidden one is
+// refused; a refusal for want of the caller's own credential asks for it.
+func admitStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	v := r.Verdict
+	r.core.listedTarget(ctx, r.Route, v) // a name not listed for the caller is answered like a hidden one
+	if v.pinErr != nil {
+		if v.pinErr.Code == mcp.CodeURLElicitationRequired { // checking what the caller's own connection lists needs its credential first
+			return r.core.elicit(r.Sess, r.Msg, v.pinErr)
+		}
+		return jsonrpc.NewError(r.Msg.ID, v.pinErr)
+	}
+	return next(ctx, r)
+}
+
+// rewriteStage makes the request name its target as it was resolved for
+// the policy (one reading): from here on, what was judged is what the
+// upstream gets (r.Msg).
+func rewriteStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	r.pm = *r.Msg
+	r.pm.Params = r.Verdict.params
+	r.Msg = &r.pm
+	return next(ctx, r)
+}
+
+// enforceStage applies the access policy's decision and the pinning lock
+// (enforce).
+func enforceStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	if gerr := r.core.enforce(ctx, r.Route, r.Msg, r.Verdict, r.audit); gerr != nil {
+		r.obs.refuse(gerr) // denied, not an error
+		return jsonrpc.NewError(r.Msg.ID, gerr)
+	}
+	return next(ctx, r)
+}
+
+// limitStage applies the rate limits and takes a concurrency slot for as
+// long as the rest of the chain runs (limitVerdict).
+func limitStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	release, gerr := r.core.limitVerdict(r.Route, r.Verdict, r.audit)
+	if gerr != nil {
+		r.obs.refuse(gerr) // rate_limited, not an error
+		return jsonrpc.NewError(r.Msg.ID, gerr)
+	}
+	defer release()
+	return next(ctx, r)
+}
+
+// enforce applies the access policy and the pinning lock to one routed
+// request before anything reaches an upstream. A name the policy hides is
+// answered exactly like a name that does not exist, so a caller learns
+// nothing about what it may not see (the reason goes to the log).
+func (c *Core) enforce(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict, au *auditEntry) *jsonrpc.Error {
+	if v.task || !v.targeted {
+		// A task is the principal's own (the host opens its sealed id);
+		// a request naming no target is the routing layer's to answer.
+		return nil
 	}
 	g := rte.Gen
 	route := rte.Path
@@ -308,14 +359,14 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 				zap.String("name", name), zap.Stringer("principal", p), zap.String("reason", d.Reason))
 			au.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
 			if len(d.MissingScopes) > 0 {
-				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
+				return jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
 			}
 			if pol.Decide(p, route, kind, name).Listed() {
 				// Listed, but a condition on these arguments refuses the
 				// call: "unknown" would be a lie about a visible name.
-				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
+				return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
 			}
-			return release, rte.View.Unknown(mcp.Kind(kind), v.external)
+			return rte.View.Unknown(mcp.Kind(kind), v.external)
 		}
 		c.opts.Metrics.PolicyDecision(route, "allow")
 		au.allowed(d)
@@ -332,7 +383,7 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 			if !c.pinned(g.Pinner, up, name, def) {
 				c.opts.Metrics.PolicyDecision(route, "unpinned")
 				au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock")
-				return release, rte.View.Unknown(mcp.Kind(kind), v.external)
+				return rte.View.Unknown(mcp.Kind(kind), v.external)
 			}
 		case g.Pinner.Mode != config.PinWarn:
 			// Enforce mode judges every tool: one without a definition the
@@ -340,18 +391,30 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 			// refuses it first; this is the backstop).
 			c.opts.Metrics.PolicyDecision(route, "unpinned")
 			au.refuse(audit.Denied, audit.RulePinning, "", "the tool has no definition to check against the pinning lock")
-			return release, rte.View.Unknown(mcp.Kind(kind), v.external)
+			return rte.View.Unknown(mcp.Kind(kind), v.external)
 		}
 	}
-	if g.Limiter != nil {
-		upstream, _, _ := rte.View.Resolve(kind == policy.KindResource, name)
-		tool := ""
-		if kind == policy.KindTool {
-			tool = name
-		}
-		return c.limit(rte, p, upstream, tool, au)
+	return nil
+}
+
+// limitVerdict applies the rate limits and a concurrency slot to one
+// routed request; release must be called once the upstream has answered.
+func (c *Core) limitVerdict(rte *Route, v *Verdict, au *auditEntry) (release func(), jerr *jsonrpc.Error) {
+	if v.task {
+		// Polling a task, holding its result stream or cancelling it costs
+		// the upstream like a call: the caller's and the upstream's buckets
+		// and a concurrency slot of the upstream the id names.
+		return c.limit(rte, v.principal, v.taskUpstream, "", au)
 	}
-	return release, nil
+	if !v.targeted || rte.Gen.Limiter == nil {
+		return func() {}, nil // malformed: the routing layer answers it
+	}
+	upstream, _, _ := rte.View.Resolve(v.kind == policy.KindResource, v.name)
+	tool := ""
+	if v.kind == policy.KindTool {
+		tool = v.name
+	}
+	return c.limit(rte, v.principal, upstream, tool, au)
 }
 
 // limit applies the rate limits and the concurrency slot of upstream (and
