@@ -56,7 +56,7 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 	}}
 	if v.targeted {
 		e.rec.Kind, e.rec.Name = v.kind, v.name
-		e.rec.Upstream, _, _ = rte.View.Resolve(v.kind == policy.KindResource, v.name)
+		e.rec.Upstream = v.upstream()
 		e.rec.Credential = string(rte.View.CredentialKind(e.rec.Upstream))
 	}
 	if v.task {

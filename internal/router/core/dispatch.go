@@ -183,7 +183,7 @@ func forwardStage(ctx context.Context, r *Request) *jsonrpc.Message {
 		opts = cs.options()
 	}
 	opts.View = v.req.ForwardView() // what the client edits the params' _meta by, not reading them again
-	resp, gerr := view.ForwardTarget(ctx, msg.Method, msg.Params, v.external, opts)
+	resp, gerr := view.ForwardResolved(ctx, msg.Method, msg.Params, v.tgt, opts)
 	if gerr != nil {
 		edge.Logger(ctx, c.log).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
 		if gerr.Code == mcp.CodeURLElicitationRequired { // elicitations.go

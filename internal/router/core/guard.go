@@ -31,25 +31,14 @@ func mustCompileAllowAll() *policy.Policy {
 
 // target is what a request is about, in policy terms: a tool, a prompt or
 // a resource, by its canonical name on the route (catalog.View.Canonical: a
-// bare name's prefixed one, <upstream>+<uri> for a resource).
-//
-// pinned is the target as pinning left it ("" when the params name none):
-// it is not read from the params again. external is that, the target as
-// the forwarded params carry it, for Forward (which then does not read it
-// again).
-func target(ctx context.Context, rte *Route, p *mcp.Params, pinned string) (kind, name, external string, ok bool) {
-	if !p.HasTarget || !p.NameOK {
+// bare name's prefixed one, <upstream>+<uri> for a resource), and external,
+// the target as the forwarded params name it — all from the one
+// resolution pinning made (catalog.Target), read from nothing again.
+func target(t catalog.Target) (kind, name, external string, ok bool) {
+	if t.Kind == "" {
 		return "", "", "", false
 	}
-	external = pinned
-	if external == "" {
-		external = p.Name
-	}
-	name = external
-	if c, err := rte.View.Canonical(ctx, p.Target.Kind, name); err == nil {
-		name = c
-	}
-	return string(p.Target.Kind), name, external, true
+	return string(t.Kind), t.Canonical, t.External, true
 }
 
 // visibleTo is what the policy lets the caller see on rte, for resolving
@@ -129,6 +118,7 @@ type Verdict struct {
 	// external is the target as params carry it, handed to Forward so
 	// that it routes by what was judged without reading the params again.
 	external string
+	tgt      catalog.Target // the target as resolved once (PinParams), for the limits, the audit and Forward
 	// req is the request's params as read once (mcp.ReadParams): what
 	// every step after the edge reads instead of the bytes.
 	req      mcp.Params
@@ -162,6 +152,16 @@ func (c *Core) DecideParams(ctx context.Context, rte *Route, msg *jsonrpc.Messag
 	return v
 }
 
+// upstream is where v's target goes, as resolved once (PinParams); a
+// target that was not resolved then is looked up by its canonical name.
+func (v *Verdict) upstream() string {
+	if v.tgt.Resolved {
+		return v.tgt.Upstream
+	}
+	upstream, _, _ := v.rte.View.Resolve(v.kind == policy.KindResource, v.name)
+	return upstream
+}
+
 // Params is the request's params as read once (nil for a nil verdict).
 func (v *Verdict) Params() *mcp.Params {
 	if v == nil {
@@ -192,7 +192,7 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *
 		v.params = msg.Params
 		v.req.Read(msg.Method, msg.Params)
 	}
-	pinned, name, jerr := rte.View.PinParams(ctx, msg.Method, p, visibleTo(ctx, rte))
+	pinned, tgt, jerr := rte.View.PinParams(ctx, msg.Method, p, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
 		return
@@ -200,7 +200,8 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *
 	if pinned != nil {
 		v.params = pinned
 	}
-	v.kind, v.name, v.external, v.targeted = target(ctx, rte, p, name)
+	v.tgt = tgt
+	v.kind, v.name, v.external, v.targeted = target(tgt)
 	if p.HasTarget && p.Target.Kind == mcp.KindTask {
 		// A task: only the principal it was handed to may use it (the host
 		// opens its sealed id), and the tools/call that created it was
@@ -409,7 +410,7 @@ func (c *Core) limitVerdict(rte *Route, v *Verdict, au *auditEntry) (release fun
 	if !v.targeted || rte.Gen.Limiter == nil {
 		return func() {}, nil // malformed: the routing layer answers it
 	}
-	upstream, _, _ := rte.View.Resolve(v.kind == policy.KindResource, v.name)
+	upstream := v.upstream()
 	tool := ""
 	if v.kind == policy.KindTool {
 		tool = v.name
