@@ -67,9 +67,11 @@ func (p *Params) Read(method string, params json.RawMessage) {
 	var ref json.RawMessage
 	_ = rawjson.Scan(params, "_meta", func(m rawjson.Member) {
 		v := params[m.Start:m.End]
-		switch m.Key {
-		case field:
+		if field != "" && m.Key == field {
 			p.Name, p.NameOK = stringOf(v)
+			return
+		}
+		switch m.Key {
 		case "arguments":
 			p.Arguments = v
 		case "cursor":
