@@ -62,11 +62,6 @@ var exceptions = map[string]string{
 	// message-level upstream seam replace these imports).
 	"internal/router/core internal/host":   "removed by arch-view",
 	"internal/router/core internal/client": "removed by arch-view",
-	// The fleet's record of a stateful upstream's session is host's type
-	// (host.UpstreamSession), which the Redis store beside the other
-	// sessions.redis stores implements; it goes when that record type
-	// moves below host (follow-up of issue 28).
-	"internal/router/sessions internal/host": "host.UpstreamSessions over Redis",
 }
 
 func match(pattern, pkg string) bool {
