@@ -67,7 +67,7 @@ func anyEnv(name string) (string, bool) {
 	if strings.HasSuffix(name, "_LISTEN") {
 		return "127.0.0.1:8080", true
 	}
-	if strings.HasSuffix(name, "_URL") {
+	if strings.HasSuffix(name, "_URL") || strings.HasSuffix(name, "_ISSUER") {
 		return "https://placeholder.example/" + strings.ToLower(name), true
 	}
 	if strings.HasSuffix(name, "_DATA") || strings.HasSuffix(name, "_DIR") {
