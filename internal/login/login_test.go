@@ -478,15 +478,30 @@ func TestLoginHostileInputs(t *testing.T) {
 			t.Fatal("the provider did not send the browser to the gateway's callback")
 		}
 		fresh.c.CheckRedirect = nil
+		// Another browser presenting it (a forwarded link: login CSRF)
+		// finds nothing, and leaves it to its own browser.
+		if st, page := e.browser().get(callback); st != http.StatusBadRequest || !strings.Contains(page, "another browser") {
+			t.Fatalf("callback in another browser: %d %.300s; want 400", st, page)
+		}
+		cu, _ := url.Parse(callback)
+		cookies := fresh.c.Jar.Cookies(cu) // the flow cookie as it was
 		if st, page := fresh.get(callback); st != http.StatusOK || !strings.Contains(page, "Allow") {
 			t.Fatalf("callback: %d %.300s", st, page)
 		}
-		if st, page := fresh.get(callback); st != http.StatusBadRequest || !strings.Contains(page, "already used") {
-			t.Fatalf("replayed callback: %d %.300s; want 400", st, page)
+		// Replayed with the very cookies it first came with: the state
+		// is spent.
+		req, _ := http.NewRequest(http.MethodGet, callback, nil)
+		for _, c := range cookies {
+			req.AddCookie(c)
 		}
-		// Another browser presenting it finds nothing either.
-		if st, _ := e.browser().get(callback); st != http.StatusBadRequest {
-			t.Fatalf("callback in another browser: %d; want 400", st)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(page), "already used") {
+			t.Fatalf("replayed callback: %d %.300s; want 400", resp.StatusCode, page)
 		}
 	})
 	t.Run("cross-site consent", func(t *testing.T) {
