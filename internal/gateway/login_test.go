@@ -49,8 +49,11 @@ func TestLoginClientKnowingOnlyTheURL(t *testing.T) {
 	rec := &headerRecorder{}
 	up := httptest.NewServer(rec.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testServer("alpha", 0) }, nil)))
 	t.Cleanup(up.Close)
+	// A listener on every interface (the test's is on loopback): Origin
+	// is checked strictly, so the consent page's own origin must be let
+	// through by name.
 	cfg, err := config.Parse("login.yaml", []byte(fmt.Sprintf(`
-listen: 127.0.0.1:0
+listen: 0.0.0.0:0
 public_url: %s
 upstreams: {alpha: {url: %s}}
 routes: [{path: /mcp}, {path: /mcp/other}]
