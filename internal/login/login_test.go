@@ -73,7 +73,7 @@ login:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := auth.New(cfg, auth.Options{Local: &auth.LocalIssuer{Issuer: e.srv.Issuer(), Keys: e.srv.KeySet()}})
+	a, err := auth.New(cfg, auth.Options{Local: &auth.LocalIssuer{Issuer: e.srv.Issuer(), Keys: e.srv.KeySet(), Active: e.srv.Active}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,6 +367,10 @@ func TestLoginEndToEnd(t *testing.T) {
 	if status, r := e.refresh(id, tok2.Refresh); status != http.StatusBadRequest || r.Error != "invalid_grant" {
 		t.Fatalf("the family's newest refresh token after reuse: %d %+v; want invalid_grant", status, r)
 	}
+	// And its access token, although verified (and cached) before.
+	if st, body := e.call("/mcp", tok2.Access); st != http.StatusUnauthorized || !strings.Contains(body, "revoked") {
+		t.Fatalf("the family's access token after reuse: %d %s; want 401, revoked", st, body)
+	}
 	// Consent is remembered for this user and client: no page.
 	f2 := newFlow(id)
 	f2.resource = e.base + "/mcp"
@@ -448,6 +452,9 @@ func TestLoginHostileInputs(t *testing.T) {
 		}
 		if st, r := e.refresh(id, tok.Refresh); st != http.StatusBadRequest || r.Error != "invalid_grant" {
 			t.Fatalf("refresh token of a replayed code: %d %+v; want revoked", st, r)
+		}
+		if st, body := e.call("/mcp", tok.Access); st != http.StatusUnauthorized || !strings.Contains(body, "revoked") {
+			t.Fatalf("access token of a replayed code: %d %s; want 401, revoked", st, body)
 		}
 	})
 	t.Run("wrong verifier", func(t *testing.T) {
