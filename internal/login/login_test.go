@@ -564,7 +564,7 @@ func TestLoginAudienceOfTheRootRoute(t *testing.T) {
 	e := newEnv(t, "")
 	id := e.register("App", "http://127.0.0.1/callback")
 	f := newFlow(id)
-	f.resource = e.base // the route at /: public_url itself
+	f.resource = e.base + "/" // the route at /: public_url itself, as a client's URL library writes it
 	tok := e.authorize(e.browser(), f, "alice")
 	if st, body := e.call("/", tok.Access); st != http.StatusOK {
 		t.Fatalf("/ with its token: %d %s", st, body)
