@@ -211,3 +211,52 @@ func readBody(t *testing.T, resp *http.Response, err error) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// login: is made at start (its keys, state and provider): a reload that
+// changes it, or the public URL that is its issuer, is refused by name,
+// and one that changes something else keeps it serving.
+func TestLoginReloadNeedsRestart(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	yaml := func(ttl, publicURL, policy string) *config.Config {
+		cfg, err := config.Parse("login.yaml", []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+public_url: %s
+upstreams: {alpha: {url: %s}}
+policy: {default: %s}
+login:
+  access_token_ttl: %s
+  provider: {issuer: "https://idp.example.com", client_id: mcpgw, client_secret: op-secret}
+`, publicURL, httpUpstream(t, "alpha", 0), policy, ttl)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	gw := runGateway(t, yaml("5m", base, "allow"), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	for _, c := range []struct {
+		cfg  *config.Config
+		want string
+	}{
+		{yaml("10m", base, "allow"), "login"},
+		{yaml("5m", "http://localhost:1", "allow"), "public_url (the issuer of login:)"},
+	} {
+		if err := gw.Reload(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("reload: %v; want a refusal naming %s", err, c.want)
+		}
+	}
+	if err := gw.Reload(yaml("5m", base, "deny")); err != nil {
+		t.Fatalf("a reload leaving login: alone: %v", err)
+	}
+	var meta struct {
+		Issuer string `json:"issuer"`
+	}
+	loginGetJSON(t, base+"/.well-known/oauth-authorization-server", &meta)
+	if meta.Issuer != base {
+		t.Fatalf("after a reload the metadata names %q", meta.Issuer)
+	}
+}
