@@ -88,6 +88,7 @@ type Server struct {
 	byState   map[string]string    // provider state → pending id
 	codes     map[string]*code     // by hash
 	regs      map[string]*window   // registrations per source address
+	fetching  chan struct{}        // Client ID Metadata Document fetches under way (maxFetching)
 }
 
 // routeInfo is what the consent page and the token need of a route.
@@ -168,6 +169,7 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		byState:   map[string]string{},
 		codes:     map[string]*code{},
 		regs:      map[string]*window{},
+		fetching:  make(chan struct{}, maxFetching),
 	}
 	var allow []string
 	if s.cimdHTTP {

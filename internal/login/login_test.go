@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/login"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 	"github.com/mcpgw/mcpgw/test/idptest"
 )
 
@@ -690,5 +692,77 @@ func TestLoginConsentRevoked(t *testing.T) {
 	f2.resource = e.base + "/mcp"
 	if st, page := b.signIn(f2, "alice"); st != http.StatusOK || b.landed != nil || consentReq.FindStringSubmatch(page) == nil {
 		t.Fatalf("after revocation the client was not asked again: %d %v %.200s", st, b.landed, page)
+	}
+}
+
+func TestLoginClientMetadataDocument(t *testing.T) {
+	e := newEnv(t, "  insecure_client_metadata_loopback: true\n")
+	var docURL string
+	docs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := docURL
+		if r.URL.Path == "/liar.json" {
+			id = "https://someone.else/client.json"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"client_id": id, "client_name": "CIMD App", "redirect_uris": []string{"http://127.0.0.1/callback"}, "token_endpoint_auth_method": "none"})
+	}))
+	t.Cleanup(docs.Close)
+	docURL = docs.URL + "/client.json"
+	b := e.browser()
+	f := newFlow(docURL)
+	f.resource = e.base + "/mcp"
+	st, page := b.signIn(f, "alice")
+	if st != http.StatusOK || !strings.Contains(page, "CIMD App") {
+		t.Fatalf("consent for a metadata document client: %d %.300s", st, page)
+	}
+	b.approve(page, "allow")
+	if st, tok := e.redeem(f, b.code(f)); st != http.StatusOK {
+		t.Fatalf("token: %d %+v", st, tok)
+	} else if st, body := e.call("/mcp", tok.Access); st != http.StatusOK || !strings.Contains(body, docURL) {
+		t.Fatalf("call: %d %s; want the document's URL as client_id", st, body)
+	}
+	// A document naming another client_id is refused.
+	st, page = e.browser().get(newFlow(docs.URL + "/liar.json").url(e.base))
+	if st != http.StatusBadRequest || !strings.Contains(page, "not its own URL") {
+		t.Fatalf("a document naming another client: %d %.300s", st, page)
+	}
+}
+
+// Fetching documents is bounded: past maxFetching at once, an authorize
+// request naming another is refused at once rather than queued.
+func TestLoginClientMetadataFetchesBounded(t *testing.T) {
+	e := newEnv(t, "  insecure_client_metadata_loopback: true\n")
+	release := make(chan struct{})
+	var mu sync.Mutex
+	inflight := 0
+	docs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inflight++
+		mu.Unlock()
+		<-release
+		http.Error(w, "gone", http.StatusNotFound)
+	}))
+	t.Cleanup(docs.Close)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(newFlow(fmt.Sprintf("%s/c%d.json", docs.URL, i)).url(e.base))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	testwait.Until(t, "8 document fetches under way", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return inflight == 8
+	})
+	st, page := e.browser().get(newFlow(docs.URL + "/ninth.json").url(e.base))
+	close(release)
+	wg.Wait()
+	if st != http.StatusBadRequest || !strings.Contains(page, "being fetched already") {
+		t.Fatalf("a ninth document at once: %d %.300s", st, page)
 	}
 }

@@ -27,6 +27,8 @@ const (
 	// maxRedirectURIs bounds one client's redirect URIs.
 	maxRedirectURIs = 20
 	maxClientName   = 200
+	// maxFetching bounds the Client ID Metadata Documents fetched at once.
+	maxFetching = 8
 )
 
 // window counts one source's registrations in the current minute.
@@ -89,6 +91,16 @@ func (s *Server) metadataClient(ctx context.Context, id string) (*client, error)
 		return c, nil
 	}
 	s.mu.Unlock()
+	// Fetches are bounded in number as in size and time: an authorize
+	// request naming a document makes the gateway fetch it, and many at
+	// once would hold as many connections.
+	select {
+	case s.fetching <- struct{}{}:
+		defer func() { <-s.fetching }()
+	default:
+		s.met.refusal("client_metadata_busy")
+		return nil, fmt.Errorf("%d client metadata documents are being fetched already; try again in a few seconds", cap(s.fetching))
+	}
 	ctx, cancel := context.WithTimeout(ctx, cimdTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
