@@ -56,11 +56,14 @@ type Options struct {
 
 // User is a browser's signed-in user, as the provider named them.
 type User struct {
-	Subject string   `json:"sub"`
-	Issuer  string   `json:"iss"`
-	Name    string   `json:"name,omitempty"`
-	Email   string   `json:"email,omitempty"`
-	Groups  []string `json:"groups,omitempty"`
+	Subject string `json:"sub"`
+	Issuer  string `json:"iss"`
+	Name    string `json:"name,omitempty"`
+	Email   string `json:"email,omitempty"`
+	// Username is the provider's preferred_username (a display name of
+	// the account, not a verified address).
+	Username string   `json:"preferred_username,omitempty"`
+	Groups   []string `json:"groups,omitempty"`
 }
 
 // Server is the gateway's authorization server. It is safe for

@@ -41,6 +41,9 @@ func (s *Server) page(w http.ResponseWriter, status int, title, text string) {
 }
 
 func userLabel(u User) string {
+	if u.Email == "" && u.Username != "" {
+		u.Email = u.Username
+	}
 	switch {
 	case u.Email != "" && u.Name != "":
 		return u.Name + " <" + u.Email + ">"

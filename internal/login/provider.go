@@ -171,11 +171,11 @@ func (p *provider) identity(ctx context.Context, m *providerMeta, tok *oauth2.To
 	u := &User{Subject: idt.Subject, Issuer: idt.Issuer}
 	u.Name, _ = claims["name"].(string)
 	u.Email, _ = claims["email"].(string)
-	if u.Email == "" {
-		// Entra ID names the account in preferred_username (its sub is
-		// an opaque pairwise id): the consent page shows it instead.
-		u.Email, _ = claims["preferred_username"].(string)
-	}
+	// Entra ID names the account in preferred_username (often without an
+	// email, and with an opaque pairwise sub): the consent page shows it.
+	// It is not an email address the provider vouches for, so it is kept
+	// apart from Email.
+	u.Username, _ = claims["preferred_username"].(string)
 	u.Groups = stringList(claimAt(claims, p.cfg.GroupsClaim))
 	return u, nil
 }

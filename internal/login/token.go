@@ -210,6 +210,9 @@ func (s *Server) answerTokens(w http.ResponseWriter, fam *family, refresh string
 	if fam.User.Name != "" {
 		claims["name"] = fam.User.Name
 	}
+	if fam.User.Username != "" {
+		claims["preferred_username"] = fam.User.Username
+	}
 	payload, _ := json.Marshal(claims)
 	at, err := s.keys.sign(payload)
 	if err != nil {
