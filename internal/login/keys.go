@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -85,7 +86,7 @@ func newKeyRing(secrets [][]byte) (*keyRing, error) {
 		k.aeads = append(k.aeads, aead)
 		set.Keys = append(set.Keys, jose.JSONWebKey{Key: &priv.PublicKey, KeyID: kid, Algorithm: string(jose.ES256), Use: "sig"})
 	}
-	pub, err := jsonMarshal(set)
+	pub, err := json.Marshal(set)
 	if err != nil {
 		return nil, err
 	}

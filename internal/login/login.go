@@ -351,5 +351,3 @@ func sourceAddress(r *http.Request) string {
 	}
 	return h
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
