@@ -42,6 +42,7 @@ type providerMeta struct {
 	UserinfoEndpoint      string   `json:"userinfo_endpoint"`
 	JWKSURI               string   `json:"jwks_uri"`
 	AuthMethods           []string `json:"token_endpoint_auth_methods_supported"`
+	IDTokenAlgs           []string `json:"id_token_signing_alg_values_supported"`
 
 	verifier *oidc.IDTokenVerifier
 }
@@ -68,7 +69,19 @@ func (p *provider) metadata(ctx context.Context) (*providerMeta, error) {
 		return nil, p.lastErr
 	}
 	ks := oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), p.client), m.JWKSURI)
-	m.verifier = oidc.NewVerifier(m.Issuer, ks, &oidc.Config{ClientID: p.cfg.ClientID, Now: p.now})
+	// The provider's own algorithms (Keycloak or Okta may sign with
+	// ES256; go-oidc alone expects RS256), among the asymmetric ones only:
+	// never none or an HMAC keyed by the client secret.
+	var algs []string
+	for _, a := range m.IDTokenAlgs {
+		if slices.Contains(config.DefaultAlgorithms, a) {
+			algs = append(algs, a)
+		}
+	}
+	if len(algs) == 0 {
+		algs = config.DefaultAlgorithms // the document is silent: whatever the keys are
+	}
+	m.verifier = oidc.NewVerifier(m.Issuer, ks, &oidc.Config{ClientID: p.cfg.ClientID, Now: p.now, SupportedSigningAlgs: algs})
 	p.meta, p.lastErr = m, nil
 	return m, nil
 }
