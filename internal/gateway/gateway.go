@@ -320,6 +320,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			_ = g.srv.Close()
 		}
 		g.router.Close()
+		if g.login != nil {
+			if e := g.login.Close(); e != nil { // after the router: its last grants are written
+				g.log.Error("login: cannot write the state file; the last grants are lost", zap.Error(e))
+			}
+		}
 		g.shared.close() // after the router: its last events are copied
 		g.host.Close()
 		stopTracing(g.tracing, g.log) // the last spans, now that every call has ended

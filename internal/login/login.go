@@ -149,7 +149,9 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	if created {
 		opts.Logger.Info("made the login key ring in the state directory; the gateway's tokens and sign-in cookies survive a restart", zap.String("file", keyPath))
 	}
-	st, err := openStore(statePath)
+	st, err := openStore(statePath, opts.Now, func(err error) {
+		opts.Logger.Error("login: cannot write the state file; changes since the last write are lost at the next restart", zap.String("file", statePath), zap.Error(err))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +196,10 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 	s.gauges()
 	return s, nil
 }
+
+// Close writes the state changes not yet on disk (the gateway's
+// shutdown calls it).
+func (s *Server) Close() error { return s.store.close() }
 
 // Update takes the routes of a reloaded config (the rest of login: needs
 // a restart).

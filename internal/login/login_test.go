@@ -584,9 +584,11 @@ func TestLoginStateSurvivesARestart(t *testing.T) {
 	f := newFlow(id)
 	f.resource = e.base + "/mcp"
 	tok := e.authorize(e.browser(), f, "alice")
-	// A second server on the same state directory (a restart, or a
-	// replica sharing it) knows the refresh token and signs with the
-	// same keys.
+	// A second server on the same state directory (a restart) knows the
+	// refresh token and signs with the same keys.
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
 	again, err := login.New(e.cfg, login.Options{StateDir: e.state})
 	if err != nil {
 		t.Fatal(err)

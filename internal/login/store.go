@@ -75,10 +75,24 @@ type store struct {
 	// byRefresh finds a family by the hash of any of its tokens, current
 	// or used.
 	byRefresh map[string]string
+
+	// The file is rewritten whole, so writes are coalesced: a change
+	// comes to disk at once when the last write is flushEvery old, else
+	// by a timer at most flushEvery later, with every change since. A
+	// burst of refreshes costs one write a second, not one each; a crash
+	// loses at most that second (those clients sign in again).
+	now       func() time.Time
+	lastWrite time.Time
+	timer     *time.Timer
+	onError   func(error) // a timed write that failed
+	writes    int         // files written (tests)
 }
 
-func openStore(path string) (*store, error) {
-	s := &store{path: path, st: state{Clients: map[string]*client{}, Families: map[string]*family{}}, byRefresh: map[string]string{}}
+// flushEvery is the least time between two writes of the state file.
+const flushEvery = time.Second
+
+func openStore(path string, now func() time.Time, onError func(error)) (*store, error) {
+	s := &store{path: path, st: state{Clients: map[string]*client{}, Families: map[string]*family{}}, byRefresh: map[string]string{}, now: now, onError: onError}
 	if path == "" {
 		return s, nil
 	}
@@ -118,13 +132,48 @@ func (s *store) unindex(f *family) {
 	}
 }
 
-// save writes the state through; the caller holds mu. A failed write is
-// returned: the change it would have kept is then refused, so that what a
-// client holds never outlives a restart silently.
+// save brings the state to disk, now or within flushEvery (see store);
+// the caller holds mu. A failed immediate write is returned: the change
+// it would have kept is then refused, so that what a client holds never
+// outlives a restart silently.
 func (s *store) save() error {
-	if s.path == "" {
+	if s.path == "" || s.timer != nil {
+		return nil // in memory, or a write is due that will include this change
+	}
+	if wait := flushEvery - s.now().Sub(s.lastWrite); wait > 0 {
+		s.timer = time.AfterFunc(wait, s.flush)
 		return nil
 	}
+	return s.write()
+}
+
+// flush is the timed write.
+func (s *store) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer == nil {
+		return // close wrote it
+	}
+	s.timer = nil
+	if err := s.write(); err != nil && s.onError != nil {
+		s.onError(err)
+	}
+}
+
+// close writes what a timer would have.
+func (s *store) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer == nil {
+		return nil
+	}
+	s.timer.Stop()
+	s.timer = nil
+	return s.write()
+}
+
+// write writes the file; the caller holds mu.
+func (s *store) write() error {
 	data, err := json.Marshal(&s.st)
 	if err != nil {
 		return err
@@ -145,7 +194,12 @@ func (s *store) save() error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), s.path)
+	if err := os.Rename(tmp.Name(), s.path); err != nil {
+		return err
+	}
+	s.lastWrite = s.now()
+	s.writes++
+	return nil
 }
 
 // hashToken is how refresh tokens and codes are kept: never in clear.
