@@ -33,12 +33,14 @@ type Login struct {
 	// dynamically registered client is kept (ClientIdleExpiry), how many
 	// registrations one source address may make a minute
 	// (RegistrationsPerMinute), the grants kept — consents and refresh
-	// token families — (MaxGrants), and the sign-ins under way
-	// (MaxPending).
+	// token families — (MaxGrants), one user's refresh token families
+	// (MaxGrantsPerUser: past it their oldest ends), and the sign-ins
+	// under way (MaxPending).
 	MaxClients             int      `yaml:"max_clients"`
 	ClientIdleExpiry       Duration `yaml:"client_idle_expiry"`
 	RegistrationsPerMinute int      `yaml:"registrations_per_minute"`
 	MaxGrants              int      `yaml:"max_grants"`
+	MaxGrantsPerUser       int      `yaml:"max_grants_per_user"`
 	MaxPending             int      `yaml:"max_pending"`
 	// StateFile keeps clients, consents and refresh tokens (default
 	// login-state.json in the state directory); KeyFile the signing and
@@ -92,6 +94,7 @@ const (
 	DefaultLoginClientIdleExpiry       = 720 * time.Hour
 	DefaultLoginRegistrationsPerMinute = 10
 	DefaultLoginMaxGrants              = 100000
+	DefaultLoginMaxGrantsPerUser       = 100
 	DefaultLoginMaxPending             = 1000
 	DefaultLoginGroupsClaim            = "groups"
 )
@@ -145,6 +148,9 @@ func loginDefaults(c *Config, d *strictyaml.Decoder) {
 	}
 	if !set("max_grants") {
 		l.MaxGrants = DefaultLoginMaxGrants
+	}
+	if !set("max_grants_per_user") {
+		l.MaxGrantsPerUser = DefaultLoginMaxGrantsPerUser
 	}
 	if !set("max_pending") {
 		l.MaxPending = DefaultLoginMaxPending
@@ -210,6 +216,7 @@ func (v *validator) login() {
 	atLeastOne("registrations_per_minute", l.RegistrationsPerMinute, DefaultLoginRegistrationsPerMinute)
 	atLeastOne("max_grants", l.MaxGrants, DefaultLoginMaxGrants)
 	atLeastOne("max_pending", l.MaxPending, DefaultLoginMaxPending)
+	atLeastOne("max_grants_per_user", l.MaxGrantsPerUser, DefaultLoginMaxGrantsPerUser)
 	seen := map[string]bool{}
 	for i, c := range l.Clients {
 		cp := fmt.Sprintf("login.clients[%d]", i)

@@ -307,10 +307,10 @@ func (e *env) call(route, token string) (int, string) {
 func (e *env) authorize(b *browser, f *flow, user string) tokens {
 	e.t.Helper()
 	status, page := b.signIn(f, user)
-	if status != http.StatusOK {
-		e.t.Fatalf("sign-in: %d %.400s", status, page)
-	}
-	if b.landed == nil {
+	if b.landed == nil { // not remembered: the consent page
+		if status != http.StatusOK {
+			e.t.Fatalf("sign-in: %d %.400s", status, page)
+		}
 		b.approve(page, "allow")
 	}
 	status, tok := e.redeem(f, b.code(f))
@@ -766,5 +766,33 @@ func TestLoginClientMetadataFetchesBounded(t *testing.T) {
 	wg.Wait()
 	if st != http.StatusBadRequest || !strings.Contains(page, "being fetched already") {
 		t.Fatalf("a ninth document at once: %d %.300s", st, page)
+	}
+}
+
+// One user signing in without end ends their own oldest grants, within
+// login.max_grants_per_user, rather than filling login.max_grants.
+func TestLoginGrantsPerUserBound(t *testing.T) {
+	e := newEnv(t, "  max_grants_per_user: 2\n")
+	id := e.register("App", "http://127.0.0.1/callback")
+	b := e.browser()
+	var toks []tokens
+	for range 3 {
+		f := newFlow(id)
+		f.resource = e.base + "/mcp"
+		toks = append(toks, e.authorize(b, f, "alice"))
+	}
+	if n := e.entries("families"); n != 2 {
+		t.Fatalf("%v families kept for one user; want 2", n)
+	}
+	if st, r := e.refresh(id, toks[0].Refresh); st != http.StatusBadRequest || r.Error != "invalid_grant" {
+		t.Fatalf("the oldest grant's refresh token: %d %+v; want invalid_grant", st, r)
+	}
+	if st, _ := e.call("/mcp", toks[0].Access); st != http.StatusUnauthorized {
+		t.Fatalf("the oldest grant's access token: %d; want 401", st)
+	}
+	for _, tok := range toks[1:] {
+		if st, r := e.refresh(id, tok.Refresh); st != http.StatusOK {
+			t.Fatalf("a kept grant's refresh token: %d %+v", st, r)
+		}
 	}
 }

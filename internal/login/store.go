@@ -235,6 +235,27 @@ func (s *store) sweep(now time.Time, idle time.Duration) bool {
 	return changed
 }
 
+// trimUser ends sub's oldest refresh token families until at most keep
+// remain (login.max_grants_per_user): a user who signs in without end
+// ends their own oldest grants rather than filling login.max_grants for
+// everyone. The caller holds mu.
+func (s *store) trimUser(sub string, keep int) {
+	var mine []*family
+	for _, f := range s.st.Families {
+		if f.User.Subject == sub {
+			mine = append(mine, f)
+		}
+	}
+	if len(mine) <= keep {
+		return
+	}
+	slices.SortFunc(mine, func(a, b *family) int { return a.Expires.Compare(b.Expires) })
+	for _, f := range mine[:len(mine)-keep] {
+		s.unindex(f)
+		delete(s.st.Families, f.ID)
+	}
+}
+
 // findConsent returns the user's consent to client for resource covering
 // scopes; the caller holds mu.
 func (s *store) findConsent(sub, clientID, resource string, scopes []string) *consent {

@@ -93,6 +93,7 @@ func (s *Server) redeemCode(w http.ResponseWriter, raw, clientID, redirect, veri
 	fam.Current = hashToken(refresh)
 	st := s.store
 	st.mu.Lock()
+	st.trimUser(fam.User.Subject, s.cfg.MaxGrantsPerUser-1)
 	if len(st.st.Families) >= s.cfg.MaxGrants {
 		st.sweep(now, s.cfg.ClientIdleExpiry.D())
 	}
