@@ -45,6 +45,13 @@ var rules = map[string]rule{
 	"RouteTools.threshold":         {minimum: atLeast(1)},
 	"Audit.output":                 {enum: []string{config.AuditStdout, config.AuditStderr}, orPattern: `[/.]`}, // a path: absolute, or relative to the config file (audit.log)
 
+	// login:'s bounds (config/login.go): at least one of each.
+	"Login.max_clients":              {minimum: atLeast(1)},
+	"Login.registrations_per_minute": {minimum: atLeast(1)},
+	"Login.max_grants":               {minimum: atLeast(1)},
+	"Login.max_grants_per_user":      {minimum: atLeast(1)},
+	"Login.max_pending":              {minimum: atLeast(1)},
+
 	// The bounds (config/limits.go): at least one of each.
 	"Sessions.max_sessions":                     {minimum: atLeast(1)},
 	"Sessions.max_sessions_per_principal":       {minimum: atLeast(1)},
