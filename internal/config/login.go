@@ -42,6 +42,9 @@ type Login struct {
 	MaxGrants              int      `yaml:"max_grants"`
 	MaxGrantsPerUser       int      `yaml:"max_grants_per_user"`
 	MaxPending             int      `yaml:"max_pending"`
+	// MaxPendingPerSource bounds the sign-ins one source address has
+	// under way (they are begun without a credential).
+	MaxPendingPerSource int `yaml:"max_pending_per_source"`
 	// StateFile keeps clients, consents and refresh tokens (default
 	// login-state.json in the state directory); KeyFile the signing and
 	// cookie keys (default login-keys.json there).
@@ -96,6 +99,7 @@ const (
 	DefaultLoginMaxGrants              = 100000
 	DefaultLoginMaxGrantsPerUser       = 100
 	DefaultLoginMaxPending             = 1000
+	DefaultLoginMaxPendingPerSource    = 100
 	DefaultLoginGroupsClaim            = "groups"
 )
 
@@ -154,6 +158,9 @@ func loginDefaults(c *Config, d *strictyaml.Decoder) {
 	}
 	if !set("max_pending") {
 		l.MaxPending = DefaultLoginMaxPending
+	}
+	if !set("max_pending_per_source") {
+		l.MaxPendingPerSource = DefaultLoginMaxPendingPerSource
 	}
 	if p := l.Provider; p != nil {
 		if !set("provider.scopes") {
@@ -217,6 +224,7 @@ func (v *validator) login() {
 	atLeastOne("max_grants", l.MaxGrants, DefaultLoginMaxGrants)
 	atLeastOne("max_pending", l.MaxPending, DefaultLoginMaxPending)
 	atLeastOne("max_grants_per_user", l.MaxGrantsPerUser, DefaultLoginMaxGrantsPerUser)
+	atLeastOne("max_pending_per_source", l.MaxPendingPerSource, DefaultLoginMaxPendingPerSource)
 	seen := map[string]bool{}
 	for i, c := range l.Clients {
 		cp := fmt.Sprintf("login.clients[%d]", i)

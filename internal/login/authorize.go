@@ -31,6 +31,7 @@ type pending struct {
 	clientID, clientName, redirectURI, state, challenge, resource string
 	scopes                                                        []string
 	returnTo                                                      string
+	src                                                           string // the address that began it (max_pending_per_source)
 	// At the provider.
 	provState, nonce, verifier string
 	// After the sign-in: whose consent the page asks.
@@ -107,7 +108,7 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		// Signed in already: straight to consent.
 		u := bs.User
 		p.user = &u
-		if !s.addPending(w, p) {
+		if !s.addPending(w, p, sourceAddress(r)) {
 			return
 		}
 		s.afterSignIn(w, r, p)
@@ -164,15 +165,17 @@ func (s *Server) target(resource, scope string) (string, []string, *authzError) 
 	return resource, out, nil
 }
 
-// addPending keeps p, within login.max_pending.
-func (s *Server) addPending(w http.ResponseWriter, p *pending) bool {
+// addPending keeps p, begun from source address src, within
+// login.max_pending and login.max_pending_per_source: sign-ins are begun
+// without any credential, so one address beginning them without end
+// must not take every place.
+func (s *Server) addPending(w http.ResponseWriter, p *pending, src string) bool {
 	now := s.now()
 	s.mu.Lock()
-	if len(s.pending) >= s.cfg.MaxPending {
+	if len(s.pending) >= s.cfg.MaxPending || s.pendingBySrc[src] >= s.cfg.MaxPendingPerSource {
 		for id, x := range s.pending {
 			if now.Sub(x.created) > pendingTTL {
-				delete(s.pending, id)
-				delete(s.byState, x.provState)
+				s.removePendingLocked(id)
 			}
 		}
 	}
@@ -182,11 +185,33 @@ func (s *Server) addPending(w http.ResponseWriter, p *pending) bool {
 		s.page(w, http.StatusServiceUnavailable, "Too many sign-ins under way", "The gateway has login.max_pending sign-ins under way; try again in a few minutes, or raise login.max_pending.")
 		return false
 	}
-	p.id, p.created = randomToken(24), now
+	if s.pendingBySrc[src] >= s.cfg.MaxPendingPerSource {
+		s.mu.Unlock()
+		s.met.refusal("max_pending_per_source")
+		w.Header().Set("Retry-After", "600")
+		s.page(w, http.StatusTooManyRequests, "Too many sign-ins under way", "This address has login.max_pending_per_source sign-ins under way; finish or abandon them (they expire after 10 minutes), or ask the administrator to raise login.max_pending_per_source (e.g. behind a proxy all users share one address).")
+		return false
+	}
+	p.id, p.created, p.src = randomToken(24), now, src
 	s.pending[p.id] = p
+	s.pendingBySrc[src]++
 	s.mu.Unlock()
 	s.gauges()
 	return true
+}
+
+// removePendingLocked forgets the pending authorization id; the caller
+// holds mu.
+func (s *Server) removePendingLocked(id string) {
+	p := s.pending[id]
+	if p == nil {
+		return
+	}
+	delete(s.byState, p.provState)
+	delete(s.pending, id)
+	if s.pendingBySrc[p.src]--; s.pendingBySrc[p.src] <= 0 {
+		delete(s.pendingBySrc, p.src)
+	}
 }
 
 // toProvider sends the browser to the provider's authorization endpoint.
@@ -199,7 +224,7 @@ func (s *Server) toProvider(w http.ResponseWriter, r *http.Request, p *pending) 
 		return
 	}
 	p.provState, p.nonce, p.verifier = randomToken(24), randomToken(24), oauth2.GenerateVerifier()
-	if !s.addPending(w, p) {
+	if !s.addPending(w, p, sourceAddress(r)) {
 		return
 	}
 	s.mu.Lock()
@@ -309,10 +334,7 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) dropPending(id string) {
 	s.mu.Lock()
-	if p := s.pending[id]; p != nil {
-		delete(s.byState, p.provState)
-		delete(s.pending, id)
-	}
+	s.removePendingLocked(id)
 	s.mu.Unlock()
 	s.gauges()
 }
@@ -384,8 +406,7 @@ func (s *Server) takePending(id string, bs *browserSession) *pending {
 	s.mu.Lock()
 	p := s.pendingLocked(id, bs)
 	if p != nil {
-		delete(s.byState, p.provState)
-		delete(s.pending, id)
+		s.removePendingLocked(id)
 	}
 	s.mu.Unlock()
 	s.gauges()

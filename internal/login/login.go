@@ -83,15 +83,16 @@ type Server struct {
 	cimdHTTP  bool // login.insecure_client_metadata_loopback
 	met       *loginMetrics
 
-	mu        sync.Mutex
-	routes    map[string]routeInfo // by resource URI
-	static    map[string]*client   // login.clients
-	metaCache map[string]*client   // Client ID Metadata Documents, by URL
-	pending   map[string]*pending  // by id
-	byState   map[string]string    // provider state → pending id
-	codes     map[string]*code     // by hash
-	regs      map[string]*window   // registrations per source address
-	fetching  chan struct{}        // Client ID Metadata Document fetches under way (maxFetching)
+	mu           sync.Mutex
+	routes       map[string]routeInfo // by resource URI
+	static       map[string]*client   // login.clients
+	metaCache    map[string]*client   // Client ID Metadata Documents, by URL
+	pending      map[string]*pending  // by id
+	pendingBySrc map[string]int       // pending, by the address that began them
+	byState      map[string]string    // provider state → pending id
+	codes        map[string]*code     // by hash
+	regs         map[string]*window   // registrations per source address
+	fetching     chan struct{}        // Client ID Metadata Document fetches under way (maxFetching)
 }
 
 // routeInfo is what the consent page and the token need of a route.
@@ -156,25 +157,26 @@ func New(cfg *config.Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		log:       opts.Logger,
-		cfg:       l,
-		issuer:    strings.TrimSuffix(cfg.PublicURL, "/"),
-		publicURL: cfg.PublicURL,
-		origin:    pu.Scheme + "://" + pu.Host,
-		secure:    pu.Scheme == "https",
-		now:       opts.Now,
-		keys:      keys,
-		store:     st,
-		prov:      &provider{cfg: l.Provider, secret: secret, client: opts.ProviderClient, now: opts.Now},
-		cimdHTTP:  l.InsecureClientMetadataLoopback,
-		met:       newLoginMetrics(opts.Registerer),
-		static:    map[string]*client{},
-		metaCache: map[string]*client{},
-		pending:   map[string]*pending{},
-		byState:   map[string]string{},
-		codes:     map[string]*code{},
-		regs:      map[string]*window{},
-		fetching:  make(chan struct{}, maxFetching),
+		log:          opts.Logger,
+		cfg:          l,
+		issuer:       strings.TrimSuffix(cfg.PublicURL, "/"),
+		publicURL:    cfg.PublicURL,
+		origin:       pu.Scheme + "://" + pu.Host,
+		secure:       pu.Scheme == "https",
+		now:          opts.Now,
+		keys:         keys,
+		store:        st,
+		prov:         &provider{cfg: l.Provider, secret: secret, client: opts.ProviderClient, now: opts.Now},
+		cimdHTTP:     l.InsecureClientMetadataLoopback,
+		met:          newLoginMetrics(opts.Registerer),
+		static:       map[string]*client{},
+		metaCache:    map[string]*client{},
+		pending:      map[string]*pending{},
+		pendingBySrc: map[string]int{},
+		byState:      map[string]string{},
+		codes:        map[string]*code{},
+		regs:         map[string]*window{},
+		fetching:     make(chan struct{}, maxFetching),
 	}
 	var allow []string
 	if s.cimdHTTP {

@@ -796,3 +796,22 @@ func TestLoginGrantsPerUserBound(t *testing.T) {
 		}
 	}
 }
+
+// Sign-ins are begun without a credential: one address beginning them
+// without end is refused past login.max_pending_per_source, and the other
+// places stay free.
+func TestLoginPendingPerSourceBound(t *testing.T) {
+	e := newEnv(t, "  max_pending_per_source: 3\n")
+	for i := range 3 {
+		if st, page := e.browser().get(e.base + "/oauth/signin?return_to=/x"); st != http.StatusOK || opLoginID.FindStringSubmatch(page) == nil {
+			t.Fatalf("sign-in %d: %d %.200s; want the OP's login form", i, st, page)
+		}
+	}
+	st, page := e.browser().get(e.base + "/oauth/signin?return_to=/x")
+	if st != http.StatusTooManyRequests || !strings.Contains(page, "login.max_pending_per_source") {
+		t.Fatalf("a fourth sign-in from one address: %d %.300s; want 429 naming the key", st, page)
+	}
+	if n := e.entries("pending"); n != 3 {
+		t.Fatalf("%v sign-ins kept; want 3", n)
+	}
+}

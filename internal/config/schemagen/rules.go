@@ -51,6 +51,7 @@ var rules = map[string]rule{
 	"Login.max_grants":               {minimum: atLeast(1)},
 	"Login.max_grants_per_user":      {minimum: atLeast(1)},
 	"Login.max_pending":              {minimum: atLeast(1)},
+	"Login.max_pending_per_source":   {minimum: atLeast(1)},
 
 	// The bounds (config/limits.go): at least one of each.
 	"Sessions.max_sessions":                     {minimum: atLeast(1)},

@@ -310,6 +310,7 @@ var agreement = []struct {
 	{"min Login.max_grants", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, max_grants: 0}", false},
 	{"min Login.max_grants_per_user", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, max_grants_per_user: 0}", false},
 	{"min Login.max_pending", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, max_pending: 0}", false},
+	{"min Login.max_pending_per_source", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, max_pending_per_source: 0}", false},
 	{"min Sessions.max_sessions", url1 + "sessions: {max_sessions: 0}", false},
 	{"min Sessions.max_sessions_per_principal", url1 + "sessions: {max_sessions_per_principal: 0}", false},
 	{"min Sessions.max_requests_per_session", url1 + "sessions: {max_requests_per_session: 0}", false},
