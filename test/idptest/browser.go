@@ -21,6 +21,8 @@ type Browser struct {
 	// Logins counts the OP login forms this browser filled in (a
 	// remembered consent fills none).
 	Logins int
+	// Visited are the URLs of every redirect followed, in order.
+	Visited []*url.URL
 	// StopAt, when set, ends a visit at the first redirect to a URL it
 	// returns true for, without requesting it (the URL is in Page.URL):
 	// a native client's redirect URI, where no server listens.
@@ -42,6 +44,7 @@ func NewBrowser(username, password string) *Browser {
 		Jar:     jar,
 		Timeout: 20 * time.Second,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			b.Visited = append(b.Visited, req.URL)
 			if b.StopAt != nil && b.StopAt(req.URL) {
 				return http.ErrUseLastResponse
 			}
@@ -54,21 +57,25 @@ func NewBrowser(username, password string) *Browser {
 	return b
 }
 
-// Visit opens u and follows the redirects; when a page is the OP's login
-// form it submits it (once per visit: a second form means the login was
-// refused, and that page is returned).
+// Visit opens u and follows the redirects; whenever a page is the OP's
+// login form it submits it and follows on (a form that comes back with
+// the OP's error, a refused login, is returned as it is).
 func (b *Browser) Visit(ctx context.Context, u string) (*Page, error) {
 	p, err := b.do(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	if m := hiddenID.FindStringSubmatch(p.Body); m != nil && strings.Contains(p.Body, `action="/login/username"`) {
+	for i := 0; err == nil && i < 5; i++ {
+		m := hiddenID.FindStringSubmatch(p.Body)
+		if m == nil || !strings.Contains(p.Body, `action="/login/username"`) {
+			break
+		}
+		if e := loginError.FindStringSubmatch(p.Body); e != nil && strings.TrimSpace(e[1]) != "" {
+			break
+		}
 		b.Logins++
 		form := url.Values{"id": {m[1]}, "username": {b.Username}, "password": {b.Password}}
 		login := p.URL.ResolveReference(&url.URL{Path: "/login/username"})
-		return b.do(ctx, http.MethodPost, login.String(), form)
+		p, err = b.do(ctx, http.MethodPost, login.String(), form)
 	}
-	return p, nil
+	return p, err
 }
 
 // Post submits form to u (a form of a page) and follows the redirects.
