@@ -83,6 +83,9 @@ var required = map[string][]string{
 	"RateLimit":     {"rate"},
 	"Pinning":       {"mode"},
 	"Tracing":       {"endpoint"},
+	"Login":         {"provider"},
+	"LoginProvider": {"issuer", "client_id"},
+	"LoginClient":   {"client_id", "redirect_uris"},
 }
 
 // exactlyOne lists key sets of which an object must have exactly one, by Go
@@ -93,4 +96,5 @@ var exactlyOne = map[string][]string{
 	"Introspection": {"client_secret", "client_secret_file"},
 	"UpstreamOAuth": {"client_secret", "client_secret_file"},
 	"Redis":         {"addr", "url", "addrs"},
+	"LoginProvider": {"client_secret", "client_secret_file"},
 }
