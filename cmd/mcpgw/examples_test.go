@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -30,6 +31,25 @@ func TestExamplesValidate(t *testing.T) {
 		"MCPGW_UPSTREAM_CLIENT_CERT": tlstest.Write(t, dir, "client.crt", gatewayClient.CertPEM),
 		"MCPGW_UPSTREAM_CLIENT_KEY":  tlstest.Write(t, dir, "client.key", gatewayClient.KeyPEM),
 		"MCPGW_ALLOWED_CN":           "alice",
+	} {
+		t.Setenv(name, value)
+	}
+	// login-per-user.yaml: the provider, the upstream and its
+	// authorization server, secrets in files, state in STATE_DIRECTORY.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, value := range map[string]string{
+		"MCPGW_PUBLIC_URL":                  "https://mcp.example.com",
+		"MCPGW_LOGIN_ISSUER":                "https://login.example.com",
+		"MCPGW_LOGIN_CLIENT_ID":             "mcpgw",
+		"MCPGW_LOGIN_CLIENT_SECRET_FILE":    tlstest.Write(t, dir, "login-secret", []byte("s3cret\n")),
+		"MCPGW_UPSTREAM_ISSUER":             "https://auth.saas.example.com",
+		"MCPGW_UPSTREAM_CLIENT_ID":          "mcpgw",
+		"MCPGW_UPSTREAM_CLIENT_SECRET_FILE": tlstest.Write(t, dir, "saas-secret", []byte("s3cret\n")),
+		"MCPGW_EXECUTABLE":                  exe,
+		"STATE_DIRECTORY":                   t.TempDir(),
 	} {
 		t.Setenv(name, value)
 	}

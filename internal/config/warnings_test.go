@@ -12,7 +12,7 @@ import (
 func TestWarnings(t *testing.T) {
 	const ups = "upstreams:\n  browser: {command: [npx, playwright-mcp]}\n  memory: {command: [npx, server-memory], stateful: true}\n  remote: {url: https://api.example.com/mcp}\n"
 	shared := "upstreams.browser: one stdio child serves every client and every principal"
-	const perUser = "public_url: https://mcp.example.com\nupstreams:\n  saas:\n    url: https://saas.example.com/mcp\n    auth: {per_user: {client_id: mcpgw, client_secret: s, issuer: https://as.example.com}}\nsessions: {key_file: /run/secrets/keys}\n"
+	const perUser = "public_url: https://mcp.example.com\nupstreams:\n  saas:\n    url: https://saas.example.com/mcp\n    auth: {per_user: {client_id: mcpgw, client_secret: s, issuer: https://as.example.com}}\n"
 	for _, tc := range []struct {
 		name, yaml string
 		want       []string // substrings, one per warning, in order
