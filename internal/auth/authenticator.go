@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coreos/go-oidc/v3/oidc"
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/config"
@@ -34,6 +35,18 @@ type Options struct {
 	KeyMaxAge time.Duration
 	// ReadFile reads API key files (nil: os.ReadFile).
 	ReadFile func(string) ([]byte, error)
+	// Local is the gateway's own authorization server (login:), whose
+	// tokens are accepted beside the configured issuers (nil: none).
+	Local *LocalIssuer
+}
+
+// LocalIssuer is an issuer inside the gateway (internal/login): its keys
+// are read in process, never fetched, and its tokens are for exactly one
+// route — aud must be that route's resource URI; public_url alone, which
+// an OIDC token may carry for every route, is not enough.
+type LocalIssuer struct {
+	Issuer string
+	Keys   oidc.KeySet
 }
 
 // DefaultKeyRefreshInterval bounds JWKS fetches per issuer. It is short
@@ -102,6 +115,14 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 		now:       opts.Now,
 		cache:     newTokenCache(),
 		certs:     cfg.Auth.ClientCertificates,
+	}
+	if l := opts.Local; l != nil {
+		// First: the RFC 9728 documents name it first, so clients that
+		// read one authorization server come to the gateway.
+		is := newIssuer(&config.OIDC{Issuer: l.Issuer, Algorithms: []string{"ES256"}, Leeway: config.Duration(config.DefaultLeeway), GroupsClaim: "groups"}, opts.HTTPClient, opts.Now, opts.KeyRefreshInterval, opts.KeyMaxAge)
+		is.local = l.Keys
+		a.issuers[l.Issuer] = is
+		a.order = append(a.order, l.Issuer)
 	}
 	for _, o := range cfg.Auth.AllIssuers() {
 		a.issuers[o.Issuer] = newIssuer(o, opts.HTTPClient, opts.Now, opts.KeyRefreshInterval, opts.KeyMaxAge)
@@ -199,7 +220,12 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 	if len(cred) > maxToken {
 		return nil, errorf(Malformed, fmt.Sprintf("the bearer token is longer than %d bytes", maxToken))
 	}
-	if p := a.cache.get(h, a.now(), func(is *issuer, aud string) bool { return a.acceptsAudience(is.cfg.Audience, resource, aud) }); p != nil {
+	if p := a.cache.get(h, a.now(), func(is *issuer, aud string) bool {
+		if is.local != nil {
+			return aud == resource
+		}
+		return a.acceptsAudience(is.cfg.Audience, resource, aud)
+	}); p != nil {
 		return p, nil
 	}
 	alg, iss, perr := peek(cred)
@@ -277,6 +303,9 @@ func (a *Authenticator) apiKey(h [sha256.Size]byte) *Principal {
 // configured audience, or the gateway's canonical URIs (public_url and the
 // route's resource URI). The last one is the one named in messages.
 func (a *Authenticator) audiences(is *issuer, resource string) []string {
+	if is.local != nil {
+		return []string{resource}
+	}
 	return a.resourceAudiences(is.cfg.Audience, resource)
 }
 

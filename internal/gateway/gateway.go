@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/login"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -99,6 +100,7 @@ type Gateway struct {
 	reloads reloadHistory // the status page's reload history (status.go)
 	shared  *shared       // sessions.redis (redis.go); closed by Shutdown
 	perUser *perUser      // auth.per_user sources (peruser.go)
+	login   *login.Server // login: (login.go); nil when off
 
 	// Reload (reload.go): one at a time, never during Shutdown.
 	reloadMu  sync.Mutex
@@ -119,10 +121,18 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	var err error
 	g := &Gateway{log: opts.Logger, red: red, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics, started: time.Now()}
 	g.cfg.Store(cfg)
 	if g.metrics == nil && (opts.AdminListener != nil || cfg.Admin != nil) {
 		g.metrics = metrics.New(prometheus.NewRegistry(), metrics.Options{Version: opts.Version, MaxNames: cfg.Admin.MaxNames()})
+	}
+	if g.login, err = newLogin(cfg, opts, g.metrics); err != nil { // login.go
+		return nil, err
+	}
+	if g.login != nil {
+		opts.Auth.Local = &auth.LocalIssuer{Issuer: g.login.Issuer(), Keys: g.login.KeySet()}
+		g.opts.Auth.Local = opts.Auth.Local // reloads build their authenticators with it
 	}
 	authn, err := newAuthenticator(cfg, opts)
 	if err != nil {
@@ -199,6 +209,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Pinner:          pol.pinner,
 		Audit:           g.audit,
 		PerUser:         pu.sources,
+		Login:           g.login,
 	})
 	pu.rt.Store(rt)
 	g.perUser = pu
