@@ -25,6 +25,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/login"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -163,7 +164,11 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.tracing = tp
-	pu, err := newPerUser(cfg, sessionKeys, g.shared, g.metrics, opts.Logger, opts.Now) // peruser.go
+	var browsers peruser.BrowserUsers // loginbrowsers.go
+	if g.login != nil {
+		browsers = loginBrowsers{g.login}
+	}
+	pu, err := newPerUser(cfg, sessionKeys, g.shared, g.metrics, opts.Logger, opts.Now, browsers) // peruser.go
 	if err != nil {
 		g.shared.close()
 		_ = g.audit.Close()
