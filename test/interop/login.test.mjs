@@ -29,6 +29,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import * as v2 from '@modelcontextprotocol/client';
 import { Browser } from './browser.mjs';
 import { textOf } from './helpers.mjs';
@@ -69,14 +71,29 @@ function startIdP(name, cfg) {
 // startGateway runs mcpgw with login: at a provider of the given mode
 // (test/idp's discovery, reject_resource, remember_consent), and the
 // demo server on /mcp.
-async function startGateway(name, mode) {
+async function startGateway(name, mode, { perUser = false } = {}) {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
+  const clients = [{ id: 'mcpgw', type: 'web', secret: `${name}-secret`, redirect_uris: [`${base}/oauth/callback`] }];
+  if (perUser) clients.push({ id: 'mcpgw-saas', type: 'web', secret: `${name}-saas-secret`, redirect_uris: [`${base}/oauth/upstream/saas/callback`] });
   const issuer = await startIdP(name, {
-    users: [{ id: 'alice', username: 'alice', password: 'pw-alice' }, { id: 'bob', username: 'bob', password: 'pw-bob' }],
-    clients: [{ id: 'mcpgw', type: 'web', secret: `${name}-secret`, redirect_uris: [`${base}/oauth/callback`] }],
+    users: ['alice', 'bob', 'mallory'].map((u) => ({ id: u, username: u, password: `pw-${u}` })),
+    clients,
     ...mode,
   });
+  // The per-user upstream saas: its own client at the same provider.
+  const saas = [];
+  let upstream;
+  if (perUser) {
+    upstream = await startProtectedUpstream(issuer, 'mcpgw-saas');
+    const saasSecret = path.join(dir, `${name}-saas-secret`);
+    fs.writeFileSync(saasSecret, `${name}-saas-secret\n`);
+    saas.push(
+      '  saas:',
+      `    url: ${upstream.url}`,
+      `    auth: {per_user: {client_id: mcpgw-saas, client_secret_file: "${saasSecret}", issuer: "${issuer}", scopes: [openid]}}`,
+    );
+  }
   const secret = path.join(dir, `${name}-secret`);
   fs.writeFileSync(secret, `${name}-secret\n`);
   const state = path.join(dir, `${name}-state`);
@@ -91,8 +108,10 @@ async function startGateway(name, mode) {
     'policy: {default: allow}',
     'upstreams:',
     `  demo: {command: ["${bin}", demo-server]}`,
+    ...saas,
     'routes:',
     '  - {path: /mcp, upstreams: [demo]}',
+    ...(perUser ? ['  - {path: /saas, upstreams: [saas]}'] : []),
     '',
   ].join('\n'));
   const proc = spawn(bin, ['run', '--config', config], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, STATE_DIRECTORY: state } });
@@ -107,7 +126,52 @@ async function startGateway(name, mode) {
     if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`mcpgw (${name}) did not start:\n${logs}`);
     await new Promise((r) => setTimeout(r, 200));
   }
-  return { base, url: `${base}/mcp`, issuer, logs: () => logs };
+  return { base, url: `${base}/mcp`, issuer, upstream, logs: () => logs };
+}
+
+// verify checks an RS256 JWT of the OP at issuer: signature (its JWKS),
+// iss, exp and aud.
+async function verify(issuer, token, audience) {
+  const [h, p, sig] = token.split('.');
+  const header = JSON.parse(Buffer.from(h, 'base64url'));
+  const { keys } = await (await fetch(`${issuer}keys`)).json();
+  const jwk = keys.find((k) => k.kid === header.kid);
+  if (!jwk || header.alg !== 'RS256') throw new Error('unknown key or algorithm');
+  const ok = crypto.verify('sha256', Buffer.from(`${h}.${p}`), crypto.createPublicKey({ key: jwk, format: 'jwk' }), Buffer.from(sig, 'base64url'));
+  const c = JSON.parse(Buffer.from(p, 'base64url'));
+  if (!ok || c.iss !== issuer || c.exp * 1000 < Date.now() || ![].concat(c.aud).includes(audience)) throw new Error('token refused');
+  return c;
+}
+
+// startProtectedUpstream is an SDK server whose whoami names the user of
+// the OP token it was called with (RFC 9728 metadata naming the OP).
+async function startProtectedUpstream(issuer, audience) {
+  const up = {};
+  const srv = http.createServer(async (req, res) => {
+    if (req.url.startsWith('/.well-known/oauth-protected-resource')) {
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify({ resource: up.url, authorization_servers: [issuer] }));
+      return;
+    }
+    let c;
+    try {
+      c = await verify(issuer, (req.headers.authorization ?? '').replace(/^Bearer /, ''), audience);
+    } catch {
+      res.writeHead(401, { 'WWW-Authenticate': `Bearer resource_metadata="${new URL(up.url).origin}/.well-known/oauth-protected-resource/mcp"` });
+      res.end();
+      return;
+    }
+    const server = new McpServer({ name: 'saas', version: '1.0.0' });
+    server.registerTool('whoami', { description: 'whose account this is' }, async () => ({ content: [{ type: 'text', text: c.sub }] }));
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+    res.on('close', () => { transport.close(); server.close(); });
+    await server.connect(transport);
+    await transport.handleRequest(req, res);
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  children.push(() => srv.close());
+  up.url = `http://127.0.0.1:${srv.address().port}/mcp`;
+  return up;
 }
 
 before(async () => {
@@ -126,7 +190,7 @@ before(async () => {
     }));
   });
   await new Promise((r) => cimd.listen(0, '127.0.0.1', r));
-  gw = await startGateway('rfc8414', { discovery: 'both', remember_consent: true });
+  gw = await startGateway('rfc8414', { discovery: 'both', remember_consent: true }, { perUser: true });
   entra = await startGateway('entra', { discovery: 'oidc', reject_resource: true });
 });
 
@@ -165,14 +229,14 @@ class Provider {
 }
 
 // connectV1 connects the SDK v1 client to url through the whole flow.
-async function connectV1(url, provider) {
-  let client = new Client({ name: 'interop-login-v1', version: '1.0.0' });
+async function connectV1(url, provider, options = undefined) {
+  let client = new Client({ name: 'interop-login-v1', version: '1.0.0' }, options);
   let transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });
   await assert.rejects(client.connect(transport), UnauthorizedError);
   assert.ok(provider.landed, 'the client never sent the browser to authorize');
   assert.equal(provider.landed.searchParams.get('error'), null, `authorization failed: ${provider.landed}`);
   await transport.finishAuth(provider.landed.searchParams.get('code'));
-  client = new Client({ name: 'interop-login-v1', version: '1.0.0' });
+  client = new Client({ name: 'interop-login-v1', version: '1.0.0' }, options);
   transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });
   await client.connect(transport);
   return client;
@@ -322,4 +386,84 @@ test('mcp-remote completes the flow with the browser it opens, then lists and ca
   }
   const [visit] = fs.readFileSync(trace, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
   assert.equal(visit.consents, 1, `the browser answered the gateway's consent: ${JSON.stringify(visit)}`);
+});
+
+// The per-user link (upstreams.saas.auth.per_user) with two signed-in
+// browsers and a provider that approves remembered consent without a
+// form: mallory's link opened in alice's browser, and alice's in
+// mallory's, are refused with a page saying so and bind nothing; each
+// user's own link works.
+test('a per-user start link opens only in the signed-in browser of its user, both directions', { skip }, async () => {
+  const saasURL = `${gw.base}/saas`;
+  const users = {};
+  for (const name of ['alice', 'mallory']) {
+    const browser = new Browser(name);
+    const p = new Provider(browser, { name: `${name}'s app`, redirect: `http://127.0.0.1:9/${name}` });
+    const client = await connectV1(saasURL, p, { capabilities: { elicitation: { url: {} } } });
+    users[name] = { browser, p, client };
+  }
+  // elicit calls whoami expecting -32042 and returns its start link.
+  const elicit = async (name) => {
+    const err = await users[name].client.callTool({ name: 'saas__whoami', arguments: {} }).then(
+      (res) => assert.fail(`${name}'s call was not elicited: ${JSON.stringify(res)}`), (e) => e);
+    assert.equal(err?.code, -32042, `${name}: want URLElicitationRequiredError, got ${err}`);
+    const link = err.data.elicitations[0].url;
+    assert.ok(link.startsWith(`${gw.base}/oauth/upstream/saas/start?t=`), link);
+    return link;
+  };
+  const whoami = async (name) => textOf(await users[name].client.callTool({ name: 'saas__whoami', arguments: {} }));
+  // open has a user's browser open a link; it resolves to the last page.
+  const open = (name, link) => users[name].browser.visit(link);
+  const revoke = async (name) => {
+    const res = await fetch(`${gw.base}/oauth/upstream/saas/token`, { method: 'DELETE', headers: { Authorization: `Bearer ${users[name].p.tok.access_token}` } });
+    assert.equal(res.status, 200, await res.text());
+  };
+  try {
+    // Each authorizes saas with their own account first (so the provider
+    // remembers their consent): fresh consent was asked all the same.
+    for (const name of ['alice', 'mallory']) {
+      const logins = users[name].browser.logins;
+      const page = await open(name, await elicit(name));
+      assert.equal(page.status, 200, page.body);
+      assert.match(page.body, /You can close this window/);
+      assert.equal(users[name].browser.logins, logins + 1, `${name} was asked at the provider again (prompt=consent)`);
+      assert.equal(await whoami(name), name);
+    }
+
+    // mallory's link in alice's browser: refused, nothing bound.
+    await revoke('mallory');
+    const malloryLink = await elicit('mallory');
+    const logins = users.alice.browser.logins;
+    let page = await open('alice', malloryLink);
+    assert.equal(page.status, 403, `alice opening mallory's link: ${page.status} at ${page.url}: ${page.body.slice(0, 300)}`);
+    assert.match(page.body, /made for another gateway user/);
+    assert.equal(users.alice.browser.logins, logins, "alice's browser was not sent to the provider");
+    await elicit('mallory'); // still nothing bound for mallory
+    assert.equal(await whoami('alice'), 'alice');
+
+    // alice's link in mallory's browser: refused, nothing bound.
+    await revoke('alice');
+    const aliceLink = await elicit('alice');
+    page = await open('mallory', aliceLink);
+    assert.equal(page.status, 403, `mallory opening alice's link: ${page.status}: ${page.body.slice(0, 300)}`);
+    await elicit('alice');
+
+    // Each one's own link still works for them.
+    page = await open('alice', aliceLink);
+    assert.equal(page.status, 200, page.body);
+    assert.equal(await whoami('alice'), 'alice');
+    page = await open('mallory', malloryLink);
+    assert.equal(page.status, 200, page.body);
+    assert.equal(await whoami('mallory'), 'mallory');
+
+    // A browser not signed in to the gateway is sent to sign in first,
+    // then comes back to the link.
+    await revoke('alice');
+    const fresh = new Browser('alice');
+    page = await fresh.visit(await elicit('alice'));
+    assert.equal(page.status, 200, page.body);
+    assert.equal(await whoami('alice'), 'alice');
+  } finally {
+    for (const u of Object.values(users)) await u.client.close();
+  }
 });
