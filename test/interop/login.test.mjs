@@ -255,7 +255,7 @@ async function echoes(client, list = (c) => c.listTools()) {
 // client would see it, without verifying: the route's 200 is the proof).
 const claims = (jwt) => JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url'));
 
-test('SDK v1 knowing only the URL: discovers, registers dynamically, signs in, lists and calls; the token is the gateway\'s', { skip }, async () => {
+test('SDK v1 knowing only the URL: discovers, registers dynamically, signs in, lists and calls; the token is the gateway\'s, bound to the route, and refreshes with rotation', { skip }, async () => {
   const prm = await (await fetch(`${gw.base}/.well-known/oauth-protected-resource/mcp`)).json();
   assert.deepEqual(prm.authorization_servers, [gw.base], `the route's metadata names the gateway: ${JSON.stringify(prm)}`);
   const alice = new Browser('alice');
@@ -277,11 +277,33 @@ test('SDK v1 knowing only the URL: discovers, registers dynamically, signs in, l
   assert.equal(c.client_id, p.info.client_id);
   assert.equal(c.sub, 'alice');
   // The route refuses the token on another gateway (the entra one).
-  const other = await fetch(entra.url, {
-    method: 'POST', headers: { Authorization: `Bearer ${p.tok.access_token}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '0' } } }),
-  });
+  const other = await fetch(entra.url, init(p.tok.access_token));
   assert.equal(other.status, 401, 'another gateway refuses the token');
+  const onSaas = await fetch(`${gw.base}/saas`, { ...init(p.tok.access_token) });
+  assert.equal(onSaas.status, 401, 'another route of the same gateway refuses the token');
+
+  // Refresh rotates; presenting a used refresh token revokes the family.
+  assert.ok(p.tok.refresh_token, 'a refresh token');
+  const meta = await (await fetch(`${gw.base}/.well-known/oauth-authorization-server`)).json();
+  const refresh = (rt) => fetch(meta.token_endpoint, {
+    method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: rt, client_id: p.info.client_id }),
+  });
+  let res = await refresh(p.tok.refresh_token);
+  assert.equal(res.status, 200, await res.clone().text());
+  const next = await res.json();
+  assert.ok(next.refresh_token && next.refresh_token !== p.tok.refresh_token, 'a new refresh token');
+  assert.equal(claims(next.access_token).iss, gw.base);
+  res = await refresh(p.tok.refresh_token); // reused
+  assert.equal((await res.json()).error, 'invalid_grant', 'a reused refresh token is refused');
+  res = await refresh(next.refresh_token);
+  assert.equal((await res.json()).error, 'invalid_grant', "the reuse revoked the family: the newest refresh token is refused too");
+});
+
+// init is a POST initialize with a bearer token.
+const init = (token) => ({
+  method: 'POST', headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' },
+  body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '0' } } }),
 });
 
 test('SDK v2 client: the same flow; consent is per client, so a second client asks again', { skip }, async () => {
