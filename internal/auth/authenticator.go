@@ -47,6 +47,11 @@ type Options struct {
 type LocalIssuer struct {
 	Issuer string
 	Keys   oidc.KeySet
+	// Active reports whether the grant a token was issued under (its fid
+	// claim) still stands: a grant revoked — a replayed code, a reused
+	// refresh token, a withdrawn approval — ends its access tokens at
+	// once rather than when they expire (nil: every grant stands).
+	Active func(grant string) bool
 }
 
 // DefaultKeyRefreshInterval bounds JWKS fetches per issuer. It is short
@@ -59,6 +64,7 @@ const DefaultKeyRefreshInterval = time.Second
 // Authenticator decides who a request comes from. It is safe for
 // concurrent use.
 type Authenticator struct {
+	local     *LocalIssuer // nil: no login:
 	log       *zap.Logger
 	publicURL string
 	issuers   map[string]*issuer // by issuer URL
@@ -108,6 +114,7 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 		opts.ReadFile = os.ReadFile
 	}
 	a := &Authenticator{
+		local:     opts.Local,
 		log:       opts.Logger,
 		publicURL: cfg.PublicURL,
 		issuers:   map[string]*issuer{},
@@ -226,7 +233,7 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 		}
 		return a.acceptsAudience(is.cfg.Audience, resource, aud)
 	}); p != nil {
-		return p, nil
+		return a.checkLocal(p)
 	}
 	alg, iss, perr := peek(cred)
 	if a.introspect != nil && (perr != nil || a.issuers[iss] == nil) {
@@ -249,6 +256,18 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 		return nil, verr
 	}
 	a.cache.put(h, entry)
+	return a.checkLocal(p)
+}
+
+// checkLocal refuses a token of the gateway's own issuer whose grant was
+// revoked; every other principal passes.
+func (a *Authenticator) checkLocal(p *Principal) (*Principal, error) {
+	if a.local == nil || a.local.Active == nil || p.Issuer != a.local.Issuer {
+		return p, nil
+	}
+	if fid, _ := p.Claims["fid"].(string); fid == "" || !a.local.Active(fid) {
+		return nil, errorf(Inactive, "the token's grant was revoked (a replayed code or refresh token, or a withdrawn approval); sign in again")
+	}
 	return p, nil
 }
 

@@ -132,7 +132,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	if g.login != nil {
-		opts.Auth.Local = &auth.LocalIssuer{Issuer: g.login.Issuer(), Keys: g.login.KeySet()}
+		opts.Auth.Local = &auth.LocalIssuer{Issuer: g.login.Issuer(), Keys: g.login.KeySet(), Active: g.login.Active}
 		g.opts.Auth.Local = opts.Auth.Local // reloads build their authenticators with it
 	}
 	authn, err := newAuthenticator(cfg, opts)

@@ -130,6 +130,16 @@ func (s *Server) target(resource, scope string) (string, []string, *authzError) 
 	}
 	ri, ok := s.routes[resource]
 	if !ok {
+		// A client that made a URL of the route's resource may add or
+		// drop the root's trailing slash (WHATWG URL serialization).
+		for _, alt := range []string{resource + "/", strings.TrimSuffix(resource, "/")} {
+			if x, found := s.routes[alt]; found && strings.Count(alt, "/") <= 3 {
+				resource, ri, ok = alt, x, true
+				break
+			}
+		}
+	}
+	if !ok {
 		return "", nil, &authzError{"invalid_target", "resource " + resource + " is not a route of this gateway"}
 	}
 	known := map[string]bool{}

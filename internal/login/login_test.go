@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -39,6 +40,7 @@ type env struct {
 	srv   *login.Server
 	reg   *prometheus.Registry
 	state string
+	cfg   *config.Config
 }
 
 func newEnv(t *testing.T, extra string) *env {
@@ -57,6 +59,7 @@ listen: 127.0.0.1:0
 public_url: %s
 upstreams: {demo: {url: "http://127.0.0.1:1/mcp"}}
 routes:
+  - path: /
   - path: /mcp
   - path: /other
 login:
@@ -65,11 +68,12 @@ login:
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.cfg = cfg
 	e.srv, err = login.New(cfg, login.Options{Logger: zaptest.NewLogger(t), StateDir: e.state, Registerer: e.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := auth.New(cfg, auth.Options{Local: &auth.LocalIssuer{Issuer: e.srv.Issuer(), Keys: e.srv.KeySet()}})
+	a, err := auth.New(cfg, auth.Options{Local: &auth.LocalIssuer{Issuer: e.srv.Issuer(), Keys: e.srv.KeySet(), Active: e.srv.Active}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +81,13 @@ login:
 	for _, p := range append(e.srv.Paths(), e.srv.WellKnownPaths()...) {
 		mux.Handle(p, e.srv)
 	}
-	for _, route := range []string{"/mcp", "/other"} {
+	for _, route := range []string{"/", "/mcp", "/other"} {
 		resource := a.Resource(route)
-		mux.HandleFunc(route, func(w http.ResponseWriter, r *http.Request) {
+		pattern := route
+		if route == "/" {
+			pattern = "/{$}"
+		}
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			p, err := a.Authenticate(r, resource)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusUnauthorized)
@@ -359,6 +367,10 @@ func TestLoginEndToEnd(t *testing.T) {
 	if status, r := e.refresh(id, tok2.Refresh); status != http.StatusBadRequest || r.Error != "invalid_grant" {
 		t.Fatalf("the family's newest refresh token after reuse: %d %+v; want invalid_grant", status, r)
 	}
+	// And its access token, although verified (and cached) before.
+	if st, body := e.call("/mcp", tok2.Access); st != http.StatusUnauthorized || !strings.Contains(body, "revoked") {
+		t.Fatalf("the family's access token after reuse: %d %s; want 401, revoked", st, body)
+	}
 	// Consent is remembered for this user and client: no page.
 	f2 := newFlow(id)
 	f2.resource = e.base + "/mcp"
@@ -441,6 +453,9 @@ func TestLoginHostileInputs(t *testing.T) {
 		if st, r := e.refresh(id, tok.Refresh); st != http.StatusBadRequest || r.Error != "invalid_grant" {
 			t.Fatalf("refresh token of a replayed code: %d %+v; want revoked", st, r)
 		}
+		if st, body := e.call("/mcp", tok.Access); st != http.StatusUnauthorized || !strings.Contains(body, "revoked") {
+			t.Fatalf("access token of a replayed code: %d %s; want 401, revoked", st, body)
+		}
 	})
 	t.Run("wrong verifier", func(t *testing.T) {
 		f := newFlow(id)
@@ -470,15 +485,30 @@ func TestLoginHostileInputs(t *testing.T) {
 			t.Fatal("the provider did not send the browser to the gateway's callback")
 		}
 		fresh.c.CheckRedirect = nil
+		// Another browser presenting it (a forwarded link: login CSRF)
+		// finds nothing, and leaves it to its own browser.
+		if st, page := e.browser().get(callback); st != http.StatusBadRequest || !strings.Contains(page, "another browser") {
+			t.Fatalf("callback in another browser: %d %.300s; want 400", st, page)
+		}
+		cu, _ := url.Parse(callback)
+		cookies := fresh.c.Jar.Cookies(cu) // the flow cookie as it was
 		if st, page := fresh.get(callback); st != http.StatusOK || !strings.Contains(page, "Allow") {
 			t.Fatalf("callback: %d %.300s", st, page)
 		}
-		if st, page := fresh.get(callback); st != http.StatusBadRequest || !strings.Contains(page, "already used") {
-			t.Fatalf("replayed callback: %d %.300s; want 400", st, page)
+		// Replayed with the very cookies it first came with: the state
+		// is spent.
+		req, _ := http.NewRequest(http.MethodGet, callback, nil)
+		for _, c := range cookies {
+			req.AddCookie(c)
 		}
-		// Another browser presenting it finds nothing either.
-		if st, _ := e.browser().get(callback); st != http.StatusBadRequest {
-			t.Fatalf("callback in another browser: %d; want 400", st)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(page), "already used") {
+			t.Fatalf("replayed callback: %d %.300s; want 400", resp.StatusCode, page)
 		}
 	})
 	t.Run("cross-site consent", func(t *testing.T) {
@@ -528,4 +558,104 @@ func TestLoginHostileInputs(t *testing.T) {
 			t.Fatalf("%v metadata clients kept", n)
 		}
 	})
+}
+
+func TestLoginAudienceOfTheRootRoute(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.register("App", "http://127.0.0.1/callback")
+	f := newFlow(id)
+	f.resource = e.base + "/" // the route at /: public_url itself, as a client's URL library writes it
+	tok := e.authorize(e.browser(), f, "alice")
+	if st, body := e.call("/", tok.Access); st != http.StatusOK {
+		t.Fatalf("/ with its token: %d %s", st, body)
+	}
+	// An OIDC token for public_url is good on every route; the gateway's
+	// own is for exactly the route it names.
+	if st, body := e.call("/mcp", tok.Access); st != http.StatusUnauthorized {
+		t.Fatalf("/mcp with the token of /: %d %s; want 401", st, body)
+	}
+}
+
+func TestLoginStateSurvivesARestart(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.register("App", "http://127.0.0.1/callback")
+	f := newFlow(id)
+	f.resource = e.base + "/mcp"
+	tok := e.authorize(e.browser(), f, "alice")
+	// A second server on the same state directory (a restart, or a
+	// replica sharing it) knows the refresh token and signs with the
+	// same keys.
+	again, err := login.New(e.cfg, login.Options{StateDir: e.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/oauth/token", strings.NewReader(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.Refresh}, "client_id": {id}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	again.ServeHTTP(rec, req)
+	var out tokens
+	_ = json.Unmarshal(rec.Body.Bytes(), &out)
+	if rec.Code != http.StatusOK || out.Access == "" {
+		t.Fatalf("refresh after a restart: %d %s", rec.Code, rec.Body)
+	}
+	if st, body := e.call("/mcp", out.Access); st != http.StatusOK {
+		t.Fatalf("a token of the restarted server: %d %s", st, body)
+	}
+}
+
+func TestLoginRegistrationBound(t *testing.T) {
+	e := newEnv(t, "  max_clients: 2\n")
+	e.register("one", "http://127.0.0.1/cb")
+	e.register("two", "http://127.0.0.1/cb")
+	st, body := e.postJSON("/oauth/register", map[string]any{"redirect_uris": []string{"http://127.0.0.1/cb"}})
+	if st != http.StatusServiceUnavailable || !strings.Contains(body, "login.max_clients") {
+		t.Fatalf("third registration: %d %s; want 503 naming login.max_clients", st, body)
+	}
+	if n := e.entries("clients"); n != 2 {
+		t.Fatalf("%v clients kept; want 2", n)
+	}
+	// A redirect URI the gateway would never send a code to is refused.
+	for _, bad := range []string{"http://evil.example/cb", "https://app.example/cb#frag", "myapp:/cb"} {
+		if st, body := e.postJSON("/oauth/register", map[string]any{"redirect_uris": []string{bad}}); st != http.StatusBadRequest || !strings.Contains(body, "invalid_redirect_uri") {
+			t.Fatalf("redirect %q: %d %s", bad, st, body)
+		}
+	}
+}
+
+func TestLoginSignInReturnsOnlyToTheGateway(t *testing.T) {
+	e := newEnv(t, "")
+	for _, bad := range []string{"https://evil.example/x", "//evil.example/x", "/\\evil.example", "javascript:alert(1)"} {
+		st, page := e.browser().get(e.base + "/oauth/signin?return_to=" + url.QueryEscape(bad))
+		if st != http.StatusBadRequest || !strings.Contains(page, "not a page of this gateway") {
+			t.Fatalf("return_to %q: %d %.200s; want 400", bad, st, page)
+		}
+	}
+	b := e.browser()
+	var back string
+	b.c.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		if strings.HasPrefix(req.URL.String(), e.base+"/mcp/page") {
+			back = req.URL.String()
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	_, page := b.get(e.base + "/oauth/signin?return_to=" + url.QueryEscape("/mcp/page?x=1"))
+	m := opLoginID.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no OP login form: %.300s", page)
+	}
+	b.post(e.idp.Issuer+"login/username", url.Values{"id": {m[1]}, "username": {"bob"}, "password": {"pw-bob"}}, "")
+	if back != e.base+"/mcp/page?x=1" {
+		t.Fatalf("came back to %q", back)
+	}
+	req := httptest.NewRequest(http.MethodGet, e.base+"/mcp/page", nil)
+	for _, c := range b.c.Jar.Cookies(req.URL) {
+		req.AddCookie(c)
+	}
+	if u := e.srv.User(req); u == nil || u.Subject != "bob" {
+		t.Fatalf("user after sign-in: %+v", u)
+	}
+	if u := e.srv.User(httptest.NewRequest(http.MethodGet, e.base+"/", nil)); u != nil {
+		t.Fatalf("a browser without the cookie is %+v", u)
+	}
 }

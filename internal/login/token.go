@@ -192,6 +192,7 @@ func (s *Server) answerTokens(w http.ResponseWriter, fam *family, refresh string
 		"client_id": fam.ClientID,
 		"scope":     strings.Join(fam.Scopes, " "),
 		"idp":       fam.User.Issuer,
+		"fid":       fam.ID, // the grant: revoking it ends this token too (auth.LocalIssuer.Active)
 	}
 	if len(fam.User.Groups) > 0 {
 		claims["groups"] = fam.User.Groups
@@ -222,6 +223,15 @@ func (s *Server) answerTokens(w http.ResponseWriter, fam *family, refresh string
 		out["scope"] = strings.Join(fam.Scopes, " ")
 	}
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// Active reports whether the grant id stands (auth.LocalIssuer.Active):
+// an access token dies with its grant.
+func (s *Server) Active(id string) bool {
+	s.store.mu.Lock()
+	defer s.store.mu.Unlock()
+	f := s.store.st.Families[id]
+	return f != nil && !s.now().After(f.Expires)
 }
 
 // revokeFamily ends a grant.
