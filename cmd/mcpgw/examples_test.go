@@ -38,17 +38,13 @@ func TestExamplesValidate(t *testing.T) {
 	} {
 		t.Setenv(name, value)
 	}
-	// login-per-user.yaml: the provider, the upstream and its
-	// authorization server, secrets in files, state in STATE_DIRECTORY.
+	// login-per-user.yaml: also the per-user upstream's authorization
+	// server and its client secret file, state in STATE_DIRECTORY.
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, value := range map[string]string{
-		"MCPGW_PUBLIC_URL":                  "https://mcp.example.com",
-		"MCPGW_LOGIN_ISSUER":                "https://login.example.com",
-		"MCPGW_LOGIN_CLIENT_ID":             "mcpgw",
-		"MCPGW_LOGIN_CLIENT_SECRET_FILE":    tlstest.Write(t, dir, "login-secret", []byte("s3cret\n")),
 		"MCPGW_UPSTREAM_ISSUER":             "https://auth.saas.example.com",
 		"MCPGW_UPSTREAM_CLIENT_ID":          "mcpgw",
 		"MCPGW_UPSTREAM_CLIENT_SECRET_FILE": tlstest.Write(t, dir, "saas-secret", []byte("s3cret\n")),
