@@ -38,7 +38,7 @@ func (u BrowserUser) owns(p string) bool { return slices.Contains(u.Principals, 
 
 // browserUser checks that the browser of r is signed in as principal.
 // It answers r and returns false when not: no session sends the browser
-// to sign in and back to here (retry, the URL r asked for, unchanged);
+// to sign in and back to the same start link (retry: the start page);
 // another user gets a page saying the link is not theirs. Nothing about
 // the link's own principal is shown.
 func (s *Source) browserUser(w http.ResponseWriter, r *http.Request, principal string, retry bool) bool {
@@ -62,16 +62,11 @@ func (s *Source) browserUser(w http.ResponseWriter, r *http.Request, principal s
 	return true
 }
 
-// here is r's URL on the gateway's public URL (where to come back after
-// signing in).
+// here is the start page r asked for, on the gateway's public URL (where
+// to come back after signing in): built on public_url rather than on r's
+// path, which a proxy in front may have shortened.
 func (s *Source) here(r *http.Request) string {
-	u := url.URL{Path: r.URL.Path, RawQuery: r.URL.RawQuery}
-	base, err := url.Parse(s.o.PublicURL)
-	if err != nil {
-		return u.String()
-	}
-	base.Path = ""
-	return base.ResolveReference(&u).String()
+	return s.start + "?" + url.Values{"t": {r.URL.Query().Get("t")}}.Encode()
 }
 
 // withPrompt asks the authorization server for fresh consent (OpenID
