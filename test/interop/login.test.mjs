@@ -33,7 +33,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import * as v2 from '@modelcontextprotocol/client';
 import { Browser } from './browser.mjs';
-import { textOf } from './helpers.mjs';
+import { textOf, waitFor } from './helpers.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const bin = process.env.MCPGW_BIN;
@@ -406,6 +406,9 @@ test('mcp-remote completes the flow with the browser it opens, then lists and ca
   } finally {
     await client.close();
   }
+  // The browser writes its trace after mcp-remote's callback page
+  // answered, which may be after the client is connected.
+  await waitFor(() => fs.existsSync(trace) && fs.readFileSync(trace, 'utf8').endsWith('\n'), 10000, "the browser's trace");
   const [visit] = fs.readFileSync(trace, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
   assert.equal(visit.consents, 1, `the browser answered the gateway's consent: ${JSON.stringify(visit)}`);
 });
