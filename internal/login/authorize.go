@@ -44,6 +44,7 @@ type code struct {
 	user                                       User
 	expires                                    time.Time
 	used                                       bool
+	replayed                                   bool   // presented again while or after it was redeemed
 	family                                     string // the family its redemption began
 }
 
@@ -104,10 +105,11 @@ func (s *Server) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	p := &pending{clientID: c.ID, clientName: c.Name, redirectURI: redirect, state: state, challenge: challenge, resource: resource, scopes: scopes}
 	if bs := s.session(r); bs != nil {
 		// Signed in already: straight to consent.
+		u := bs.User
+		p.user = &u
 		if !s.addPending(w, p) {
 			return
 		}
-		p.user = &bs.User
 		s.afterSignIn(w, r, p)
 		return
 	}
@@ -299,7 +301,9 @@ func (s *Server) serveCallback(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, p.returnTo, http.StatusSeeOther)
 		return
 	}
-	p.user = u
+	s.mu.Lock()
+	p.user = u // others read it under mu (pendingFor)
+	s.mu.Unlock()
 	s.afterSignIn(w, r, p)
 }
 
@@ -344,13 +348,12 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
-		p := s.pendingFor(r.PostForm.Get("request"), bs)
+		p := s.takePending(r.PostForm.Get("request"), bs) // answered once
 		if p == nil {
 			s.met.refusal("consent_request")
 			s.page(w, http.StatusBadRequest, "Nothing to approve", "This approval is unknown, expired, already answered, or belongs to another browser session. Start again from your application.")
 			return
 		}
-		s.dropPending(p.id) // answered once
 		switch r.PostForm.Get("decision") {
 		case "allow":
 			if !s.remember(w, p) {
@@ -370,11 +373,29 @@ func (s *Server) serveConsent(w http.ResponseWriter, r *http.Request) {
 // pendingFor returns the pending authorization id, if it awaits consent
 // from the user of bs.
 func (s *Server) pendingFor(id string, bs *browserSession) *pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pendingLocked(id, bs)
+}
+
+// takePending is pendingFor that also removes it, in one step: of two
+// answers posted at once, one finds it.
+func (s *Server) takePending(id string, bs *browserSession) *pending {
+	s.mu.Lock()
+	p := s.pendingLocked(id, bs)
+	if p != nil {
+		delete(s.byState, p.provState)
+		delete(s.pending, id)
+	}
+	s.mu.Unlock()
+	s.gauges()
+	return p
+}
+
+func (s *Server) pendingLocked(id string, bs *browserSession) *pending {
 	if bs == nil || id == "" {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	p := s.pending[id]
 	if p == nil || p.user == nil || p.user.Subject != bs.User.Subject || p.user.Issuer != bs.User.Issuer || s.now().Sub(p.created) > pendingTTL {
 		return nil

@@ -659,3 +659,36 @@ func TestLoginSignInReturnsOnlyToTheGateway(t *testing.T) {
 		t.Fatalf("a browser without the cookie is %+v", u)
 	}
 }
+
+func TestLoginConsentRevoked(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.register("App", "http://127.0.0.1/callback")
+	b := e.browser()
+	f := newFlow(id)
+	f.resource = e.base + "/mcp"
+	tok := e.authorize(b, f, "alice")
+	st, page := b.get(e.base + "/oauth/consents")
+	c := consentCSRF.FindStringSubmatch(page)
+	if st != http.StatusOK || c == nil || !strings.Contains(page, "App") {
+		t.Fatalf("approvals page: %d %.400s", st, page)
+	}
+	// Revoking is a form of the gateway's own: cross-site, it changes nothing.
+	if st, _ := b.post(e.base+"/oauth/consents", url.Values{"client_id": {id}, "csrf": {c[1]}}, "https://evil.example"); st != http.StatusForbidden {
+		t.Fatalf("cross-site revocation: %d; want 403", st)
+	}
+	if st, _ := e.call("/mcp", tok.Access); st != http.StatusOK {
+		t.Fatalf("token after a refused revocation: %d", st)
+	}
+	b.post(e.base+"/oauth/consents", url.Values{"client_id": {id}, "csrf": {c[1]}}, e.base)
+	if st, _ := e.call("/mcp", tok.Access); st != http.StatusUnauthorized {
+		t.Fatalf("access token after the approval was revoked: %d; want 401", st)
+	}
+	if st, r := e.refresh(id, tok.Refresh); st != http.StatusBadRequest || r.Error != "invalid_grant" {
+		t.Fatalf("refresh after the approval was revoked: %d %+v", st, r)
+	}
+	f2 := newFlow(id)
+	f2.resource = e.base + "/mcp"
+	if st, page := b.signIn(f2, "alice"); st != http.StatusOK || b.landed != nil || consentReq.FindStringSubmatch(page) == nil {
+		t.Fatalf("after revocation the client was not asked again: %d %v %.200s", st, b.landed, page)
+	}
+}

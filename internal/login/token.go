@@ -63,6 +63,7 @@ func (s *Server) redeemCode(w http.ResponseWriter, raw, clientID, redirect, veri
 	}
 	if c.used {
 		fam := c.family
+		c.replayed = true // a redemption still under way revokes what it makes
 		s.mu.Unlock()
 		// A code presented twice was stolen, or the client is broken:
 		// whatever the first redemption issued is revoked.
@@ -114,7 +115,13 @@ func (s *Server) redeemCode(w http.ResponseWriter, raw, clientID, redirect, veri
 	}
 	s.mu.Lock()
 	c.family = fam.ID
+	replayed := c.replayed
 	s.mu.Unlock()
+	if replayed {
+		s.revokeFamily(fam.ID)
+		s.tokenRefused(w, "code_replay", "the code was presented twice at once; the tokens issued for it are revoked")
+		return
+	}
 	s.gauges()
 	s.answerTokens(w, fam, refresh)
 }
