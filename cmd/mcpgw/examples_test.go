@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -34,6 +35,21 @@ func TestExamplesValidate(t *testing.T) {
 		"MCPGW_LOGIN_ISSUER":             "https://login.example.com",
 		"MCPGW_LOGIN_CLIENT_ID":          "mcpgw",
 		"MCPGW_LOGIN_CLIENT_SECRET_FILE": tlstest.Write(t, dir, "login-secret", []byte("op-secret\n")),
+	} {
+		t.Setenv(name, value)
+	}
+	// login-per-user.yaml: also the per-user upstream's authorization
+	// server and its client secret file, state in STATE_DIRECTORY.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, value := range map[string]string{
+		"MCPGW_UPSTREAM_ISSUER":             "https://auth.saas.example.com",
+		"MCPGW_UPSTREAM_CLIENT_ID":          "mcpgw",
+		"MCPGW_UPSTREAM_CLIENT_SECRET_FILE": tlstest.Write(t, dir, "saas-secret", []byte("s3cret\n")),
+		"MCPGW_EXECUTABLE":                  exe,
+		"STATE_DIRECTORY":                   t.TempDir(),
 	} {
 		t.Setenv(name, value)
 	}

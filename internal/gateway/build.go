@@ -11,6 +11,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/login"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -200,7 +201,11 @@ func build(cfg *config.Config, opts Options, m mode, mets *metrics.Metrics, red 
 		Tracer:     tracer,
 	}
 	if m == modeServe {
-		if b.perUser, err = newPerUser(cfg, b.gen.keys, b.shared, mets, opts.Logger, opts.Now); err != nil { // peruser.go
+		var browsers peruser.BrowserUsers // loginbrowsers.go: per-user start links open only in their user's browser
+		if b.login != nil {
+			browsers = loginBrowsers{b.login}
+		}
+		if b.perUser, err = newPerUser(cfg, b.gen.keys, b.shared, mets, opts.Logger, opts.Now, browsers); err != nil { // peruser.go
 			return nil, err
 		}
 		var idle, detached time.Duration

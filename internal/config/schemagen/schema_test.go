@@ -62,7 +62,8 @@ func instance(t *testing.T, y []byte) any {
 }
 
 // anyEnv sets every variable, as an operator's environment would: an
-// address where the name says one (MCPGW_LISTEN), a placeholder otherwise.
+// address where the name says one (MCPGW_LISTEN), a URL for a URL or an
+// issuer, a placeholder otherwise.
 func anyEnv(name string) (string, bool) {
 	if strings.HasSuffix(name, "_LISTEN") {
 		return "127.0.0.1:8080", true
