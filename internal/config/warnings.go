@@ -38,6 +38,9 @@ func (c *Config) Warnings() []string {
 			}
 		}
 	}
+	if c.Login != nil && c.Sessions != nil && c.Sessions.Redis != nil {
+		out = append(out, "login: its registered clients, consents, codes and refresh tokens are kept in this replica's state file, not in sessions.redis, so another replica refuses what this one issued (a sign-in, a refresh); run login: on one replica, or route each client to one replica (session affinity), until login state is shared")
+	}
 	if a := c.Admin; a != nil && a.TokenFile == "" {
 		if h, _, err := net.SplitHostPort(a.Listen); err == nil && !IsLoopbackHost(h) {
 			out = append(out, fmt.Sprintf("admin.listen: %q is not loopback and admin.token_file is not set, so whoever reaches the port reads the catalog before policy, the redacted config and the status page; set token_file, or keep the port on a private network", a.Listen))

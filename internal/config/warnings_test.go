@@ -29,6 +29,8 @@ func TestWarnings(t *testing.T) {
 		// session binds whoever opens it.
 		{"per-user upstream without login", perUser + "auth:\n  api_keys:\n    - {name: a, key: key-a-0123456789}\n", []string{"upstreams.saas.auth.per_user: without login: the gateway cannot tell who a browser's user is"}},
 		{"per-user upstream with login", perUser + "login:\n  provider: {issuer: https://login.example.com, client_id: mcpgw, client_secret: s3cret}\n", nil},
+		// login: state is one replica's; a fleet must know.
+		{"login in a fleet", perUser + "login:\n  provider: {issuer: https://login.example.com, client_id: mcpgw, client_secret: s3cret}\nsessions:\n  key_file: /run/keys\n  redis: {addr: 127.0.0.1:6379}\n", []string{"login: its registered clients, consents, codes and refresh tokens are kept in this replica's state file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustParse(t, tc.yaml, nil)
