@@ -57,6 +57,13 @@ type scenarioContext struct {
 	ClientSecret string     `json:"client_secret"`
 	Issuer       string     `json:"issuer"`
 	ToolCalls    []toolCall `json:"toolCalls"`
+	// PrivateKeyPEM is the client's key for private_key_jwt
+	// (auth/client-credentials-jwt): the driver writes it to a file, as an
+	// operator would mount it.
+	PrivateKeyPEM string `json:"private_key_pem"`
+	// ValidJWT is the workload identity token (auth/wif-jwt-bearer): the
+	// driver writes it to a file, as Kubernetes projects one.
+	ValidJWT string `json:"valid_jwt"`
 }
 
 func main() {
@@ -110,13 +117,16 @@ type scenario struct {
 	// (pu is set for it by run).
 	perUser bool
 	pu      *perUser
+	// keyFile and assertionFile hold the scenario's client key and
+	// workload identity token, when it gives them (written by run).
+	keyFile, assertionFile string
 }
 
 // usesPerUser reports whether this run authorizes per user.
 // The client-credentials scenarios check the gateway's own grant, so they
 // keep upstreams.NAME.oauth.
 func (sc scenario) usesPerUser() bool {
-	return sc.perUser && strings.HasPrefix(sc.name, "auth/") && !strings.HasPrefix(sc.name, "auth/client-credentials-")
+	return sc.perUser && strings.HasPrefix(sc.name, "auth/") && !strings.HasPrefix(sc.name, "auth/client-credentials-") && sc.name != "auth/wif-jwt-bearer"
 }
 
 // config is the gateway config for the scenario: one upstream, one
@@ -147,7 +157,16 @@ func (sc scenario) config() string {
 		if id == "" {
 			id, secret = "mcpgw-conformance", "mcpgw-conformance-secret"
 		}
-		fmt.Fprintf(&b, "    oauth:\n      client_id: %q\n      client_secret: %q\n", id, secret)
+		switch {
+		case sc.keyFile != "":
+			// private_key_jwt: the key, no secret.
+			fmt.Fprintf(&b, "    oauth:\n      client_id: %q\n      private_key_file: %q\n", id, sc.keyFile)
+		case sc.assertionFile != "":
+			// The workload identity token, no secret.
+			fmt.Fprintf(&b, "    oauth:\n      client_id: %q\n      assertion_file: %q\n", id, sc.assertionFile)
+		default:
+			fmt.Fprintf(&b, "    oauth:\n      client_id: %q\n      client_secret: %q\n", id, secret)
+		}
 		if sc.ctx.Issuer != "" {
 			fmt.Fprintf(&b, "      issuer: %q\n", sc.ctx.Issuer)
 		} else {
@@ -169,6 +188,18 @@ func run(bin string, sc scenario, downVersion string, logger *log.Logger) error 
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
 	cfgPath := filepath.Join(dir, "mcpgw.yaml")
+	if sc.ctx.PrivateKeyPEM != "" {
+		sc.keyFile = filepath.Join(dir, "client-key.pem")
+		if err := os.WriteFile(sc.keyFile, []byte(sc.ctx.PrivateKeyPEM), 0o600); err != nil {
+			return err
+		}
+	}
+	if sc.ctx.ValidJWT != "" {
+		sc.assertionFile = filepath.Join(dir, "workload-token")
+		if err := os.WriteFile(sc.assertionFile, []byte(sc.ctx.ValidJWT), 0o600); err != nil {
+			return err
+		}
+	}
 	var gw *gateway
 	// A per-user run's listen address is chosen before mcpgw starts
 	// (public_url names it), so another process of the suite's parallel
