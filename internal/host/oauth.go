@@ -268,7 +268,7 @@ type tokenFetcher struct {
 	cfg      *config.UpstreamOAuth
 	client   *http.Client
 	readFile func(string) ([]byte, error)
-	now      func() time.Time // the expiry's clock
+	now      func() time.Time     // the expiry's clock
 	key      *oauthclient.KeyFile // private_key_file; nil without
 	dpop     *oauthclient.DPoPKey // oauth.dpop; nil without
 	dpopErr  error                // why there is no dpop key though asked for
