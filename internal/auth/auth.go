@@ -58,6 +58,9 @@ type Principal struct {
 	// exchange reads it (BearerToken), as the subject token it presents to
 	// an authorization server. It is never logged nor sent upstream.
 	bearer string
+	// dpopJKT is the key thumbprint this request proved possession of
+	// (a DPoP-bound token with its proof, dpop.go); "" otherwise.
+	dpopJKT string
 }
 
 // BearerToken is the validated bearer token the principal authenticated
@@ -181,6 +184,10 @@ type Error struct {
 	Detail string
 	// Scopes lists the scopes needed, for InsufficientScope.
 	Scopes []string
+	// DPoP: the refusal is about DPoP (dpop.go), so it is answered with a
+	// DPoP challenge; Nonce is a nonce to retry with (DPoP-Nonce).
+	DPoP  bool
+	Nonce string
 }
 
 func (e *Error) Error() string {
@@ -213,6 +220,8 @@ func (e *Error) Code() string {
 		return "insufficient_scope"
 	case TokenInQuery, BadRequest:
 		return "invalid_request"
+	case InvalidDPoPProof, UseDPoPNonce:
+		return string(e.Reason)
 	}
 	return "invalid_token"
 }

@@ -81,6 +81,7 @@ func (v *validator) validate() {
 	v.routes()
 	v.auth()
 	v.introspection() // introspection.go
+	v.dpop()          // dpop.go
 	v.admin()
 	v.sessions()
 	v.limits() // limits.go

@@ -34,4 +34,6 @@ type Route struct {
 	Resource string   // canonical URI (token audience), when auth is on
 	Scopes   []string // every caller needs these (auth.required_scopes + the route's)
 	Gen      *Generation
+	// RequireDPoP: only DPoP-bound tokens with their proof (require_dpop).
+	RequireDPoP bool
 }
