@@ -95,3 +95,27 @@ func TestDPoPConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenExchangeIDJAG: id_jag's defaults (an ID-JAG asked for with an
+// ID token) and its checks.
+func TestTokenExchangeIDJAG(t *testing.T) {
+	base := "public_url: https://mcp.example.com\nauth: {oidc: {issuer: https://idp.example.com}}\nupstreams:\n  crm:\n    url: https://crm.example.com/mcp\n    auth:\n      token_exchange:\n        issuer: https://idp.example.com\n        client_id: mcpgw\n        client_secret: s\n"
+	c := mustParse(t, base+"        id_jag: {discover: true, client_id: gw, client_secret: t}\n", testEnv)
+	te := c.Upstreams["crm"].Auth.TokenExchange
+	if te.RequestedTokenType != "urn:ietf:params:oauth:token-type:id-jag" || te.SubjectTokenType != "urn:ietf:params:oauth:token-type:id_token" || te.IDJAG.AuthMethod != "client_secret_basic" {
+		t.Errorf("token_exchange with id_jag = %+v %+v", te, te.IDJAG)
+	}
+	if strings.Contains(te.IDJAG.String(), "t}") || !strings.Contains(te.IDJAG.String(), "gw") {
+		t.Errorf("id_jag formats its secret: %s", te.IDJAG)
+	}
+	for _, tc := range []struct{ src, want string }{
+		{"        id_jag: {client_id: gw, client_secret: t}\n", "neither issuer nor discover"},
+		{"        id_jag: {discover: true, client_id: gw}\n", "neither client_secret nor client_secret_file"},
+		{"        requested_token_type: urn:ietf:params:oauth:token-type:access_token\n        id_jag: {discover: true, client_id: gw, client_secret: t}\n", "asked for an ID-JAG"},
+		{"        subject_token_type: urn:ietf:params:oauth:token-type:id_token\n", "not an ID token"},
+	} {
+		if ps := parseProblems(t, base+tc.src, testEnv); !strings.Contains(ps.Error(), tc.want) {
+			t.Errorf("%s: problems %v, want one saying %q", tc.src, ps, tc.want)
+		}
+	}
+}
