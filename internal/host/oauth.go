@@ -99,11 +99,17 @@ type TokenError struct {
 	Upstream string
 	TokenURL string
 	Cause    string
+	// Grant names the grant when it is not client credentials.
+	Grant string
 }
 
 func (e *TokenError) Error() string {
-	return fmt.Sprintf("upstream %q: cannot obtain an access token from %s (OAuth client credentials): %s; check upstreams.%s.oauth and the authorization server",
-		e.Upstream, e.TokenURL, e.Cause, e.Upstream)
+	grant := "OAuth client credentials"
+	if e.Grant != "" {
+		grant = e.Grant
+	}
+	return fmt.Sprintf("upstream %q: cannot obtain an access token from %s (%s): %s; check upstreams.%s.oauth and the authorization server",
+		e.Upstream, e.TokenURL, grant, e.Cause, e.Upstream)
 }
 
 // upstreamTokens is an upstream's token source: a cache with
@@ -326,7 +332,11 @@ func (f *tokenFetcher) addScopes(scopes []string) bool {
 }
 
 func (f *tokenFetcher) fail(tokenURL, format string, args ...any) error {
-	return &TokenError{Upstream: f.upstream, TokenURL: tokenURL, Cause: fmt.Sprintf(format, args...)}
+	e := &TokenError{Upstream: f.upstream, TokenURL: tokenURL, Cause: fmt.Sprintf(format, args...)}
+	if f.cfg.AssertionFile != "" {
+		e.Grant = "OAuth JWT bearer grant with oauth.assertion_file"
+	}
+	return e
 }
 
 // Token asks the token endpoint for a new token.
