@@ -15,6 +15,7 @@ package auth
 // Bearer one.
 
 import (
+	"context"
 	"crypto"
 	"crypto/hmac"
 	"crypto/rand"
@@ -54,6 +55,7 @@ type dpopChecker struct {
 	nonces   bool
 	nonceKey []byte // random per process: nonces are this replica's own
 	seen     *jtiCache
+	shared   ReplayStore // the fleet's (sessions.redis), instead of seen; nil without
 }
 
 func newDPoPChecker(cfg config.DPoP) *dpopChecker {
@@ -119,7 +121,7 @@ func (a *Authenticator) checkDPoP(r *http.Request, p *Principal) (*Principal, er
 	if len(proofs) != 1 {
 		return nil, &Error{Reason: InvalidDPoPProof, DPoP: true, Detail: fmt.Sprintf("exactly one DPoP header with a proof is required, got %d", len(proofs))}
 	}
-	if err := a.dpop.check(proofs[0], r.Method, a.htu(r), p.bearer, jkt, a.now()); err != nil {
+	if err := a.dpop.check(r.Context(), proofs[0], r.Method, a.htu(r), p.bearer, jkt, a.now()); err != nil {
 		return nil, err
 	}
 	bound := *p // shared principals are never modified
@@ -163,7 +165,7 @@ func sameURL(a, b string) bool {
 
 // check verifies proof for a request of method to htu presenting token,
 // which is bound to key thumbprint jkt.
-func (c *dpopChecker) check(proof, method, htu, token, jkt string, now time.Time) *Error {
+func (c *dpopChecker) check(ctx context.Context, proof, method, htu, token, jkt string, now time.Time) *Error {
 	bad := func(format string, args ...any) *Error {
 		return &Error{Reason: InvalidDPoPProof, DPoP: true, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -225,13 +227,34 @@ func (c *dpopChecker) check(proof, method, htu, token, jkt string, now time.Time
 	if c.nonces && (cl.Nonce == nil || !c.validNonce(*cl.Nonce, now)) {
 		return &Error{Reason: UseDPoPNonce, DPoP: true, Detail: "a DPoP proof with the gateway's nonce is required; retry with the DPoP-Nonce given", Nonce: c.nonce(now)}
 	}
-	switch c.seen.add(jkt+"\x00"+cl.JTI, now.Add(2*c.lifetime), now) {
+	switch c.remember(ctx, jkt, cl.JTI, now) {
+	case jtiUnchecked:
+		return &Error{Reason: Unavailable, DPoP: true, Detail: "the DPoP replay cache (sessions.redis) cannot be reached, so the proof cannot be checked; retry shortly"}
 	case jtiReplayed:
 		return bad("the DPoP proof was used before; make a fresh proof (new jti) for each request")
 	case jtiFull:
 		return &Error{Reason: Unavailable, DPoP: true, Detail: fmt.Sprintf("too many DPoP proofs to remember against replay (auth.dpop.max_replay_entries, %d); retry shortly, or raise it", c.seen.max)}
 	}
 	return nil
+}
+
+// remember records a proof's jti (by its key's thumbprint, so one
+// client cannot use up another's) in the fleet's store, else locally.
+func (c *dpopChecker) remember(ctx context.Context, jkt, jti string, now time.Time) jtiResult {
+	sum := sha256.Sum256([]byte(jkt + "\x00" + jti))
+	id := string(sum[:])
+	until := now.Add(2 * c.lifetime)
+	if c.shared == nil {
+		return c.seen.add(id, until, now)
+	}
+	fresh, err := c.shared.Remember(ctx, id, until)
+	switch {
+	case err != nil:
+		return jtiUnchecked // fail closed
+	case !fresh:
+		return jtiReplayed
+	}
+	return jtiNew
 }
 
 func (c *dpopChecker) algList() string {
@@ -306,6 +329,7 @@ const (
 	jtiNew jtiResult = iota
 	jtiReplayed
 	jtiFull
+	jtiUnchecked // the shared store could not be asked
 )
 
 func newJTICache(max int) *jtiCache {
@@ -313,7 +337,7 @@ func newJTICache(max int) *jtiCache {
 }
 
 func (c *jtiCache) add(id string, until, now time.Time) jtiResult {
-	k := sha256.Sum256([]byte(id))
+	k := [32]byte([]byte(id))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(c.order) > 0 && !now.Before(c.until[c.order[0]]) {

@@ -1,15 +1,21 @@
 package auth_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/auth/authtest"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
+	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
 )
 
 // dpopClient is a Go DPoP client: its key, and a token bound to it.
@@ -143,5 +149,73 @@ func TestDPoPNonceAndReplayBound(t *testing.T) {
 	_, err = a.Authenticate(dpopRequest("DPoP", c.token, c.proof("POST", resource, c.token)), resource)
 	if !asAuthError(err, &ae) || ae.Reason != auth.Unavailable || !strings.Contains(ae.Detail, "auth.dpop.max_replay_entries") {
 		t.Errorf("third live proof with room for 2: %v", err)
+	}
+}
+
+// fleetReplay is a ReplayStore shared by two replicas (Redis in
+// production); down makes it unreachable.
+type fleetReplay struct {
+	mu   sync.Mutex
+	seen map[string]bool
+	down bool
+}
+
+func (f *fleetReplay) Remember(_ context.Context, id string, _ time.Time) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return false, errors.New("connection refused")
+	}
+	if f.seen[id] {
+		return false, nil
+	}
+	f.seen[id] = true
+	return true, nil
+}
+
+// TestDPoPReplaySharedByFleet: with a shared replay store a proof used on
+// one replica is refused on another, and a store that cannot be asked
+// refuses the proof (503) rather than letting it through.
+func TestDPoPReplaySharedByFleet(t *testing.T) {
+	is := authtest.NewIssuer(t)
+	store := &fleetReplay{seen: map[string]bool{}}
+	a1, a2 := setup(t, is, "", auth.Options{}), setup(t, is, "", auth.Options{})
+	a1.ShareDPoPReplay(store)
+	a2.ShareDPoPReplay(store)
+	c := newDPoPClient(t, is, nil)
+	proof := c.proof("POST", resource, c.token)
+	if _, err := a1.Authenticate(dpopRequest("DPoP", c.token, proof), resource); err != nil {
+		t.Fatalf("replica 1: %v", err)
+	}
+	if _, err := a2.Authenticate(dpopRequest("DPoP", c.token, proof), resource); reasonOf(err) != auth.InvalidDPoPProof {
+		t.Errorf("the same proof on replica 2: %v; want it refused as replayed", err)
+	}
+	store.mu.Lock()
+	store.down = true
+	store.mu.Unlock()
+	_, err := a2.Authenticate(dpopRequest("DPoP", c.token, c.proof("POST", resource, c.token)), resource)
+	var ae *auth.Error
+	if !asAuthError(err, &ae) || ae.Reason != auth.Unavailable || ae.Status() != http.StatusServiceUnavailable {
+		t.Errorf("replay store down: %v; want 503", err)
+	}
+}
+
+// TestRedisReplay: the Redis store refuses an id it already holds, across
+// clients (replicas).
+func TestRedisReplay(t *testing.T) {
+	srv := redistest.Start(t)
+	c1 := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	c2 := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c1.Close(); c2.Close() })
+	r1, r2 := auth.NewRedisReplay(c1, "mcpgw:"), auth.NewRedisReplay(c2, "mcpgw:")
+	until := time.Now().Add(time.Minute)
+	if fresh, err := r1.Remember(t.Context(), "\x00id", until); !fresh || err != nil {
+		t.Fatalf("first Remember = %v, %v", fresh, err)
+	}
+	if fresh, err := r2.Remember(t.Context(), "\x00id", until); fresh || err != nil {
+		t.Errorf("the same id on another replica = %v, %v; want not fresh", fresh, err)
+	}
+	if ttl := c1.TTL(t.Context(), "mcpgw:dpop:jti:006964").Val(); ttl <= 0 || ttl > time.Minute {
+		t.Errorf("TTL %s, want the proof's remaining life", ttl)
 	}
 }

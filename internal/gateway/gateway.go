@@ -139,6 +139,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		_ = g.audit.Close()
 		return nil, err
 	}
+	authn.ShareDPoPReplay(g.shared.dpopReplay(cfg)) // dpop.go
 	pol, err := buildPolicy(cfg, g.shared.limiterOptions()...)
 	if err != nil {
 		g.shared.close()

@@ -87,6 +87,7 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 		if authn, err = newAuthenticator(newCfg, g.opts); err != nil {
 			return err
 		}
+		authn.ShareDPoPReplay(g.shared.dpopReplay(newCfg)) // dpop.go
 	}
 	pol, err := buildPolicy(newCfg, g.shared.limiterOptions()...)
 	if err != nil {
