@@ -45,6 +45,10 @@ const (
 	UseDPoPNonce Reason = "use_dpop_nonce"
 )
 
+// forwardedHeader marks a request one replica passed to another
+// (router/streamable's bridgeforward.go names it too).
+const forwardedHeader = "Mcp-Gateway-Forwarded"
+
 // maxProof bounds a DPoP header.
 const maxProof = 8 << 10
 
@@ -121,7 +125,12 @@ func (a *Authenticator) checkDPoP(r *http.Request, p *Principal) (*Principal, er
 	if len(proofs) != 1 {
 		return nil, &Error{Reason: InvalidDPoPProof, DPoP: true, Detail: fmt.Sprintf("exactly one DPoP header with a proof is required, got %d", len(proofs))}
 	}
-	if err := a.dpop.check(r.Context(), proofs[0], r.Method, a.htu(r), p.bearer, jkt, a.now()); err != nil {
+	// A bridged retry another replica passed on (router/streamable's
+	// bridgeforward.go) carries the proof that replica already recorded
+	// in the fleet's store: it is checked against this replica's own
+	// cache only (see docs/security.md for what that allows).
+	local := r.Header.Get(forwardedHeader) != ""
+	if err := a.dpop.check(r.Context(), proofs[0], r.Method, a.htu(r), p.bearer, jkt, a.now(), local); err != nil {
 		return nil, err
 	}
 	bound := *p // shared principals are never modified
@@ -165,7 +174,7 @@ func sameURL(a, b string) bool {
 
 // check verifies proof for a request of method to htu presenting token,
 // which is bound to key thumbprint jkt.
-func (c *dpopChecker) check(ctx context.Context, proof, method, htu, token, jkt string, now time.Time) *Error {
+func (c *dpopChecker) check(ctx context.Context, proof, method, htu, token, jkt string, now time.Time, local bool) *Error {
 	bad := func(format string, args ...any) *Error {
 		return &Error{Reason: InvalidDPoPProof, DPoP: true, Detail: fmt.Sprintf(format, args...)}
 	}
@@ -227,7 +236,7 @@ func (c *dpopChecker) check(ctx context.Context, proof, method, htu, token, jkt 
 	if c.nonces && (cl.Nonce == nil || !c.validNonce(*cl.Nonce, now)) {
 		return &Error{Reason: UseDPoPNonce, DPoP: true, Detail: "a DPoP proof with the gateway's nonce is required; retry with the DPoP-Nonce given", Nonce: c.nonce(now)}
 	}
-	switch c.remember(ctx, jkt, cl.JTI, now) {
+	switch c.remember(ctx, jkt, cl.JTI, now, local) {
 	case jtiUnchecked:
 		return &Error{Reason: Unavailable, DPoP: true, Detail: "the DPoP replay cache (sessions.redis) cannot be reached, so the proof cannot be checked; retry shortly"}
 	case jtiReplayed:
@@ -240,11 +249,11 @@ func (c *dpopChecker) check(ctx context.Context, proof, method, htu, token, jkt 
 
 // remember records a proof's jti (by its key's thumbprint, so one
 // client cannot use up another's) in the fleet's store, else locally.
-func (c *dpopChecker) remember(ctx context.Context, jkt, jti string, now time.Time) jtiResult {
+func (c *dpopChecker) remember(ctx context.Context, jkt, jti string, now time.Time, local bool) jtiResult {
 	sum := sha256.Sum256([]byte(jkt + "\x00" + jti))
 	id := string(sum[:])
 	until := now.Add(2 * c.lifetime)
-	if c.shared == nil {
+	if c.shared == nil || local {
 		return c.seen.add(id, until, now)
 	}
 	fresh, err := c.shared.Remember(ctx, id, until)

@@ -219,3 +219,32 @@ func TestRedisReplay(t *testing.T) {
 		t.Errorf("TTL %s, want the proof's remaining life", ttl)
 	}
 }
+
+// TestDPoPForwardedRetryKeepsItsProof: a bridged retry one replica passes
+// to the one holding its call carries the proof the first replica
+// recorded in the fleet's store; the second checks it against its own
+// cache only, so the forward is not refused as a replay (and a second
+// forward of it is).
+func TestDPoPForwardedRetryKeepsItsProof(t *testing.T) {
+	is := authtest.NewIssuer(t)
+	store := &fleetReplay{seen: map[string]bool{}}
+	a1, a2 := setup(t, is, "", auth.Options{}), setup(t, is, "", auth.Options{})
+	a1.ShareDPoPReplay(store)
+	a2.ShareDPoPReplay(store)
+	c := newDPoPClient(t, is, nil)
+	proof := c.proof("POST", resource, c.token)
+	if _, err := a1.Authenticate(dpopRequest("DPoP", c.token, proof), resource); err != nil {
+		t.Fatalf("replica 1: %v", err)
+	}
+	forwarded := func() *http.Request {
+		r := dpopRequest("DPoP", c.token, proof)
+		r.Header.Set("Mcp-Gateway-Forwarded", "1")
+		return r
+	}
+	if _, err := a2.Authenticate(forwarded(), resource); err != nil {
+		t.Errorf("the retry forwarded to replica 2: %v", err)
+	}
+	if _, err := a2.Authenticate(forwarded(), resource); reasonOf(err) != auth.InvalidDPoPProof {
+		t.Errorf("the same forward again: %v; want it refused as replayed", err)
+	}
+}
