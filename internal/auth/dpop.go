@@ -83,11 +83,16 @@ func scheme(r *http.Request) string {
 }
 
 // boundKey is the JWK thumbprint a token principal is bound to (cnf.jkt),
-// "" for an unbound token.
-func boundKey(p *Principal) string {
+// "" for an unbound token; false for a cnf.jkt that is not a non-empty
+// string (refused: it must not read as unbound).
+func boundKey(p *Principal) (string, bool) {
 	cnf, _ := p.Claims["cnf"].(map[string]any)
-	jkt, _ := cnf["jkt"].(string)
-	return jkt
+	v, has := cnf["jkt"]
+	if !has {
+		return "", true
+	}
+	jkt, _ := v.(string)
+	return jkt, jkt != ""
 }
 
 // DPoPBound reports whether p proved possession of its token's key on
@@ -97,18 +102,16 @@ func (p *Principal) DPoPBound() bool { return p != nil && p.dpopJKT != "" }
 // checkDPoP applies the DPoP rules to a principal Authenticate found for
 // r (see the file comment) and returns the principal to use.
 func (a *Authenticator) checkDPoP(r *http.Request, p *Principal) (*Principal, error) {
-	jkt := ""
-	if p.Claims != nil {
-		jkt = boundKey(p)
+	jkt, ok := boundKey(p)
+	if !ok {
+		return nil, &Error{Reason: Malformed, DPoP: true, Detail: "the token's cnf.jkt is not a key thumbprint (a non-empty string)"}
 	}
-	switch scheme(r) {
-	case "dpop":
-	case "bearer":
+	if scheme(r) != "dpop" {
+		// Bearer, X-API-Key, a client certificate: fine for an unbound
+		// token, never for a bound one.
 		if jkt != "" {
 			return nil, &Error{Reason: Malformed, DPoP: true, Detail: "the token is DPoP-bound; present it as Authorization: DPoP with a DPoP proof, not as Bearer"}
 		}
-		return p, nil
-	default: // X-API-Key, a client certificate
 		return p, nil
 	}
 	if jkt == "" {

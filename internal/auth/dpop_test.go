@@ -46,6 +46,13 @@ func (c *dpopClient) proof(method, url, token string) string {
 	return p
 }
 
+// xAPIKey is a POST to /mcp with token in X-API-Key.
+func xAPIKey(token string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "https://mcp.example.com/mcp", nil)
+	r.Header.Set("X-API-Key", token)
+	return r
+}
+
 // request is a POST to /mcp presenting token with scheme and proofs.
 func dpopRequest(scheme, token string, proofs ...string) *http.Request {
 	r := httptest.NewRequest(http.MethodPost, "https://mcp.example.com/mcp?x=1", nil)
@@ -79,6 +86,9 @@ func TestDPoPBoundTokens(t *testing.T) {
 	}
 
 	other := newDPoPClient(t, is, nil)
+	bc := is.Claims("carol", resource)
+	bc["cnf"] = map[string]any{"jkt": 42}
+	badCnf := is.Token(bc)
 	unbound := is.Token(is.Claims("bob", resource, "mcp:tools"))
 	old := newDPoPClient(t, is, func() time.Time { return time.Now().Add(-5 * time.Minute) })
 	for _, tc := range []struct {
@@ -100,6 +110,8 @@ func TestDPoPBoundTokens(t *testing.T) {
 		{"bound token as Bearer", dpopRequest("Bearer", c.token, c.proof("POST", resource, c.token)), auth.Malformed, "DPoP-bound"},
 		{"unbound token as DPoP", dpopRequest("DPoP", unbound, c.proof("POST", resource, unbound)), auth.Malformed, "not DPoP-bound"},
 		{"API key as DPoP", dpopRequest("DPoP", ciKey, c.proof("POST", resource, ciKey)), auth.Malformed, "API key"},
+		{"bound token as X-API-Key", xAPIKey(c.token), auth.Malformed, "DPoP-bound"},
+		{"cnf.jkt not a string", dpopRequest("Bearer", badCnf), auth.Malformed, "cnf.jkt"},
 	} {
 		_, err := a.Authenticate(tc.r, resource)
 		var ae *auth.Error

@@ -208,6 +208,7 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if originOf(req.URL.String()) != t.origin {
 		r := req.Clone(req.Context())
 		r.Header.Del("Authorization")
+		r.Header.Del("DPoP")
 		return t.base.RoundTrip(r)
 	}
 	sub := t.cell.get()

@@ -480,6 +480,7 @@ func (t *oauthTransport) send(req *http.Request, body io.ReadCloser) (*http.Resp
 	r := req.Clone(req.Context())
 	r.Body = body
 	r.Header.Del("Authorization")
+	r.Header.Del("DPoP") // only the gateway's own proof goes out
 	used := ""
 	if tok != nil {
 		used = tok.AccessToken
