@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -171,7 +173,7 @@ func (b *bench) fleet(ctx context.Context) error {
 	if err := os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(key)), 0o600); err != nil {
 		return err
 	}
-	gateway := func(name string, redis bool) (*child, error) {
+	gateway := func(name string, redis bool, procs int) (*child, error) {
 		extra := ""
 		if redis {
 			extra = fmt.Sprintf("  redis:\n    addr: 127.0.0.1:%d\n    key_prefix: \"%s:\"\n", rport, name)
@@ -190,7 +192,7 @@ sessions:
 		if err != nil {
 			return nil, err
 		}
-		return b.start(name, roleGateway, "-config", cfg)
+		return b.start(name, roleGateway, "-config", cfg, "-gomaxprocs", strconv.Itoa(procs))
 	}
 	var rows []*fleetRow
 	for _, n := range []int{1, 3} {
@@ -210,7 +212,7 @@ sessions:
 				r.rds, tag = rds, "redis"
 			}
 			for i := range n {
-				gw, err := gateway(fmt.Sprintf("fleet-%d-%s-r%d", n, tag, i+1), redis)
+				gw, err := gateway(fmt.Sprintf("fleet-%d-%s-r%d", n, tag, i+1), redis, replicaProcs(n))
 				if err != nil {
 					return err
 				}
@@ -301,13 +303,19 @@ func (b *bench) fleetCell(ctx context.Context, mode string, rows []*fleetRow) er
 		}
 		loads[i] = l
 	}
-	run := func(i int, l load, a *acc) error {
+	run := func(i int, l load, a *acc, profile string) error {
 		r := rows[i]
 		gw0, lb0, rds0, err := r.fleetCPU()
 		if err != nil {
 			return err
 		}
+		var wg sync.WaitGroup
+		if profile != "" { // the first replica's: what a call costs it
+			secs := max(int(l.dur.Seconds()), 1)
+			wg.Go(func() { fetch(r.gws[0].statsURL+fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), profile) })
+		}
 		res := b.c.run(ctx, r.url, l)
+		wg.Wait()
 		gw1, lb1, rds1, err := r.fleetCPU()
 		if err != nil {
 			return err
@@ -322,7 +330,7 @@ func (b *bench) fleetCell(ctx context.Context, mode string, rows []*fleetRow) er
 		warm := loads[i]
 		warm.dur = min(b.o.dur, 500*time.Millisecond)
 		var a acc
-		if err := run(i, warm, &a); err != nil {
+		if err := run(i, warm, &a, ""); err != nil {
 			return err
 		}
 		if a.st.errs > 0 {
@@ -332,7 +340,11 @@ func (b *bench) fleetCell(ctx context.Context, mode string, rows []*fleetRow) er
 	for rep := range b.o.reps {
 		for k := range rows {
 			i := (k + rep) % len(rows)
-			if err := run(i, loads[i], &accs[i]); err != nil {
+			prof := ""
+			if b.o.profileDir != "" && rep == 0 {
+				prof = filepath.Join(b.o.profileDir, fmt.Sprintf("fleet-%s-%d-replicas-%s.pprof", mode, rows[i].replicas, map[bool]string{false: "mem", true: "redis"}[rows[i].redis]))
+			}
+			if err := run(i, loads[i], &accs[i], prof); err != nil {
 				return err
 			}
 		}
@@ -362,4 +374,16 @@ func (b *bench) fleetCell(ctx context.Context, mode string, rows []*fleetRow) er
 			mode, r.name, tput, fmtDur(pct(lat, 50)), fmtDur(pct(lat, 99)), a.st.perCall(a.st.cpu), a.st.perCall(a.gw), lb, rd, errs, vs)
 	}
 	return nil
+}
+
+// replicaProcs is the GOMAXPROCS of each of n replicas sharing this
+// machine: its share of the CPUs, at least one, as a replica gets in a
+// fleet where each has a CPU limit (the Go runtime sizes GOMAXPROCS to
+// its cgroup's quota). Three replicas each running as many Ps as the
+// machine has cores would spend the cores on idle Ps looking for work.
+func replicaProcs(n int) int {
+	if n <= 1 {
+		return 0 // the runtime's choice: every core
+	}
+	return max(1, runtime.NumCPU()/n)
 }

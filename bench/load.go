@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,8 +39,9 @@ const callTimeout = 60 * time.Second
 // (sessions, listings) and a keep-alive wireConn for every worker's
 // measured calls, so no measured call opens a connection.
 type caller struct {
-	hc  *http.Client
-	ids atomic.Int64
+	hc        *http.Client
+	ids       atomic.Int64
+	tlsConfig *tls.Config // https endpoints' (the tls scenario; trust)
 
 	mu   sync.Mutex
 	idle map[string][]*wireConn // by URL: kept between runs, as net/http's pool would
@@ -65,7 +67,7 @@ func (c *caller) conn(url string) (*wireConn, error) {
 		return wc, nil
 	}
 	c.mu.Unlock()
-	return newWireConn(url, callTimeout)
+	return newWireConn(url, callTimeout, c.tlsConfig)
 }
 
 // release keeps wc for the next run at its URL; the idle connections are

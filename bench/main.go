@@ -26,9 +26,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/sandbox"
 )
 
 func main() {
+	sandbox.LauncherMain() // the sandboxed stdio row's launcher is this binary
 	if ok, code := runRole(os.Args[1:]); ok {
 		os.Exit(code)
 	}
@@ -64,11 +67,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		quick                                 bool
 	)
 	fs.BoolVar(&quick, "quick", false, "a smoke run (CI): small counts and short runs, under 60 s; explicit flags still win")
-	fs.StringVar(&scen, "scenarios", "call,list,idle,auth,big", "scenarios to run: call (small tools/call), list (10,000-tool tools/list), idle (idle legacy sessions), auth (JWT and a 1,000-rule CEL policy), big (1 MiB result), fleet (1 and 3 replicas, with and without Redis; not in the default run)")
+	fs.StringVar(&scen, "scenarios", "call,list,idle,auth,big", "scenarios to run: call (small tools/call), list (10,000-tool tools/list), idle (idle legacy sessions), auth (JWT and a 1,000-rule CEL policy), big (1 MiB result), fleet (1 and 3 replicas, with and without Redis; not in the default run), tls (the small call over TLS on both sides against plain HTTP; not in the default run)")
 	fs.StringVar(&conc, "c", "1,32,256", "call: concurrencies (closed-loop workers)")
 	fs.StringVar(&sess, "sessions", "1,64", "call: legacy sessions the workers share")
 	fs.StringVar(&modes, "modes", "legacy,stateless", "call: legacy (2025-11-25 sessions) and/or stateless (2026-07-28 requests)")
-	fs.StringVar(&ups, "upstreams", "http,stdio,stdio-raw", "call: upstream transports (stdio: the go-sdk demo server; stdio-raw: a minimal JSON-RPC echo child; both only the mcpgw row)")
+	fs.StringVar(&ups, "upstreams", "http,stdio,stdio-raw", "call: upstream transports (stdio: the go-sdk demo server; stdio-raw: a minimal JSON-RPC echo child; stdio-sandboxed: that child in a sandbox (Linux; run a bench binary built outside /tmp); all only the mcpgw row)")
 	fs.StringVar(&targets, "targets", "direct,forwarder,mcpgw", "rows to measure")
 	fs.IntVar(&o.reps, "reps", 3, "alternating repetitions of every measurement")
 	fs.DurationVar(&o.dur, "dur", time.Second, "call: length of one run of one target")
@@ -104,14 +107,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("unexpected argument %q (flags only; see -h)", fs.Arg(0))
 	}
 	var err error
-	o.scenarios, err = oneOf("scenarios", scen, "call", "list", "idle", "auth", "big", "fleet")
+	o.scenarios, err = oneOf("scenarios", scen, "call", "list", "idle", "auth", "big", "fleet", "tls")
 	if err != nil {
 		return o, err
 	}
 	if o.modes, err = oneOf("modes", modes, "legacy", "stateless"); err != nil {
 		return o, err
 	}
-	if o.upstreams, err = oneOf("upstreams", ups, "http", "stdio", "stdio-raw"); err != nil {
+	if o.upstreams, err = oneOf("upstreams", ups, "http", "stdio", "stdio-raw", "stdio-sandboxed"); err != nil {
 		return o, err
 	}
 	if o.targets, err = oneOf("targets", targets, "direct", "forwarder", "mcpgw"); err != nil {
@@ -207,6 +210,8 @@ func mainBench(args []string, stdout, stderr io.Writer) int {
 			err = b.big(ctx)
 		case "fleet":
 			err = b.fleet(ctx)
+		case "tls":
+			err = b.tlsCalls(ctx)
 		}
 		b.stopAll()
 		if err != nil {

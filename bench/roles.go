@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -130,6 +131,9 @@ func upstreamRole(args []string) error {
 	paths := fs.Int("paths", 0, "serve this many list servers at /u0…, instead of the echo server at /mcp")
 	tools := fs.Int("tools", 200, "tools per list server")
 	big := fs.Int("big", 1<<20, "bytes of text in the big tool's result")
+	tlsAddr := fs.String("tls-addr", "", "also serve the same servers over TLS at this address (the tls scenario)")
+	tlsCert := fs.String("tls-cert", "", "with -tls-addr: the certificate file")
+	tlsKey := fs.String("tls-key", "", "with -tls-addr: the key file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -154,6 +158,17 @@ func upstreamRole(args []string) error {
 		return err
 	}
 	countingServer(ln, mux, &conns)
+	if *tlsAddr != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return err
+		}
+		tln, err := net.Listen("tcp", *tlsAddr)
+		if err != nil {
+			return err
+		}
+		countingServer(tls.NewListener(tln, &tls.Config{Certificates: []tls.Certificate{cert}}), mux, &conns)
+	}
 	ready("http://"+ln.Addr().String(), stats)
 	waitSignal()
 	return nil
@@ -276,8 +291,12 @@ func forwarderRole(args []string) error {
 func gatewayRole(args []string) error {
 	fs := flag.NewFlagSet(roleGateway, flag.ContinueOnError)
 	path := fs.String("config", "", "the config file")
+	procs := fs.Int("gomaxprocs", 0, "GOMAXPROCS of this replica (0: the runtime's choice)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *procs > 0 {
+		runtime.GOMAXPROCS(*procs)
 	}
 	cfg, err := config.Load(*path, os.LookupEnv)
 	if err != nil {
@@ -304,7 +323,11 @@ func gatewayRole(args []string) error {
 	if err != nil {
 		return err
 	}
-	ready("http://"+ln.Addr().String(), stats)
+	scheme := "http://"
+	if cfg.TLS != nil {
+		scheme = "https://" // the gateway serves its listener with the config's certificate
+	}
+	ready(scheme+ln.Addr().String(), stats)
 	waitSignal()
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -30,6 +31,7 @@ type wireConn struct {
 	url              string
 	addr, host, path string
 	timeout          time.Duration
+	tls              *tls.Config // https: the handshake's; nil for http
 
 	c    net.Conn
 	br   *bufio.Reader
@@ -37,20 +39,29 @@ type wireConn struct {
 	used time.Time // when its last answer was read
 }
 
-// newWireConn is a connection to rawURL (http only), not yet dialled.
-func newWireConn(rawURL string, timeout time.Duration) (*wireConn, error) {
+// newWireConn is a connection to rawURL, not yet dialled. An https URL
+// needs tlsConfig (its roots; a session cache resumes redials).
+func newWireConn(rawURL string, timeout time.Duration, tlsConfig *tls.Config) (*wireConn, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	if u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("load generator: %q is not an http:// URL", rawURL)
+	port := "80"
+	switch {
+	case u.Host == "":
+		return nil, fmt.Errorf("load generator: %q has no host", rawURL)
+	case u.Scheme == "https" && tlsConfig != nil:
+		port = "443"
+	case u.Scheme != "http":
+		return nil, fmt.Errorf("load generator: %q is not an http:// URL (https only in the tls scenario)", rawURL)
+	default:
+		tlsConfig = nil
 	}
 	addr := u.Host
 	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "80")
+		addr = net.JoinHostPort(u.Hostname(), port)
 	}
-	return &wireConn{url: rawURL, addr: addr, host: u.Host, path: u.RequestURI(), timeout: timeout}, nil
+	return &wireConn{url: rawURL, addr: addr, host: u.Host, path: u.RequestURI(), timeout: timeout, tls: tlsConfig}, nil
 }
 
 // close drops the connection; the next call dials a new one (and reads
@@ -66,7 +77,13 @@ func (w *wireConn) close() {
 // buf. It returns the status code; any error leaves the connection closed.
 func (w *wireConn) post(body []byte, h http.Header, buf *bytes.Buffer) (int, error) {
 	if w.c == nil {
-		c, err := net.DialTimeout("tcp", w.addr, w.timeout)
+		var c net.Conn
+		var err error
+		if w.tls != nil {
+			c, err = tls.DialWithDialer(&net.Dialer{Timeout: w.timeout}, "tcp", w.addr, w.tls)
+		} else {
+			c, err = net.DialTimeout("tcp", w.addr, w.timeout)
+		}
 		if err != nil {
 			return 0, err
 		}

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
@@ -90,7 +92,7 @@ func TestWireConn(t *testing.T) {
 	srv.Start()
 	defer srv.Close()
 
-	wc, err := newWireConn(srv.URL+"/mcp?q=1", 5*time.Second)
+	wc, err := newWireConn(srv.URL+"/mcp?q=1", 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +119,45 @@ func TestWireConn(t *testing.T) {
 		t.Fatalf("after the server closed one: %d connections, want 2", n)
 	}
 
-	if _, err := newWireConn("https://127.0.0.1/mcp", time.Second); err == nil {
-		t.Fatal("an https URL was taken")
+	if _, err := newWireConn("https://127.0.0.1/mcp", time.Second, nil); err == nil {
+		t.Fatal("an https URL was taken without a TLS config")
+	}
+}
+
+// TestWireConnTLS: with a TLS config, an https endpoint is dialled with a
+// handshake verified by its roots, and kept alive like a plain one.
+func TestWireConnTLS(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(r.URL.Path))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	wc, err := newWireConn(srv.URL+"/mcp", 5*time.Second, &tls.Config{RootCAs: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.close()
+	var buf bytes.Buffer
+	for range 5 {
+		status, err := wc.post([]byte("{}"), http.Header{}, &buf)
+		if err != nil || status != 200 || buf.String() != "/mcp" {
+			t.Fatalf("post over TLS: %d %q %v", status, buf.String(), err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("5 calls took %d connections, want 1", n)
+	}
+	untrusted, _ := newWireConn(srv.URL+"/mcp", 5*time.Second, &tls.Config{RootCAs: x509.NewCertPool()})
+	if _, err := untrusted.post([]byte("{}"), http.Header{}, &buf); err == nil {
+		t.Fatal("a server whose certificate the roots do not vouch for was taken")
 	}
 }
 

@@ -239,7 +239,7 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 		verdict = "ALLOW"
 	}
 	fmt.Fprintf(stdout, "%s %s %s\n", verdict, kind, name)
-	fmt.Fprintf(stdout, "  principal: %s\n", p)
+	fmt.Fprintf(stdout, "  principal: %s\n", p.Describe())
 	fmt.Fprintf(stdout, "  route:     %s\n", rt)
 	if d.Rule >= 0 {
 		fmt.Fprintf(stdout, "  rule:      policy.rules[%d], pattern %s\n", d.Rule, d.Pattern)

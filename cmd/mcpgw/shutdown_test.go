@@ -41,12 +41,18 @@ type proc struct {
 
 func startMCPGW(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startMCPGWEnv(t, nil, args...)
+}
+
+// startMCPGWEnv is startMCPGW with env added to the process environment.
+func startMCPGWEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: exec.Command(exe, args...), exit: make(chan error, 1)}
-	p.cmd.Env = append(os.Environ(), "MCPGW_TEST_AS_MCPGW=1")
+	p.cmd.Env = append(append(os.Environ(), "MCPGW_TEST_AS_MCPGW=1"), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

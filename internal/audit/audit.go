@@ -94,7 +94,11 @@ type Record struct {
 	// per_user), acting for Principal; never the credential itself. Empty
 	// when nothing reached an upstream.
 	Credential string
-	Method     string
+	// ForwardedHeaders names the caller headers the route forwards by
+	// opt-in (upstreams.NAME.forward_headers) that the request carried;
+	// never their values.
+	ForwardedHeaders []string
+	Method           string
 	// Kind is tool, prompt or resource; Name the tool or prompt name or the
 	// resource URI, as the client sent it.
 	Kind, Name string
@@ -251,9 +255,12 @@ func (l *Logger) Log(r *Record) {
 	add("route", r.Route)
 	add("upstream", r.Upstream)
 	add("credential", r.Credential)
+	if len(r.ForwardedHeaders) > 0 {
+		fields = append(fields, zap.Strings("forwarded_headers", r.ForwardedHeaders))
+	}
 	add("kind", r.Kind)
 	add("name", r.Name)
-	fields = append(fields, zap.Object("principal", principal(r.Principal)))
+	fields = append(fields, zap.Object("principal", principal{&r.Principal}))
 	add("decision", r.Decision)
 	add("rule", r.Rule)
 	add("pattern", r.Pattern)
@@ -284,7 +291,7 @@ func Hash(raw []byte) string {
 }
 
 // principal encodes a principal, leaving out what is empty.
-type principal policy.Principal
+type principal struct{ *policy.Principal }
 
 func (p principal) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	str := func(k, v string) {

@@ -14,113 +14,14 @@ package auth
 
 import (
 	"context"
-	"slices"
 	"strings"
-	"time"
 
-	"github.com/mcpgw/mcpgw/internal/policy/cond"
+	"github.com/mcpgw/mcpgw/internal/principal"
 )
 
-// Principal is the authenticated caller of one request.
-type Principal struct {
-	// Subject is the token's sub, or the API key's configured principal.
-	Subject string
-	// Issuer is the token's iss; empty for an API key.
-	Issuer string
-	// ClientID is the OAuth client the token was issued to (client_id, or
-	// azp); empty for an API key.
-	ClientID string
-	// Scopes granted by the token (scope string or scp array), or configured
-	// for the API key.
-	Scopes []string
-	// Groups from the issuer's groups claim, or configured for the API key.
-	Groups []string
-	// APIKey is the name of the API key used; empty for a token.
-	APIKey string
-	// Certificate is the client-certificate field the subject was read
-	// from (auth.client_certificates.principal, e.g. common_name); empty
-	// for a token or an API key.
-	Certificate string
-	// Expiry is when the token expires; zero for an API key.
-	Expiry time.Time
-	// Claims are all of a JWT's claims as encoding/json decodes them, for
-	// policy conditions; nil for API keys and introspected tokens. Shared
-	// between requests: read only.
-	Claims map[string]any
-	// PreparedClaims are Claims made ready for policy conditions
-	// (cond.NewClaims): converted on first use and kept, so a token's
-	// claims are converted once, not per decision. Set for every
-	// principal made here; nil elsewhere means "convert Claims".
-	PreparedClaims *cond.Claims
-	// bearer is the validated bearer token the principal was read from
-	// ("" for an API key). It travels with the principal so that every
-	// context a call is re-derived in keeps it; only an upstream token
-	// exchange reads it (BearerToken), as the subject token it presents to
-	// an authorization server. It is never logged nor sent upstream.
-	bearer string
-	// dpopJKT is the key thumbprint this request proved possession of
-	// (a DPoP-bound token with its proof, dpop.go); "" otherwise.
-	dpopJKT string
-}
-
-// BearerToken is the validated bearer token the principal authenticated
-// with, "" for an API key or nil. Only an RFC 8693 exchange may use it
-// (credentials.Subject.Token); it must never reach an upstream.
-func (p *Principal) BearerToken() string {
-	if p == nil {
-		return ""
-	}
-	return p.bearer
-}
-
-// Key identifies the principal for binding state (sessions, parked calls)
-// to it: issuer and subject for a token, the key name for an API key. Two
-// tokens of one user share a key; a user and an API key never do.
-func (p *Principal) Key() string {
-	if p == nil {
-		return ""
-	}
-	if p.APIKey != "" {
-		return "apikey\x00" + p.APIKey
-	}
-	if p.Certificate != "" {
-		return "cert\x00" + p.Subject
-	}
-	return "oidc\x00" + p.Issuer + "\x00" + p.Subject
-}
-
-// String names the principal for logs ("alice@https://idp.example.com",
-// "apikey:ci"). It holds no secret.
-func (p *Principal) String() string {
-	switch {
-	case p == nil:
-		return "anonymous"
-	case p.APIKey != "":
-		return "apikey:" + p.APIKey
-	case p.Certificate != "":
-		return "cert:" + p.Subject
-	default:
-		return p.Subject + "@" + p.Issuer
-	}
-}
-
-// HasScope reports whether the principal was granted scope s.
-func (p *Principal) HasScope(s string) bool { return p != nil && slices.Contains(p.Scopes, s) }
-
-// MissingScopes returns the scopes of required the principal lacks, in
-// order.
-func (p *Principal) MissingScopes(required []string) []string {
-	var out []string
-	for _, s := range required {
-		if !p.HasScope(s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// InGroup reports whether the principal belongs to group g.
-func (p *Principal) InGroup(g string) bool { return p != nil && slices.Contains(p.Groups, g) }
+// Principal is the authenticated caller of one request: the one
+// principal.Principal, named here for auth's callers.
+type Principal = principal.Principal
 
 type principalKey struct{}
 

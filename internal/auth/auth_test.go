@@ -105,7 +105,7 @@ func TestAuthenticateValidToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := c2.Eval(cond.Input{Principal: cond.Principal{Prepared: p.PreparedClaims}}); !ok || err != nil {
+	if ok, err := c2.Eval(cond.Input{Principal: auth.Principal{PreparedClaims: p.PreparedClaims}}); !ok || err != nil {
 		t.Errorf("condition on the prepared claims = %v, %v", ok, err)
 	}
 	if again, err := a.Authenticate(request(tok), resource); err != nil || again.PreparedClaims != p.PreparedClaims {

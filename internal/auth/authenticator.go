@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/policy/cond"
+	"github.com/mcpgw/mcpgw/internal/principal"
 )
 
 // Options configure an Authenticator.
@@ -144,7 +144,7 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 				Groups:  slices.Clone(k.Groups),
 				Scopes:  slices.Clone(k.Scopes),
 				// No claims; prepared once for every request of the key.
-				PreparedClaims: cond.NewClaims(nil),
+				PreparedClaims: principal.NewClaims(nil),
 			},
 		})
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/policy/cond"
+	"github.com/mcpgw/mcpgw/internal/principal"
 )
 
 // hasCredentialHeader reports whether r carries a bearer token or API
@@ -35,7 +35,7 @@ func (a *Authenticator) certificate(r *http.Request) (*Principal, *Error) {
 		Certificate:    field,
 		Groups:         slices.Clone(a.certs.Groups),
 		Scopes:         slices.Clone(a.certs.Scopes),
-		PreparedClaims: cond.NewClaims(nil),
+		PreparedClaims: principal.NewClaims(nil),
 	}, nil
 }
 

@@ -95,10 +95,6 @@ func boundKey(p *Principal) (string, bool) {
 	return jkt, jkt != ""
 }
 
-// DPoPBound reports whether p proved possession of its token's key on
-// this request (a DPoP-bound token with a valid proof).
-func (p *Principal) DPoPBound() bool { return p != nil && p.dpopJKT != "" }
-
 // checkDPoP applies the DPoP rules to a principal Authenticate found for
 // r (see the file comment) and returns the principal to use.
 func (a *Authenticator) checkDPoP(r *http.Request, p *Principal) (*Principal, error) {
@@ -133,12 +129,10 @@ func (a *Authenticator) checkDPoP(r *http.Request, p *Principal) (*Principal, er
 	// in the fleet's store: it is checked against this replica's own
 	// cache only (see docs/security.md for what that allows).
 	local := r.Header.Get(forwardedHeader) != ""
-	if err := a.dpop.check(r.Context(), proofs[0], r.Method, a.htu(r), p.bearer, jkt, a.now(), local); err != nil {
+	if err := a.dpop.check(r.Context(), proofs[0], r.Method, a.htu(r), p.BearerToken(), jkt, a.now(), local); err != nil {
 		return nil, err
 	}
-	bound := *p // shared principals are never modified
-	bound.dpopJKT = jkt
-	return &bound, nil
+	return p.WithDPoPKey(jkt), nil // p is shared: a copy
 }
 
 // htu is the URL a proof for r must name: the request's path under

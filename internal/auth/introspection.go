@@ -24,7 +24,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/outbound"
-	"github.com/mcpgw/mcpgw/internal/policy/cond"
+	"github.com/mcpgw/mcpgw/internal/principal"
 )
 
 const (
@@ -207,8 +207,9 @@ func (in *introspector) introspect(ctx context.Context, token string, now time.T
 		return refuse(introspectionInactiveTTL, Malformed, "the introspection answer's aud is not a string or a list of strings")
 	}
 	e.aud = aud
-	p := &Principal{Subject: a.Subject, Issuer: a.Issuer, ClientID: a.ClientID, Expiry: exp, Scopes: strings.Fields(a.Scope), bearer: token,
-		PreparedClaims: cond.NewClaims(nil)}
+	p := &Principal{Subject: a.Subject, Issuer: a.Issuer, ClientID: a.ClientID, Expiry: exp, Scopes: strings.Fields(a.Scope),
+		PreparedClaims: principal.NewClaims(nil)}
+	p.SetBearerToken(token)
 	if p.Subject == "" {
 		p.Subject = a.ClientID // a client-credentials token: the client is the caller
 	}

@@ -17,7 +17,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/policy/cond"
+	"github.com/mcpgw/mcpgw/internal/principal"
 )
 
 const (
@@ -213,8 +213,8 @@ func (is *issuer) verify(ctx context.Context, token, alg string, audiences []str
 		Issuer:   c.Issuer,
 		ClientID: c.ClientID,
 		Expiry:   exp,
-		bearer:   token, // a cached principal is found by this token's hash only
 	}
+	p.SetBearerToken(token) // a cached principal is found by this token's hash only
 	if p.ClientID == "" {
 		p.ClientID = c.AZP
 	}
@@ -232,7 +232,7 @@ func (is *issuer) verify(ctx context.Context, token, alg string, audiences []str
 	if tok.Claims(&all) == nil {
 		p.Claims = all // for policy conditions (principal.claims in CEL)
 	}
-	p.PreparedClaims = cond.NewClaims(p.Claims) // the cache shares p: converted once per token
+	p.PreparedClaims = principal.NewClaims(p.Claims) // the cache shares p: converted once per token
 	entry := &cachedToken{principal: p, issuer: is, aud: aud, notBefore: nbf, until: now.Add(tokenCacheTTL), keyGen: is.keyGen()}
 	return p, entry, nil
 }

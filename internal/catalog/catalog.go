@@ -49,17 +49,35 @@ type ListKind struct {
 	Capability string // the upstream capability that offers the list
 }
 
-// The merged lists.
+// The merged lists, as the method table (mcp.Method) describes them.
 var (
-	Tools             = ListKind{mcp.MethodToolsList, "tools", "name", false, "tools"}
-	Prompts           = ListKind{mcp.MethodPromptsList, "prompts", "name", false, "prompts"}
-	Resources         = ListKind{mcp.MethodResourcesList, "resources", "uri", true, "resources"}
-	ResourceTemplates = ListKind{mcp.MethodResourcesTemplatesList, "resourceTemplates", "uriTemplate", true, "resources"}
+	Tools             = mustListKind(mcp.MethodToolsList)
+	Prompts           = mustListKind(mcp.MethodPromptsList)
+	Resources         = mustListKind(mcp.MethodResourcesList)
+	ResourceTemplates = mustListKind(mcp.MethodResourcesTemplatesList)
 	// Skills (the skills extension, SEP-2640) is offered under
 	// capabilities.extensions; each item is named by its SKILL.md URI and
 	// carries the URIs of its files (skills.go).
-	Skills = ListKind{mcp.MethodSkillsList, "skills", "uri", true, mcp.ExtensionSkills}
+	Skills = mustListKind(mcp.MethodSkillsList)
 )
+
+// ListKindOf returns the merged list method is, if it is one.
+func ListKindOf(method string) (ListKind, bool) {
+	l := mcp.Method(method).List
+	if l == nil {
+		return ListKind{}, false
+	}
+	return ListKind{Method: method, Key: l.Key, Field: l.Field, URI: l.URI, Capability: l.Capability}, true
+}
+
+// mustListKind is ListKindOf for a method the table lists as a merged list.
+func mustListKind(method string) ListKind {
+	k, ok := ListKindOf(method)
+	if !ok {
+		panic("catalog: " + method + " is not a merged list in the method table")
+	}
+	return k
+}
 
 // offeredBy reports whether connection c offers the list.
 func (k ListKind) offeredBy(c *client.Client) bool {

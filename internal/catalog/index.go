@@ -269,17 +269,16 @@ func Changed(h *host.Host, upstream, method string) {
 		return
 	}
 	u := stateOf(hu)
-	switch method {
-	case mcp.NotificationToolsListChanged:
-		u.schemas.invalidate()
-	case mcp.NotificationPromptsChanged:
-		u.lists.invalidate(Prompts.Method)
-	case mcp.NotificationResourcesChanged:
-		u.lists.invalidate(Resources.Method)
-		u.lists.invalidate(ResourceTemplates.Method)
-		u.lists.invalidate(Skills.Method) // skill files are resources
-	default:
+	changed := mcp.ListsChangedBy(method) // resources/list_changed: skills too, skill files are resources
+	if len(changed) == 0 {
 		return
+	}
+	for _, list := range changed {
+		if list == Tools.Method {
+			u.schemas.invalidate() // the tools are indexed with their schemas
+			continue
+		}
+		u.lists.invalidate(list)
 	}
 	u.bump() // listcache.go: any list's change may rename what the others show
 }

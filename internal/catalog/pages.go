@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
@@ -74,8 +75,8 @@ func decodeCursor(kind ListKind, s string) (cursor, error) {
 		return cursor{}, errBadCursor
 	}
 	if c.Kind != kind.Key {
-		for _, k := range []ListKind{Tools, Prompts, Resources, ResourceTemplates, Skills} {
-			if k.Key == c.Kind {
+		for _, m := range mcp.ListMethods() {
+			if k, _ := ListKindOf(m); k.Key == c.Kind {
 				return cursor{}, fmt.Errorf("invalid cursor: it continues %s, not %s; pass each list its own nextCursor", k.Method, kind.Method)
 			}
 		}

@@ -71,7 +71,7 @@ func TestStdioChildEnvironment(t *testing.T) {
 	var out string
 	select {
 	case out = <-printed:
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // the failure's deadline, not a wait
 		t.Fatal("the child did not exit")
 	}
 	for _, want := range []string{"OWN=mine", "EXTRA_ONE=1", "HOME=/home/gw", "PATH="} {

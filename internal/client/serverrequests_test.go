@@ -69,7 +69,7 @@ func floodClient(t *testing.T, mode string, opts client.Options) *client.Client 
 // waitFor polls cond until it holds or a generous deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) { // a poll, bounded by deadline
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}

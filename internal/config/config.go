@@ -138,6 +138,9 @@ type Upstream struct {
 	// Proxy is an http:// proxy for this upstream's requests (CONNECT for
 	// https), instead of HTTPS_PROXY/HTTP_PROXY/NO_PROXY (tls.go).
 	Proxy string `yaml:"proxy"`
+	// ForwardHeaders are caller request headers this upstream gets, by
+	// explicit opt-in; it is then per caller (forward_headers.go).
+	ForwardHeaders []ForwardHeader `yaml:"forward_headers"`
 }
 
 // Root is one filesystem root offered to an upstream.

@@ -218,6 +218,7 @@ func (v *validator) upstream(name string, u *Upstream) {
 	v.statefulLimits(p, u)                        // limits.go
 	v.serverRequestLimits(p, u)                   // limits.go
 	v.upstreamTLS(p, u, hasCmd && !hasURL)        // tls.go
+	v.forwardHeaders(p, u, hasCmd && !hasURL)     // forward_headers.go
 	for i, r := range u.Roots {
 		rp := fmt.Sprintf("%s.roots[%d]", p, i)
 		if !strings.HasPrefix(r.URI, "file://") {

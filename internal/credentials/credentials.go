@@ -28,6 +28,7 @@ const (
 	KindClientCredentials Kind = "client_credentials" // the gateway's own token (upstreams.NAME.oauth)
 	KindExchanged         Kind = "exchanged"          // RFC 8693, for the caller
 	KindPerUser           Kind = "per_user"           // the caller's own upstream authorization
+	KindForwarded         Kind = "forwarded"          // the caller's own headers (forward_headers), nothing else
 )
 
 // Subject is whom an upstream request acts for.

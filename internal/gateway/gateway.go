@@ -455,7 +455,7 @@ func (w *wiring) hostOptions(opts host.Options) host.Options {
 		// An upstream coming or going changes the lists it offers (one
 		// that arrives late, after lists were answered without it, too).
 		if s == host.StateReady || s == host.StateDown {
-			changes := []string{mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged}
+			changes := mcp.ListChangedNotifications()
 			if u := w.h.Upstream(upstream); u != nil {
 				changes = u.ListChanges()
 			}

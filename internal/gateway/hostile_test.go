@@ -171,7 +171,7 @@ policy:
 		if time.Now().After(deadline) {
 			t.Fatalf("the failures were not logged with their request ids:\n%s", out)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 	}
 	out := logs.String()
 	logged := func(reqID string, want ...string) {

@@ -59,7 +59,7 @@ sessions:
 	var h http.Header
 	var b []byte
 	id := 1000
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) { // a poll, bounded by deadline
 		id++
 		if st, h, b = send(call(id)); st == http.StatusTooManyRequests && strings.Contains(string(b), "sessions.queue_bytes") {
 			break

@@ -161,7 +161,7 @@ policy:
 		if time.Now().After(deadline) {
 			t.Fatal("tasks/result never reached the upstream")
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 	for _, method := range []string{"tasks/result", "tasks/get"} {
 		// Bounded: a second tasks/result let through would wait for ever.
@@ -188,7 +188,7 @@ policy:
 		if time.Now().After(deadline) {
 			t.Fatalf("the slot never came back: %+v", m.Error)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 	// Ends the task, and with it the upstream's tasks/result handler.
 	resultOf(t, alice.call("tasks/cancel", map[string]any{"taskId": id}))

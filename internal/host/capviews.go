@@ -36,13 +36,11 @@ const gatewayCapabilities = `{"elicitation":{"form":{},"url":{}},"roots":{"listC
 const maxViews = 8
 
 // CallOnly keeps the caller's capabilities only for the methods a view
-// serves: calls, and the tasks methods, which must reach the connection
-// that created their task. Subscriptions and settings stay on the shared
-// connection, where their undoing goes too.
+// serves (the method table's CallerView): calls, and the tasks methods,
+// which must reach the connection that created their task. Subscriptions
+// and settings stay on the shared connection, where their undoing goes too.
 func CallOnly(ctx context.Context, method string) context.Context {
-	switch method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead, mcp.MethodCompletionComplete,
-		mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksCancel, mcp.MethodTasksList:
+	if mcp.Method(method).CallerView {
 		return ctx
 	}
 	if _, ok := CallerCapabilities(ctx); !ok {

@@ -61,6 +61,7 @@ func (h *Host) credentialSource(ctx context.Context, name string, cfg *config.Up
 		}
 	}
 	if cfg.Auth != nil && cfg.Auth.TokenExchange != nil && cfg.URL != "" {
+		// (forward_headers ride along with an exchange's token: forward.go)
 		rt := h.opts.HTTPClient.Transport
 		if rt == nil {
 			rt = http.DefaultTransport
@@ -71,6 +72,9 @@ func (h *Host) credentialSource(ctx context.Context, name string, cfg *config.Up
 			src.now = h.opts.Now // exchanged tokens expire by the host's clock too
 		}
 		return src
+	}
+	if len(cfg.ForwardHeaders) > 0 && cfg.URL != "" {
+		return forwardedSource{} // forward.go
 	}
 	return nil
 }
@@ -116,7 +120,7 @@ func (u *Upstream) ActsForCaller() bool {
 		return false
 	}
 	k := u.source.Kind()
-	return k == credentials.KindExchanged || k == credentials.KindPerUser
+	return k == credentials.KindExchanged || k == credentials.KindPerUser || k == credentials.KindForwarded
 }
 
 // ListsActForCaller reports whether the upstream's lists go through the
@@ -167,14 +171,18 @@ func (c *subjectCell) get() credentials.Subject {
 	return c.sub
 }
 
-// update takes s's token if s is the same principal (never another's).
+// update takes s if s is the same principal (never another's): its
+// token, when it has one, and the headers it forwards.
 func (c *subjectCell) update(s credentials.Subject) {
-	if s.Principal == nil || s.Token == "" {
+	if s.Principal == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sub.Key() == s.Key() {
+		if s.Token == "" {
+			s.Token = c.sub.Token
+		}
 		c.sub = s
 	}
 }
@@ -187,7 +195,7 @@ func (u *Upstream) actingClient(cell *subjectCell) *http.Client {
 		rt = http.DefaultTransport
 	}
 	return &http.Client{
-		Transport:     &sourceTransport{upstream: u.name, origin: originOf(u.cfg.URL), src: u.source, cell: cell, base: rt},
+		Transport:     &sourceTransport{upstream: u.name, origin: originOf(u.cfg.URL), src: u.source, cell: cell, base: rt, forward: u.cfg.ForwardHeaders},
 		CheckRedirect: base.CheckRedirect,
 		Timeout:       base.Timeout,
 	}
@@ -202,6 +210,7 @@ type sourceTransport struct {
 	src      credentials.Source
 	cell     *subjectCell
 	base     http.RoundTripper
+	forward  []config.ForwardHeader // the caller's headers it sends (forward.go)
 }
 
 func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -217,13 +226,13 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req.Body)
 		return nil, t.failure(err)
 	}
-	resp, err := t.send(req, req.Body, tok)
+	resp, err := t.send(req, req.Body, tok, sub)
 	if err == nil && nonceChallenge(resp, t.dpop(), req.URL.String()) {
 		// The upstream wants its DPoP nonce in the proof: once more with
 		// it, same token (RFC 9449 section 9), if the body can be re-made.
 		if body, ok := remake(req); ok {
 			drain(resp)
-			resp, err = t.send(req, body, tok)
+			resp, err = t.send(req, body, tok, sub)
 		}
 	}
 	if err == nil && resp.StatusCode == http.StatusForbidden {
@@ -255,7 +264,7 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, nil
 	}
 	drain(resp)
-	return t.send(req, body, again)
+	return t.send(req, body, again, sub)
 }
 
 // forbidden handles the upstream's 403 to tok: with a Bearer challenge
@@ -306,13 +315,16 @@ func (e *CredentialError) Error() string {
 
 func (e *CredentialError) Unwrap() error { return e.Err }
 
-func (t *sourceTransport) send(req *http.Request, body io.ReadCloser, tok string) (*http.Response, error) {
+func (t *sourceTransport) send(req *http.Request, body io.ReadCloser, tok string, sub credentials.Subject) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.Body = body
-	if err := presentToken(r, tok, t.dpop()); err != nil {
-		closeBody(body)
-		return nil, t.failure(err)
+	if tok != "" { // a forwarded-only source has none
+		if err := presentToken(r, tok, t.dpop()); err != nil {
+			closeBody(body)
+			return nil, t.failure(err)
+		}
 	}
+	t.forwardHeaders(r, sub) // forward.go
 	return t.base.RoundTrip(r)
 }
 

@@ -337,8 +337,12 @@ func (h *Host) WaitReady(ctx context.Context) error {
 type Upstream struct {
 	roots func() json.RawMessage // rootsResult, made once (CallOptions)
 
-	sandboxDesc  atomic.Pointer[string] // sandbox.go
-	sandboxKills atomic.Int64
+	sandboxDesc    atomic.Pointer[string] // sandbox.go
+	sandboxKills   atomic.Int64
+	egressDenied   atomic.Int64           // sandbox.go: requests the egress proxy refused
+	sandboxDenials atomic.Int64           // stderr lines reporting a permission error
+	egressLast     atomic.Pointer[string] // the last host:port refused
+	egressLog      logGate                // denials' log lines
 
 	name string
 	cfg  *config.Upstream

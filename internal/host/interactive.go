@@ -122,9 +122,7 @@ func (u *Upstream) Interactive(ctx context.Context, c *client.Client, method str
 	if !u.interactive.learned.Load() || !canAsk || u.cfg.InteractivePool <= 0 {
 		return c, noRelease, nil
 	}
-	switch method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
-	default:
+	if !mcp.Method(method).Interactive {
 		return c, noRelease, nil
 	}
 	if c.Attributes() || c.Modern() {

@@ -79,13 +79,9 @@ func (u *Upstream) ListChanges() []string {
 	caps := u.caps
 	u.mu.Unlock()
 	var out []string
-	for _, k := range []struct{ capability, method string }{
-		{"tools", mcp.NotificationToolsListChanged},
-		{"prompts", mcp.NotificationPromptsChanged},
-		{"resources", mcp.NotificationResourcesChanged},
-	} {
-		if _, ok := rawjson.Get(caps, k.capability); ok {
-			out = append(out, k.method)
+	for _, method := range mcp.ListChangedNotifications() {
+		if _, ok := rawjson.Get(caps, mcp.Method(method).ListChanged); ok {
+			out = append(out, method)
 		}
 	}
 	return out

@@ -38,17 +38,8 @@ func (c ServerCapability) In(caps []byte) bool {
 // still not be subscribable, a listed prompt not completable. ok is false
 // for every other method.
 func RequiredServerCapability(method string) (c ServerCapability, ok bool) {
-	switch method {
-	case MethodResourcesSubscribe, MethodResourcesUnsubscribe:
-		return ServerCapability{Path: []string{"resources", "subscribe"}, What: "resource subscriptions"}, true
-	case MethodCompletionComplete:
-		return ServerCapability{Path: []string{"completions"}, What: "completions"}, true
-	case MethodSkillsGet:
-		// A listed skill file may come from an upstream's resources/list
-		// while the upstream does not serve skills.
-		return ServerCapability{Path: []string{"extensions", ExtensionSkills}, What: "skills"}, true
-	case MethodResourcesDirectoryRead:
-		return ServerCapability{Path: []string{"extensions", ExtensionSkills, SkillsDirectoryRead}, What: "skill directory reads"}, true
+	if c := Method(method).Capability; c != nil {
+		return *c, true
 	}
 	return ServerCapability{}, false
 }

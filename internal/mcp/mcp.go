@@ -1,7 +1,8 @@
 // Package mcp holds the Model Context Protocol facts both sides of the
-// gateway share: protocol revisions, method names, error codes and the small
-// typed views of handshake messages the gateway must read. Payloads the
-// gateway forwards are never decoded into these types.
+// gateway share: protocol revisions, method names and the one table of
+// what the gateway knows about each method (methods.go), error codes and
+// the small typed views of handshake messages the gateway must read.
+// Payloads the gateway forwards are never decoded into these types.
 package mcp
 
 import "encoding/json"
@@ -84,9 +85,7 @@ const (
 // NotFoundIsInvalidParams reports whether method answers a URI it does
 // not serve with -32602 on every revision, not the pre-2026 -32002: the
 // skills extension's methods say so.
-func NotFoundIsInvalidParams(method string) bool {
-	return method == MethodSkillsGet || method == MethodResourcesDirectoryRead
-}
+func NotFoundIsInvalidParams(method string) bool { return Method(method).NotFoundInvalidParams }
 
 // The tasks utility: 2025-11-25 has it in core (the tasks capability,
 // params.task on tools/call, tasks/get, tasks/result, tasks/list,

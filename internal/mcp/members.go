@@ -83,9 +83,7 @@ var InterpretedParams = rawjson.NewMembers(map[string]*rawjson.Members{
 
 // parser reads messages for the gateway: the JSON-RPC envelope and the
 // members of params above.
-var parser = jsonrpc.NewParser(InterpretedParams,
-	MethodToolsCall, MethodToolsList, MethodResourcesRead, MethodResourcesList, MethodPromptsGet, MethodPromptsList,
-	MethodPing, MethodInitialize, NotificationInitialized, NotificationCancelled, NotificationProgress)
+var parser = jsonrpc.NewParser(InterpretedParams, methodsWhere(func(m MethodInfo) bool { return m.Intern })...)
 
 // Parse reads one JSON-RPC message from a client, as jsonrpc.Parse does,
 // and also refuses (-32600, naming the member and the fix) a case variant

@@ -50,72 +50,35 @@ var (
 	targetTaskID     = Target{KindTask, []string{"taskId"}}
 )
 
-// TargetOf returns where method's params name what it is routed by.
-// completion/complete is routed by its ref: a prompt name or a resource
-// template URI, so its target depends on params.ref.type.
+// TargetOf returns where method's params name what it is routed by (the
+// method table's target). completion/complete is routed by its ref: a
+// prompt name or a resource template URI, so its target depends on
+// params.ref.type.
 func TargetOf(method string, params []byte) (Target, bool) {
-	switch method {
-	case MethodToolsCall:
-		return targetToolName, true
-	case MethodPromptsGet:
-		return targetPromptName, true
-	case MethodResourcesRead, MethodResourcesSubscribe, MethodResourcesUnsubscribe,
-		MethodSkillsGet, MethodResourcesDirectoryRead:
-		// A skill is named by its SKILL.md URI and a skill directory by
-		// its URI: both are resources to routing and policy.
-		return targetURI, true
-	case MethodTasksGet, MethodTasksResult, MethodTasksCancel, MethodTasksUpdate:
-		return targetTaskID, true
-	case MethodCompletionComplete:
-		ref, ok := rawjson.Get(params, "ref")
-		if !ok {
-			return Target{}, false
-		}
-		switch typ, _ := rawjson.GetString(ref, "type"); typ {
-		case "ref/prompt":
-			return targetRefName, true
-		case "ref/resource":
-			return targetRefURI, true
-		}
+	m := Method(method)
+	if !m.refTarget {
+		return m.target, m.target.Kind != ""
+	}
+	ref, ok := rawjson.Get(params, "ref")
+	if !ok {
+		return Target{}, false
+	}
+	switch typ, _ := rawjson.GetString(ref, "type"); typ {
+	case "ref/prompt":
+		return targetRefName, true
+	case "ref/resource":
+		return targetRefURI, true
 	}
 	return Target{}, false
 }
 
-// routedMethods are the methods forwarded to the one upstream that owns
-// their target; TargetOf knows each one's target member.
-var routedMethods = [...]string{
-	MethodToolsCall, MethodPromptsGet, MethodResourcesRead, MethodResourcesSubscribe,
-	MethodResourcesUnsubscribe, MethodCompletionComplete,
-	MethodSkillsGet, MethodResourcesDirectoryRead,
-	MethodTasksGet, MethodTasksResult, MethodTasksCancel, MethodTasksUpdate,
-}
-
-// RoutedMethods returns the methods Routed reports (a copy).
-func RoutedMethods() []string { return append([]string(nil), routedMethods[:]...) }
+// RoutedMethods returns the methods Routed reports, in table order.
+func RoutedMethods() []string { return methodsWhere(MethodInfo.Routed) }
 
 // Routed reports whether method is forwarded to the one upstream that owns
 // its target.
-func Routed(method string) bool {
-	for _, m := range routedMethods {
-		if m == method {
-			return true
-		}
-	}
-	return false
-}
+func Routed(method string) bool { return Method(method).Routed() }
 
 // NameHeaderField is the params member that the 2026-07-28 Mcp-Name header
 // mirrors for method, or "" when the method has none.
-func NameHeaderField(method string) string {
-	switch method {
-	case MethodToolsCall, MethodPromptsGet:
-		return "name"
-	case MethodResourcesRead:
-		return "uri"
-	case MethodTasksGet, MethodTasksUpdate, MethodTasksCancel:
-		// The tasks extension's routing header (tasks/result, a
-		// 2025-11-25 method, has none).
-		return "taskId"
-	}
-	return ""
-}
+func NameHeaderField(method string) string { return Method(method).NameHeader }

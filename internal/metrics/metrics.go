@@ -30,20 +30,10 @@ import (
 // Namespace prefixes every mcpgw metric.
 const Namespace = "mcpgw"
 
-// Methods are the values of the method label; anything else is "other", so
-// a client sending made-up methods cannot grow the series count.
-var Methods = []string{
-	mcp.MethodInitialize, mcp.MethodPing,
-	mcp.MethodToolsList, mcp.MethodToolsCall,
-	mcp.MethodPromptsList, mcp.MethodPromptsGet,
-	mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodResourcesRead,
-	mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe,
-	mcp.MethodCompletionComplete, mcp.MethodLoggingSetLevel,
-	mcp.MethodServerDiscover, mcp.MethodSubscriptionsListen,
-	mcp.MethodTasksGet, mcp.MethodTasksResult, mcp.MethodTasksList, mcp.MethodTasksCancel, mcp.MethodTasksUpdate,
-	mcp.MethodSkillsList, mcp.MethodSkillsGet, mcp.MethodResourcesDirectoryRead,
-	"other",
-}
+// Methods are the values of the method label: the method table's
+// labelled methods (mcp.LabelMethods); anything else is "other", so a
+// client sending made-up methods cannot grow the series count.
+var Methods = append(mcp.LabelMethods(), "other")
 
 var methodIndex = func() map[string]int {
 	m := make(map[string]int, len(Methods))
@@ -147,6 +137,9 @@ type Metrics struct {
 	stderrLines    *prometheus.CounterVec
 	stderrProbe    *prometheus.CounterVec
 	sandbox        *prometheus.CounterVec // sandbox.go
+	egressConns    *prometheus.CounterVec // sandbox.go
+	egressBytes    *prometheus.CounterVec
+	egressTunnels  *prometheus.GaugeVec
 	listCache      *prometheus.GaugeVec
 	listUncached   *prometheus.CounterVec
 	upMu           sync.Mutex
@@ -233,8 +226,17 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		"upstream")
 
 	m.sandbox = f.counterVec("upstream_sandbox_events_total",
-		"Sandboxed stdio children by event: started, refused (the kernel could not apply the sandbox; the child was not started), killed_memory and killed_max_processes (stopped by that sandbox limit).",
+		"Sandboxed stdio children by event: started, refused (the kernel could not apply the sandbox; the child was not started), killed_memory and killed_max_processes (stopped by that sandbox limit), denied_reported (a stderr line of the child reporting a permission error: EACCES, EPERM).",
 		"upstream", "event")
+	m.egressConns = f.counterVec("sandbox_egress_connections_total",
+		"Connections sandboxed children (network: egress) made to the gateway's egress proxy, by result: allowed (relayed to a listed host), denied (a host:port not in sandbox.egress), over_limit (past sandbox.egress_max_tunnels), bad_request (not a proxy request), dial_failed (listed, but unreachable from the gateway).",
+		"upstream", "result")
+	m.egressBytes = f.counterVec("sandbox_egress_bytes_total",
+		"Bytes the egress proxy relayed for sandboxed children, by direction: sent (child to host), received (host to child).",
+		"upstream", "direction")
+	m.egressTunnels = f.gaugeVec("sandbox_egress_tunnels",
+		"Open egress proxy tunnels of the upstream's sandboxed children (bounded per child by sandbox.egress_max_tunnels).",
+		"upstream")
 
 	m.listCache = f.gaugeVec("upstream_list_cache_bytes",
 		"Bytes of the upstream's complete lists (tools, prompts, resources, templates) the catalog keeps to answer list requests without asking it (at most 32 MiB per upstream; dropped on list_changed and reconnects).",
@@ -369,7 +371,7 @@ func (l *lazy[T]) get(resolve func() T) T {
 
 // routeSeries are one route's pre-resolved series.
 type routeSeries struct {
-	requests    [len(outcomeNames) * maxMethods]lazy[prometheus.Counter] // [method*numOutcomes+outcome]
+	requests    []lazy[prometheus.Counter] // [method*numOutcomes+outcome], len(Methods)*numOutcomes
 	callStreams atomic.Int64
 }
 
@@ -377,17 +379,8 @@ func (m *Metrics) route(path string) *routeSeries {
 	if rs, ok := m.routes.Load(path); ok {
 		return rs.(*routeSeries)
 	}
-	rs, _ := m.routes.LoadOrStore(path, &routeSeries{})
+	rs, _ := m.routes.LoadOrStore(path, &routeSeries{requests: make([]lazy[prometheus.Counter], len(Methods)*int(numOutcomes))})
 	return rs.(*routeSeries)
-}
-
-// maxMethods sizes the per-method series tables (Methods must fit).
-const maxMethods = 24
-
-func init() {
-	if len(Methods) > maxMethods {
-		panic("metrics: routeSeries.requests is too small for Methods; raise maxMethods")
-	}
 }
 
 // Request counts one answered downstream request: e is the response's
@@ -617,7 +610,7 @@ func (m *Metrics) Upstream(name string) *Upstream {
 	if u := m.upstreams[name]; u != nil {
 		return u
 	}
-	u := &Upstream{m: m, name: name,
+	u := &Upstream{m: m, name: name, durations: make([]lazy[prometheus.Observer], len(Methods)),
 		restarts:          m.restarts.WithLabelValues(name),
 		handshakeFailures: m.handshakeFails.WithLabelValues(name),
 		breakerOpens:      m.breakerOpens.WithLabelValues(name),
@@ -654,7 +647,7 @@ type Upstream struct {
 	breakerOpens      prometheus.Counter
 	breakerOpen       prometheus.Gauge
 	inflight          prometheus.Gauge
-	durations         [maxMethods]lazy[prometheus.Observer]
+	durations         []lazy[prometheus.Observer] // by method index, len(Methods)
 	errors            [numReasons]lazy[prometheus.Counter]
 	stderr            [numStderrOutcomes]prometheus.Counter
 	stderrProbe       prometheus.Counter

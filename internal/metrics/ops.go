@@ -67,7 +67,7 @@ type opsMetrics struct {
 }
 
 type opsRoute struct {
-	durations [maxMethods]lazy[prometheus.Observer] // by method index (sized as routeSeries)
+	durations []lazy[prometheus.Observer] // by method index, len(Methods)
 }
 
 type targetKey struct {
@@ -114,13 +114,7 @@ func newOpsMetrics(f factory, maxNames int) *opsMetrics {
 }
 
 // PerName reports whether requests of method are counted by name (Target).
-func PerName(method string) bool {
-	switch method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet, mcp.MethodResourcesRead:
-		return true
-	}
-	return false
-}
+func PerName(method string) bool { return mcp.Method(method).PerName }
 
 // RequestDone counts one answered downstream request: its outcome in
 // mcpgw_requests_total and its latency in mcpgw_request_duration_seconds.
@@ -132,7 +126,7 @@ func (m *Metrics) RequestDone(route, method string, o Outcome, d time.Duration) 
 	mi := methodIdx(method)
 	r, ok := m.ops.routes.Load(route)
 	if !ok {
-		r, _ = m.ops.routes.LoadOrStore(route, &opsRoute{})
+		r, _ = m.ops.routes.LoadOrStore(route, &opsRoute{durations: make([]lazy[prometheus.Observer], len(Methods))})
 	}
 	r.(*opsRoute).durations[mi].get(func() prometheus.Observer {
 		return m.ops.duration.WithLabelValues(route, Methods[mi])

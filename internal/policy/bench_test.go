@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/policy/cond"
 	"github.com/mcpgw/mcpgw/internal/policy/policytest"
+	"github.com/mcpgw/mcpgw/internal/principal"
 )
 
 // largePolicy is a policy of n rules the way a large deployment writes
@@ -38,7 +38,7 @@ func compileLarge(tb testing.TB, n int, when, distinct bool) *Policy {
 // the auth layer does per token.
 func BenchmarkDecide1000(b *testing.B) {
 	claims := map[string]any{"tenant": "acme"}
-	p := Principal{Subject: "alice", Groups: []string{"team500", "team7"}, Scopes: []string{"read"}, Claims: claims, PreparedClaims: cond.NewClaims(claims)}
+	p := Principal{Subject: "alice", Groups: []string{"team500", "team7"}, Scopes: []string{"read"}, Claims: claims, PreparedClaims: principal.NewClaims(claims)}
 	args := []byte(`{"limit":10,"q":"x"}`)
 	for _, tc := range []struct {
 		name string
@@ -85,7 +85,7 @@ func BenchmarkCompile1000(b *testing.B) {
 // FilterList does.
 func BenchmarkListPage1000(b *testing.B) {
 	claims := map[string]any{"tenant": "acme"}
-	p := Principal{Subject: "alice", Groups: []string{"team500", "team7"}, Claims: claims, PreparedClaims: cond.NewClaims(claims)}
+	p := Principal{Subject: "alice", Groups: []string{"team500", "team7"}, Claims: claims, PreparedClaims: principal.NewClaims(claims)}
 	names := make([]string, 100)
 	for i := range names {
 		names[i] = fmt.Sprintf("up%d__tool%d", 500+i%3, i)

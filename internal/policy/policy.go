@@ -69,6 +69,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/policy/cond"
 	"github.com/mcpgw/mcpgw/internal/policy/pattern"
+	"github.com/mcpgw/mcpgw/internal/principal"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
@@ -79,58 +80,18 @@ const (
 	KindResource = pattern.KindResource // resource URIs and URI templates
 )
 
-// Principal is who is asking, as authentication established it. The
-// router fills it from its auth result; the zero value is anonymous.
-type Principal struct {
-	// Subject is the token's sub, or an API key's principal.
-	Subject string
-	// Issuer is the token's iss; empty for API keys.
-	Issuer string
-	// ClientID is the OAuth client (azp or client_id claim).
-	ClientID string
-	Scopes   []string
-	Groups   []string
-	// APIKey is the name of the auth.api_keys entry used, if any.
-	APIKey string
-	// Claims are the token's claims, as encoding/json decodes them, for
-	// conditions (principal.claims).
-	Claims map[string]any
-	// PreparedClaims, when set, is cond.NewClaims(Claims), made once per
-	// token (auth keeps it with the verified token), so that decisions do
-	// not convert the claims again; nil: each decision converts Claims.
-	PreparedClaims *cond.Claims
-}
+// Principal is who is asking, as authentication established it: the one
+// principal.Principal, named here for the policy's callers. The zero value
+// is anonymous; Key is what rate limits count by.
+type Principal = principal.Principal
 
-// Key identifies the principal for rate limiting: the API key name, or
-// issuer and subject; every anonymous caller shares one key.
-func (p Principal) Key() string {
-	switch {
-	case p.APIKey != "":
-		return "key:" + p.APIKey
-	case p.Subject != "":
-		return "sub:" + p.Issuer + "|" + p.Subject
+// prepared is p with its claims made ready for conditions: converted
+// once for every input of a decision when authentication did not.
+func prepared(p Principal) Principal {
+	if p.PreparedClaims == nil {
+		p.PreparedClaims = principal.NewClaims(p.Claims)
 	}
-	return "anonymous"
-}
-
-// String describes the principal for logs and explanations.
-func (p Principal) String() string {
-	var parts []string
-	add := func(k string, v []string) {
-		if len(v) > 0 && (len(v) > 1 || v[0] != "") {
-			parts = append(parts, fmt.Sprintf("%s %s", k, strings.Join(v, ",")))
-		}
-	}
-	add("subject", []string{p.Subject})
-	add("issuer", []string{p.Issuer})
-	add("client", []string{p.ClientID})
-	add("api key", []string{p.APIKey})
-	add("groups", p.Groups)
-	add("scopes", p.Scopes)
-	if len(parts) == 0 {
-		return "anonymous"
-	}
-	return strings.Join(parts, " ")
+	return p
 }
 
 // Decision is the answer for one name.
@@ -515,13 +476,7 @@ func (pol *Policy) decide(p Principal, route, kind, name string, rawArgs json.Ra
 		}
 
 		if base == nil {
-			claims := p.PreparedClaims
-			if claims == nil {
-				claims = cond.NewClaims(p.Claims) // converted once for both inputs
-			}
-			ins = &condInputs{base: cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
-				APIKey: p.APIKey, Groups: p.Groups, Scopes: p.Scopes, Claims: p.Claims, Prepared: claims},
-				Route: route, Kind: kind, Name: name}}
+			ins = &condInputs{base: cond.Input{Principal: prepared(p), Route: route, Kind: kind, Name: name}}
 			base = &ins.base
 			base.MemoizeIn(&ins.baseMemo)
 		}
@@ -733,13 +688,7 @@ func (pol *Policy) MaySeeUnder(p Principal, route, kind, prefix string) bool {
 		allowHolds, denyHolds := true, true
 		if r.when != nil {
 			if in == nil {
-				claims := p.PreparedClaims
-				if claims == nil {
-					claims = cond.NewClaims(p.Claims)
-				}
-				in = &cond.Input{Principal: cond.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID,
-					APIKey: p.APIKey, Groups: p.Groups, Scopes: p.Scopes, Claims: p.Claims, Prepared: claims},
-					Route: route, Kind: kind}
+				in = &cond.Input{Principal: prepared(p), Route: route, Kind: kind}
 			}
 			allowHolds, denyHolds = true, false // a condition on the name: some name may pass it
 			if !r.when.UsesName() {

@@ -187,24 +187,6 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
-func TestPrincipal(t *testing.T) {
-	for _, tc := range []struct {
-		p        Principal
-		key, str string
-	}{
-		{Principal{}, "anonymous", "anonymous"},
-		{Principal{Subject: "alice", Issuer: "https://idp", Groups: []string{"eng", "ops"}}, "sub:https://idp|alice", "subject alice issuer https://idp groups eng,ops"},
-		{Principal{Subject: "ci-bot", APIKey: "ci"}, "key:ci", "subject ci-bot api key ci"},
-	} {
-		if got := tc.p.Key(); got != tc.key {
-			t.Errorf("Key() = %q, want %q", got, tc.key)
-		}
-		if got := tc.p.String(); got != tc.str {
-			t.Errorf("String() = %q, want %q", got, tc.str)
-		}
-	}
-}
-
 // TestSubjectsNameTheirSource: "apikey:<principal>" matches only an API
 // key's principal and "<issuer>#<sub>" only a token of that issuer, so an
 // OIDC user whose sub is ci-bot is not the ci-bot API key; a bare subject

@@ -23,9 +23,6 @@ import (
 // every session and listen stream whose lists may have changed is told so
 // with notifications/{tools,prompts,resources}/list_changed.
 
-// listMethods are the list_changed notifications a reload sends.
-var listMethods = []string{mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged}
-
 // Reload swaps in the generation of cfg, with the Auth, Policy, Limiter,
 // Pinner and Audit of o (the router's other Options stay as they were). The
 // host must already hold the new upstream set (host.Apply). touched names
@@ -52,7 +49,7 @@ func (rt *Router) Reload(cfg *config.Config, o Options, touched []string, everyt
 		}
 		s.SetRoute(cur)
 		if changed(prev, cur) {
-			for _, m := range listMethods {
+			for _, m := range mcp.ListChangedNotifications() {
 				if b, err := jsonrpc.Encode(jsonrpc.NewNotification(m, nil)); err == nil {
 					s.SendHere(b) // each replica of a fleet reloads, and tells, for itself
 				}
@@ -68,7 +65,7 @@ func (rt *Router) Reload(cfg *config.Config, o Options, touched []string, everyt
 		}
 		s.SetRoute(cur)
 		if changed(prev, cur) {
-			for _, m := range listMethods {
+			for _, m := range mcp.ListChangedNotifications() {
 				if !f.Wants(m) {
 					continue
 				}

@@ -220,7 +220,8 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		}
 		// Authentication, after the edge checks and before any handler
 		// reads the body.
-		guard := edge.Guard{Auth: g.Auth, Route: r.Path, Resource: r.Resource, Scopes: r.Scopes, RequireDPoP: r.RequireDPoP, Log: rt.log, Metrics: rt.opts.Metrics}
+		guard := edge.Guard{Auth: g.Auth, Route: r.Path, Resource: r.Resource, Scopes: r.Scopes, RequireDPoP: r.RequireDPoP, Log: rt.log, Metrics: rt.opts.Metrics,
+			Forward: forwardedNames(cfg, rc)} // forward.go
 		mux := mux.With(guard.Authenticate)
 		g.Routes = append(g.Routes, r)
 		g.ByPath[r.Path] = r

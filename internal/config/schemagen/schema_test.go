@@ -291,6 +291,7 @@ var agreement = []struct {
 	{"min Upstream.max_line_bytes", "upstreams: {a: {command: [srv], max_line_bytes: 1023}}", false},
 	{"min Sandbox.max_processes", "upstreams: {a: {command: [srv], sandbox: {max_processes: 0}}}", false},
 	{"min Sandbox.max_open_files", "upstreams: {a: {command: [srv], sandbox: {max_open_files: 15}}}", false},
+	{"min Sandbox.egress_max_tunnels", "upstreams: {a: {command: [srv], sandbox: {egress: [\"api.example.com:443\"], egress_max_tunnels: 0}}}", false},
 	{"min RateLimits.max_buckets", url1 + "policy: {default: allow, rate_limits: {max_buckets: 0}}", false},
 	{"min RateLimit.burst", url1 + "policy: {default: allow, rate_limits: {principal: {rate: 1/s, burst: 0}}}", false},
 	{"min ToolRateLimit.burst", url1 + "policy: {default: allow, rate_limits: {tools: [{tool: \"a__*\", rate: 1/s, burst: 0}]}}", false},
@@ -350,6 +351,9 @@ var enumConfigs = map[string]func(v string) string{
 		return "upstreams: {a: {command: [srv], sandbox: {runtime: " + v + "}}}"
 	},
 	"Sandbox.network": func(v string) string {
+		if v == `"egress"` {
+			return "upstreams: {a: {command: [srv], sandbox: {network: " + v + ", egress: [\"api.example.com:443\"]}}}"
+		}
 		return "upstreams: {a: {command: [srv], sandbox: {network: " + v + "}}}"
 	},
 	"Upstream.protocol": func(v string) string {

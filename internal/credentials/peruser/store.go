@@ -9,9 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/principal"
 )
 
 // Backend keeps one upstream's sealed token records by key (a hash of the
@@ -269,28 +270,11 @@ func (t *tokens) dropIf(ctx context.Context, r *record) (bool, error) {
 	return t.b.DeleteIf(ctx, r.key, r.sealed)
 }
 
-// PrincipalKey is the binding key (auth.Principal.Key) of a principal as
-// logs and the CLI name it: "apikey:NAME" for an API key, "SUB@ISSUER"
-// for a token (the issuer is the URL after the last "@http").
-func PrincipalKey(s string) (string, error) {
-	if name, ok := strings.CutPrefix(s, "apikey:"); ok && name != "" {
-		return "apikey\x00" + name, nil
-	}
-	if i := strings.LastIndex(s, "@http"); i > 0 {
-		return "oidc\x00" + s[i+1:] + "\x00" + s[:i], nil
-	}
-	return "", fmt.Errorf("%q names no principal; write SUB@ISSUER (e.g. alice@https://login.example.com/, as the gateway logs it) or apikey:NAME", s)
-}
+// PrincipalKey is the binding key (principal.Principal.Key) of a
+// principal as logs and the CLI name it: "apikey:NAME" for an API key,
+// "SUB@ISSUER" for a token (principal.KeyOf).
+func PrincipalKey(s string) (string, error) { return principal.KeyOf(s) }
 
 // principalName is how logs name a principal key (the inverse of
 // PrincipalKey): "SUB@ISSUER" or "apikey:NAME".
-func principalName(key string) string {
-	parts := strings.Split(key, "\x00")
-	switch {
-	case len(parts) == 2 && parts[0] == "apikey":
-		return "apikey:" + parts[1]
-	case len(parts) == 3 && parts[0] == "oidc":
-		return parts[2] + "@" + parts[1]
-	}
-	return strings.ReplaceAll(key, "\x00", " ")
-}
+func principalName(key string) string { return principal.NameOfKey(key) }

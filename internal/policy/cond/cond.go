@@ -52,6 +52,8 @@ import (
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/interpreter"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	who "github.com/mcpgw/mcpgw/internal/principal"
 )
 
 // Limits of one evaluation.
@@ -74,45 +76,7 @@ const (
 // Variables lists the variables a condition may use, for messages.
 const Variables = "principal (subject, issuer, client_id, api_key, groups, scopes, claims), route, kind, name and arguments"
 
-// Principal is the value of the principal variable.
-type Principal struct {
-	Subject, Issuer, ClientID, APIKey string
-	Groups, Scopes                    []string
-	// Claims are token claims as encoding/json decodes them; nil is none.
-	Claims map[string]any
-	// Prepared, when set, is NewClaims(Claims), made once per token: they
-	// is used instead of Claims, so that the conversion is not paid per
-	// decision.
-	Prepared *Claims
-}
-
-// Claims are token claims made ready for conditions. The conversion is
-// made on first use and kept: a token's claims are the same for every
-// request it comes with. Safe for concurrent use.
-type Claims struct {
-	m    map[string]any
-	once sync.Once
-	s    *structpb.Struct
-	err  error
-}
-
-// NewClaims returns claims (as encoding/json decodes them; nil is none)
-// for Principal.Prepared. m must not change afterwards.
-func NewClaims(m map[string]any) *Claims { return &Claims{m: m} }
-
-// value is the claims as CEL is given them, or why they cannot be: then
-// every condition fails (closed), as the claims cannot be judged.
-func (c *Claims) value() (*structpb.Struct, error) {
-	c.once.Do(func() {
-		c.s, c.err = structpb.NewStruct(c.m)
-		if c.err != nil {
-			c.err = fmt.Errorf("principal.claims: %w", c.err)
-		}
-	})
-	return c.s, c.err
-}
-
-// principal is Principal as CEL sees it: a typed object, so field names
+// principal is who.Principal as CEL sees it: a typed object, so field names
 // and types are checked at load time. Claims are a google.protobuf.Struct,
 // which CEL types as map(string, dyn).
 type principal struct {
@@ -130,7 +94,7 @@ const celType = "cond.principal"
 
 // Input is what one evaluation sees.
 type Input struct {
-	Principal         Principal
+	Principal         who.Principal
 	Route, Kind, Name string
 	// Arguments are the call's decoded JSON arguments (values as
 	// encoding/json decodes into any). Nil with EvalOptions.Unknown means
@@ -606,11 +570,11 @@ var unknownArguments = sync.OnceValue(func() []*interpreter.AttributePattern {
 
 func (in Input) vars(withArgs bool) (*activation, error) {
 	p := in.Principal
-	cl := p.Prepared
+	cl := p.PreparedClaims
 	if cl == nil {
-		cl = NewClaims(p.Claims)
+		cl = who.NewClaims(p.Claims)
 	}
-	claims, err := cl.value()
+	claims, err := cl.Struct()
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
+
+	who "github.com/mcpgw/mcpgw/internal/principal"
 )
 
 func TestCompile(t *testing.T) {
@@ -50,7 +52,7 @@ func TestCompile(t *testing.T) {
 
 func TestEval(t *testing.T) {
 	in := Input{
-		Principal: Principal{Subject: "alice", Groups: []string{"eng"}, Claims: map[string]any{"dept": "r"}},
+		Principal: who.Principal{Subject: "alice", Groups: []string{"eng"}, Claims: map[string]any{"dept": "r"}},
 		Route:     "/mcp", Kind: "tool", Name: "github__x",
 		Arguments: map[string]any{"repo": "acme/x", "n": 5.0},
 	}
@@ -99,7 +101,7 @@ func TestEval(t *testing.T) {
 	}
 	// Claims that are not JSON values: an error, whatever the arguments.
 	c, _ = Compile(`true`)
-	bad := Input{Principal: Principal{Claims: map[string]any{"f": func() {}}}}
+	bad := Input{Principal: who.Principal{Claims: map[string]any{"f": func() {}}}}
 	if _, err := c.Eval(bad); err == nil {
 		t.Error("Eval with unconvertible claims succeeded")
 	}
@@ -127,7 +129,7 @@ func TestCostBound(t *testing.T) {
 	}
 	long[maxPrincipalList] = "admins"
 	base := Input{
-		Principal: Principal{Subject: "alice", Groups: []string{"eng", "admins"}, Scopes: []string{"read"}, Claims: map[string]any{"tenant": "acme"}},
+		Principal: who.Principal{Subject: "alice", Groups: []string{"eng", "admins"}, Scopes: []string{"read"}, Claims: map[string]any{"tenant": "acme"}},
 		Route:     "/mcp", Kind: "tool", Name: "github__x",
 		Arguments: map[string]any{"limit": 10.0, "q": "Hello", "list": []any{1.0, 2.0}},
 	}
@@ -199,17 +201,17 @@ func TestPreparedClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prepared := NewClaims(map[string]any{"dept": "r"})
+	prepared := who.NewClaims(map[string]any{"dept": "r"})
 	for _, tc := range []struct {
 		name string
-		p    Principal
+		p    who.Principal
 		call bool
 		list Result
 	}{
-		{"prepared", Principal{Prepared: prepared}, true, True},
-		{"prepared wins over claims", Principal{Claims: map[string]any{"dept": "x"}, Prepared: prepared}, true, True},
-		{"claims alone", Principal{Claims: map[string]any{"dept": "r"}}, true, True},
-		{"unconvertible prepared", Principal{Prepared: NewClaims(map[string]any{"f": func() {}})}, false, Error},
+		{"prepared", who.Principal{PreparedClaims: prepared}, true, True},
+		{"prepared wins over claims", who.Principal{Claims: map[string]any{"dept": "x"}, PreparedClaims: prepared}, true, True},
+		{"claims alone", who.Principal{Claims: map[string]any{"dept": "r"}}, true, True},
+		{"unconvertible prepared", who.Principal{PreparedClaims: who.NewClaims(map[string]any{"f": func() {}})}, false, Error},
 	} {
 		for range 2 { // the conversion is kept: the second use answers alike
 			in := Input{Principal: tc.p}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/audit"
+	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -19,19 +20,6 @@ import (
 // reads are always recorded; other routed requests (subscribe, completion)
 // only when refused. Every method is nil-safe: with no audit logger the
 // router does no audit work.
-
-// audited are the methods recorded whatever their outcome.
-var audited = map[string]bool{
-	mcp.MethodToolsCall:     true,
-	mcp.MethodPromptsGet:    true,
-	mcp.MethodResourcesRead: true,
-	// What is done with a task after its tools/call: its result fetched
-	// (and the input it asks for given), or it cancelled. tasks/get, a
-	// poll, is recorded only when refused.
-	mcp.MethodTasksResult: true,
-	mcp.MethodTasksCancel: true,
-	mcp.MethodTasksUpdate: true,
-}
 
 // auditEntry is one request's record in the making.
 type auditEntry struct {
@@ -60,13 +48,14 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 		e.rec.Upstream, _, _ = rte.View.Resolve(v.kind == policy.KindResource, v.name)
 		e.rec.Credential = string(rte.View.CredentialKind(e.rec.Upstream))
 	}
+	e.rec.ForwardedHeaders = auth.FromContext(ctx).ForwardedNames() // names only (host/forward.go)
 	if v.task {
 		e.rec.Kind, e.rec.Name, e.rec.Upstream = string(mcp.KindTask), v.external, v.taskUpstream
 		if v.taskUpstream != "" {
 			e.rec.Credential = string(rte.View.CredentialKind(v.taskUpstream))
 		}
 	}
-	if msg.Method == mcp.MethodToolsCall || msg.Method == mcp.MethodPromptsGet {
+	if mcp.Method(msg.Method).Arguments {
 		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {
 			e.rec.Arguments = args
 		}
@@ -93,7 +82,7 @@ func (e *auditEntry) refuse(outcome audit.Outcome, rule, pattern, reason string)
 
 // end writes the record with the request's response.
 func (e *auditEntry) end(resp *jsonrpc.Message) {
-	if e == nil || (!e.refused && !audited[e.rec.Method]) {
+	if e == nil || (!e.refused && !mcp.Method(e.rec.Method).Audited) {
 		return
 	}
 	e.rec.Duration = time.Since(e.rec.Time)

@@ -168,19 +168,10 @@ func (s *Session) lacks(method string, params json.RawMessage) string {
 		v, ok := rawjson.Lookup(s.caps, path)
 		return ok && string(v) != "null"
 	}
-	switch method {
-	case mcp.MethodSamplingCreateMessage:
-		if !has("sampling") {
-			return "sampling"
-		}
-	case mcp.MethodRootsList:
-		if !has("roots") {
-			return "roots"
-		}
-	case mcp.MethodElicitationCreate:
-		if !has("elicitation") {
-			return "elicitation"
-		}
+	if need := mcp.Method(method).ClientCapability; need != "" && !has(need) {
+		return need
+	}
+	if method == mcp.MethodElicitationCreate { // and the mode it asks for
 		mode, _ := rawjson.GetString(params, "mode")
 		if mode == "url" && !has("elicitation", "url") {
 			return "elicitation.url"

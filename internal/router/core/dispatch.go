@@ -15,15 +15,6 @@ import (
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 )
 
-// lists maps each merged list method to its kind.
-var lists = map[string]catalog.ListKind{
-	mcp.MethodToolsList:              catalog.Tools,
-	mcp.MethodPromptsList:            catalog.Prompts,
-	mcp.MethodResourcesList:          catalog.Resources,
-	mcp.MethodResourcesTemplatesList: catalog.ResourceTemplates,
-	mcp.MethodSkillsList:             catalog.Skills,
-}
-
 // Handle answers one request of an initialized session. It always returns
 // exactly one response: the upstream's, or a gateway error naming the cause.
 // v is the access decision the transport already asked for (Decide) on a
@@ -91,7 +82,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		}
 		return sessionResult(sess, jsonrpc.NewResult(msg.ID, res))
 	}
-	if kind, ok := lists[msg.Method]; ok {
+	if kind, ok := catalog.ListKindOf(msg.Method); ok {
 		res, err := view.List(ctx, kind, msg.Params)
 		if err == nil {
 			res, err = c.filterList(ctx, rte, sess, msg.Method, res)

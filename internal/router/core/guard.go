@@ -107,14 +107,13 @@ func seesUpstreamOf(ctx context.Context, rte *Route, kind mcp.Kind, name string)
 	return true
 }
 
-// policyPrincipal is the request's principal in the policy's terms.
+// policyPrincipal is the request's principal (the zero one, anonymous,
+// when authentication is off).
 func policyPrincipal(ctx context.Context) policy.Principal {
-	p := auth.FromContext(ctx)
-	if p == nil {
-		return policy.Principal{}
+	if p := auth.FromContext(ctx); p != nil {
+		return *p
 	}
-	return policy.Principal{Subject: p.Subject, Issuer: p.Issuer, ClientID: p.ClientID, Scopes: p.Scopes, Groups: p.Groups, APIKey: p.APIKey,
-		Claims: p.Claims, PreparedClaims: p.PreparedClaims}
+	return policy.Principal{}
 }
 
 // Verdict is what the access policy decided about one routed request. It
@@ -286,7 +285,7 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 		if !d.Allowed {
 			c.opts.Metrics.PolicyDecision(route, "deny")
 			edge.Logger(ctx, c.log).Info("request denied by policy", zap.String("route", route), zap.String("method", msg.Method),
-				zap.String("name", name), zap.Stringer("principal", p), zap.String("reason", d.Reason))
+				zap.String("name", name), zap.String("principal", p.Describe()), zap.String("reason", d.Reason))
 			au.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
 			if len(d.MissingScopes) > 0 {
 				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
@@ -375,11 +374,8 @@ func (c *Core) filterList(ctx context.Context, rte *Route, sess *Session, method
 		return res, nil
 	}
 	kind := policy.KindTool
-	switch method {
-	case mcp.MethodPromptsList:
-		kind = policy.KindPrompt
-	case mcp.MethodResourcesList, mcp.MethodResourcesTemplatesList, mcp.MethodSkillsList:
-		kind = policy.KindResource // a skill is judged by its SKILL.md URI, like a resource
+	if l := mcp.Method(method).List; l != nil {
+		kind = string(l.Kind) // a skill is judged by its SKILL.md URI, like a resource
 	}
 	out, err := policy.FilterListFunc(kind, res, keep)
 	if err != nil {
@@ -447,10 +443,9 @@ func (c *Core) pinned(pinner *policy.Pinner, upstream, name string, def []byte) 
 // callArguments is what CEL conditions see as arguments: a tool call's or
 // prompt get's arguments; nothing (an empty map) for other requests.
 func callArguments(msg *jsonrpc.Message) json.RawMessage {
-	switch msg.Method {
-	case mcp.MethodToolsCall, mcp.MethodPromptsGet:
-		args, _ := rawjson.Get(msg.Params, "arguments")
-		return args
+	if !mcp.Method(msg.Method).Arguments {
+		return nil
 	}
-	return nil
+	args, _ := rawjson.Get(msg.Params, "arguments")
+	return args
 }

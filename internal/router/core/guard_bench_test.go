@@ -10,8 +10,8 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
-	"github.com/mcpgw/mcpgw/internal/policy/cond"
 	"github.com/mcpgw/mcpgw/internal/policy/policytest"
+	"github.com/mcpgw/mcpgw/internal/principal"
 )
 
 // BenchmarkHandleGuardedCall is BenchmarkHandleCall by an authenticated
@@ -29,7 +29,7 @@ func BenchmarkHandleGuardedCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	claims := map[string]any{"sub": "alice", "tenant": "acme"}
-	p := &auth.Principal{Subject: "alice", Issuer: "https://idp.example.com", Groups: []string{"team500", "team7"}, Claims: claims, PreparedClaims: cond.NewClaims(claims)}
+	p := &auth.Principal{Subject: "alice", Issuer: "https://idp.example.com", Groups: []string{"team500", "team7"}, Claims: claims, PreparedClaims: principal.NewClaims(claims)}
 	ctx := auth.WithPrincipal(context.Background(), p)
 	sess := NewSession("s1", rte, mcp.Version20251125, json.RawMessage(`{}`), nil, nil)
 	msg := jsonrpc.NewRequest(jsonrpc.IntID(1), mcp.MethodToolsCall, json.RawMessage(`{"name":"up__echo","arguments":{"text":"hi"}}`))

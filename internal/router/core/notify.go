@@ -33,12 +33,12 @@ type listChange struct{ upstream, method string }
 // UpstreamNotification takes a notification an upstream sent outside any
 // call and delivers it to the sessions it concerns.
 func (c *Core) UpstreamNotification(upstream, method string, params json.RawMessage) {
-	switch method {
-	case mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged:
+	switch {
+	case mcp.IsListChanged(method):
 		c.ListChanged(upstream, method)
-	case mcp.NotificationResourceUpdated:
+	case method == mcp.NotificationResourceUpdated:
 		c.resourceUpdated(upstream, params)
-	case mcp.NotificationTasksStatus:
+	case method == mcp.NotificationTasksStatus:
 		c.taskStatus(upstream, "", params)
 	default:
 		// Log messages outside a call belong to no session we can name:
@@ -400,9 +400,10 @@ func (c *Core) SessionNotification(session, upstream, method string, params json
 		if !s.wantsLog(params) {
 			return
 		}
-	case mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged:
 	default:
-		return
+		if !mcp.IsListChanged(method) {
+			return
+		}
 	}
 	if b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params)); err == nil {
 		s.Send(b)

@@ -58,7 +58,7 @@ func TestCallQueueBoundedInBytes(t *testing.T) {
 	s.stream.Notify(mcp.NotificationMessage, params)
 	select { // the pump took the first and is stuck writing it
 	case <-out.emitted:
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // the failure's deadline, not a wait
 		t.Fatal("the pump did not start")
 	}
 	for range 63 {

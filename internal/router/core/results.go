@@ -188,7 +188,7 @@ func (c *Core) StatelessResult(method string, resp *jsonrpc.Message) *jsonrpc.Me
 			member("resultType", `"complete"`)
 		}
 	}
-	if _, isList := lists[method]; isList || method == mcp.MethodResourcesRead {
+	if IsList(method) || method == mcp.MethodResourcesRead {
 		ttl := listTTL.Milliseconds()
 		if method == mcp.MethodResourcesRead {
 			ttl = 0
@@ -263,6 +263,5 @@ func eachMember(resp *jsonrpc.Message, fn func(name string, start, end int)) err
 
 // IsList reports whether method is one of the merged list methods.
 func IsList(method string) bool {
-	_, ok := lists[method]
-	return ok
+	return mcp.Method(method).List != nil
 }

@@ -76,8 +76,7 @@ func (m StatelessMeta) CheckVersion() *jsonrpc.Error {
 // session revisions' own methods, and methods nobody serves. Transports
 // answer server/discover and subscriptions/listen before asking.
 func CheckStatelessMethod(method string, version mcp.Revision) *jsonrpc.Error {
-	switch method {
-	case mcp.MethodInitialize, mcp.MethodPing, mcp.MethodLoggingSetLevel, mcp.MethodResourcesSubscribe, mcp.MethodResourcesUnsubscribe:
+	if mcp.Method(method).SessionOnly {
 		return jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method %q does not exist in protocol revision %s", method, version)
 	}
 	if !IsList(method) && !mcp.Routed(method) {
@@ -105,12 +104,14 @@ func (c *Core) OpenListen(ctx context.Context, sess *Session, msg *jsonrpc.Messa
 	if jerr := c.tooManyListenURIs(sess, len(f.ResourceSubscriptions)); jerr != nil {
 		return nil, nil, jerr
 	}
+	// Tagged before it is registered: the list-change coalescer reads the
+	// tag of every registered stream, at any moment.
+	sess.Listen(json.RawMessage(msg.ID))
 	// Registered before its subscriptions are made: the stream holds its
 	// principal's slot from the start.
 	if jerr := c.AddListener(sess, f); jerr != nil {
 		return nil, nil, jerr
 	}
-	sess.Listen(json.RawMessage(msg.ID))
 	var acked []string
 	for _, uri := range f.ResourceSubscriptions {
 		uriParams, _ := json.Marshal(map[string]string{"uri": uri})

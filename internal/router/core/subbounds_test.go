@@ -99,7 +99,7 @@ func TestSubscriptionBounds(t *testing.T) {
 		t.Errorf("after an unsubscribe: %+v", e)
 	}
 	c.EndSession(a)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) { // a poll, bounded by deadline
 		c.subs.mu.Lock()
 		n := c.subs.perPrincipal[alice.Key()]
 		c.subs.mu.Unlock()

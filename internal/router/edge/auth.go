@@ -33,6 +33,11 @@ type Guard struct {
 	Log         *zap.Logger // fallback for requests without their own logger
 	// Metrics counts refusals by reason (mcpgw_auth_failures_total; nil: none).
 	Metrics *metrics.Metrics
+	// Forward are the request headers (canonical) some upstream of the
+	// route forwards from its caller (upstreams.NAME.forward_headers):
+	// read into the request's principal, which carries them to that
+	// upstream's own connection for this caller.
+	Forward []string
 }
 
 // Authenticate is the middleware for the endpoints of one route. Without an
@@ -53,6 +58,9 @@ func (g Guard) Authenticate(next http.Handler) http.Handler {
 		if err != nil {
 			g.Refuse(w, r, err)
 			return
+		}
+		if len(g.Forward) > 0 {
+			p = p.WithForwarded(r.Header, g.Forward)
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})

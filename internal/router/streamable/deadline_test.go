@@ -77,7 +77,7 @@ func TestGetStreamWriteDeadline(t *testing.T) {
 	}()
 	select {
 	case <-returned:
-	case <-time.After(20 * time.Second):
+	case <-time.After(20 * time.Second): // the failure's deadline, not a wait
 		t.Fatal("the GET stream of a client that does not read is still open 20s on (sessions.sse_write_timeout is 300ms)")
 	}
 	families, _ := m.Registry().Gather()

@@ -256,7 +256,7 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		if errors.Is(err, sessions.ErrPurged) {
 			// What was lost were hints (list changes, resource updates):
 			// the client is told to re-read everything instead.
-			for _, m := range listChanged {
+			for _, m := range mcp.ListChangedNotifications() {
 				if b, err := jsonrpc.Encode(jsonrpc.NewNotification(m, nil)); err == nil {
 					rw.write(b)
 				}
@@ -296,9 +296,6 @@ func (t *Transport) Get(w http.ResponseWriter, r *http.Request, rte *core.Route)
 		}
 	}
 }
-
-// listChanged are the notifications that tell a client to re-read its lists.
-var listChanged = []string{mcp.NotificationToolsListChanged, mcp.NotificationPromptsChanged, mcp.NotificationResourcesChanged}
 
 // Delete serves DELETE on the route path: the client ends its session.
 func (t *Transport) Delete(w http.ResponseWriter, r *http.Request, rte *core.Route) {
