@@ -24,7 +24,7 @@ type StdioConfig struct {
 	// Argv is the command and its arguments; no shell is involved.
 	Argv []string
 	// Env is the child's own variables, on top of the minimal environment
-	// it gets from the gateway's (BaseEnv) and InheritEnv.
+	// it gets from the gateway's (config.ChildBaseEnv) and InheritEnv.
 	Env map[string]string
 	// InheritEnv names more of the gateway's variables the child gets:
 	// exact names, or a prefix ending in "*" (NPM_CONFIG_*; "*" alone is

@@ -100,11 +100,11 @@ type Upstream struct {
 	// (limits.go); ping is answered inline and not counted.
 	MaxServerRequests        int `yaml:"max_server_requests"`
 	MaxServerRequestsPerCall int `yaml:"max_server_requests_per_call"`
-	// InteractivePool bounds the connections (children, for stdio) that
-	// serve calls one at a time once a stdio or legacy SSE upstream has
-	// sent a server→client request: with one call in flight per
-	// connection, each request has exactly one caller (limits.go).
-	// 0 turns the pool off.
+	// InteractivePool bounds the extra connections (children, for stdio)
+	// of a stdio or legacy SSE upstream on which calls of callers that
+	// declared sampling or elicitation run when the shared one is busy:
+	// with one such call in flight per connection, each server→client
+	// request has exactly one caller (limits.go). 0 turns the pool off.
 	InteractivePool int `yaml:"interactive_pool"`
 	// ExactCapabilities makes the upstream see each caller's own client
 	// capabilities (sampling, elicitation): calls from callers that declare

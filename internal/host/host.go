@@ -418,8 +418,8 @@ type Upstream struct {
 
 	perSession perSession // stateful: true — one connection per downstream session
 	views      capViews   // exact_capabilities: true — one connection per client capability set
-	// interactive gives calls that may be asked a connection of their own
-	// once the upstream has asked (interactive.go).
+	// interactive gives calls that may be asked a connection where they
+	// are the only call in flight (interactive.go).
 	interactive interactivePool
 }
 
@@ -823,7 +823,6 @@ func (u *Upstream) dialWith(ctx context.Context, t client.Transport, protocol st
 		ServerRequestsSetting:        u.setting("max_server_requests"),
 		ServerRequestsPerCallSetting: u.setting("max_server_requests_per_call"),
 		OnRefused:                    opts.Metrics.LimitRefused,
-		OnServerRequest:              u.learnRequest, // interactive.go
 	}
 	if adjust != nil {
 		adjust(&o)

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"sync"
+
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/catalog"
@@ -36,4 +38,12 @@ type Route struct {
 	Gen      *Generation
 	// RequireDPoP: only DPoP-bound tokens with their proof (require_dpop).
 	RequireDPoP bool
+
+	chain chain // the request path's stages for this route, composed once (chain.go)
+}
+
+// chain is a route's composed request path (chain.go).
+type chain struct {
+	once  sync.Once
+	serve Next
 }
