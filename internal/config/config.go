@@ -51,6 +51,9 @@ type Config struct {
 	Tracing *Tracing `yaml:"tracing"`
 	// TLS serves the MCP listener over TLS (tls.go; plain HTTP when absent).
 	TLS *ListenerTLS `yaml:"tls"`
+	// Login makes the gateway the authorization server its clients see,
+	// delegating sign-in to an OpenID provider (login.go).
+	Login *Login `yaml:"login"`
 }
 
 // Upstream is one MCP server. Exactly one of URL or Command is set.
@@ -249,6 +252,10 @@ type Auth struct {
 	ClientCertificates *ClientCertificates `yaml:"client_certificates"`
 	// DPoP tunes the checking of DPoP-bound tokens (dpop.go).
 	DPoP *DPoP `yaml:"dpop"`
+
+	// login is set when login: is configured: the gateway's own tokens
+	// are a credential (login.go).
+	login bool
 }
 
 // AllIssuers returns auth.oidc followed by auth.issuers.
@@ -271,7 +278,7 @@ func (a *Auth) AllIssuers() []*OIDC {
 // Enabled reports whether any credential is configured, so that requests
 // must authenticate.
 func (a *Auth) Enabled() bool {
-	return a != nil && (len(a.AllIssuers()) > 0 || len(a.APIKeys) > 0 || a.Introspection != nil || a.ClientCertificates != nil)
+	return a != nil && (len(a.AllIssuers()) > 0 || len(a.APIKeys) > 0 || a.Introspection != nil || a.ClientCertificates != nil || a.login)
 }
 
 // OIDC is one token issuer: an OpenID Provider / OAuth authorization server

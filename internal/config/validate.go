@@ -78,6 +78,7 @@ func (v *validator) validate() {
 	v.auth()
 	v.introspection() // introspection.go
 	v.dpop()          // dpop.go
+	v.login()         // login.go
 	v.admin()
 	v.sessions()
 	v.limits() // limits.go

@@ -11,7 +11,9 @@ import (
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
 	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/login"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -127,7 +129,9 @@ type built struct {
 	gen     *generation
 	shared  *shared // the zero value when not modeServe or without sessions.redis
 	tracing *telemetry.Provider
-	perUser *perUser // nil unless modeServe
+	perUser *perUser      // nil unless modeServe
+	login   *login.Server // login: (login.go); nil when off or not modeServe
+	local   *auth.LocalIssuer
 	host    *host.Host
 	router  *router.Router // nil in modePin
 	// undo takes every part down, newest first: the router, the host,
@@ -160,6 +164,16 @@ func build(cfg *config.Config, opts Options, m mode, mets *metrics.Metrics, red 
 			return nil, err
 		}
 		b.undo.push(b.shared.close)
+		if b.login, err = newLogin(cfg, opts, mets); err != nil { // login.go
+			return nil, err
+		}
+		if lg := b.login; lg != nil {
+			b.undo.push(func() { _ = lg.Close() })
+			// The routes accept the tokens the gateway's own
+			// authorization server issues.
+			b.local = &auth.LocalIssuer{Issuer: lg.Issuer(), Keys: lg.KeySet(), Active: lg.Active}
+			opts.Auth.Local = b.local
+		}
 	}
 	if b.gen, err = newGeneration(cfg, opts, m, b.shared.limiterOptions(), nil, nil); err != nil {
 		return nil, err
@@ -188,7 +202,11 @@ func build(cfg *config.Config, opts Options, m mode, mets *metrics.Metrics, red 
 		Tracer:     tracer,
 	}
 	if m == modeServe {
-		if b.perUser, err = newPerUser(cfg, b.gen.keys, b.shared, mets, opts.Logger, opts.Now); err != nil { // peruser.go
+		var browsers peruser.BrowserUsers // loginbrowsers.go: per-user start links open only in their user's browser
+		if b.login != nil {
+			browsers = loginBrowsers{b.login}
+		}
+		if b.perUser, err = newPerUser(cfg, b.gen.keys, b.shared, mets, opts.Logger, opts.Now, browsers); err != nil { // peruser.go
 			return nil, err
 		}
 		var idle, detached time.Duration
@@ -214,6 +232,7 @@ func build(cfg *config.Config, opts Options, m mode, mets *metrics.Metrics, red 
 		ro.Metrics = mets
 		ro.Auth = b.gen.authn
 		ro.PerUser = b.perUser.sources
+		ro.Login = b.login
 	}
 	b.host = host.New(cfg, wire.hostOptions(ho))
 	b.undo.push(b.host.Close)

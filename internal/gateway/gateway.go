@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/login"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -97,6 +98,7 @@ type Gateway struct {
 	reloads reloadHistory // the status page's reload history (status.go)
 	shared  *shared       // sessions.redis (redis.go); closed by Shutdown
 	perUser *perUser      // auth.per_user sources (peruser.go)
+	login   *login.Server // login: (login.go); nil when off
 
 	// Reload (reload.go): one at a time, never during Shutdown.
 	reloadMu  sync.Mutex
@@ -116,6 +118,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	var err error
 	g := &Gateway{log: opts.Logger, red: red, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics, started: time.Now()}
 	g.cfg.Store(cfg)
 	if g.metrics == nil && (opts.AdminListener != nil || cfg.Admin != nil) {
@@ -133,6 +136,9 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		}
 	}()
 	g.gen, g.shared, g.tracing, g.perUser, g.host, g.router = b.gen, b.shared, b.tracing, b.perUser, b.host, b.router
+	if g.login = b.login; g.login != nil {
+		g.opts.Auth.Local = b.local // reloads build their authenticators with it
+	}
 	warnPolicy(cfg, opts.Logger)
 	g.metrics.SetRouteSource(g.router.RouteStats)
 	g.metrics.SetUpstreamConnSource(g.host.ConnStats)
@@ -226,6 +232,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			_ = g.srv.Close()
 		}
 		g.router.Close()
+		if g.login != nil {
+			if e := g.login.Close(); e != nil { // after the router: its last grants are written
+				g.log.Error("login: cannot write the state file; the last grants are lost", zap.Error(e))
+			}
+		}
 		g.shared.close() // after the router: its last events are copied
 		g.host.Close()
 		stopTracing(g.tracing, g.log) // the last spans, now that every call has ended

@@ -184,6 +184,11 @@ func restartOnly(old, next *config.Config) error {
 	if !reflect.DeepEqual(was.Redis, now.Redis) {
 		keys = append(keys, "sessions.redis")
 	}
+	if !reflect.DeepEqual(old.Login, next.Login) {
+		keys = append(keys, "login") // its server, keys and state are made at start
+	} else if old.Login != nil && old.PublicURL != next.PublicURL {
+		keys = append(keys, "public_url (the issuer of login:)")
+	}
 	if !reflect.DeepEqual(old.Tracing, next.Tracing) {
 		keys = append(keys, "tracing") // the exporter is built at start
 	}
