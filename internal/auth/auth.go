@@ -85,6 +85,10 @@ type Error struct {
 	Detail string
 	// Scopes lists the scopes needed, for InsufficientScope.
 	Scopes []string
+	// DPoP: the refusal is about DPoP (dpop.go), so it is answered with a
+	// DPoP challenge; Nonce is a nonce to retry with (DPoP-Nonce).
+	DPoP  bool
+	Nonce string
 }
 
 func (e *Error) Error() string {
@@ -117,6 +121,8 @@ func (e *Error) Code() string {
 		return "insufficient_scope"
 	case TokenInQuery, BadRequest:
 		return "invalid_request"
+	case InvalidDPoPProof, UseDPoPNonce:
+		return string(e.Reason)
 	}
 	return "invalid_token"
 }

@@ -78,6 +78,8 @@ type Authenticator struct {
 	// certs maps verified client certificates to principals
 	// (auth.client_certificates; nil: none).
 	certs *config.ClientCertificates
+	// dpop checks DPoP proofs (dpop.go).
+	dpop *dpopChecker
 }
 
 // apiKey is one configured key; only its SHA-256 hash is kept.
@@ -122,6 +124,7 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 		now:       opts.Now,
 		cache:     newTokenCache(),
 		certs:     cfg.Auth.ClientCertificates,
+		dpop:      newDPoPChecker(cfg.Auth.DPoPSettings()),
 	}
 	if l := opts.Local; l != nil {
 		// First: the RFC 9728 documents name it first, so clients that
@@ -195,6 +198,14 @@ func (a *Authenticator) RequiredScopes(route []string) []string {
 //
 // The returned Principal is shared and must not be modified.
 func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Principal, error) {
+	p, err := a.authenticate(r, resource)
+	if err != nil {
+		return nil, err
+	}
+	return a.checkDPoP(r, p) // dpop.go
+}
+
+func (a *Authenticator) authenticate(r *http.Request, resource string) (*Principal, error) {
 	if r.URL.RawQuery != "" {
 		q := r.URL.Query()
 		for _, name := range []string{"access_token", "api_key", "apikey"} {
@@ -295,8 +306,8 @@ func credential(r *http.Request) (string, *Error) {
 		return "", errorf(BadRequest, "more than one Authorization header")
 	}
 	scheme, tok, _ := strings.Cut(strings.TrimSpace(authz[0]), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		return "", errorf(BadRequest, "the Authorization scheme must be Bearer")
+	if !strings.EqualFold(scheme, "Bearer") && !strings.EqualFold(scheme, "DPoP") { // DPoP: checked by checkDPoP
+		return "", errorf(BadRequest, "the Authorization scheme must be Bearer (or DPoP for a DPoP-bound token)")
 	}
 	tok = strings.TrimSpace(tok)
 	if tok == "" {

@@ -156,6 +156,9 @@ type Root struct {
 type Route struct {
 	// Path is the HTTP path, e.g. /mcp.
 	Path string `yaml:"path"`
+	// RequireDPoP refuses tokens on this route that are not DPoP-bound
+	// and presented with a proof (RFC 9449): bearer tokens and API keys.
+	RequireDPoP bool `yaml:"require_dpop"`
 	// Upstreams lists the upstreams exposed; empty means all.
 	Upstreams []string `yaml:"upstreams"`
 	// Prefix namespaces names as "<upstream><separator><name>". Defaults to
@@ -247,6 +250,8 @@ type Auth struct {
 	// ClientCertificates makes a client certificate verified by the
 	// listener's tls.client_ca_file a credential (tls.go).
 	ClientCertificates *ClientCertificates `yaml:"client_certificates"`
+	// DPoP tunes the checking of DPoP-bound tokens (dpop.go).
+	DPoP *DPoP `yaml:"dpop"`
 
 	// login is set when login: is configured: the gateway's own tokens
 	// are a credential (login.go).

@@ -56,6 +56,10 @@ type UpstreamTokenExchange struct {
 	// MaxCached bounds the exchanged tokens cached for this upstream (least
 	// recently used evicted first; default 10000).
 	MaxCached int `yaml:"max_cached"`
+	// IDJAG makes the exchange Enterprise-Managed Authorization: the IdP
+	// issues an ID-JAG, presented to the upstream's authorization server
+	// with the JWT bearer grant (upstream_idjag.go).
+	IDJAG *UpstreamIDJAG `yaml:"id_jag"`
 }
 
 // Token type identifiers (RFC 8693 section 3).
@@ -90,6 +94,7 @@ func tokenExchangeDefaults(p string, u *Upstream, d *strictyaml.Decoder) {
 	if !d.Set(strictyaml.JoinPath(tp, "auth_method")) {
 		te.AuthMethod = AuthMethodBasic
 	}
+	idJAGDefaults(tp, te, d) // upstream_idjag.go
 }
 
 // upstreamTokenExchange validates upstreams.NAME.auth.token_exchange.
@@ -141,7 +146,9 @@ func (v *validator) upstreamTokenExchange(tp, name string, u *Upstream, hasCmd b
 			v.add(strictyaml.JoinPath(tp, k.key), fmt.Sprintf("%q is not a token type URI; use e.g. %s (RFC 8693 section 3), or remove it for that default", k.val, TokenTypeAccessToken))
 		}
 	}
-	if te.SubjectTokenType == TokenTypeIDToken {
+	if te.IDJAG != nil {
+		v.upstreamIDJAG(tp, te) // upstream_idjag.go: an ID token is its subject
+	} else if te.SubjectTokenType == TokenTypeIDToken {
 		v.add(strictyaml.JoinPath(tp, "subject_token_type"), "the subject token is the caller's bearer (access) token, not an ID token; use "+TokenTypeAccessToken+" or "+TokenTypeJWT)
 	}
 	if te.MaxCached < 1 {

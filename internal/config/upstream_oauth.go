@@ -58,6 +58,24 @@ type UpstreamOAuth struct {
 	// server it names and that server's endpoints — may lead to; others
 	// are refused.
 	AllowAddresses []string `yaml:"allow_addresses"`
+	// PrivateKeyFile is a PEM private key (RSA, EC or Ed25519) the client
+	// authenticates with instead of a secret: private_key_jwt (RFC 7523
+	// section 2.2), its algorithm the first of the authorization server's
+	// token_endpoint_auth_signing_alg_values_supported the key makes. The
+	// file is read again when it changes, so a rotated key is picked up.
+	PrivateKeyFile string `yaml:"private_key_file"`
+	// KeyID is the kid of the client assertions (how the server finds the
+	// public key among the client's); optional.
+	KeyID string `yaml:"key_id"`
+	// AssertionFile holds a JWT that is the gateway's own workload identity
+	// (a Kubernetes projected service-account token, a SPIFFE JWT-SVID):
+	// the token is asked for with the JWT bearer grant (RFC 7523 section
+	// 2.1) instead of client credentials, no secret. Read for each token
+	// request, so the rotated token is used.
+	AssertionFile string `yaml:"assertion_file"`
+	// DPoP binds the upstream's tokens to a key of the gateway's (RFC
+	// 9449): proofs on the token requests and on every upstream request.
+	DPoP bool `yaml:"dpop"`
 }
 
 // Token endpoint client authentication methods (RFC 7591 names).
@@ -111,7 +129,7 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 	if strings.TrimSpace(o.ClientID) == "" {
 		v.add(op, "client_id is not set; give the client id the authorization server registered for the gateway, e.g. client_id: mcpgw")
 	}
-	v.clientSecret(op, o.ClientSecret, o.ClientSecretFile, true, "the client-credentials grant needs a confidential client")
+	v.upstreamOAuthIdentity(op, o)
 	v.scopes(strictyaml.JoinPath(op, "scopes"), o.Scopes)
 	if o.Resource != "" {
 		// RFC 8707 section 2: an absolute URI without a fragment.
@@ -129,6 +147,28 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 		v.add(strictyaml.JoinPath(op, "auth_method"), fmt.Sprintf("%q is not a client authentication method; use %s or %s, or remove it to try both", o.AuthMethod, AuthMethodBasic, AuthMethodPost))
 	}
 	v.allowAddresses(strictyaml.JoinPath(op, "allow_addresses"), o.AllowAddresses)
+}
+
+// upstreamOAuthIdentity checks how the client proves who it is: a secret
+// (client_secret or client_secret_file), a key (private_key_file), or a
+// workload identity token (assertion_file) — exactly one.
+func (v *validator) upstreamOAuthIdentity(op string, o *UpstreamOAuth) {
+	switch {
+	case o.PrivateKeyFile != "" && o.AssertionFile != "":
+		v.add(op, "both private_key_file and assertion_file are set; keep private_key_file (the client authenticates with its key, client-credentials grant) or assertion_file (the JWT bearer grant with a workload identity token), not both")
+	case o.PrivateKeyFile != "" || o.AssertionFile != "":
+		if o.ClientSecret != "" || o.ClientSecretFile != "" {
+			v.add(op, "a client secret is set together with private_key_file or assertion_file, which need none; remove client_secret and client_secret_file")
+		}
+		if o.AuthMethod != "" {
+			v.add(strictyaml.JoinPath(op, "auth_method"), "auth_method applies to a client secret; remove it (private_key_file authenticates with the key, assertion_file with the token)")
+		}
+	default:
+		v.clientSecret(op, o.ClientSecret, o.ClientSecretFile, true, "the client-credentials grant needs a confidential client; or set private_key_file (private_key_jwt) or assertion_file (workload identity)")
+	}
+	if o.KeyID != "" && o.PrivateKeyFile == "" {
+		v.add(strictyaml.JoinPath(op, "key_id"), "key_id names the key of private_key_file, which is not set; set private_key_file or remove key_id")
+	}
 }
 
 // allowAddresses checks an allow_addresses list: addresses or CIDRs.

@@ -63,6 +63,11 @@ type UpstreamPerUser struct {
 	// MaxLinksPerPrincipal bounds the authorization links one principal
 	// may have started and not finished within link_lifetime (default 10).
 	MaxLinksPerPrincipal int `yaml:"max_links_per_principal"`
+	// DPoP binds the users' tokens to a key of the gateway's (RFC 9449):
+	// proofs on the token requests and on every upstream request, tokens
+	// presented as "Authorization: DPoP". The key lives in memory only, so
+	// tokens stored before a restart are refreshed (or re-authorized).
+	DPoP bool `yaml:"dpop"`
 }
 
 // PerUserStore is where per-user tokens are kept: exactly one of File (a

@@ -77,6 +77,7 @@ func (v *validator) validate() {
 	v.routes()
 	v.auth()
 	v.introspection() // introspection.go
+	v.dpop()          // dpop.go
 	v.login()         // login.go
 	v.admin()
 	v.sessions()

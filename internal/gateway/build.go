@@ -178,6 +178,7 @@ func build(cfg *config.Config, opts Options, m mode, mets *metrics.Metrics, red 
 	if b.gen, err = newGeneration(cfg, opts, m, b.shared.limiterOptions(), nil, nil); err != nil {
 		return nil, err
 	}
+	b.gen.authn.ShareDPoPReplay(b.shared.dpopReplay(cfg)) // dpop.go
 	b.undo.push(b.gen.undo.run)
 	var tracer trace.Tracer
 	if b.tracing, tracer, err = startTracing(cfg, opts, red); err != nil { // tracing.go

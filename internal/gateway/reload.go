@@ -87,6 +87,9 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	if err != nil {
 		return err
 	}
+	if gen.authn != g.gen.authn { // a new one, not serving yet
+		gen.authn.ShareDPoPReplay(g.shared.dpopReplay(newCfg)) // dpop.go
+	}
 	// The admin token file is reread too: a rotated token takes effect.
 	var adminAcc *adminAccess
 	if g.adminLn != nil {

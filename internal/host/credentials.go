@@ -217,6 +217,7 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if originOf(req.URL.String()) != t.origin {
 		r := req.Clone(req.Context())
 		r.Header.Del("Authorization")
+		r.Header.Del("DPoP")
 		return t.base.RoundTrip(r)
 	}
 	sub := t.cell.get()
@@ -226,6 +227,14 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, t.failure(err)
 	}
 	resp, err := t.send(req, req.Body, tok, sub)
+	if err == nil && nonceChallenge(resp, t.dpop(), req.URL.String()) {
+		// The upstream wants its DPoP nonce in the proof: once more with
+		// it, same token (RFC 9449 section 9), if the body can be re-made.
+		if body, ok := remake(req); ok {
+			drain(resp)
+			resp, err = t.send(req, body, tok, sub)
+		}
+	}
 	if err == nil && resp.StatusCode == http.StatusForbidden {
 		return t.forbidden(req, sub, tok, resp)
 	}
@@ -310,10 +319,68 @@ func (t *sourceTransport) send(req *http.Request, body io.ReadCloser, tok string
 	r := req.Clone(req.Context())
 	r.Body = body
 	if tok != "" { // a forwarded-only source has none
-		r.Header.Set("Authorization", "Bearer "+tok)
+		if err := presentToken(r, tok, t.dpop()); err != nil {
+			closeBody(body)
+			return nil, t.failure(err)
+		}
 	}
 	t.forwardHeaders(r, sub) // forward.go
 	return t.base.RoundTrip(r)
+}
+
+// dpop is the key the source's tokens are bound to, nil for bearer tokens.
+func (t *sourceTransport) dpop() *oauthclient.DPoPKey {
+	if b, ok := t.src.(dpopBound); ok {
+		return b.DPoPKey()
+	}
+	return nil
+}
+
+// dpopBound is a credentials.Source whose tokens may be bound to a key of
+// the gateway's (RFC 9449): the per-user source with dpop: true.
+type dpopBound interface {
+	DPoPKey() *oauthclient.DPoPKey
+}
+
+// presentToken sets r's Authorization to tok: "DPoP" with a fresh proof
+// of key for this request (htm, htu, ath) when key is set, else "Bearer".
+func presentToken(r *http.Request, tok string, key *oauthclient.DPoPKey) error {
+	r.Header.Del("DPoP") // only the gateway's own proof goes out
+	if key == nil {
+		r.Header.Set("Authorization", "Bearer "+tok)
+		return nil
+	}
+	proof, err := key.Proof(r.Method, r.URL.String(), tok)
+	if err != nil {
+		return fmt.Errorf("signing the DPoP proof: %w", err)
+	}
+	r.Header.Set("Authorization", oauthclient.TokenTypeDPoP+" "+tok)
+	r.Header.Set("DPoP", proof)
+	return nil
+}
+
+// nonceChallenge remembers the DPoP nonce resp carries (key set) and
+// reports whether resp is a use_dpop_nonce refusal with a nonce not sent
+// before, which one retry may satisfy.
+func nonceChallenge(resp *http.Response, key *oauthclient.DPoPKey, rawURL string) bool {
+	if key == nil {
+		return false
+	}
+	fresh := key.SetNonce(rawURL, resp.Header.Get("DPoP-Nonce"))
+	return fresh && resp.StatusCode == http.StatusUnauthorized && oauthclient.IsNonceChallenge(resp.Header.Values("WWW-Authenticate"))
+}
+
+// remake is req's body anew for a retry (http.NoBody without one); false
+// when it cannot be made again.
+func remake(req *http.Request) (io.ReadCloser, bool) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return http.NoBody, true
+	}
+	if req.GetBody == nil {
+		return nil, false
+	}
+	b, err := req.GetBody()
+	return b, err == nil
 }
 
 func closeBody(b io.ReadCloser) {

@@ -97,6 +97,8 @@ type exchangeSource struct {
 	flight   singleflight.Group
 	cache    tokenLRU
 	refusals refusalCache
+
+	jag *idJAGServer // with id_jag (idjag.go); nil without
 }
 
 func newExchangeSource(ctx context.Context, name, upstreamURL string, cfg *config.UpstreamTokenExchange, hc *http.Client, m *metrics.Metrics, log *zap.Logger) *exchangeSource {
@@ -104,12 +106,16 @@ func newExchangeSource(ctx context.Context, name, upstreamURL string, cfg *confi
 	if max <= 0 {
 		max = config.DefaultMaxCachedExchanges
 	}
-	return &exchangeSource{
+	s := &exchangeSource{
 		ctx: ctx, upstream: name, upURL: upstreamURL, cfg: cfg, client: hc, metrics: m, log: log,
 		now: time.Now, readFile: os.ReadFile, endpoint: cfg.TokenURL,
 		cache:    tokenLRU{max: max, items: map[string]*list.Element{}, order: list.New()},
 		refusals: refusalCache{max: max, items: map[string]refusal{}},
 	}
+	if cfg.IDJAG != nil {
+		s.jag = &idJAGServer{client: idJAGClient(name, upstreamURL, cfg.IDJAG)}
+	}
+	return s
 }
 
 func (s *exchangeSource) Kind() credentials.Kind { return credentials.KindExchanged }
@@ -280,10 +286,24 @@ func (s *exchangeSource) exchange(sub credentials.Subject) (string, time.Time, e
 	if s.cfg.AuthMethod == config.AuthMethodPost {
 		method = oauthclient.AuthMethodPost
 	}
+	form := exchangeForm(s.cfg, sub.Token, actor)
+	asTokenURL := ""
+	if s.jag != nil {
+		// The ID-JAG is for the upstream's authorization server: its
+		// issuer is the audience (unless configured).
+		issuer, tu, err := s.idJAGServer(ctx)
+		if err != nil {
+			return fail(&ExchangeError{Cause: err.Error()})
+		}
+		if s.cfg.Audience == "" {
+			form.Set("audience", issuer)
+		}
+		asTokenURL = tu
+	}
 	start := s.now()
 	out, err := oauthclient.PostToken(ctx, s.client, oauthclient.TokenPost{
 		Endpoint: endpoint, ClientID: s.cfg.ClientID, Secret: secret, AuthMethod: method,
-		Form: exchangeForm(s.cfg, sub.Token, actor),
+		Form: form,
 	})
 	var unreadable *oauthclient.UnreadableAnswerError
 	switch {
@@ -303,6 +323,15 @@ func (s *exchangeSource) exchange(sub credentials.Subject) (string, time.Time, e
 		return fail(&ExchangeError{Status: out.Status, Cause: "the token endpoint's answer is not a JSON object"})
 	case out.AccessToken == "":
 		return fail(&ExchangeError{Status: out.Status, Cause: "the token endpoint's answer has no access_token"})
+	case s.jag != nil && out.IssuedTokenType != config.TokenTypeIDJAG:
+		return fail(&ExchangeError{Status: out.Status, Cause: fmt.Sprintf("the IdP issued a %q, not the ID-JAG asked for", printable(out.IssuedTokenType))})
+	case s.jag != nil:
+		// The ID-JAG (token_type N_A) goes to the upstream's
+		// authorization server; its answer is what is cached.
+		start = s.now()
+		if out, err = s.redeemIDJAG(ctx, out.AccessToken, asTokenURL); err != nil {
+			return fail(&ExchangeError{Cause: err.Error()})
+		}
 	case !strings.EqualFold(out.TokenType, "bearer"):
 		return fail(&ExchangeError{Status: out.Status, Cause: fmt.Sprintf("the token endpoint issued a %q token, but mcpgw sends only Bearer tokens upstream (set requested_token_type to an access token type)", printable(out.TokenType))})
 	}

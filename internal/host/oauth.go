@@ -99,11 +99,17 @@ type TokenError struct {
 	Upstream string
 	TokenURL string
 	Cause    string
+	// Grant names the grant when it is not client credentials.
+	Grant string
 }
 
 func (e *TokenError) Error() string {
-	return fmt.Sprintf("upstream %q: cannot obtain an access token from %s (OAuth client credentials): %s; check upstreams.%s.oauth and the authorization server",
-		e.Upstream, e.TokenURL, e.Cause, e.Upstream)
+	grant := "OAuth client credentials"
+	if e.Grant != "" {
+		grant = e.Grant
+	}
+	return fmt.Sprintf("upstream %q: cannot obtain an access token from %s (%s): %s; check upstreams.%s.oauth and the authorization server",
+		e.Upstream, e.TokenURL, grant, e.Cause, e.Upstream)
 }
 
 // upstreamTokens is an upstream's token source: a cache with
@@ -127,6 +133,16 @@ func newUpstreamTokens(ctx context.Context, upstream, upstreamURL string, cfg *c
 		now = time.Now
 	}
 	f := &tokenFetcher{ctx: ctx, upstream: upstream, cfg: cfg, client: hc, readFile: os.ReadFile, scopes: slices.Clone(cfg.Scopes), now: now}
+	if cfg.PrivateKeyFile != "" {
+		f.key = &oauthclient.KeyFile{Path: cfg.PrivateKeyFile, KeyID: cfg.KeyID}
+	}
+	if cfg.DPoP {
+		k, err := oauthclient.NewDPoPKey(now)
+		if err != nil { // crypto/rand failing: nothing can be signed
+			log.Error("upstream OAuth: cannot generate the DPoP key; token requests will fail", zap.Error(err))
+		}
+		f.dpop, f.dpopErr = k, err
+	}
 	t := &upstreamTokens{fetch: f, now: now}
 	if cfg.Discovers() {
 		t.disc = &discovery{upstream: upstream, url: upstreamURL, cfg: cfg, client: hc, log: log}
@@ -235,6 +251,10 @@ type grant struct {
 	tokenURL string
 	style    oauth2.AuthStyle
 	resource string
+	// issuer is the authorization server's (discovered; "" with
+	// token_url), signingAlgs its token_endpoint_auth_signing_alg_values_supported.
+	issuer      string
+	signingAlgs []string
 }
 
 func authStyle(method string) oauth2.AuthStyle {
@@ -254,7 +274,10 @@ type tokenFetcher struct {
 	cfg      *config.UpstreamOAuth
 	client   *http.Client
 	readFile func(string) ([]byte, error)
-	now      func() time.Time // the expiry's clock
+	now      func() time.Time     // the expiry's clock
+	key      *oauthclient.KeyFile // private_key_file; nil without
+	dpop     *oauthclient.DPoPKey // oauth.dpop; nil without
+	dpopErr  error                // why there is no dpop key though asked for
 
 	mu     sync.Mutex
 	grant  grant
@@ -309,7 +332,11 @@ func (f *tokenFetcher) addScopes(scopes []string) bool {
 }
 
 func (f *tokenFetcher) fail(tokenURL, format string, args ...any) error {
-	return &TokenError{Upstream: f.upstream, TokenURL: tokenURL, Cause: fmt.Sprintf(format, args...)}
+	e := &TokenError{Upstream: f.upstream, TokenURL: tokenURL, Cause: fmt.Sprintf(format, args...)}
+	if f.cfg.AssertionFile != "" {
+		e.Grant = "OAuth JWT bearer grant with oauth.assertion_file"
+	}
+	return e
 }
 
 // Token asks the token endpoint for a new token.
@@ -317,16 +344,15 @@ func (f *tokenFetcher) Token() (*oauth2.Token, error) {
 	f.mu.Lock()
 	g, scopes := f.grant, slices.Clone(f.scopes)
 	f.mu.Unlock()
-	secret := f.cfg.ClientSecret
-	if f.cfg.ClientSecretFile != "" {
-		// Read on every request, so a rotated secret is picked up.
-		b, err := f.readFile(f.cfg.ClientSecretFile)
-		if err != nil {
-			return nil, f.fail(g.tokenURL, "cannot read oauth.client_secret_file: %v", err)
-		}
-		if secret = strings.TrimSpace(string(b)); secret == "" {
-			return nil, f.fail(g.tokenURL, "oauth.client_secret_file %s is empty", f.cfg.ClientSecretFile)
-		}
+	if f.dpopErr != nil {
+		return nil, f.fail(g.tokenURL, "no DPoP key (oauth.dpop): %v", f.dpopErr)
+	}
+	if usesJOSE(f.cfg) {
+		return f.joseToken(g, scopes)
+	}
+	secret, err := f.secret(g.tokenURL)
+	if err != nil {
+		return nil, err
 	}
 	cc := clientcredentials.Config{
 		ClientID:     f.cfg.ClientID,
@@ -355,6 +381,23 @@ func (f *tokenFetcher) Token() (*oauth2.Token, error) {
 	f.last = tok.AccessToken
 	f.mu.Unlock()
 	return tok, nil
+}
+
+// secret is the client secret: client_secret, or client_secret_file's
+// content, read on every request so a rotated secret is picked up.
+func (f *tokenFetcher) secret(tokenURL string) (string, error) {
+	if f.cfg.ClientSecretFile == "" {
+		return f.cfg.ClientSecret, nil
+	}
+	b, err := f.readFile(f.cfg.ClientSecretFile)
+	if err != nil {
+		return "", f.fail(tokenURL, "cannot read oauth.client_secret_file: %v", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", f.fail(tokenURL, "oauth.client_secret_file %s is empty", f.cfg.ClientSecretFile)
+	}
+	return secret, nil
 }
 
 // describeTokenError says what the token endpoint answered, without its
@@ -388,6 +431,14 @@ func (t *oauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	resp, used, err := t.send(req, req.Body)
+	if err == nil && nonceChallenge(resp, t.tokens.fetch.dpop, req.URL.String()) {
+		// The upstream wants its DPoP nonce in the proof: once more with
+		// it (RFC 9449 section 9), if the body can be re-made.
+		if body, ok := remake(req); ok {
+			drain(resp)
+			resp, used, err = t.send(req, body)
+		}
+	}
 	if err != nil || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
 		return resp, err
 	}
@@ -429,10 +480,14 @@ func (t *oauthTransport) send(req *http.Request, body io.ReadCloser) (*http.Resp
 	r := req.Clone(req.Context())
 	r.Body = body
 	r.Header.Del("Authorization")
+	r.Header.Del("DPoP") // only the gateway's own proof goes out
 	used := ""
 	if tok != nil {
 		used = tok.AccessToken
-		r.Header.Set("Authorization", "Bearer "+used)
+		if err := presentToken(r, used, t.tokens.fetch.dpop); err != nil {
+			closeBody(body)
+			return nil, "", err
+		}
 	}
 	resp, err := t.base.RoundTrip(r)
 	return resp, used, err

@@ -79,12 +79,12 @@ func (d *discovery) run(ctx context.Context, ch oauthclient.Challenge) (grant, [
 	if err != nil {
 		return grant{}, nil, err
 	}
-	g := grant{tokenURL: as.TokenEndpoint, resource: d.cfg.Resource}
+	g := grant{tokenURL: as.TokenEndpoint, resource: d.cfg.Resource, issuer: as.Issuer, signingAlgs: as.TokenEndpointAuthSigningAlgs}
 	if g.style, err = d.style(as, asURL); err != nil {
 		return grant{}, nil, err
 	}
-	if len(as.GrantTypes) > 0 && !slices.Contains(as.GrantTypes, "client_credentials") {
-		d.log.Warn("the authorization server's metadata does not list client_credentials in grant_types_supported; asking for a token anyway",
+	if gt := grantType(d.cfg); len(as.GrantTypes) > 0 && !slices.Contains(as.GrantTypes, gt) {
+		d.log.Warn("the authorization server's metadata does not list the grant in grant_types_supported; asking for a token anyway", zap.String("grant_type", gt),
 			zap.String("metadata", asURL), zap.Strings("grant_types_supported", as.GrantTypes))
 	}
 	var offered []string
@@ -132,6 +132,9 @@ func (d *discovery) discoverer() *oauthclient.Discoverer {
 func (d *discovery) style(m *oauthclient.ServerMetadata, at string) (oauth2.AuthStyle, error) {
 	if d.cfg.AuthMethod != "" {
 		return authStyle(d.cfg.AuthMethod), nil
+	}
+	if d.cfg.PrivateKeyFile != "" || d.cfg.AssertionFile != "" {
+		return 0, nil // no secret: the key or the assertion authenticates
 	}
 	switch methods := m.TokenEndpointAuthMethods; {
 	case len(methods) == 0, slices.Contains(methods, config.AuthMethodBasic):

@@ -72,6 +72,9 @@ type Principal struct {
 	// the upstream transport of a connection of this principal's reads
 	// them; they are never logged.
 	forwarded http.Header
+	// dpopJKT is the key thumbprint this request proved possession of (a
+	// DPoP-bound token with its proof, internal/auth/dpop.go); "" otherwise.
+	dpopJKT string
 }
 
 // WithForwarded returns a copy of p carrying the values of the headers
@@ -115,6 +118,19 @@ func (p *Principal) ForwardedNames() []string {
 	}
 	return slices.Sorted(maps.Keys(p.forwarded))
 }
+
+// WithDPoPKey returns a copy of p that proved possession of the DPoP key
+// with thumbprint jkt on this request (p may be shared: never changed).
+// Only authentication makes it.
+func (p *Principal) WithDPoPKey(jkt string) *Principal {
+	c := *p
+	c.dpopJKT = jkt
+	return &c
+}
+
+// DPoPBound reports whether p proved possession of its token's DPoP key
+// on this request.
+func (p *Principal) DPoPBound() bool { return p != nil && p.dpopJKT != "" }
 
 // SetBearerToken records the validated bearer token p was read from; only
 // authentication sets it.

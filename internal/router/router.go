@@ -218,13 +218,13 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		taken[rc.Path] = true
 	}
 	for _, rc := range cfg.Routes {
-		r := &core.Route{Path: rc.Path, View: catalog.RouteView(rt.host, rc), Gen: g.Generation}
+		r := &core.Route{Path: rc.Path, View: catalog.RouteView(rt.host, rc), Gen: g.Generation, RequireDPoP: rc.RequireDPoP}
 		if g.Auth != nil {
 			r.Resource, r.Scopes = g.Auth.Resource(rc.Path), g.Auth.RequiredScopes(rc.Scopes)
 		}
 		// Authentication, after the edge checks and before any handler
 		// reads the body.
-		guard := edge.Guard{Auth: g.Auth, Route: r.Path, Resource: r.Resource, Scopes: r.Scopes, Log: rt.log, Metrics: rt.opts.Metrics,
+		guard := edge.Guard{Auth: g.Auth, Route: r.Path, Resource: r.Resource, Scopes: r.Scopes, RequireDPoP: r.RequireDPoP, Log: rt.log, Metrics: rt.opts.Metrics,
 			Forward: forwardedNames(cfg, rc)} // forward.go
 		mux := mux.With(guard.Authenticate)
 		g.Routes = append(g.Routes, r)

@@ -14,9 +14,15 @@
 # itself) and speaking 2026-07-28 (a 2026 caller's own _meta and headers
 # through the gateway).
 #
+# The requirement sets do not include the identity scenarios (private_key_jwt,
+# workload identity, Enterprise-Managed Authorization, DPoP), so each of
+# those runs by name too (SCENARIOS), with each downstream revision.
+#
 # Usage: test/conformance/run-client.sh [extra conformance-CLI args...]
 #        (with --scenario S or --suite S among them: one run of just that)
-# Environment: REQUIREMENTS (default "2025-11-25 2026-07-28"), DOWNSTREAM
+# Environment: REQUIREMENTS (default "2025-11-25 2026-07-28"), SCENARIOS
+#              (the scenarios run by name besides; default the five identity
+#              ones, "" for none), DOWNSTREAM
 #              (the driver's revisions, default "2025-11-25 2026-07-28"), BASELINE
 #              (expected-failures file; empty = strict), MCPGW_BIN (use this
 #              binary instead of building ./cmd/mcpgw), RESULTS_DIR (where
@@ -61,6 +67,9 @@ for a in "$@"; do
 done
 if [[ ${#runs[@]} -eq 0 ]]; then
   for r in ${REQUIREMENTS:-2025-11-25 2026-07-28}; do runs+=("--requirements $r"); done
+  for sc in ${SCENARIOS-auth/client-credentials-jwt auth/wif-jwt-bearer auth/enterprise-managed-authorization auth/dpop auth/dpop-nonce}; do
+    runs+=("--scenario $sc")
+  done
 fi
 
 status=0
@@ -69,6 +78,7 @@ for sel in "${runs[@]}"; do
   # shellcheck disable=SC2206 # sel is "--requirements REV" or empty, split on purpose
   sel_args=($sel)
   name="client-${sel#--requirements }"
+  [[ "$sel" == --scenario* ]] && name="client-$(tr / - <<<"${sel#--scenario }")"
   [[ -z "$sel" ]] && name="client-custom"
   name="$name-downstream-$down"
   log="$results/$name.log"
@@ -78,12 +88,22 @@ for sel in "${runs[@]}"; do
     ${baseline_args[@]+"${baseline_args[@]}"} -o "$results/$name" "$@") >"$log" 2>&1 || rc=$?
   if grep -q '=== SUITE SUMMARY ===' "$log"; then
     sed -n '/=== SUITE SUMMARY ===/,$p' "$log" | grep -v '^Total:' || true
+  elif [[ "$sel" == --scenario* ]] && grep -q '^Test Results:' "$log"; then
+    grep -E 'FAILURE|WARNING' "$log" || true
+    sed -n '/^Test Results:/,$p' "$log"
   else
     cat "$log"
   fi
   rev=""
   [[ "$sel" == --requirements* ]] && rev="${sel#--requirements }"
-  node "$here/summary.mjs" "$log" "client ${sel:-$*}, downstream $down" "$baseline" "$rev" client
+  if [[ "$sel" == --scenario* ]]; then
+    # A run by name prints the scenario's own result, no suite summary.
+    verdict="FAILED"
+    grep -q 'OVERALL: PASSED' "$log" && verdict="passed"
+    echo "conformance (client ${sel}, downstream $down): $verdict"
+  else
+    node "$here/summary.mjs" "$log" "client ${sel:-$*}, downstream $down" "$baseline" "$rev" client
+  fi
   if [[ $rc -ne 0 ]]; then
     echo "run-client.sh: conformance CLI exited $rc for 'client ${sel:-$*}', downstream $down (log: $log; each scenario's driver and mcpgw log: stderr.txt under $results/$name)" >&2
     status=1

@@ -8,8 +8,12 @@
 # scored auth/* scenario of each set passes, and fails naming the ones
 # that do not; the other scenarios' results are printed, not judged.
 #
+# The identity scenarios, which the requirement sets do not count, run by
+# name after them (SCENARIOS) and must each pass.
+#
 # Usage: test/conformance/run-oauthprobe.sh
-# Environment: REQUIREMENTS (default "2025-11-25 2026-07-28"), RESULTS_DIR
+# Environment: REQUIREMENTS (default "2025-11-25 2026-07-28"), SCENARIOS
+#              (default the five identity scenarios, "" for none), RESULTS_DIR
 #              (where logs and per-scenario checks.json go; default a
 #              temporary directory, printed at the end).
 set -euo pipefail
@@ -49,6 +53,19 @@ for rev in ${REQUIREMENTS:-2025-11-25 2026-07-28}; do
   echo "oauthprobe, requirements $rev: $passed/$(wc -w <<<"$want") auth scenarios pass" >&2
   if [[ ${#failed[@]} -gt 0 ]]; then
     printf '  failing: %s\n' "${failed[@]}" >&2
+    status=1
+  fi
+done
+for s in ${SCENARIOS-auth/client-credentials-jwt auth/wif-jwt-bearer auth/enterprise-managed-authorization auth/dpop auth/dpop-nonce}; do
+  name="$(tr / - <<<"$s")"
+  log="$results/oauthprobe-$name.log"
+  rc=0
+  (cd "$results" && "${cli[@]}" client --command "$work/oauthprobe" --scenario "$s" -o "$results/$name") >"$log" 2>&1 || rc=$?
+  if [[ $rc -eq 0 ]] && grep -q 'OVERALL: PASSED' "$log"; then
+    echo "oauthprobe, $s: passed" >&2
+  else
+    echo "oauthprobe, $s: FAILED (log: $log)" >&2
+    grep -E 'FAILURE|WARNING' "$log" >&2 || true
     status=1
   fi
 done

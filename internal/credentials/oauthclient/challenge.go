@@ -66,7 +66,9 @@ func ParseChallenge(values []string) Challenge {
 				}
 				value, i = v[k:e], e
 			}
-			if !strings.EqualFold(scheme, "Bearer") {
+			// A DPoP challenge (RFC 9449 section 7.1) carries the same
+			// parameters for a DPoP-bound client.
+			if !strings.EqualFold(scheme, "Bearer") && !strings.EqualFold(scheme, "DPoP") {
 				continue
 			}
 			switch strings.ToLower(name) {

@@ -40,6 +40,8 @@ type ServerMetadata struct {
 	ScopesSupported               []string `json:"scopes_supported"`
 	GrantTypes                    []string `json:"grant_types_supported"`
 	TokenEndpointAuthMethods      []string `json:"token_endpoint_auth_methods_supported"`
+	TokenEndpointAuthSigningAlgs  []string `json:"token_endpoint_auth_signing_alg_values_supported"`
+	DPoPSigningAlgs               []string `json:"dpop_signing_alg_values_supported"`
 	CodeChallengeMethods          []string `json:"code_challenge_methods_supported"`
 	ClientIDMetadataDocument      bool     `json:"client_id_metadata_document_supported"`
 	AuthorizationResponseIssParam bool     `json:"authorization_response_iss_parameter_supported"`

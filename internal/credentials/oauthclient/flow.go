@@ -390,7 +390,7 @@ func (c *Client) token(ctx context.Context, step string, g Grant, form url.Value
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	sent := c.cfg.Now()
-	tr, err := PostToken(ctx, c.http, TokenPost{Endpoint: g.TokenEndpoint, ClientID: g.ClientID, Secret: secret, AuthMethod: g.AuthMethod, Form: form})
+	tr, err := PostToken(ctx, c.http, TokenPost{Endpoint: g.TokenEndpoint, ClientID: g.ClientID, Secret: secret, AuthMethod: g.AuthMethod, Form: form, DPoP: c.cfg.DPoP})
 	if err != nil {
 		return nil, c.fail(step, "POST %s: %v", g.TokenEndpoint, err)
 	}
@@ -404,8 +404,12 @@ func (c *Client) token(ctx context.Context, step string, g Grant, form url.Value
 		return nil, c.fail(step, "the token answer of %s is %v", g.TokenEndpoint, tr.NotJSON)
 	case tr.AccessToken == "":
 		return nil, c.fail(step, "the token answer of %s has no access_token", g.TokenEndpoint)
-	case !strings.EqualFold(tr.TokenType, "Bearer"):
-		return nil, c.fail(step, "the token answer of %s is a %q token; mcpgw sends Bearer tokens only", g.TokenEndpoint, tr.TokenType)
+	case c.cfg.DPoP != nil && !strings.EqualFold(tr.TokenType, TokenTypeDPoP):
+		// Fail closed: an unbound token is a bearer token, which the
+		// operator asked not to have (dpop: true).
+		return nil, c.fail(step, "the token answer of %s is a %q token, not the DPoP-bound one asked for; the authorization server may not support DPoP (RFC 9449): remove dpop from the upstream's auth config to accept Bearer tokens", g.TokenEndpoint, tr.TokenType)
+	case c.cfg.DPoP == nil && !strings.EqualFold(tr.TokenType, "Bearer"):
+		return nil, c.fail(step, "the token answer of %s is a %q token; mcpgw sends Bearer tokens only (set dpop: true in the upstream's auth config for DPoP-bound tokens)", g.TokenEndpoint, tr.TokenType)
 	}
 	t := &Token{AccessToken: tr.AccessToken, RefreshToken: tr.RefreshToken, Scopes: g.Scopes, Grant: g}
 	if tr.Scope != "" {

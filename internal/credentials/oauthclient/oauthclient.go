@@ -89,6 +89,10 @@ type Config struct {
 	Timeout time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// DPoP, when set, binds the tokens asked for to its key (RFC 9449):
+	// token requests carry its proofs, and a token answer must be
+	// token_type DPoP.
+	DPoP *DPoPKey
 }
 
 // Credentials are a pre-registered client's.

@@ -2,6 +2,7 @@ package oauthclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,9 +15,20 @@ type TokenPost struct {
 	Endpoint   string
 	ClientID   string
 	Secret     string     // with AuthMethodBasic or AuthMethodPost
-	AuthMethod string     // AuthMethodBasic, AuthMethodPost or AuthMethodNone
+	AuthMethod string     // AuthMethodBasic, AuthMethodPost, AuthMethodNone or AuthMethodPrivateKeyJWT
 	Form       url.Values // grant_type and the grant's parameters; the client's are added
+	// Assertion signs a fresh private_key_jwt client assertion (with
+	// AuthMethodPrivateKeyJWT), once per request sent.
+	Assertion func() (string, error)
+	// DPoP, when set, puts a proof of its key on the request (the token
+	// issued is then bound to it) and answers a use_dpop_nonce refusal
+	// with one retry carrying the server's nonce.
+	DPoP *DPoPKey
 }
+
+// AuthMethodPrivateKeyJWT authenticates with a JWT signed by the client's
+// key (RFC 7523 section 2.2).
+const AuthMethodPrivateKeyJWT = "private_key_jwt"
 
 // TokenAnswer is what a token endpoint answered, as sent: callers judge it
 // (which fields they need, which error they report).
@@ -34,6 +46,8 @@ type TokenAnswer struct {
 	Code, Description string
 	// NotJSON is why the body is not a JSON object (nil when it is).
 	NotJSON error
+	// nonceNew: the answer carried a DPoP nonce not sent before.
+	nonceNew bool
 }
 
 // Seconds is expires_in in seconds, and whether it is a positive number.
@@ -60,6 +74,16 @@ func (e *UnreadableAnswerError) Unwrap() error { return e.Err }
 // error), or its body unreadable (*UnreadableAnswerError); any answer,
 // whatever its status, is returned for the caller to judge.
 func PostToken(ctx context.Context, hc *http.Client, p TokenPost) (*TokenAnswer, error) {
+	a, err := postToken(ctx, hc, p)
+	if err == nil && p.DPoP != nil && a.Status == http.StatusBadRequest && a.Code == "use_dpop_nonce" && a.nonceNew {
+		// RFC 9449 section 8: the server wants its nonce in the proof;
+		// once, so a server that keeps refusing cannot loop us.
+		return postToken(ctx, hc, p)
+	}
+	return a, err
+}
+
+func postToken(ctx context.Context, hc *http.Client, p TokenPost) (*TokenAnswer, error) {
 	form := url.Values{}
 	for k, v := range p.Form {
 		form[k] = v
@@ -70,12 +94,30 @@ func PostToken(ctx context.Context, hc *http.Client, p TokenPost) (*TokenAnswer,
 	if p.AuthMethod == AuthMethodPost {
 		form.Set("client_secret", p.Secret)
 	}
+	if p.AuthMethod == AuthMethodPrivateKeyJWT {
+		if p.Assertion == nil {
+			return nil, errors.New("private_key_jwt without a key to sign with")
+		}
+		ca, err := p.Assertion()
+		if err != nil {
+			return nil, err
+		}
+		form.Set("client_assertion_type", ClientAssertionType)
+		form.Set("client_assertion", ca)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.Endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
+	if p.DPoP != nil {
+		proof, err := p.DPoP.Proof(http.MethodPost, p.Endpoint, "")
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("DPoP", proof)
+	}
 	if p.AuthMethod == AuthMethodBasic {
 		// RFC 6749 section 2.3.1: form-encode both before Basic.
 		req.SetBasicAuth(url.QueryEscape(p.ClientID), url.QueryEscape(p.Secret))
@@ -99,6 +141,9 @@ func PostToken(ctx context.Context, hc *http.Client, p TokenPost) (*TokenAnswer,
 		oauthError
 	}
 	a := &TokenAnswer{Status: resp.StatusCode}
+	if p.DPoP != nil {
+		a.nonceNew = p.DPoP.SetNonce(p.Endpoint, resp.Header.Get("DPoP-Nonce"))
+	}
 	if err := decodeObject(b, &tr); err != nil {
 		a.NotJSON = err
 		return a, nil

@@ -81,6 +81,7 @@ type OAuthClient struct {
 	issuer      string // pinned; "" when discovered
 	name        string
 	scopes      []string // asked for instead of what the upstream's challenge or metadata says
+	dpop        *oauthclient.DPoPKey
 }
 
 // NewOAuthClient returns the client of upstream name (at upstreamURL)
@@ -112,8 +113,19 @@ func NewOAuthClient(name, upstreamURL string, cfg *config.UpstreamPerUser, regs 
 		}
 		hc = outbound.Client(g.Trust(upstreamURL, cfg.Issuer), oauthclient.DefaultTimeout)
 	}
-	return &OAuthClient{c: oauthclient.New(oc, hc, log), upstreamURL: upstreamURL, issuer: cfg.Issuer, name: name, scopes: cfg.Scopes}, nil
+	if cfg.DPoP {
+		k, err := oauthclient.NewDPoPKey(now)
+		if err != nil {
+			return nil, fmt.Errorf("upstreams.%s.auth.per_user.dpop: generating the key: %w", name, err)
+		}
+		oc.DPoP = k
+	}
+	return &OAuthClient{c: oauthclient.New(oc, hc, log), upstreamURL: upstreamURL, issuer: cfg.Issuer, name: name, scopes: cfg.Scopes, dpop: oc.DPoP}, nil
 }
+
+// DPoPKey is the key the client's tokens are bound to (nil: they are
+// bearer tokens).
+func (o *OAuthClient) DPoPKey() *oauthclient.DPoPKey { return o.dpop }
 
 // ForgetDiscoveries makes the next Begin discover the upstream's
 // authorization server anew (Source.Refused calls it).

@@ -79,6 +79,15 @@ var (
 	_ credentials.ScopeEscalator = (*Source)(nil)
 )
 
+// DPoPKey is the key the source's tokens are bound to (RFC 9449), nil
+// for bearer tokens: the upstream transport presents its tokens with it.
+func (s *Source) DPoPKey() *oauthclient.DPoPKey {
+	if b, ok := s.o.Client.(interface{ DPoPKey() *oauthclient.DPoPKey }); ok {
+		return b.DPoPKey()
+	}
+	return nil
+}
+
 // New builds the Source of o.Upstream.
 func New(o Options) (*Source, error) {
 	if o.Client == nil || o.Backend == nil {

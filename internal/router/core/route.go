@@ -36,6 +36,8 @@ type Route struct {
 	Resource string   // canonical URI (token audience), when auth is on
 	Scopes   []string // every caller needs these (auth.required_scopes + the route's)
 	Gen      *Generation
+	// RequireDPoP: only DPoP-bound tokens with their proof (require_dpop).
+	RequireDPoP bool
 
 	chain chain // the request path's stages for this route, composed once (chain.go)
 }

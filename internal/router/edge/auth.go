@@ -27,7 +27,10 @@ type Guard struct {
 	Route    string
 	Resource string
 	Scopes   []string
-	Log      *zap.Logger // fallback for requests without their own logger
+	// RequireDPoP refuses all but DPoP-bound tokens proven on the request
+	// (the route's require_dpop); its challenges are DPoP ones.
+	RequireDPoP bool
+	Log         *zap.Logger // fallback for requests without their own logger
 	// Metrics counts refusals by reason (mcpgw_auth_failures_total; nil: none).
 	Metrics *metrics.Metrics
 	// Forward are the request headers (canonical) some upstream of the
@@ -46,6 +49,9 @@ func (g Guard) Authenticate(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := g.Auth.Authenticate(r, g.Resource)
+		if err == nil && g.RequireDPoP {
+			err = auth.RequireDPoP(p)
+		}
 		if err == nil {
 			err = auth.Authorize(p, g.Scopes)
 		}
@@ -80,7 +86,21 @@ func (g Guard) Refuse(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		log.Info("request refused by authentication", fields...)
 	}
-	w.Header().Set("WWW-Authenticate", g.Auth.Challenge(ae, g.Route, g.Scopes))
+	switch {
+	case g.RequireDPoP:
+		// Only DPoP is accepted here: its challenge alone (RFC 9449 7.1).
+		w.Header().Set("WWW-Authenticate", g.Auth.DPoPChallenge(ae, g.Route))
+	case ae.DPoP:
+		// A refusal about DPoP: the Bearer challenge says where to
+		// authorize, the DPoP one what went wrong.
+		w.Header().Set("WWW-Authenticate", g.Auth.Challenge(&auth.Error{Reason: auth.NoCredentials}, g.Route, g.Scopes))
+		w.Header().Add("WWW-Authenticate", g.Auth.DPoPChallenge(ae, g.Route))
+	default:
+		w.Header().Set("WWW-Authenticate", g.Auth.Challenge(ae, g.Route, g.Scopes))
+	}
+	if ae.Nonce != "" {
+		w.Header().Set("DPoP-Nonce", ae.Nonce)
+	}
 	msg := "unauthorized: " + ae.Detail
 	switch ae.Status() {
 	case http.StatusForbidden:

@@ -38,6 +38,7 @@ func CORS(next http.Handler) http.Handler {
 // exposedHeaders are the answer headers MCP clients read.
 var exposedHeaders = strings.Join([]string{
 	mcp.HeaderSessionID, mcp.HeaderProtocolVersion, "WWW-Authenticate", "Retry-After", "X-Request-Id",
+	"DPoP-Nonce", // a browser DPoP client retries with it (RFC 9449 section 9)
 }, ", ")
 
 // corsMethods are the methods of the MCP endpoints.
@@ -83,7 +84,8 @@ func preflight(w http.ResponseWriter, r *http.Request) {
 func corsRequestHeader(name string) bool {
 	switch strings.ToLower(name) {
 	case "authorization", "content-type", "accept", "mcp-session-id", "mcp-protocol-version",
-		"last-event-id", "mcp-method", "mcp-name", "x-request-id", "traceparent", "tracestate", "baggage":
+		"last-event-id", "mcp-method", "mcp-name", "x-request-id", "traceparent", "tracestate", "baggage",
+		"dpop": // the proof of a DPoP-bound token
 		return true
 	}
 	p := mcp.HeaderParamPrefix

@@ -24,6 +24,8 @@ import (
 // authenticates the caller itself, and the call stays bound to its
 // principal. Nothing leaves the gateway's replicas.
 
+// internal/auth (dpop.go) names it too: a DPoP proof it carries was
+// recorded by the forwarding replica.
 const forwardedHeader = "Mcp-Gateway-Forwarded"
 
 // forwardTransport talks to the other replicas directly: never through an

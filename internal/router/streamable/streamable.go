@@ -164,7 +164,7 @@ func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess
 	if !ok {
 		return v
 	}
-	g := edge.Guard{Auth: rte.Gen.Auth, Route: rte.Path, Resource: rte.Resource, Scopes: rte.Scopes, Log: t.log, Metrics: t.core.Metrics()}
+	g := edge.Guard{Auth: rte.Gen.Auth, Route: rte.Path, Resource: rte.Resource, Scopes: rte.Scopes, RequireDPoP: rte.RequireDPoP, Log: t.log, Metrics: t.core.Metrics()}
 	g.Refuse(w, r, &auth.Error{Reason: auth.InsufficientScope, Detail: detail, Scopes: required})
 	t.core.Metrics().RequestOutcome(rte.Path, msg.Method, metrics.OutcomeDenied) // refused by the policy before dispatch
 	return nil

@@ -57,6 +57,19 @@ type scenarioContext struct {
 	ClientSecret string     `json:"client_secret"`
 	Issuer       string     `json:"issuer"`
 	ToolCalls    []toolCall `json:"toolCalls"`
+	// PrivateKeyPEM is the client's key for private_key_jwt
+	// (auth/client-credentials-jwt): the driver writes it to a file, as an
+	// operator would mount it.
+	PrivateKeyPEM string `json:"private_key_pem"`
+	// ValidJWT is the workload identity token (auth/wif-jwt-bearer): the
+	// driver writes it to a file, as Kubernetes projects one.
+	ValidJWT string `json:"valid_jwt"`
+	// The enterprise IdP of auth/enterprise-managed-authorization: the
+	// user's ID token there and where to exchange it.
+	IDPIDToken       string `json:"idp_id_token"`
+	IDPIssuer        string `json:"idp_issuer"`
+	IDPClientID      string `json:"idp_client_id"`
+	IDPTokenEndpoint string `json:"idp_token_endpoint"`
 }
 
 func main() {
@@ -110,22 +123,31 @@ type scenario struct {
 	// (pu is set for it by run).
 	perUser bool
 	pu      *perUser
+	// keyFile and assertionFile hold the scenario's client key and
+	// workload identity token, when it gives them (written by run).
+	keyFile, assertionFile string
+	// ent: the enterprise IdP stand-in of an Enterprise-Managed
+	// Authorization run (set by run).
+	ent *enterprise
 }
 
 // usesPerUser reports whether this run authorizes per user.
 // The client-credentials scenarios check the gateway's own grant, so they
 // keep upstreams.NAME.oauth.
 func (sc scenario) usesPerUser() bool {
-	return sc.perUser && strings.HasPrefix(sc.name, "auth/") && !strings.HasPrefix(sc.name, "auth/client-credentials-")
+	return sc.perUser && strings.HasPrefix(sc.name, "auth/") && !strings.HasPrefix(sc.name, "auth/client-credentials-") && sc.name != "auth/wif-jwt-bearer" && !sc.enterpriseScenario()
 }
 
 // config is the gateway config for the scenario: one upstream, one
 // unprefixed route, an admin listener for /readyz.
 func (sc scenario) config() string {
 	var b strings.Builder
-	if sc.usesPerUser() {
+	switch {
+	case sc.ent != nil:
+		b.WriteString(sc.ent.globals())
+	case sc.usesPerUser():
 		b.WriteString(sc.pu.globals())
-	} else {
+	default:
 		b.WriteString("listen: 127.0.0.1:0\n")
 	}
 	fmt.Fprintf(&b, "admin:\n  listen: 127.0.0.1:0\nupstreams:\n  %s:\n    url: %q\n    timeout: 20s\n    startup_timeout: 15s\n", upstreamName, sc.upstream)
@@ -135,7 +157,9 @@ func (sc scenario) config() string {
 		// initialize for its legacy callers.
 		b.WriteString("    protocol: \"2026\"\n")
 	}
-	if sc.usesPerUser() {
+	if sc.ent != nil {
+		b.WriteString(sc.enterpriseAuth())
+	} else if sc.usesPerUser() {
 		b.WriteString(sc.upstreamAuth())
 	} else if strings.HasPrefix(sc.name, "auth/") {
 		// The gateway's own credentials (OAuth client credentials): the
@@ -147,7 +171,16 @@ func (sc scenario) config() string {
 		if id == "" {
 			id, secret = "mcpgw-conformance", "mcpgw-conformance-secret"
 		}
-		fmt.Fprintf(&b, "    oauth:\n      client_id: %q\n      client_secret: %q\n", id, secret)
+		switch {
+		case sc.keyFile != "":
+			// private_key_jwt: the key, no secret.
+			fmt.Fprintf(&b, "    oauth:\n      client_id: %q\n      private_key_file: %q\n", id, sc.keyFile)
+		case sc.assertionFile != "":
+			// The workload identity token, no secret.
+			fmt.Fprintf(&b, "    oauth:\n      client_id: %q\n      assertion_file: %q\n", id, sc.assertionFile)
+		default:
+			fmt.Fprintf(&b, "    oauth:\n      client_id: %q\n      client_secret: %q\n", id, secret)
+		}
 		if sc.ctx.Issuer != "" {
 			fmt.Fprintf(&b, "      issuer: %q\n", sc.ctx.Issuer)
 		} else {
@@ -169,6 +202,24 @@ func run(bin string, sc scenario, downVersion string, logger *log.Logger) error 
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
 	cfgPath := filepath.Join(dir, "mcpgw.yaml")
+	if sc.ctx.PrivateKeyPEM != "" {
+		sc.keyFile = filepath.Join(dir, "client-key.pem")
+		if err := os.WriteFile(sc.keyFile, []byte(sc.ctx.PrivateKeyPEM), 0o600); err != nil {
+			return err
+		}
+	}
+	if sc.enterpriseScenario() {
+		if sc.ent, err = startEnterprise(sc); err != nil {
+			return err
+		}
+		defer sc.ent.srv.Close()
+	}
+	if sc.ctx.ValidJWT != "" {
+		sc.assertionFile = filepath.Join(dir, "workload-token")
+		if err := os.WriteFile(sc.assertionFile, []byte(sc.ctx.ValidJWT), 0o600); err != nil {
+			return err
+		}
+	}
 	var gw *gateway
 	// A per-user run's listen address is chosen before mcpgw starts
 	// (public_url names it), so another process of the suite's parallel
@@ -206,6 +257,9 @@ func run(bin string, sc scenario, downVersion string, logger *log.Logger) error 
 		answer:  answer,
 		logf:    logger.Printf,
 	}
+	if sc.ent != nil {
+		d.bearer = sc.ctx.IDPIDToken // the user's enterprise sign-in
+	}
 	if sc.usesPerUser() {
 		d.bearer, d.authorize = driverKey, browser(logger.Printf)
 		d.caps = json.RawMessage(`{"elicitation":{"form":{},"url":{}},"sampling":{}}`)
@@ -227,7 +281,7 @@ func exercise(ctx context.Context, d *downstream, sc scenario, logger *log.Logge
 	// A per-user upstream's capabilities are known only once the caller
 	// has authorized (the gateway has no connection of its own to it), so
 	// its tools are asked for regardless.
-	if d.capability("tools") || sc.usesPerUser() {
+	if d.capability("tools") || sc.usesPerUser() || sc.ent != nil {
 		tools, err := listAll(ctx, d, mcp.MethodToolsList, "tools")
 		errs = append(errs, err)
 		d.schemas = map[string]json.RawMessage{}

@@ -76,6 +76,10 @@ func (sc scenario) upstreamAuth() string {
 	default:
 		b.WriteString("        discover: true\n        dynamic_registration: true\n")
 	}
+	if strings.HasPrefix(sc.name, "auth/dpop") {
+		// The scenario's servers check DPoP-bound tokens (RFC 9449).
+		b.WriteString("        dpop: true\n")
+	}
 	return b.String()
 }
 

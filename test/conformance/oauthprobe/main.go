@@ -58,6 +58,12 @@ type scenarioContext struct {
 	ClientID     string `json:"client_id"`
 	ClientSecret string `json:"client_secret"`
 	Issuer       string `json:"issuer"`
+	// The identity scenarios' (identity.go).
+	PrivateKeyPEM    string `json:"private_key_pem"`
+	ValidJWT         string `json:"valid_jwt"`
+	IDPIDToken       string `json:"idp_id_token"`
+	IDPClientID      string `json:"idp_client_id"`
+	IDPTokenEndpoint string `json:"idp_token_endpoint"`
 }
 
 func main() {
@@ -89,9 +95,18 @@ func main() {
 	if sc.ClientID != "" {
 		cfg.Preregistered = map[string]oauthclient.Credentials{sc.Issuer: {ClientID: sc.ClientID, ClientSecret: sc.ClientSecret}}
 	}
+	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
+	var dpop *oauthclient.DPoPKey
+	if strings.HasPrefix(scenario, "auth/dpop") {
+		k, err := oauthclient.NewDPoPKey(nil)
+		if err != nil {
+			logger.Fatal(err)
+		}
+		cfg.DPoP, dpop = k, k
+	}
 	hc := &http.Client{Timeout: 20 * time.Second}
 	p := &probe{
-		url: flag.Arg(0), version: version, hc: hc, log: logger,
+		url: flag.Arg(0), version: version, hc: hc, log: logger, sc: sc, scenario: scenario, dpop: dpop,
 		oc: oauthclient.New(cfg, hc, zl),
 		browser: &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
@@ -113,6 +128,9 @@ type probe struct {
 	token        *oauthclient.Token
 	session      string
 	nextID       int
+	sc           scenarioContext
+	scenario     string
+	dpop         *oauthclient.DPoPKey // auth/dpop*: tokens bound to it
 }
 
 func (p *probe) stateless() bool { return p.version == string(mcp.Version20260728) }
@@ -167,6 +185,12 @@ func (p *probe) call(ctx context.Context, method string, params map[string]any) 
 		if err != nil {
 			return nil, err
 		}
+		if p.token != nil && p.nonceRetry(resp) {
+			drain(resp)
+			if resp, err = p.post(ctx, method, body); err != nil {
+				return nil, err
+			}
+		}
 		ch := oauthclient.ParseChallenge(resp.Header.Values("WWW-Authenticate"))
 		if resp.StatusCode == http.StatusUnauthorized || (resp.StatusCode == http.StatusForbidden && ch.InsufficientScope()) {
 			drain(resp)
@@ -213,7 +237,9 @@ func (p *probe) post(ctx context.Context, method string, body []byte) (*http.Res
 		req.Header.Set(mcp.HeaderMethod, method)
 	}
 	if p.token != nil {
-		req.Header.Set("Authorization", "Bearer "+p.token.AccessToken)
+		if err := p.present(req); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
@@ -272,6 +298,9 @@ func (p *probe) result(method string, resp *http.Response) (json.RawMessage, err
 // agent's trip through the authorization endpoint up to the redirect to
 // redirectURI, Complete.
 func (p *probe) authorize(ctx context.Context, challenge []string) error {
+	if p.sc.directGrant(p.scenario) {
+		return p.grant(ctx, challenge)
+	}
 	var previous []string
 	if p.token != nil {
 		previous = p.token.Grant.Scopes
