@@ -51,6 +51,9 @@ type Config struct {
 	Tracing *Tracing `yaml:"tracing"`
 	// TLS serves the MCP listener over TLS (tls.go; plain HTTP when absent).
 	TLS *ListenerTLS `yaml:"tls"`
+	// Interceptors inspect, redact, refuse or rewrite what passes the
+	// request path (interceptors.go), in order.
+	Interceptors []*Interceptor `yaml:"interceptors"`
 }
 
 // Upstream is one MCP server. Exactly one of URL or Command is set.

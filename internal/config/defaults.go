@@ -147,6 +147,7 @@ func applyDefaults(c *Config, d *strictyaml.Decoder) {
 	auditDefaults(c, d)         // audit.go
 	tracingDefaults(c, d)       // tracing.go
 	introspectionDefaults(c, d) // introspection.go
+	interceptorDefaults(c, d)   // interceptors.go
 	if c.Auth != nil {
 		issuerDefaults("auth.oidc", c.Auth.OIDC, d)
 		for i, o := range c.Auth.Issuers {
