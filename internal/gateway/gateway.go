@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/intercept"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -145,6 +146,11 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		_ = g.audit.Close()
 		return nil, err
 	}
+	if pol.intercept, err = buildIntercept(cfg, g.metrics, opts.Logger); err != nil { // intercept.go
+		g.shared.close()
+		_ = g.audit.Close()
+		return nil, err
+	}
 	g.authn, g.pol = authn, pol
 	warnPolicy(cfg, opts.Logger)
 	tp, tracer, err := startTracing(cfg, opts, red) // tracing.go
@@ -198,6 +204,7 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 		Limiter:         pol.limiter,
 		Pinner:          pol.pinner,
 		Audit:           g.audit,
+		Intercept:       pol.intercept,
 		PerUser:         pu.sources,
 	})
 	pu.rt.Store(rt)
@@ -362,6 +369,8 @@ type policySet struct {
 	policy  *policy.Policy
 	limiter *policy.Limiter
 	pinner  *policy.Pinner
+	// intercept is the interceptors (gateway/intercept.go; nil: none).
+	intercept *intercept.Set
 }
 
 // buildPolicy compiles the policy section; a policy that cannot be

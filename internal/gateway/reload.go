@@ -92,6 +92,9 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	if err != nil {
 		return err
 	}
+	if pol.intercept, err = buildIntercept(newCfg, g.metrics, g.log); err != nil { // intercept.go
+		return err
+	}
 	// The key ring is reread on every reload: a rotation (new key first,
 	// old kept until no session uses it) drops no session.
 	keys, err := loadSessionKeys(newCfg, g.opts.StateDir, g.log)
@@ -137,7 +140,7 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	}
 	everything := authChanged(old, newCfg) || !reflect.DeepEqual(old.Policy, newCfg.Policy) ||
 		(newCfg.Policy != nil && newCfg.Policy.Pinning != nil && newCfg.Policy.Pinning.Mode != config.PinOff)
-	ended := g.router.Reload(newCfg, router.Options{Auth: authn, Policy: pol.policy, Limiter: pol.limiter, Pinner: pol.pinner, Audit: aud},
+	ended := g.router.Reload(newCfg, router.Options{Auth: authn, Policy: pol.policy, Limiter: pol.limiter, Pinner: pol.pinner, Audit: aud, Intercept: pol.intercept},
 		diff.Touched(), everything)
 	retire()
 

@@ -39,6 +39,9 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 	if err != nil {
 		return err
 	}
+	if pol.intercept, err = buildIntercept(cfg, nil, opts.Logger); err != nil { // intercept.go
+		return err
+	}
 	if cfg.Audit != nil && cfg.Audit.Output == config.AuditStdout {
 		return fmt.Errorf("audit.output: stdout carries the MCP messages in stdio mode; set audit.output to stderr or a file path")
 	}
@@ -66,6 +69,7 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 		Limiter:    pol.limiter,
 		Pinner:     pol.pinner,
 		Audit:      aud,
+		Intercept:  pol.intercept,
 		Tracer:     tracer,
 	})
 	wire.connect(h, rt)

@@ -42,7 +42,7 @@ const (
 type Metrics interface {
 	InterceptDecision(name, phase, outcome string)
 	InterceptLatency(name, phase string, d time.Duration)
-	InterceptFailure(name, reason string)
+	InterceptFailure(name, phase string)
 }
 
 // Options are a Set's dependencies.
@@ -180,6 +180,13 @@ func (s *Set) record(it *interceptor, phase, outcome string, start time.Time) {
 	}
 }
 
+// failure counts an external interceptor's failed call.
+func (s *Set) failure(it *interceptor, phase string) {
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.InterceptFailure(it.cfg.Name, phase)
+	}
+}
+
 // Request runs the request phase over member: a call's arguments (an
 // object) or a read's URI (a JSON string).
 func (s *Set) Request(ctx context.Context, t *Target, member []byte) Outcome {
@@ -211,6 +218,9 @@ func (s *Set) run(ctx context.Context, phase string, t *Target, member []byte, m
 		if outcome != Allowed {
 			o.Notes = append(o.Notes, it.cfg.Name+": "+outcome)
 		}
+		if outcome == Failed {
+			s.failure(it, phase)
+		}
 		switch outcome {
 		case Denied, Failed:
 			o.Denied, o.By, o.Reason = true, it.cfg.Name, reason
@@ -218,6 +228,7 @@ func (s *Set) run(ctx context.Context, phase string, t *Target, member []byte, m
 		case Modified:
 			o.Out, o.Changed = out, true
 		case Passed:
+			s.failure(it, phase)
 			s.opts.Logger.Warn("interceptor failed; passing unjudged (fail: open)", zap.String("interceptor", it.cfg.Name), zap.String("reason", reason))
 		}
 	}
