@@ -11,7 +11,7 @@ import (
 // Every example under configs/examples passes mcpgw validate, which checks
 // what run reads at start (files exist and parse), given the inputs its
 // header names: MCPGW_LISTEN for all, and for tls.yaml certificates and
-// keys made here.
+// keys made here, and for interceptors.yaml the hook's URL.
 func TestExamplesValidate(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "configs", "examples", "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -30,6 +30,7 @@ func TestExamplesValidate(t *testing.T) {
 		"MCPGW_UPSTREAM_CLIENT_CERT": tlstest.Write(t, dir, "client.crt", gatewayClient.CertPEM),
 		"MCPGW_UPSTREAM_CLIENT_KEY":  tlstest.Write(t, dir, "client.key", gatewayClient.KeyPEM),
 		"MCPGW_ALLOWED_CN":           "alice",
+		"MCPGW_HOOK_URL":             "http://127.0.0.1:9090/intercept",
 	} {
 		t.Setenv(name, value)
 	}
