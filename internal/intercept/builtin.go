@@ -147,36 +147,37 @@ func (m *matcher) matches(s []byte) bool {
 	return false
 }
 
-// redactor replaces every match in a string with the replacement.
+// redactor replaces every match in a string with the replacement,
+// writing the new string straight into e's output.
 type redactor struct {
 	m     *matcher
 	repl  []byte
+	e     *editor
 	spans [][2]int // scratch, reused across strings
-	out   []byte
 }
 
-func (r *redactor) apply(s []byte) ([]byte, bool) {
+func (r *redactor) apply(s []byte) bool {
 	r.spans = r.m.spans(r.spans[:0], s)
 	if len(r.spans) == 0 {
-		return nil, false
+		return false
 	}
 	slices.SortFunc(r.spans, func(a, b [2]int) int { return a[0] - b[0] })
-	r.out = r.out[:0]
+	e := r.e
+	e.open()
 	at := 0
 	for _, sp := range r.spans {
 		if sp[1] <= at {
 			continue // inside a span already replaced
 		}
-		if sp[0] < at {
-			sp[0] = at // overlaps the last: extend it
-		} else {
-			r.out = append(r.out, s[at:sp[0]]...)
-			r.out = append(r.out, r.repl...)
+		if sp[0] >= at {
+			e.text(s[at:sp[0]])
+			e.text(r.repl)
 		}
-		at = sp[1]
+		at = sp[1] // an overlap extends the replaced span
 	}
-	r.out = append(r.out, s[at:]...)
-	return r.out, true
+	e.text(s[at:])
+	e.close()
+	return true
 }
 
 // luhnOK reports whether the digits of s pass the Luhn check (separators

@@ -251,11 +251,11 @@ func (it *interceptor) judge(ctx context.Context, phase string, t *Target, membe
 	case config.InterceptDenyMatch:
 		hit := false
 		err := eachSpan(member, members, func(e *editor, from, to int) error {
-			return e.walk(from, to, func(s []byte) ([]byte, bool) {
+			return e.walk(from, to, func(s []byte) bool {
 				if !hit && it.m.matches(s) {
 					hit = true
 				}
-				return nil, false
+				return false
 			})
 		})
 		if err != nil {
@@ -273,7 +273,7 @@ func (it *interceptor) judge(ctx context.Context, phase string, t *Target, membe
 		r := &redactor{m: it.m, repl: []byte(ic.Replacement)}
 		var e *editor
 		err := eachSpan(member, members, func(ed *editor, from, to int) error {
-			e = ed
+			e, r.e = ed, ed
 			return ed.walk(from, to, r.apply)
 		})
 		if err != nil {

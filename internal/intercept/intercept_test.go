@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -302,5 +303,24 @@ func BenchmarkRedact(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Redacting a 1 MiB result allocates its output and not a second copy of
+// the whole (the redacted string is written straight into the output).
+func TestRedactOneCopy(t *testing.T) {
+	s := newSet(t, redactCfg("aws_access_key", "email"))
+	res := []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("plain text, nothing secret. ", 1<<20/28) + `AKIAABCDEFGHIJKLMNOP"}]}`)
+	s.Result(context.Background(), tool, res) // warm up
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	o := s.Result(context.Background(), tool, res)
+	runtime.ReadMemStats(&after)
+	if !o.Changed {
+		t.Fatal("not redacted")
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(len(res))*3/2 {
+		t.Fatalf("allocated %d bytes for a %d-byte result: more than its one output", got, len(res))
 	}
 }

@@ -20,11 +20,14 @@ type editor struct {
 	out []byte // nil until the first edit
 	at  int    // src[:at] is in out already
 	buf []byte // decoding scratch, reused across tokens
+	// tok and tokEnd are the current token's quotes' offsets.
+	tok, tokEnd int
 }
 
-// strFunc judges one decoded string value; it returns the replacement
-// and true to change it.
-type strFunc func(s []byte) ([]byte, bool)
+// strFunc judges one decoded string value. To change it, it writes the
+// new value with open, text and close (so a long value is written once,
+// into the output, with no copy of its own), and returns true.
+type strFunc func(s []byte) bool
 
 // walk hands fn every string value (not object keys) in src[from:to]. It
 // does not recurse, so depth costs nothing but the bytes.
@@ -48,17 +51,30 @@ func (e *editor) walk(from, to int, fn strFunc) error {
 			e.buf = rawjson.AppendUnquoted(e.buf[:0], raw)
 			s = e.buf
 		}
-		if repl, changed := fn(s); changed {
-			if e.out == nil {
-				e.out = make([]byte, 0, len(src)+len(repl))
-			}
-			e.out = append(e.out, src[e.at:i]...)
-			e.out = appendQuoted(e.out, repl)
-			e.at = end + 1
-		}
+		e.tok, e.tokEnd = i, end
+		fn(s)
 		i = end
 	}
 	return nil
+}
+
+// open starts replacing the current token: what precedes it is copied,
+// and the new string's opening quote written.
+func (e *editor) open() {
+	if e.out == nil {
+		e.out = make([]byte, 0, len(e.src)+64)
+	}
+	e.out = append(e.out, e.src[e.at:e.tok]...)
+	e.out = append(e.out, '"')
+}
+
+// text writes part of the new string's text, escaped.
+func (e *editor) text(b []byte) { e.out = appendEscaped(e.out, b) }
+
+// close ends the new string; the old token is skipped.
+func (e *editor) close() {
+	e.out = append(e.out, '"')
+	e.at = e.tokEnd + 1
 }
 
 // result is src with its edits; changed is false when none was made.
@@ -99,11 +115,11 @@ func isKey(src []byte, i, to int) bool {
 	return false
 }
 
-// appendQuoted appends s as a JSON string token; it escapes what JSON
-// requires and nothing more (no HTML escaping: the text stays readable).
-func appendQuoted(dst, s []byte) []byte {
+// appendEscaped appends s as the text of a JSON string; it escapes what
+// JSON requires and nothing more (no HTML escaping: the text stays
+// readable).
+func appendEscaped(dst, s []byte) []byte {
 	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
 	for i := 0; i < len(s); {
 		b := s[i]
 		if b < utf8.RuneSelf {
@@ -132,5 +148,5 @@ func appendQuoted(dst, s []byte) []byte {
 		}
 		i += n
 	}
-	return append(dst, '"')
+	return dst
 }
