@@ -59,6 +59,12 @@ type Target struct {
 	Route, Upstream, Kind, Name string
 	Principal                   *principal.Principal
 	Method                      string
+	// Unnamed: the tool is not known (a task's result, fetched by task
+	// id). Built-in interceptors judge it whatever their tool patterns
+	// (a secret is redacted, not let through for want of a name); an
+	// external one only when it names no tool patterns, so its service
+	// never receives data of a tool it is not configured for.
+	Unnamed bool
 }
 
 // Outcome is what a phase's interceptors made of a member.
@@ -147,8 +153,14 @@ func (it *interceptor) applies(t *Target) bool {
 	if len(m.Upstreams) > 0 && !slices.Contains(m.Upstreams, t.Upstream) {
 		return false
 	}
-	if len(it.tools) > 0 && !slices.ContainsFunc(it.tools, func(p pattern.Pattern) bool { return p.Match(t.Kind, t.Name) }) {
-		return false
+	if len(it.tools) > 0 {
+		if t.Unnamed {
+			if it.ext != nil {
+				return false
+			}
+		} else if !slices.ContainsFunc(it.tools, func(p pattern.Pattern) bool { return p.Match(t.Kind, t.Name) }) {
+			return false
+		}
 	}
 	if len(m.Groups) > 0 {
 		if t.Principal == nil || !slices.ContainsFunc(m.Groups, func(g string) bool { return slices.Contains(t.Principal.Groups, g) }) {

@@ -324,3 +324,29 @@ func TestRedactOneCopy(t *testing.T) {
 		t.Fatalf("allocated %d bytes for a %d-byte result: more than its one output", got, len(res))
 	}
 }
+
+// A target whose tool is not known (a task's result) is judged by the
+// built-ins whatever their tool patterns, and by no external interceptor
+// that names tools: its service must not get another tool's data.
+func TestUnnamedTarget(t *testing.T) {
+	called := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		called <- struct{}{}
+		fmt.Fprint(w, `{"decision":"deny"}`)
+	}))
+	t.Cleanup(srv.Close)
+	red := redactCfg("aws_access_key")
+	red.Match = &config.InterceptMatch{Tools: []string{"demo__*"}}
+	ext := extCfg(srv.URL, config.FailClosed, time.Second)
+	ext.Phase = config.PhaseResult
+	s := newSet(t, red, ext)
+	o := s.Result(context.Background(), &Target{Route: "/mcp", Kind: "tool", Name: "task-1", Unnamed: true}, []byte(`{"content":[{"text":"AKIAABCDEFGHIJKLMNOP"}]}`))
+	if o.Denied || !o.Changed {
+		t.Fatalf("outcome %+v", o)
+	}
+	select {
+	case <-called:
+		t.Fatal("the external service received a task result of a tool it may not be configured for")
+	default:
+	}
+}

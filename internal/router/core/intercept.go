@@ -26,12 +26,20 @@ import (
 // when interceptors are configured.
 func interceptStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
 	set, v := r.Route.Gen.Intercept, r.Verdict
-	if !v.targeted || v.task {
+	var t intercept.Target
+	switch {
+	case v.task && r.Msg.Method == mcp.MethodTasksResult:
+		// A task's result is a tool's result, fetched by task id: the
+		// result phase judges it as of a tool whose name is not known.
+		t = intercept.Target{Route: r.Route.Path, Upstream: v.taskUpstream, Kind: policy.KindTool, Name: v.external,
+			Principal: &v.principal, Method: mcp.MethodToolsCall, Unnamed: true}
+	case !v.targeted || v.task:
 		return next(ctx, r)
+	default:
+		t = intercept.Target{Route: r.Route.Path, Upstream: v.upstream(), Kind: v.kind, Name: v.name,
+			Principal: &v.principal, Method: r.Msg.Method}
 	}
-	t := intercept.Target{Route: r.Route.Path, Upstream: v.upstream(), Kind: v.kind, Name: v.name,
-		Principal: &v.principal, Method: r.Msg.Method}
-	if set.Applies(config.PhaseRequest, &t) {
+	if !t.Unnamed && set.Applies(config.PhaseRequest, &t) {
 		if resp := r.interceptRequest(ctx, set, &t); resp != nil {
 			return resp
 		}
@@ -46,7 +54,7 @@ func interceptStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message
 	case o.Denied:
 		edge.Logger(ctx, r.core.log).Info("result withheld by an interceptor", zap.String("route", t.Route),
 			zap.String("name", t.Name), zap.String("interceptor", o.By), zap.String("reason", o.Reason))
-		return withheld(resp, r.Msg.Method, o)
+		return withheld(resp, t.Method, o)
 	case o.Changed:
 		changed := *resp
 		changed.Result = o.Out

@@ -144,3 +144,22 @@ func TestNoInterceptorNoStage(t *testing.T) {
 		}
 	}
 }
+
+// A task's result (tasks/result) is a tool's result fetched by task id:
+// the result phase redacts it though no tool name is known.
+func TestInterceptTaskResult(t *testing.T) {
+	c := stageCore(t)
+	set, err := intercept.New([]*config.Interceptor{{Name: "secrets", Type: config.InterceptRedact, Phase: config.PhaseResult,
+		Detectors: []string{"aws_access_key"}, Replacement: "[redacted]", Match: &config.InterceptMatch{Tools: []string{"up__*"}}}}, intercept.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := stageRequest(c, &Generation{Intercept: set}, mcp.MethodTasksResult, `{"taskId":"t1"}`)
+	r.Verdict = &Verdict{rte: r.Route, task: true, taskUpstream: "up", external: "t1"}
+	resp := interceptStage(context.Background(), r, func(context.Context, *Request) *jsonrpc.Message {
+		return jsonrpc.NewResult(jsonrpc.IntID(1), json.RawMessage(`{"content":[{"type":"text","text":"AKIAABCDEFGHIJKLMNOP"}]}`))
+	})
+	if want := `{"content":[{"type":"text","text":"[redacted]"}]}`; string(resp.Result) != want {
+		t.Fatalf("got %s, want %s", resp.Result, want)
+	}
+}
