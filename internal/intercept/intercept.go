@@ -324,3 +324,43 @@ func eachSpan(member []byte, names []string, fn func(e *editor, from, to int) er
 	}
 	return ferr
 }
+
+// Step is what one interceptor made of a member in a dry run (Explain).
+type Step struct {
+	Name, Type, Outcome, Reason string
+}
+
+// Explain runs phase over member as Request and Result do, without
+// calling any external service (a dry run must not send data anywhere):
+// it reports each interceptor's step and the member as it would go on.
+func (s *Set) Explain(ctx context.Context, phase string, t *Target, member []byte) ([]Step, Outcome) {
+	var members []string
+	if phase == config.PhaseResult {
+		members = resultMembers[:]
+	}
+	o := Outcome{Out: member}
+	var steps []Step
+	for _, it := range s.byPhase[phase] {
+		st := Step{Name: it.cfg.Name, Type: it.cfg.Type}
+		switch {
+		case !it.applies(t):
+			st.Outcome = "not matched"
+		case it.ext != nil:
+			st.Outcome, st.Reason = "not called", "a dry run sends nothing to "+it.cfg.URL
+		default:
+			outcome, out, reason := it.judge(ctx, phase, t, o.Out, members)
+			st.Outcome, st.Reason = outcome, reason
+			if outcome == Modified {
+				o.Out, o.Changed = out, true
+			}
+			if outcome == Denied {
+				o.Denied, o.By, o.Reason = true, it.cfg.Name, reason
+			}
+		}
+		steps = append(steps, st)
+		if o.Denied {
+			break
+		}
+	}
+	return steps, o
+}
