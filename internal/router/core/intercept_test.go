@@ -3,12 +3,17 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/intercept"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -161,5 +166,57 @@ func TestInterceptTaskResult(t *testing.T) {
 	})
 	if want := `{"content":[{"type":"text","text":"[redacted]"}]}`; string(resp.Result) != want {
 		t.Fatalf("got %s, want %s", resp.Result, want)
+	}
+}
+
+// BenchmarkHandleCallRedact is BenchmarkHandleCall with a redact
+// interceptor of 10 patterns on results: the added cost of judging a
+// small result.
+func BenchmarkHandleCallRedact(b *testing.B) {
+	c, rte, _ := benchCore(b)
+	ic := &config.Interceptor{Name: "secrets", Type: config.InterceptRedact, Phase: config.PhaseResult,
+		Detectors: config.RedactDetectors, Patterns: []string{`corp-[0-9]{6}`}, Replacement: "[redacted]"}
+	set, err := intercept.New([]*config.Interceptor{ic}, intercept.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rte.Gen.Intercept = set
+	sess := NewSession("s1", rte, mcp.Version20251125, json.RawMessage(`{}`), nil, nil)
+	msg := jsonrpc.NewRequest(jsonrpc.IntID(1), mcp.MethodToolsCall, json.RawMessage(`{"name":"up__echo","arguments":{"text":"hi"}}`))
+	ctx := context.Background()
+	if resp := c.Handle(ctx, sess, msg, nil, nil); resp.Error != nil || string(resp.Result) != `{"content":[{"type":"text","text":"echo:hi"}]}` {
+		b.Fatalf("answer %s %v", resp.Result, resp.Error)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Handle(ctx, sess, msg, nil, nil)
+	}
+}
+
+// The audit record says what interceptors did, and a refusal names the
+// interceptor as its rule.
+func TestInterceptAudited(t *testing.T) {
+	var calls atomic.Int32
+	c, rte, _ := cannedCore(t, echoUpstream(&calls))
+	set, err := intercept.New([]*config.Interceptor{
+		{Name: "secrets", Type: config.InterceptRedact, Phase: config.PhaseResult, Detectors: []string{"aws_access_key"}, Replacement: "[redacted]"},
+		{Name: "no-drop", Type: config.InterceptDenyMatch, Phase: config.PhaseRequest, Patterns: []string{"DROP TABLE"}}}, intercept.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	rte.Gen.Intercept, rte.Gen.Audit = set, audit.New(zap.New(core), audit.Options{})
+	sess := NewSession("s1", rte, mcp.Version20251125, json.RawMessage(`{}`), nil, nil)
+	call(c, sess, "up__echo", "AKIAABCDEFGHIJKLMNOP")
+	call(c, sess, "up__echo", "DROP TABLE x")
+	recs := logs.All()
+	if len(recs) != 2 {
+		t.Fatalf("%d audit records", len(recs))
+	}
+	if got := fmt.Sprint(recs[0].ContextMap()["intercepted"]); got != "[secrets: modify]" {
+		t.Errorf("first record intercepted = %s", got)
+	}
+	if got := recs[1].ContextMap()["rule"]; got != "interceptors.no-drop" {
+		t.Errorf("second record rule = %v (%v)", got, recs[1].ContextMap())
 	}
 }
