@@ -88,6 +88,14 @@ func (r *Request) interceptRequest(ctx context.Context, set *intercept.Set, t *i
 			zap.String("name", t.Name), zap.String("interceptor", o.By), zap.String("reason", o.Reason))
 		return jsonrpc.NewError(r.Msg.ID, gerr)
 	}
+	if o.Changed && key == "uri" {
+		// The URI was resolved and judged as sent; a rewritten one would
+		// run unjudged. An interceptor may refuse a URI, not change it.
+		gerr := jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "refused: interceptors changed the URI, which is judged as sent; send the URI in the form they allow")
+		r.obs.refuse(gerr)
+		r.audit.refuse(audit.Denied, audit.RuleInterceptor+"uri", "", "an interceptor changed the URI")
+		return jsonrpc.NewError(r.Msg.ID, gerr)
+	}
 	if o.Changed {
 		if v := r.Verdict; key == "arguments" && v.decided {
 			// Judge the form that runs: the policy's conditions see the

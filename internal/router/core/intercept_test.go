@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/mcpgw/mcpgw/internal/audit"
+	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/intercept"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
@@ -218,5 +219,26 @@ func TestInterceptAudited(t *testing.T) {
 	}
 	if got := recs[1].ContextMap()["rule"]; got != "interceptors.no-drop" {
 		t.Errorf("second record rule = %v (%v)", got, recs[1].ContextMap())
+	}
+}
+
+// A resources/read URI is judged as sent: an interceptor may refuse it,
+// but a change to it is refused too, never forwarded unjudged.
+func TestInterceptURIChangeRefused(t *testing.T) {
+	c := stageCore(t)
+	set, err := intercept.New([]*config.Interceptor{{Name: "mail", Type: config.InterceptRedact, Phase: config.PhaseRequest,
+		Detectors: []string{"email"}, Replacement: "x"}}, intercept.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := stageRequest(c, &Generation{Intercept: set}, mcp.MethodResourcesRead, `{"uri":"mail://bob@example.com"}`)
+	v := &Verdict{rte: r.Route, targeted: true, kind: "resource", name: "mail://bob@example.com",
+		tgt: catalog.Target{Resolved: true, Upstream: "up"}}
+	v.req.Read(mcp.MethodResourcesRead, r.Msg.Params)
+	r.Verdict = v
+	var ran bool
+	resp := interceptStage(context.Background(), r, passed(&ran))
+	if ran || resp.Error == nil || !strings.Contains(resp.Error.Message, "changed the URI") {
+		t.Fatalf("forwarded %v, answered %s %v", ran, resp.Result, resp.Error)
 	}
 }
