@@ -26,9 +26,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/sandbox"
 )
 
 func main() {
+	sandbox.LauncherMain() // the sandboxed stdio row's launcher is this binary
 	if ok, code := runRole(os.Args[1:]); ok {
 		os.Exit(code)
 	}
@@ -68,7 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&conc, "c", "1,32,256", "call: concurrencies (closed-loop workers)")
 	fs.StringVar(&sess, "sessions", "1,64", "call: legacy sessions the workers share")
 	fs.StringVar(&modes, "modes", "legacy,stateless", "call: legacy (2025-11-25 sessions) and/or stateless (2026-07-28 requests)")
-	fs.StringVar(&ups, "upstreams", "http,stdio,stdio-raw", "call: upstream transports (stdio: the go-sdk demo server; stdio-raw: a minimal JSON-RPC echo child; both only the mcpgw row)")
+	fs.StringVar(&ups, "upstreams", "http,stdio,stdio-raw", "call: upstream transports (stdio: the go-sdk demo server; stdio-raw: a minimal JSON-RPC echo child; stdio-sandboxed: that child in a sandbox (Linux; run a bench binary built outside /tmp); all only the mcpgw row)")
 	fs.StringVar(&targets, "targets", "direct,forwarder,mcpgw", "rows to measure")
 	fs.IntVar(&o.reps, "reps", 3, "alternating repetitions of every measurement")
 	fs.DurationVar(&o.dur, "dur", time.Second, "call: length of one run of one target")
@@ -111,7 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.modes, err = oneOf("modes", modes, "legacy", "stateless"); err != nil {
 		return o, err
 	}
-	if o.upstreams, err = oneOf("upstreams", ups, "http", "stdio", "stdio-raw"); err != nil {
+	if o.upstreams, err = oneOf("upstreams", ups, "http", "stdio", "stdio-raw", "stdio-sandboxed"); err != nil {
 		return o, err
 	}
 	if o.targets, err = oneOf("targets", targets, "direct", "forwarder", "mcpgw"); err != nil {

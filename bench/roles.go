@@ -27,6 +27,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/demo"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/policy"
 )
 
 // The benchmark's processes are this binary re-executed with a role as its
@@ -298,7 +299,7 @@ func gatewayRole(args []string) error {
 	if *procs > 0 {
 		runtime.GOMAXPROCS(*procs)
 	}
-	cfg, err := config.Load(*path, os.LookupEnv)
+	cfg, err := config.Load(*path, os.LookupEnv, policy.CheckConfig)
 	if err != nil {
 		return err
 	}

@@ -230,14 +230,23 @@ upstreams:
     command: [%q, %q]
   raw:
     command: [%q, %q]
-routes:
+%sroutes:
   - path: /mcp
-%s`, up.mcpURL, up.mcpURL, exe, roleDemo, exe, roleStdioEcho, extra))
+%s`, up.mcpURL, up.mcpURL, exe, roleDemo, exe, roleStdioEcho, b.sandboxedUpstream(exe), extra))
 	if err != nil {
 		return
 	}
 	gw, err = b.start("mcpgw", roleGateway, "-config", cfg)
 	return
+}
+
+// sandboxedUpstream is the config of "sbx", the stdio echo child in a
+// sandbox (no network, the binary's file only), when its row is asked for.
+func (b *bench) sandboxedUpstream(exe string) string {
+	if !slices.Contains(b.o.upstreams, "stdio-sandboxed") {
+		return ""
+	}
+	return fmt.Sprintf("  sbx:\n    command: [%q, %q]\n    sandbox: {runtime: binary}\n", exe, roleStdioEcho)
 }
 
 // echoEndpoints are the rows of one upstream transport and mode: a legacy
@@ -247,11 +256,8 @@ routes:
 // have no direct or forwarder row.
 func (b *bench) echoEndpoints(upstream, mode, tool string, up, fwd, gw *child) []endpoint {
 	var eps []endpoint
-	if upstream == "stdio" || upstream == "stdio-raw" {
-		prefix := "demo__"
-		if upstream == "stdio-raw" {
-			prefix = "raw__"
-		}
+	if upstream == "stdio" || upstream == "stdio-raw" || upstream == "stdio-sandboxed" {
+		prefix := map[string]string{"stdio": "demo__", "stdio-raw": "raw__", "stdio-sandboxed": "sbx__"}[upstream]
 		if b.want("mcpgw") {
 			eps = append(eps, endpoint{name: "mcpgw", url: gw.mcpURL + "/mcp", tool: prefix + tool, middle: gw})
 		}

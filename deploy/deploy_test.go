@@ -195,6 +195,9 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 	u.Unattributed("sampling/createMessage")
 	u.InteractiveConns(1, 1)
 	u.SandboxEvent("started")
+	u.SandboxEgress("allowed")
+	u.SandboxEgressBytes(1, 1)
+	u.SandboxEgressOpen(0)
 	m.SetRouteSource(func() []metrics.RouteStats { return []metrics.RouteStats{{Route: "/mcp"}} })
 	m.SetUpstreamConnSource(func() (int64, int64) { return 0, 0 })
 	r := m.NewRedis() // registered only with sessions.redis

@@ -7,14 +7,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
 )
 
-// A stdio child gets a minimal environment (client.ChildEnv), where it used
-// to get the gateway's whole one. validate warns about children that look
-// as if they relied on the rest; what a program reads from its environment
-// cannot be seen from outside, so this catches two telling cases only:
+// A stdio child gets a minimal environment (config.ChildBaseEnv and its
+// inherit_env), where it used to get the gateway's whole one. validate
+// warns about children that look as if they relied on the rest; what a
+// program reads from its environment cannot be seen from outside, so
+// this catches two telling cases only:
 //
 //   - the argv refers to a variable the child will expand itself: a shell's
 //     $NAME or ${NAME} (written $$NAME in the config, since the gateway
@@ -46,7 +46,7 @@ func envWarnings(cfg *config.Config, environ []string) []string {
 			if _, ok := u.Env[v]; ok {
 				return true
 			}
-			return slices.ContainsFunc(append(client.BaseEnv(), u.InheritEnv...), func(p string) bool { return client.EnvPatternMatches(p, v) })
+			return slices.ContainsFunc(append(config.ChildBaseEnv(), u.InheritEnv...), func(p string) bool { return config.EnvPatternMatches(p, v) })
 		}
 		p := "upstreams." + name
 		seen := map[string]bool{}
@@ -55,7 +55,7 @@ func envWarnings(cfg *config.Config, environ []string) []string {
 				if v := m[1]; !gets(v) && !seen[v] {
 					seen[v] = true
 					out = append(out, fmt.Sprintf("%s.command refers to $%s, which the child does not get: a stdio child gets only %s of the gateway's environment; pass it with %s.env (NAME: \"${NAME}\") or %s.inherit_env: [%s]",
-						p, v, strings.Join(client.BaseEnv(), ", "), p, p, v))
+						p, v, strings.Join(config.ChildBaseEnv(), ", "), p, p, v))
 				}
 			}
 		}
@@ -67,7 +67,7 @@ func envWarnings(cfg *config.Config, environ []string) []string {
 			if !seen[v] && !gets(v) && strings.Contains(v, key) {
 				seen[v] = true
 				out = append(out, fmt.Sprintf("%s: the gateway's environment has %s, which the child no longer gets (a stdio child gets only %s of it); if the server reads it, pass it with %s.env or %s.inherit_env: [%s]",
-					p, v, strings.Join(client.BaseEnv(), ", "), p, p, v))
+					p, v, strings.Join(config.ChildBaseEnv(), ", "), p, p, v))
 			}
 		}
 	}

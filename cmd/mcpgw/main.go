@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/demo"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/sandbox"
 )
 
@@ -121,11 +122,13 @@ func env(name string) (string, bool) {
 	return os.LookupEnv(name)
 }
 
+// loadConfig reads and validates a config: config's own checks and the
+// policy section's globs and conditions (policy.CheckConfig), all at once.
 func loadConfig(path string) (*config.Config, error) {
 	if path == "" {
-		return config.Parse("(embedded default config)", configs.Default, env)
+		return config.Parse("(embedded default config)", configs.Default, env, policy.CheckConfig)
 	}
-	return config.Load(path, env)
+	return config.Load(path, env, policy.CheckConfig)
 }
 
 // watchFile polls path's modification time and size every interval and

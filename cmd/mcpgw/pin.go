@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,13 +11,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/host"
-	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -37,10 +33,6 @@ approvals are kept as the replaced lock had them, so one upstream that is
 down does not block approving another. Review the diff of the lock file
 before deploying it: it is what enforce mode trusts.
 `
-
-// maxPinPages bounds the tools/list pages read from one upstream, against
-// an upstream whose cursors never end.
-const maxPinPages = 10_000
 
 func cmdPin(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("mcpgw pin [--config FILE] [flags]")
@@ -98,10 +90,6 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	h := host.New(cfg, host.Options{Logger: log.Named("host"), ClientInfo: mcp.Implementation{Name: "mcpgw-pin", Version: buildVersion()}})
-	h.Start()
-	defer h.Close()
-
 	old, _ := policy.LoadLock(dest) // for the summary (and --upstream); a missing or bad lock is replaced
 	lock := policy.NewLock()
 	if len(only) > 0 && old != nil {
@@ -111,26 +99,18 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
+	// The upstreams are started, listed at once and stopped again before
+	// anything is written to stderr: their supervisors log retries there
+	// meanwhile (a race on the writer, and noise).
+	results, err := gateway.ListTools(ctx, cfg, gateway.Options{Logger: log, Version: buildVersion()})
+	if err != nil {
+		fmt.Fprintln(stderr, "mcpgw pin:", err)
+		return exitError
+	}
 	failed := 0
 	var listed []string
-	// Every upstream is listed at once and waited for on its own (listTools
-	// waits for its first connection), so one that hangs costs --timeout
-	// once and fails alone.
-	names := h.Names()
-	results := make([]struct {
-		tools [][]byte
-		err   error
-	}, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { results[i].tools, results[i].err = listTools(ctx, h.Upstream(name)) })
-	}
-	wg.Wait()
-	// Stop the upstreams before writing to stderr: their supervisors log
-	// retries there meanwhile (a race on the writer, and noise).
-	h.Close()
-	for i, name := range names {
-		tools, err := results[i].tools, results[i].err
+	for _, r := range results {
+		name, tools, err := r.Name, r.Tools, r.Err
 		if err != nil {
 			failed++
 			if ctx.Err() != nil {
@@ -153,7 +133,7 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 			hint += "; or pin the others alone, keeping the failed ones' approvals: mcpgw pin --upstream " + strings.Join(listed, " --upstream ")
 		}
 		fmt.Fprintf(stderr, "mcpgw pin: %d of %d upstreams could not be listed; %s was not written (%s)\n",
-			failed, len(names), dest, hint)
+			failed, len(results), dest, hint)
 		return exitError
 	}
 	if err := writeFileAtomic(dest, lock.Marshal()); err != nil {
@@ -162,55 +142,6 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", dest)
 	return 0
-}
-
-// listTools pages through one upstream's tools/list with its own client and
-// returns every tool as the upstream sent it.
-func listTools(ctx context.Context, u *host.Upstream) ([][]byte, error) {
-	c, err := u.Client(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !c.HasCapability("tools") {
-		return nil, nil // no tools: an empty entry approves none
-	}
-	var tools [][]byte
-	seen := map[string]bool{}
-	cursor := ""
-	for page := 0; ; page++ {
-		if page == maxPinPages {
-			return nil, fmt.Errorf("tools/list: more than %d pages; the upstream's cursors do not end", maxPinPages)
-		}
-		params := json.RawMessage(`{}`)
-		if cursor != "" {
-			params, _ = json.Marshal(map[string]string{"cursor": cursor})
-		}
-		resp, err := c.Call(ctx, mcp.MethodToolsList, params, client.CallOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("tools/list: %w", err)
-		}
-		if resp.Error != nil {
-			return nil, fmt.Errorf("tools/list: error %d: %s", resp.Error.Code, resp.Error.Message)
-		}
-		arr, ok := rawjson.Get(resp.Result, "tools")
-		if !ok {
-			return nil, errors.New(`tools/list: the result has no "tools" array`)
-		}
-		items, err := rawjson.Elements(arr)
-		if err != nil {
-			return nil, fmt.Errorf("tools/list: tools: %w", err)
-		}
-		tools = append(tools, items...)
-		next, _ := rawjson.GetString(resp.Result, "nextCursor")
-		if next == "" {
-			return tools, nil
-		}
-		if seen[next] {
-			return nil, fmt.Errorf("tools/list: cursor %q came back twice; the upstream's pagination loops", next)
-		}
-		seen[next] = true
-		cursor = next
-	}
 }
 
 // lockChanges describes what the new lock changes for upstream against the

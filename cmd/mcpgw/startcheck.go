@@ -75,6 +75,25 @@ func startChecks(cfg *config.Config) []string {
 			secret("auth.introspection.client_secret_file", in.ClientSecretFile)
 		}
 	}
+	if l := cfg.Login; l != nil {
+		if l.Provider != nil {
+			secret("login.provider.client_secret_file", l.Provider.ClientSecretFile)
+		}
+		if l.KeyFile != "" {
+			if data, err := os.ReadFile(l.KeyFile); err == nil {
+				if _, err := sessions.ParseSessionKeys(data); err != nil {
+					add("login.key_file", "%v; one base64 32-byte key per line, newest first (e.g. `openssl rand -base64 32`), or remove it to have the gateway keep its own", err)
+				}
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				add("login.key_file", "%v", err)
+			}
+		}
+		if l.StateFile != "" {
+			if err := writable(l.StateFile, true); err != nil {
+				add("login.state_file", "%v", err)
+			}
+		}
+	}
 	names := make([]string, 0, len(cfg.Upstreams))
 	for name := range cfg.Upstreams {
 		names = append(names, name)

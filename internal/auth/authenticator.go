@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coreos/go-oidc/v3/oidc"
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/config"
@@ -34,6 +35,23 @@ type Options struct {
 	KeyMaxAge time.Duration
 	// ReadFile reads API key files (nil: os.ReadFile).
 	ReadFile func(string) ([]byte, error)
+	// Local is the gateway's own authorization server (login:), whose
+	// tokens are accepted beside the configured issuers (nil: none).
+	Local *LocalIssuer
+}
+
+// LocalIssuer is an issuer inside the gateway (internal/login): its keys
+// are read in process, never fetched, and its tokens are for exactly one
+// route — aud must be that route's resource URI; public_url alone, which
+// an OIDC token may carry for every route, is not enough.
+type LocalIssuer struct {
+	Issuer string
+	Keys   oidc.KeySet
+	// Active reports whether the grant a token was issued under (its fid
+	// claim) still stands: a grant revoked — a replayed code, a reused
+	// refresh token, a withdrawn approval — ends its access tokens at
+	// once rather than when they expire (nil: every grant stands).
+	Active func(grant string) bool
 }
 
 // DefaultKeyRefreshInterval bounds JWKS fetches per issuer. It is short
@@ -46,6 +64,7 @@ const DefaultKeyRefreshInterval = time.Second
 // Authenticator decides who a request comes from. It is safe for
 // concurrent use.
 type Authenticator struct {
+	local     *LocalIssuer // nil: no login:
 	log       *zap.Logger
 	publicURL string
 	issuers   map[string]*issuer // by issuer URL
@@ -95,6 +114,7 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 		opts.ReadFile = os.ReadFile
 	}
 	a := &Authenticator{
+		local:     opts.Local,
 		log:       opts.Logger,
 		publicURL: cfg.PublicURL,
 		issuers:   map[string]*issuer{},
@@ -102,6 +122,14 @@ func New(cfg *config.Config, opts Options) (*Authenticator, error) {
 		now:       opts.Now,
 		cache:     newTokenCache(),
 		certs:     cfg.Auth.ClientCertificates,
+	}
+	if l := opts.Local; l != nil {
+		// First: the RFC 9728 documents name it first, so clients that
+		// read one authorization server come to the gateway.
+		is := newIssuer(&config.OIDC{Issuer: l.Issuer, Algorithms: []string{"ES256"}, Leeway: config.Duration(config.DefaultLeeway), GroupsClaim: "groups"}, opts.HTTPClient, opts.Now, opts.KeyRefreshInterval, opts.KeyMaxAge)
+		is.local = l.Keys
+		a.issuers[l.Issuer] = is
+		a.order = append(a.order, l.Issuer)
 	}
 	for _, o := range cfg.Auth.AllIssuers() {
 		a.issuers[o.Issuer] = newIssuer(o, opts.HTTPClient, opts.Now, opts.KeyRefreshInterval, opts.KeyMaxAge)
@@ -199,8 +227,13 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 	if len(cred) > maxToken {
 		return nil, errorf(Malformed, fmt.Sprintf("the bearer token is longer than %d bytes", maxToken))
 	}
-	if p := a.cache.get(h, a.now(), func(is *issuer, aud string) bool { return a.acceptsAudience(is.cfg.Audience, resource, aud) }); p != nil {
-		return p, nil
+	if p := a.cache.get(h, a.now(), func(is *issuer, aud string) bool {
+		if is.local != nil {
+			return aud == resource
+		}
+		return a.acceptsAudience(is.cfg.Audience, resource, aud)
+	}); p != nil {
+		return a.checkLocal(p)
 	}
 	alg, iss, perr := peek(cred)
 	if a.introspect != nil && (perr != nil || a.issuers[iss] == nil) {
@@ -223,6 +256,18 @@ func (a *Authenticator) Authenticate(r *http.Request, resource string) (*Princip
 		return nil, verr
 	}
 	a.cache.put(h, entry)
+	return a.checkLocal(p)
+}
+
+// checkLocal refuses a token of the gateway's own issuer whose grant was
+// revoked; every other principal passes.
+func (a *Authenticator) checkLocal(p *Principal) (*Principal, error) {
+	if a.local == nil || a.local.Active == nil || p.Issuer != a.local.Issuer {
+		return p, nil
+	}
+	if fid, _ := p.Claims["fid"].(string); fid == "" || !a.local.Active(fid) {
+		return nil, errorf(Inactive, "the token's grant was revoked (a replayed code or refresh token, or a withdrawn approval); sign in again")
+	}
 	return p, nil
 }
 
@@ -277,6 +322,9 @@ func (a *Authenticator) apiKey(h [sha256.Size]byte) *Principal {
 // configured audience, or the gateway's canonical URIs (public_url and the
 // route's resource URI). The last one is the one named in messages.
 func (a *Authenticator) audiences(is *issuer, resource string) []string {
+	if is.local != nil {
+		return []string{resource}
+	}
 	return a.resourceAudiences(is.cfg.Audience, resource)
 }
 

@@ -683,11 +683,12 @@ func (v *View) forwardTo(ctx context.Context, method string, params json.RawMess
 	if jerr := capabilityGap(upstream, method, c.InitializeResult().Capabilities); jerr != nil {
 		return nil, jerr // capabilities.go: the gap named, not the upstream's bare -32601
 	}
-	// A call that may be asked, on an upstream known to ask: a connection
-	// where it is the only one in flight (host/interactive.go). Not a
-	// bridged call that may park (Parked): it would hold a connection of
-	// the pool while its client takes its time, and the owner rule already
-	// leaves parked calls out on the shared one.
+	// A call that may be asked (its caller declared sampling or
+	// elicitation): a connection where it is the only one in flight
+	// (host/interactive.go). Not a bridged call that may park (Parked): it
+	// would hold a connection of the pool while its client takes its
+	// time, and the owner rule already leaves parked calls out on the
+	// shared one.
 	c, release, ierr := u.Interactive(ctx, c, method, params, opts.CanAsk() && opts.Parked == nil)
 	if ierr != nil {
 		return nil, unavailableError(ctx, u.Upstream, upstream, method, ierr) // errors.go

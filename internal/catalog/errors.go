@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
 // callerGone is the error of a call whose caller went away — cancelled it,
@@ -128,7 +129,7 @@ func ownWords(err error) (msg string, ok bool) {
 // without one (an internal call) gets a new one, so that its error and log
 // line still meet.
 func requestID(ctx context.Context) string {
-	if r := client.RequestRefFrom(ctx); r != nil {
+	if r := telemetry.RequestRefFrom(ctx); r != nil {
 		if id := r.RequestID(); id != "" {
 			return id
 		}

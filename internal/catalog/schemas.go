@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -94,37 +96,99 @@ func walkTools(ctx context.Context, c *client.Client) (map[string]json.RawMessag
 }
 
 // walkNamed lists every item of kind (tools or prompts) c offers, by
-// name, as sent.
+// name, as sent. A list longer than maxIndexPages is kept in part.
 func walkNamed(ctx context.Context, c *client.Client, kind ListKind) (map[string]json.RawMessage, error) {
 	byName := map[string]json.RawMessage{}
-	if !kind.offeredBy(c) {
-		return byName, nil
+	err := eachPage(ctx, c, kind, maxIndexPages, false, func(items [][]byte) {
+		for _, it := range items {
+			if n, ok := rawjson.GetString(it, "name"); ok {
+				byName[n] = it
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	return byName, nil
+}
+
+// MaxToolPages bounds the tools/list pages UpstreamTools reads, against an
+// upstream whose cursors never end.
+const MaxToolPages = 10_000
+
+// UpstreamTools lists every tool u offers on a connection of its own, as
+// the upstream sent each one, waiting for u's first connection. Unlike the
+// catalog's own walks it is strict: an error answer, a page without a
+// tools array, a cursor that comes back, or more than MaxToolPages pages
+// fail it, since what it lists is approved whole (mcpgw pin).
+func UpstreamTools(ctx context.Context, u *host.Upstream) ([][]byte, error) {
+	c, err := u.Client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var tools [][]byte
+	err = eachPage(ctx, c, Tools, MaxToolPages, true, func(items [][]byte) { tools = append(tools, items...) })
+	if err != nil {
+		return nil, err
+	}
+	return tools, nil
+}
+
+// eachPage walks kind's pages on c from the first, handing each page's
+// items to page, until a page names no nextCursor. An upstream that does
+// not offer kind lists nothing. At most maxPages pages are read: past
+// that the walk ends quietly, or, when strict, with an error. Strict also
+// fails a page without kind's array and a cursor that comes back, and
+// names the method in its errors.
+func eachPage(ctx context.Context, c *client.Client, kind ListKind, maxPages int, strict bool, page func(items [][]byte)) error {
+	if !kind.offeredBy(c) {
+		return nil
+	}
+	seen := map[string]bool{}
 	cursor := ""
-	for pages := 0; pages < maxIndexPages; pages++ {
+	for pages := 0; ; pages++ {
+		if pages == maxPages {
+			if strict {
+				return fmt.Errorf("%s: more than %d pages; the upstream's cursors do not end", kind.Method, maxPages)
+			}
+			return nil
+		}
 		params := json.RawMessage(`{}`)
 		if cursor != "" {
 			params, _ = rawjson.SetString(params, "cursor", cursor)
 		}
 		resp, err := c.Call(ctx, kind.Method, params, client.CallOptions{})
 		if err != nil {
-			return nil, err
+			if strict {
+				return fmt.Errorf("%s: %w", kind.Method, err)
+			}
+			return err
 		}
 		if resp.Error != nil {
-			return nil, resp.Error
-		}
-		arr, _ := rawjson.Get(resp.Result, kind.Key)
-		items, _ := rawjson.Elements(arr)
-		for _, it := range items {
-			if n, ok := rawjson.GetString(it, "name"); ok {
-				byName[n] = it
+			if strict {
+				return fmt.Errorf("%s: error %d: %s", kind.Method, resp.Error.Code, resp.Error.Message)
 			}
+			return resp.Error
 		}
+		arr, ok := rawjson.Get(resp.Result, kind.Key)
+		if !ok && strict {
+			return fmt.Errorf("%s: the result has no %q array", kind.Method, kind.Key)
+		}
+		items, err := rawjson.Elements(arr)
+		if err != nil && strict {
+			return fmt.Errorf("%s: %s: %w", kind.Method, kind.Key, err)
+		}
+		page(items)
 		if cursor, _ = rawjson.GetString(resp.Result, "nextCursor"); cursor == "" {
-			break
+			return nil
+		}
+		if strict {
+			if seen[cursor] {
+				return fmt.Errorf("%s: cursor %q came back twice; the upstream's pagination loops", kind.Method, cursor)
+			}
+			seen[cursor] = true
 		}
 	}
-	return byName, nil
 }
 
 // ToolSchema returns the inputSchema of a tool by its downstream name.

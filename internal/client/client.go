@@ -95,10 +95,6 @@ type Options struct {
 	// whose call has no Request handler (ping is answered by the client).
 	// It returns a result or an error; both nil means method not found.
 	OnRequest func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
-	// OnServerRequest, when set, is told the method of every server→client
-	// request the upstream sends, owned or not (ping aside), before it is
-	// answered: the host learns from it which upstreams ask their callers.
-	OnServerRequest func(method string)
 	// Resume, for a Streamable HTTP transport, continues an upstream
 	// session another connection initialized (another gateway replica's):
 	// no handshake, its Mcp-Session-Id and negotiated version are sent
@@ -967,9 +963,6 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) (answered bool) {
 			c.opts.OnNotification(m.Method, m.Params)
 		}
 	case jsonrpc.KindRequest:
-		if c.opts.OnServerRequest != nil && m.Method != mcp.MethodPing {
-			c.opts.OnServerRequest(m.Method)
-		}
 		c.serverRequest(m, related) // serverrequests.go
 	}
 	return answered

@@ -2,6 +2,7 @@ package client
 
 import (
 	"os/exec"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -20,6 +21,31 @@ type SandboxConfig struct {
 	// Killed learns a child stopped by a sandbox limit, by its key
 	// ("memory", "max_processes").
 	Killed func(limit string)
+	// DeniedLine learns a stderr line of the child that reports a
+	// permission error: the kernel refuses the child's accesses without
+	// telling the gateway, so what the child says is what can be counted.
+	DeniedLine func(line string)
+}
+
+// deniedMarkers are how runtimes print EACCES and EPERM (node:
+// "EACCES: permission denied, open ..."; Python: "PermissionError: [Errno
+// 13] Permission denied"; libc's strerror).
+var deniedMarkers = []string{"eacces", "eperm", "permission denied", "operation not permitted"}
+
+// sandboxStderr passes a sandboxed child's stderr line reporting a
+// permission error to DeniedLine.
+func (s *Stdio) sandboxStderr(line string) {
+	sc := s.cfg.Sandbox
+	if sc == nil || sc.DeniedLine == nil {
+		return
+	}
+	l := strings.ToLower(line)
+	for _, m := range deniedMarkers {
+		if strings.Contains(l, m) {
+			sc.DeniedLine(line)
+			return
+		}
+	}
 }
 
 // sandbox wraps cmd in the configured sandbox (a nil Run when there is

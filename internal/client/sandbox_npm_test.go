@@ -24,7 +24,7 @@ import (
 // Real npm servers under the sandbox (internal/sandbox). The test binary
 // is the launcher (TestMain runs sandbox.LauncherMain first).
 
-func npmEntry(t *testing.T, pkg string) string {
+func npmEntry(t testing.TB, pkg string) string {
 	t.Helper()
 	p, _ := filepath.Abs(filepath.Join("..", "..", "test", "interop", "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js"))
 	if _, err := os.Stat(p); err != nil {
@@ -37,7 +37,7 @@ func npmEntry(t *testing.T, pkg string) string {
 // MCPGW_REQUIRE_SANDBOX is set, and returns a world-readable directory
 // outside /tmp (the sandbox's /tmp is private; a root gateway's child is
 // nobody) holding a copy of the test binary to launch with.
-func sandboxEnv(t *testing.T) (dir, launcher string) {
+func sandboxEnv(t testing.TB) (dir, launcher string) {
 	t.Helper()
 	if _, err := sandbox.Wrap(execTrue(), sandbox.Spec{Upstream: "probe", Runtime: "binary", Network: "none"}, sandbox.Options{Launcher: "/bin/true"}); errors.Is(err, sandbox.ErrUnsupported) {
 		if os.Getenv("MCPGW_REQUIRE_SANDBOX") != "" {
@@ -147,6 +147,12 @@ func TestSandboxNPMFilesystemConfined(t *testing.T) {
 	if out, isErr := callTool(t, c, "write_file", map[string]any{"path": filepath.Join(data, "new.txt"), "content": "x"}); !isErr {
 		t.Errorf("write in a read-only grant: %q", out)
 	}
+	// Listing the directory above the grant, by .. too, is refused.
+	for _, p := range []string{dir, data + "/.."} {
+		if out, isErr := callTool(t, c, "list_directory", map[string]any{"path": p}); !isErr || strings.Contains(out, "secret.txt") {
+			t.Errorf("list %s: %q (error %v), want refused", p, out, isErr)
+		}
+	}
 }
 
 // server-everything's gzip tool fetches a URL: inside the sandbox the
@@ -245,6 +251,88 @@ process.stdout.write(JSON.stringify({jsonrpc:'2.0',id:m.id,error:{code:-32601,me
 	}
 	if fmt.Sprint(killed) != "[memory]" {
 		t.Errorf("Killed saw %v, want [memory]", killed)
+	}
+}
+
+// A sandboxed child's stderr lines reporting a permission error are
+// passed on to be counted: the kernel refuses the child's accesses
+// without telling the gateway, but the child's report of them is seen.
+func TestSandboxDeniedLinesCounted(t *testing.T) {
+	_, launcher := sandboxEnv(t)
+	dir := filepath.Dir(launcher)
+	script := filepath.Join(dir, "peek.js")
+	// Tries a file outside its grants at start and says why it failed,
+	// as a server would; then answers initialize.
+	js := `try{require('fs').readFileSync('/etc/shadow')}catch(e){console.error(e.message)}
+console.error('starting up');
+const rl=require('readline').createInterface({input:process.stdin});
+rl.on('line',l=>{const m=JSON.parse(l);if(m.id===undefined)return;
+if(m.method==='initialize'){process.stdout.write(JSON.stringify({jsonrpc:'2.0',id:m.id,result:{protocolVersion:m.params.protocolVersion,capabilities:{},serverInfo:{name:'peek',version:'1'}}})+'\n');return}
+process.stdout.write(JSON.stringify({jsonrpc:'2.0',id:m.id,error:{code:-32601,message:'no'}})+'\n')});`
+	if err := os.WriteFile(script, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 4)
+	st := client.NewStdio(client.StdioConfig{
+		Argv: []string{"node", script},
+		Sandbox: &client.SandboxConfig{
+			Spec:       sandbox.Spec{Upstream: "peek", Runtime: "node", Network: "none"},
+			Options:    sandbox.Options{Launcher: launcher},
+			DeniedLine: func(l string) { lines <- l },
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Long)
+	defer cancel()
+	c, err := client.Connect(ctx, st, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if l := testwait.Recv(t, lines, "the denied read reported"); !strings.Contains(l, "EACCES") || !strings.Contains(l, "/etc/shadow") {
+		t.Errorf("denied line %q, want the EACCES of /etc/shadow", l)
+	}
+	c.Close()
+	select {
+	case l := <-lines:
+		t.Errorf("a line without a permission error counted: %q", l)
+	default:
+	}
+}
+
+// The cost of a sandbox to a real server's start: server-memory from
+// spawn to its initialize answer, plain and sandboxed.
+//
+//	go test -run '^$' -bench SandboxNPMConnect -benchtime 10x ./internal/client
+func BenchmarkSandboxNPMConnect(b *testing.B) {
+	entry := npmEntry(b, "server-memory")
+	dir, launcher := sandboxEnv(b)
+	if os.Geteuid() == 0 {
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			b.Fatal(err)
+		}
+	}
+	env := map[string]string{"MEMORY_FILE_PATH": filepath.Join(dir, "memory.jsonl")}
+	for _, mode := range []string{"plain", "sandboxed"} {
+		b.Run(mode, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				cfg := client.StdioConfig{Argv: []string{"node", entry}, Env: env}
+				if mode == "sandboxed" {
+					cfg.Sandbox = &client.SandboxConfig{
+						Spec:    sandbox.Spec{Upstream: "m", Runtime: "node", Network: "none", ReadWrite: []string{dir}},
+						Options: sandbox.Options{Launcher: launcher},
+					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), testwait.Long)
+				c, err := client.Connect(ctx, client.NewStdio(cfg), client.Options{Protocol: "legacy"})
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer() // the stop is not the start's cost
+				c.Close()
+				b.StartTimer()
+			}
+		})
 	}
 }
 

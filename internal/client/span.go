@@ -43,7 +43,7 @@ func (c *Client) startSpan(ctx context.Context, method string, params json.RawMe
 	tr := trace.SpanFromContext(ctx).TracerProvider().Tracer(telemetry.ScopeName)
 	ctx, span := tr.Start(ctx, telemetry.SpanName(method, kind, name), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	sc := span.SpanContext()
-	ctx = WithTrace(ctx, Trace{Parent: telemetry.Traceparent(sc), State: sc.TraceState().String(), Baggage: TraceFrom(ctx).Baggage, Own: true})
+	ctx = telemetry.WithTrace(ctx, telemetry.Trace{Parent: telemetry.Traceparent(sc), State: sc.TraceState().String(), Baggage: telemetry.TraceFrom(ctx).Baggage, Own: true})
 	return ctx, span
 }
 

@@ -24,7 +24,7 @@ type StdioConfig struct {
 	// Argv is the command and its arguments; no shell is involved.
 	Argv []string
 	// Env is the child's own variables, on top of the minimal environment
-	// it gets from the gateway's (BaseEnv) and InheritEnv.
+	// it gets from the gateway's (config.ChildBaseEnv) and InheritEnv.
 	Env map[string]string
 	// InheritEnv names more of the gateway's variables the child gets:
 	// exact names, or a prefix ending in "*" (NPM_CONFIG_*; "*" alone is
@@ -167,6 +167,7 @@ func (s *Stdio) Start(_ context.Context, deliver DeliverFunc) error {
 		return fmt.Errorf("start %q: %w", s.cfg.Argv[0], err)
 	}
 	closeAll(inR, outW, errW) // the child has its copies
+	sb.Started()              // the sandbox's egress proxy, if any, begins
 	s.cmd, s.stdin, s.errPipe = cmd, inW, errPipe
 	s.log.Info("started child process", zap.Int("pid", cmd.Process.Pid), zap.Strings("argv", s.cfg.Argv))
 
@@ -388,6 +389,7 @@ func (s *Stdio) readStderr(r *stderrPipe) {
 			probe := s.probe.holds(start)
 			s.stderr.Line(text, clippedFrom, probe)
 			s.tail.add(text, probe)
+			s.sandboxStderr(text) // sandbox.go: counts reported permission errors
 		}
 		if err != nil {
 			return

@@ -20,7 +20,7 @@ func TestAuditDefaults(t *testing.T) {
 	if c.Audit.Output != config.AuditStderr || len(c.Audit.RedactFields) != 0 {
 		t.Errorf("explicit: got %+v, want stderr and no redaction", c.Audit)
 	}
-	c, err := config.Load("testdata/audit.good.yaml", nil)
+	c, err := loadAll("testdata/audit.good.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

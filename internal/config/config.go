@@ -54,6 +54,9 @@ type Config struct {
 	// Interceptors inspect, redact, refuse or rewrite what passes the
 	// request path (interceptors.go), in order.
 	Interceptors []*Interceptor `yaml:"interceptors"`
+	// Login makes the gateway the authorization server its clients see,
+	// delegating sign-in to an OpenID provider (login.go).
+	Login *Login `yaml:"login"`
 }
 
 // Upstream is one MCP server. Exactly one of URL or Command is set.
@@ -103,11 +106,11 @@ type Upstream struct {
 	// (limits.go); ping is answered inline and not counted.
 	MaxServerRequests        int `yaml:"max_server_requests"`
 	MaxServerRequestsPerCall int `yaml:"max_server_requests_per_call"`
-	// InteractivePool bounds the connections (children, for stdio) that
-	// serve calls one at a time once a stdio or legacy SSE upstream has
-	// sent a server→client request: with one call in flight per
-	// connection, each request has exactly one caller (limits.go).
-	// 0 turns the pool off.
+	// InteractivePool bounds the extra connections (children, for stdio)
+	// of a stdio or legacy SSE upstream on which calls of callers that
+	// declared sampling or elicitation run when the shared one is busy:
+	// with one such call in flight per connection, each server→client
+	// request has exactly one caller (limits.go). 0 turns the pool off.
 	InteractivePool int `yaml:"interactive_pool"`
 	// ExactCapabilities makes the upstream see each caller's own client
 	// capabilities (sampling, elicitation): calls from callers that declare
@@ -247,6 +250,10 @@ type Auth struct {
 	// ClientCertificates makes a client certificate verified by the
 	// listener's tls.client_ca_file a credential (tls.go).
 	ClientCertificates *ClientCertificates `yaml:"client_certificates"`
+
+	// login is set when login: is configured: the gateway's own tokens
+	// are a credential (login.go).
+	login bool
 }
 
 // AllIssuers returns auth.oidc followed by auth.issuers.
@@ -269,7 +276,7 @@ func (a *Auth) AllIssuers() []*OIDC {
 // Enabled reports whether any credential is configured, so that requests
 // must authenticate.
 func (a *Auth) Enabled() bool {
-	return a != nil && (len(a.AllIssuers()) > 0 || len(a.APIKeys) > 0 || a.Introspection != nil || a.ClientCertificates != nil)
+	return a != nil && (len(a.AllIssuers()) > 0 || len(a.APIKeys) > 0 || a.Introspection != nil || a.ClientCertificates != nil || a.login)
 }
 
 // OIDC is one token issuer: an OpenID Provider / OAuth authorization server

@@ -143,6 +143,7 @@ func applyDefaults(c *Config, d *strictyaml.Decoder) {
 			r.PageSize = c.PageSize
 		}
 	}
+	loginDefaults(c, d)         // login.go: before anything asking whether auth is on
 	policyDefaults(c, d)        // policy.go
 	auditDefaults(c, d)         // audit.go
 	tracingDefaults(c, d)       // tracing.go

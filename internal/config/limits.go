@@ -19,8 +19,8 @@ const (
 
 	DefaultMaxSessions             = 10000 // ~5 KB each when idle: ~50 MB
 	DefaultMaxSessionsPerPrincipal = 1000
-	// DefaultInteractivePool: children an upstream that asks its callers
-	// may add for calls in flight at once (each a process, for stdio);
+	// DefaultInteractivePool: children a stdio upstream
+	// may add for overlapping calls that may be asked (each a process);
 	// MaxInteractivePool keeps a config from asking for hundreds.
 	DefaultInteractivePool       = 4
 	MaxInteractivePool           = 64

@@ -24,9 +24,17 @@ type Problem = strictyaml.Problem
 // and Load return.
 type Problems = strictyaml.Problems
 
+// A Check validates what another package owns of a config and can judge
+// only by compiling it: internal/policy's CheckConfig checks the policy
+// section's globs and CEL conditions, so that config imports nothing above
+// it and each is compiled by one package. add reports a problem at a path
+// (with the line that sets it), among config's own. The CLI passes every
+// Check to Load, so that `mcpgw validate` lists every problem at once.
+type Check func(c *Config, add func(path, msg string))
+
 // Load reads the config file at path and parses it with Parse. env looks up
 // environment variables for ${VAR} expansion (os.LookupEnv in production).
-func Load(path string, env func(string) (string, bool)) (*Config, error) {
+func Load(path string, env func(string) (string, bool), checks ...Check) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
@@ -35,22 +43,23 @@ func Load(path string, env func(string) (string, bool)) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return parse(path, filepath.Dir(abs), data, env)
+	return parse(path, filepath.Dir(abs), data, env, checks)
 }
 
 // Parse decodes, expands, defaults and validates a YAML config. name labels
 // problems (usually the file path). env looks up variables for ${VAR}
 // expansion; nil means no variable is set.
 //
-// On failure the error is Problems listing everything wrong, except that a
-// YAML syntax error stops parsing on its own.
-func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, error) {
-	return parse(name, "", data, env)
+// On failure the error is Problems listing everything wrong (what config
+// itself checks, then what each of checks finds), except that a YAML
+// syntax error stops parsing on its own.
+func Parse(name string, data []byte, env func(string) (string, bool), checks ...Check) (*Config, error) {
+	return parse(name, "", data, env, checks)
 }
 
 // parse is Parse, with relative paths resolved against base (paths.go)
 // unless it is "".
-func parse(name, base string, data []byte, env func(string) (string, bool)) (*Config, error) {
+func parse(name, base string, data []byte, env func(string) (string, bool), checks []Check) (*Config, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
@@ -71,6 +80,9 @@ func parse(name, base string, data []byte, env func(string) (string, bool)) (*Co
 	}
 	v := &validator{cfg: cfg, dec: d}
 	v.validate()
+	for _, check := range checks {
+		check(cfg, v.add)
+	}
 
 	ps := append(d.Problems(), v.problems...)
 	if len(ps) == 0 {

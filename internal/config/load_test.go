@@ -15,7 +15,19 @@ import (
 
 	"github.com/mcpgw/mcpgw/configs"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/policy"
 )
+
+// parseAll and loadAll are config.Parse and config.Load with the checks
+// the CLI passes (policy.CheckConfig), so that the bad files show every
+// problem `mcpgw validate` reports.
+func parseAll(name string, data []byte, env func(string) (string, bool)) (*config.Config, error) {
+	return config.Parse(name, data, env, policy.CheckConfig)
+}
+
+func loadAll(path string, env func(string) (string, bool)) (*config.Config, error) {
+	return config.Load(path, env, policy.CheckConfig)
+}
 
 // envOf returns an env lookup over a fixed map, like os.LookupEnv.
 func envOf(vars map[string]string) func(string) (string, bool) {
@@ -48,7 +60,7 @@ func wants(data []byte) []string {
 
 func mustParse(t *testing.T, src string, env func(string) (string, bool)) *config.Config {
 	t.Helper()
-	c, err := config.Parse("test.yaml", []byte(src), env)
+	c, err := parseAll("test.yaml", []byte(src), env)
 	if err != nil {
 		t.Fatalf("Parse: unexpected problems:\n%v", err)
 	}
@@ -57,7 +69,7 @@ func mustParse(t *testing.T, src string, env func(string) (string, bool)) *confi
 
 func parseProblems(t *testing.T, src string, env func(string) (string, bool)) config.Problems {
 	t.Helper()
-	_, err := config.Parse("test.yaml", []byte(src), env)
+	_, err := parseAll("test.yaml", []byte(src), env)
 	var ps config.Problems
 	if !errors.As(err, &ps) {
 		t.Fatalf("Parse error = %v (%T), want config.Problems", err, err)
@@ -80,7 +92,7 @@ func TestBadFiles(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatal(`file has no leading "# want: <substring>" line`)
 			}
-			cfg, err := config.Parse(filepath.Base(file), data, testEnv)
+			cfg, err := parseAll(filepath.Base(file), data, testEnv)
 			if err == nil {
 				t.Fatalf("Parse succeeded (%s), want problems", cfg.Summary())
 			}
@@ -120,7 +132,7 @@ func TestGoodFiles(t *testing.T) {
 	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			if _, err := config.Load(file, goodEnv); err != nil {
+			if _, err := loadAll(file, goodEnv); err != nil {
 				t.Fatalf("Load: %v", err)
 			}
 		})
@@ -194,7 +206,7 @@ upstreams:
 }
 
 func TestEmptyValuesMeanDefaults(t *testing.T) {
-	c, err := config.Load("testdata/empty-values.good.yaml", nil)
+	c, err := loadAll("testdata/empty-values.good.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +217,7 @@ func TestEmptyValuesMeanDefaults(t *testing.T) {
 }
 
 func TestEveryField(t *testing.T) {
-	c, err := config.Load("testdata/full.good.yaml", testEnv)
+	c, err := loadAll("testdata/full.good.yaml", testEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +333,7 @@ func TestEveryField(t *testing.T) {
 }
 
 func TestAnchorsAndMerge(t *testing.T) {
-	c, err := config.Load("testdata/anchors.good.yaml", nil)
+	c, err := loadAll("testdata/anchors.good.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +441,7 @@ listen: nope
 }
 
 func TestSummary(t *testing.T) {
-	c, err := config.Parse("example.yaml", configs.Example, nil)
+	c, err := parseAll("example.yaml", configs.Example, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +489,7 @@ func TestPrefixFalseWithSoleUpstream(t *testing.T) {
 
 func TestShippedDefault(t *testing.T) {
 	env := envOf(map[string]string{"MCPGW_EXECUTABLE": "/opt/mcpgw/bin/mcpgw"})
-	c, err := config.Parse("default.yaml", configs.Default, env)
+	c, err := parseAll("default.yaml", configs.Default, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +501,7 @@ func TestShippedDefault(t *testing.T) {
 		t.Errorf("default config: %s", c.Summary())
 	}
 	// Without the variable the failure names it, so a CLI bug is obvious.
-	_, err = config.Parse("default.yaml", configs.Default, nil)
+	_, err = parseAll("default.yaml", configs.Default, nil)
 	if err == nil || !strings.Contains(err.Error(), "MCPGW_EXECUTABLE is not set") {
 		t.Errorf("without MCPGW_EXECUTABLE: %v", err)
 	}
@@ -497,7 +509,7 @@ func TestShippedDefault(t *testing.T) {
 
 func TestShippedExample(t *testing.T) {
 	// Loaded from disk too, to prove the embedded copy is the file.
-	c, err := config.Load("../../configs/example.yaml", envOf(nil))
+	c, err := loadAll("../../configs/example.yaml", envOf(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +522,7 @@ func TestShippedExample(t *testing.T) {
 	if len(c.AllowedOrigins) == 0 {
 		t.Error("example has no allowed_origins")
 	}
-	c, err = config.Parse("example.yaml", configs.Example, envOf(map[string]string{"GITHUB_TOKEN": "ghp_x"}))
+	c, err = parseAll("example.yaml", configs.Example, envOf(map[string]string{"GITHUB_TOKEN": "ghp_x"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +532,7 @@ func TestShippedExample(t *testing.T) {
 }
 
 func TestLoadMissingFile(t *testing.T) {
-	_, err := config.Load("testdata/does-not-exist.yaml", nil)
+	_, err := loadAll("testdata/does-not-exist.yaml", nil)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Load of a missing file: %v, want fs.ErrNotExist", err)
 	}
@@ -584,7 +596,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(configs.Example)
 	env := envOf(map[string]string{"SET_VAR": "v", "MCPGW_EXECUTABLE": "/bin/mcpgw", "EMPTY": ""})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := config.Parse("fuzz.yaml", data, env)
+		c, err := parseAll("fuzz.yaml", data, env)
 		if err != nil {
 			var ps config.Problems
 			if !errors.As(err, &ps) || len(ps) == 0 {
@@ -647,7 +659,7 @@ auth:
 }
 
 func TestAdminAndRequired(t *testing.T) {
-	c, err := config.Load("testdata/admin-required.good.yaml", nil)
+	c, err := loadAll("testdata/admin-required.good.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +688,7 @@ func TestReplayLimits(t *testing.T) {
 		{"full", "sessions:\n  replay: {session_events: 8, session_bytes: 100, total_bytes: 1000}\n", config.Replay{SessionEvents: 8, SessionBytes: 100, TotalBytes: 1000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := config.Parse("test.yaml", []byte("upstreams: {a: {url: https://a.example.com/mcp}}\n"+tc.yaml), goodEnv)
+			c, err := parseAll("test.yaml", []byte("upstreams: {a: {url: https://a.example.com/mcp}}\n"+tc.yaml), goodEnv)
 			if err != nil {
 				t.Fatal(err)
 			}

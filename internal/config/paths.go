@@ -42,6 +42,13 @@ func (c *Config) resolvePaths(base string) {
 			abs(&a.Introspection.ClientSecretFile)
 		}
 	}
+	if l := c.Login; l != nil {
+		abs(&l.StateFile)
+		abs(&l.KeyFile)
+		if l.Provider != nil {
+			abs(&l.Provider.ClientSecretFile)
+		}
+	}
 	for _, u := range c.Upstreams {
 		if u == nil {
 			continue

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-
-	"github.com/mcpgw/mcpgw/internal/config"
 )
 
 // Relative paths in a config file resolve against the file's directory,
@@ -44,7 +42,7 @@ interceptors:
 	}
 	// From another working directory: the result must not depend on it.
 	t.Chdir(t.TempDir())
-	c, err := config.Load(path, nil)
+	c, err := loadAll(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +73,7 @@ interceptors:
 	}
 	// Parse has no file to be relative to: a relative audit path stays
 	// refused there.
-	if _, err := config.Parse("x.yaml", []byte(cfg), nil); err == nil {
+	if _, err := parseAll("x.yaml", []byte(cfg), nil); err == nil {
 		t.Error("Parse accepted a relative audit.output")
 	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -13,12 +12,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
-	"github.com/mcpgw/mcpgw/internal/policy/cond"
-	"github.com/mcpgw/mcpgw/internal/policy/pattern"
 )
 
 // This file holds the policy: section (types, defaults and validation);
-// internal/policy compiles it. docs: internal/policy's package comment.
+// internal/policy compiles it, and checks what only compiling can tell —
+// the globs and the CEL conditions — with policy.CheckConfig, a Check the
+// loaders pass to Parse and Load. docs: internal/policy's package comment.
 
 // Defaults of the policy section.
 const (
@@ -266,19 +265,12 @@ func (v *validator) policy() {
 			v.add(p, "the rule has no allow: or deny: patterns, so it decides nothing; add them, or remove the rule")
 		}
 		v.policyMatch(p+".match", r.Match)
-		if r.When != "" || v.dec.Set(p+".when") {
-			v.condition(p+".when", r.When)
+		if r.When == "" && v.dec.Set(p+".when") {
+			v.add(p+".when", EmptyWhen) // a written condition is policy.CheckConfig's
 		}
-		v.patterns(p+".allow", r.Allow)
-		v.patterns(p+".deny", r.Deny)
 	}
 	for _, g := range slices.Sorted(maps.Keys(pol.ToolScopes)) {
 		p := strictyaml.JoinPath("policy.tool_scopes", g)
-		if kind, _ := pattern.SplitKind(g); kind != pattern.KindAny {
-			v.add(p, fmt.Sprintf("%q has a kind prefix, but tool_scopes keys are globs over tool names; write %q", g, strings.TrimPrefix(g, kind+":")))
-		} else if _, err := pattern.Compile(g); err != nil {
-			v.add(p, fmt.Sprintf("%v; write a glob such as github__* (* is any run of characters, ? one character, \\ escapes)", err))
-		}
 		scopes := pol.ToolScopes[g]
 		if len(scopes) == 0 {
 			v.add(p, "lists no scopes; list the scopes the tools need, e.g. [repo:write], or remove the entry")
@@ -293,49 +285,9 @@ func (v *validator) policy() {
 	v.pinning(pol.Pinning)
 }
 
-// condition parses and type-checks a rule's CEL condition (policy.Compile
-// plans its evaluation).
-func (v *validator) condition(p, src string) {
-	const fix = "variables are " + cond.Variables + "; e.g. \"admin\" in principal.groups && arguments.repo.startsWith(\"acme/\")"
-	err, done := v.conds[src]
-	if !done {
-		err = cond.Check(src)
-		if v.conds == nil {
-			v.conds = map[string]error{}
-		}
-		v.conds[src] = err
-	}
-	var ce *cond.CompileError
-	switch {
-	case err == nil:
-	case errors.As(err, &ce) && len(ce.Issues) == 1 && ce.Issues[0].Msg == "the expression is empty":
-		v.add(p, "is empty; write a CEL condition such as \"admin\" in principal.groups, or remove when:")
-	case errors.As(err, &ce) && len(ce.Issues) == 1 && strings.HasPrefix(ce.Issues[0].Msg, "the expression is of type"):
-		v.add(p, fmt.Sprintf("%s; write a condition that is true or false, e.g. arguments.dry_run == true (compare a value rather than use it alone)", ce.Issues[0].Msg))
-	default:
-		v.add(p, fmt.Sprintf("is not a valid CEL condition: %v; %s", err, fix))
-	}
-}
-
-// patterns checks allow/deny patterns.
-func (v *validator) patterns(p string, pats []string) {
-	for i, s := range pats {
-		ip := fmt.Sprintf("%s[%d]", p, i)
-		if _, err := pattern.Parse(s); err != nil {
-			v.add(ip, fmt.Sprintf("%v; write a glob such as github__* or tool:fs__read_* (* is any run of characters, ? one character, \\ escapes)", err))
-			continue
-		}
-		// "tools:x" is a glob that matches only a name starting "tools:",
-		// almost certainly a misspelt kind prefix.
-		if kind, _ := pattern.SplitKind(s); kind == pattern.KindAny {
-			if word, _, ok := strings.Cut(s, ":"); ok && word != "" && !strings.ContainsAny(word, "*?\\+_/.") {
-				if k := strictyaml.Closest(word, pattern.Kinds); k != "" && k != word {
-					v.add(ip, fmt.Sprintf("%q starts with %q, which is not a kind; did you mean %q? (kinds are tool:, prompt: and resource:; write resource:%s to match a URI with that scheme)", s, word+":", k+":", s))
-				}
-			}
-		}
-	}
-}
+// EmptyWhen is the problem with a rule's when: that is written but empty
+// (policy.CheckConfig says the same of one that is only blanks).
+const EmptyWhen = "is empty; write a CEL condition such as \"admin\" in principal.groups, or remove when:"
 
 func (v *validator) policyMatch(p string, m *PolicyMatch) {
 	if m == nil {
@@ -409,10 +361,8 @@ func (v *validator) rateLimits(rl *RateLimits) {
 			v.add(tp, "is empty; give it tool: (a glob) and rate:, or remove it")
 			continue
 		}
-		if t.Tool == "" {
+		if t.Tool == "" { // a glob written is policy.CheckConfig's
 			v.add(tp+".tool", "is not set; give a glob over tool names, e.g. github__create_*")
-		} else if _, err := pattern.Compile(t.Tool); err != nil {
-			v.add(tp+".tool", fmt.Sprintf("%v; write a glob such as github__* (* is any run of characters)", err))
 		}
 		v.bucket(tp, t.Rate, t.Burst, true)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 func TestPolicyEveryField(t *testing.T) {
-	c, err := config.Load("testdata/policy-full.good.yaml", nil)
+	c, err := loadAll("testdata/policy-full.good.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,12 @@ func (c *Config) Redacted() *Config {
 		}
 		out.Auth = &a
 	}
+	if c.Login != nil && c.Login.Provider != nil {
+		l, p := *c.Login, *c.Login.Provider
+		p.ClientSecret = redactString(p.ClientSecret)
+		l.Provider = &p
+		out.Login = &l
+	}
 	if c.Tracing != nil {
 		t := *c.Tracing
 		t.Headers = redactValues(c.Tracing.Headers)

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net"
 	"path"
 	"path/filepath"
 	"slices"
@@ -25,8 +26,14 @@ type Sandbox struct {
 	// ReadOnly and ReadWrite are the absolute paths granted.
 	ReadOnly  []string `yaml:"read_only"`
 	ReadWrite []string `yaml:"read_write"`
-	// Network is "none" (the default and, so far, the only mode).
+	// Network is "none" (no network at all) or "egress" (only the hosts
+	// in Egress, through the gateway's proxy). Default: egress when
+	// Egress lists hosts, else none.
 	Network string `yaml:"network"`
+	// Egress lists the host:port pairs an egress child may reach.
+	Egress []string `yaml:"egress"`
+	// EgressMaxTunnels bounds the child's open proxy connections.
+	EgressMaxTunnels int `yaml:"egress_max_tunnels"`
 	// Memory limits the child's memory, e.g. 512MiB ("" = no limit).
 	Memory string `yaml:"memory"`
 	// CPUs limits CPU time in cores, e.g. 0.5 (0 = no limit).
@@ -42,6 +49,8 @@ type Sandbox struct {
 // Sandbox defaults and bounds.
 const (
 	SandboxNetworkNone         = "none"
+	SandboxNetworkEgress       = "egress"
+	DefaultSandboxEgressMax    = 32  // open proxy connections per child
 	DefaultSandboxMaxProcesses = 256 // threads count: node runs ~11
 	DefaultSandboxMaxOpenFiles = 1024
 	DefaultSandboxTmp          = "64MiB"
@@ -96,6 +105,12 @@ func sandboxDefaults(p string, u *Upstream, d *strictyaml.Decoder) {
 	}
 	if !d.Set(strictyaml.JoinPath(sp, "network")) {
 		s.Network = SandboxNetworkNone
+		if len(s.Egress) > 0 {
+			s.Network = SandboxNetworkEgress
+		}
+	}
+	if !d.Set(strictyaml.JoinPath(sp, "egress_max_tunnels")) {
+		s.EgressMaxTunnels = DefaultSandboxEgressMax
 	}
 	if !d.Set(strictyaml.JoinPath(sp, "max_processes")) {
 		s.MaxProcesses = DefaultSandboxMaxProcesses
@@ -122,8 +137,25 @@ func (v *validator) sandbox(p string, u *Upstream, hasURL bool) {
 	if !slices.Contains(SandboxRuntimes, s.Runtime) {
 		v.add(strictyaml.JoinPath(sp, "runtime"), fmt.Sprintf("%q is not a runtime; use one of %s, or remove it to pick one from the command", s.Runtime, strings.Join(SandboxRuntimes, ", ")))
 	}
-	if s.Network != SandboxNetworkNone {
-		v.add(strictyaml.JoinPath(sp, "network"), fmt.Sprintf("%q is not a network mode; use none (the only one so far), or remove the sandbox", s.Network))
+	switch s.Network {
+	case SandboxNetworkNone:
+		if len(s.Egress) > 0 {
+			v.add(strictyaml.JoinPath(sp, "egress"), "hosts listed but network is none; set network: egress, or remove egress")
+		}
+	case SandboxNetworkEgress:
+		if len(s.Egress) == 0 {
+			v.add(strictyaml.JoinPath(sp, "egress"), "network egress needs the host:port pairs the child may reach; list them, or use network: none")
+		}
+	default:
+		v.add(strictyaml.JoinPath(sp, "network"), fmt.Sprintf("%q is not a network mode; use none or egress", s.Network))
+	}
+	for i, e := range s.Egress {
+		if msg := egressEntryProblem(e); msg != "" {
+			v.add(fmt.Sprintf("%s[%d]", strictyaml.JoinPath(sp, "egress"), i), msg)
+		}
+	}
+	if s.EgressMaxTunnels < 1 {
+		v.add(strictyaml.JoinPath(sp, "egress_max_tunnels"), fmt.Sprintf("must be at least 1; remove it for the default (%d)", DefaultSandboxEgressMax))
 	}
 	for key, paths := range map[string][]string{"read_only": s.ReadOnly, "read_write": s.ReadWrite} {
 		for i, g := range paths {
@@ -155,4 +187,25 @@ func (v *validator) sandbox(p string, u *Upstream, hasURL bool) {
 	if n, err := ParseBytes(s.Tmp); err != nil || n < 1<<20 {
 		v.add(strictyaml.JoinPath(sp, "tmp"), fmt.Sprintf("%q is not a size of at least 1MiB; write e.g. 64MiB, or remove it for the default (%s)", s.Tmp, DefaultSandboxTmp))
 	}
+}
+
+// egressEntryProblem says what is wrong with a sandbox.egress entry
+// ("" if nothing): a host name or IP address, and a port.
+func egressEntryProblem(e string) string {
+	host, port, err := net.SplitHostPort(e)
+	if err != nil || host == "" {
+		return fmt.Sprintf("%q is not host:port; write e.g. api.example.com:443", e)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return fmt.Sprintf("%q: port %q is not a number from 1 to 65535; write host:port, e.g. api.example.com:443", e, port)
+	}
+	if net.ParseIP(host) != nil {
+		return ""
+	}
+	for _, r := range host {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return fmt.Sprintf("%q: %q is not a host name (no wildcards or URLs; list each host:port)", e, host)
+		}
+	}
+	return ""
 }

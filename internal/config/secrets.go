@@ -77,6 +77,9 @@ func (c *Config) Secrets() []string {
 			add(k.Key)
 		}
 	}
+	if c.Login != nil && c.Login.Provider != nil {
+		add(c.Login.Provider.ClientSecret)
+	}
 	if c.Tracing != nil {
 		for _, v := range c.Tracing.Headers {
 			add(v)

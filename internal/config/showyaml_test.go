@@ -3,8 +3,6 @@ package config_test
 import (
 	"path/filepath"
 	"testing"
-
-	"github.com/mcpgw/mcpgw/internal/config"
 )
 
 // What /status/config shows is a config validate accepts: no url: ""
@@ -16,7 +14,7 @@ func TestShowYAMLValidates(t *testing.T) {
 	env := envOf(map[string]string{"SET_VAR": "v1", "TOKEN": "t0k3n", "GITHUB_TOKEN": "ghp_test", "MCPGW_EXECUTABLE": "/opt/mcpgw"})
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			c, err := config.Load(file, env)
+			c, err := loadAll(file, env)
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
@@ -24,7 +22,7 @@ func TestShowYAMLValidates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, err := config.Parse("shown.yaml", shown, nil)
+			again, err := parseAll("shown.yaml", shown, nil)
 			if err != nil {
 				t.Fatalf("the shown config does not validate:\n%v\n--- shown:\n%s", err, shown)
 			}
@@ -40,7 +38,7 @@ func TestShowYAMLValidates(t *testing.T) {
 // An explicit empty list is kept in the shown config: audit.redact_fields:
 // [] (redact nothing) must not come back as the default list.
 func TestShowYAMLKeepsExplicitEmptyList(t *testing.T) {
-	c, err := config.Parse("c.yaml", []byte("upstreams: {a: {command: [x]}}\naudit: {output: stdout, redact_fields: []}\n"), nil)
+	c, err := parseAll("c.yaml", []byte("upstreams: {a: {command: [x]}}\naudit: {output: stdout, redact_fields: []}\n"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +46,7 @@ func TestShowYAMLKeepsExplicitEmptyList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := config.Parse("shown.yaml", shown, nil)
+	again, err := parseAll("shown.yaml", shown, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestSyntaxErrorLine(t *testing.T) {
 		{"unterminated last line", "upstreams:\n  a:\n    command: [node", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := config.Parse("c.yaml", []byte(tc.yaml), nil)
+			_, err := parseAll("c.yaml", []byte(tc.yaml), nil)
 			var ps config.Problems
 			if !errors.As(err, &ps) || len(ps) != 1 || !strings.Contains(ps[0].Msg, "YAML syntax error") {
 				t.Fatalf("Parse: %v; want one YAML syntax error", err)

@@ -2,11 +2,11 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 
 	"github.com/mcpgw/mcpgw/internal/config/strictyaml"
-	"github.com/mcpgw/mcpgw/internal/outbound"
 )
 
 // UpstreamOAuth makes the gateway obtain its own access token for an HTTP
@@ -134,8 +134,8 @@ func (v *validator) upstreamOAuth(p string, u *Upstream, hasCmd bool) {
 // allowAddresses checks an allow_addresses list: addresses or CIDRs.
 func (v *validator) allowAddresses(p string, list []string) {
 	for i, a := range list {
-		if _, err := outbound.ParsePrefix(a); err != nil {
-			v.add(fmt.Sprintf("%s[%d]", p, i), err.Error()+"; list the internal addresses URLs the upstream names may lead to")
+		if !IsAllowAddress(a) {
+			v.add(fmt.Sprintf("%s[%d]", p, i), fmt.Sprintf("%q is neither an address nor a CIDR prefix (e.g. 10.0.0.0/8, 127.0.0.1); list the internal addresses URLs the upstream names may lead to", a))
 		}
 	}
 }
@@ -182,4 +182,16 @@ func (v *validator) clientSecret(p, secret, file string, required bool, why stri
 		}
 		v.add(p, "neither client_secret nor client_secret_file is set"+why+"; set client_secret_file: /run/secrets/NAME, or client_secret: ${ENV_VAR}")
 	}
+}
+
+// IsAllowAddress reports whether s is an allow_addresses entry: a CIDR
+// prefix or one address. internal/outbound, which imports only the
+// standard library, reads the entries by the same rule (ParsePrefix; a
+// test holds the two to it).
+func IsAllowAddress(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }

@@ -2,7 +2,22 @@ package config_test
 
 import (
 	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/outbound"
 )
+
+// config judges allow_addresses entries without importing outbound (config
+// imports only its own subpackages); both must read an entry alike.
+func TestAllowAddressAsOutboundReadsIt(t *testing.T) {
+	for _, s := range []string{"10.0.0.0/8", "127.0.0.1", "::1", "fd00::/8", "10.0.0.1/8", "192.168.1.0/33",
+		"", "localhost", "10.0.0", "1.2.3.4/", "[::1]", "fe80::1%eth0", " 127.0.0.1", "0.0.0.0/0"} {
+		_, err := outbound.ParsePrefix(s)
+		if got, want := config.IsAllowAddress(s), err == nil; got != want {
+			t.Errorf("IsAllowAddress(%q) = %v, outbound.ParsePrefix reads it: %v", s, got, want)
+		}
+	}
+}
 
 func TestUpstreamOAuthDefaultsAndExpansion(t *testing.T) {
 	c := mustParse(t, `

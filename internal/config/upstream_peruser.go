@@ -157,9 +157,11 @@ func (v *validator) upstreamPerUser(pp, name string, u *Upstream, hasCmd bool) {
 	} else if t, err := url.Parse(c.PublicURL); err == nil && t.Scheme == "http" && !IsLoopbackHost(t.Hostname()) {
 		v.add(pp, fmt.Sprintf("public_url %q is plain http, so authorization codes and the sign-in cookie would cross the network in clear; use https (http is accepted only for a loopback host)", c.PublicURL))
 	}
-	if c.Sessions == nil || c.Sessions.KeyFile == "" {
-		v.add(pp, "needs sessions.key_file: the key ring that seals the start links and encrypts the stored tokens (so they survive a restart); add it, e.g. sessions: {key_file: /run/secrets/mcpgw-keys} made with `openssl rand -base64 32`")
-	}
+	// The key ring that seals the links and the stored tokens is
+	// sessions.key_file or, without it, the gateway's own ring in the
+	// state directory beside the token file, which outlives a restart
+	// too; a Redis store is shared by replicas, and sessions.redis
+	// already requires key_file.
 	// Registration: exactly one way.
 	switch countSet(pu.ClientID != "", pu.DynamicRegistration, pu.ClientMetadataURL != "") {
 	case 0:

@@ -20,10 +20,6 @@ type validator struct {
 	cfg      *Config
 	dec      *strictyaml.Decoder
 	problems Problems
-	// conds are the CEL conditions checked so far, by text, with their
-	// error: large policies repeat a few conditions over many rules, and
-	// checking one costs about a millisecond.
-	conds map[string]error
 }
 
 // add reports a problem about a value. It stays quiet when the value, or one
@@ -81,6 +77,7 @@ func (v *validator) validate() {
 	v.routes()
 	v.auth()
 	v.introspection() // introspection.go
+	v.login()         // login.go
 	v.admin()
 	v.sessions()
 	v.limits() // limits.go

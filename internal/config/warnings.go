@@ -31,6 +31,13 @@ func (c *Config) Warnings() []string {
 			out = append(out, fmt.Sprintf("upstreams.%s: one stdio child serves every client and every principal, so whatever it keeps (open browser pages, memory, files, a login) is shared between users; set stateful: true to give each session its own child, or leave it shared if it keeps nothing", name))
 		}
 	}
+	if c.Login == nil {
+		for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
+			if u := c.Upstreams[name]; u != nil && u.Auth != nil && u.Auth.PerUser != nil {
+				out = append(out, fmt.Sprintf("upstreams.%s.auth.per_user: without login: the gateway cannot tell who a browser's user is, so whoever opens a start link is linked to that link's gateway user (a leaked link makes one user's calls run as another's upstream account: the confused deputy); configure login: (docs/login.md) so a link opens only in its own user's signed-in browser", name))
+			}
+		}
+	}
 	if a := c.Admin; a != nil && a.TokenFile == "" {
 		if h, _, err := net.SplitHostPort(a.Listen); err == nil && !IsLoopbackHost(h) {
 			out = append(out, fmt.Sprintf("admin.listen: %q is not loopback and admin.token_file is not set, so whoever reaches the port reads the catalog before policy, the redacted config and the status page; set token_file, or keep the port on a private network", a.Listen))

@@ -12,6 +12,7 @@ import (
 func TestWarnings(t *testing.T) {
 	const ups = "upstreams:\n  browser: {command: [npx, playwright-mcp]}\n  memory: {command: [npx, server-memory], stateful: true}\n  remote: {url: https://api.example.com/mcp}\n"
 	shared := "upstreams.browser: one stdio child serves every client and every principal"
+	const perUser = "public_url: https://mcp.example.com\nupstreams:\n  saas:\n    url: https://saas.example.com/mcp\n    auth: {per_user: {client_id: mcpgw, client_secret: s, issuer: https://as.example.com}}\n"
 	for _, tc := range []struct {
 		name, yaml string
 		want       []string // substrings, one per warning, in order
@@ -24,6 +25,10 @@ func TestWarnings(t *testing.T) {
 		{"admin on loopback", ups + "admin: {listen: 127.0.0.1:9091}\n", nil},
 		{"admin off loopback, no token", ups + "admin: {listen: 0.0.0.0:9091}\n", []string{`admin.listen: "0.0.0.0:9091" is not loopback and admin.token_file is not set`}},
 		{"admin off loopback, token", ups + "admin: {listen: 0.0.0.0:9091, token_file: /run/secrets/admin}\n", nil},
+		// Issue 29: a per-user start link without the gateway's browser
+		// session binds whoever opens it.
+		{"per-user upstream without login", perUser + "auth:\n  api_keys:\n    - {name: a, key: key-a-0123456789}\n", []string{"upstreams.saas.auth.per_user: without login: the gateway cannot tell who a browser's user is"}},
+		{"per-user upstream with login", perUser + "login:\n  provider: {issuer: https://login.example.com, client_id: mcpgw, client_secret: s3cret}\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustParse(t, tc.yaml, nil)

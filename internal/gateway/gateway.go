@@ -27,6 +27,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/intercept"
+	"github.com/mcpgw/mcpgw/internal/login"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -89,8 +90,6 @@ type Gateway struct {
 	listening atomic.Bool // the MCP listener is serving
 	draining  atomic.Bool // Shutdown has begun: not ready
 
-	audit *audit.Logger // nil when audit: is off; closed by Shutdown
-
 	// adminAccess is who may read the admin listener (adminaccess.go);
 	// each reload replaces it.
 	adminAccess atomic.Pointer[adminAccess]
@@ -100,13 +99,13 @@ type Gateway struct {
 	reloads reloadHistory // the status page's reload history (status.go)
 	shared  *shared       // sessions.redis (redis.go); closed by Shutdown
 	perUser *perUser      // auth.per_user sources (peruser.go)
+	login   *login.Server // login: (login.go); nil when off
 
 	// Reload (reload.go): one at a time, never during Shutdown.
 	reloadMu  sync.Mutex
-	red       *redactor           // the log's secret scrubber; a reload adds the new secrets
-	authn     *auth.Authenticator // in force; kept by a reload that leaves auth alone
-	pol       policySet           // in force
-	oldAudits []*audit.Logger     // replaced by reloads; closed by Shutdown
+	red       *redactor       // the log's secret scrubber; a reload adds the new secrets
+	gen       *generation     // in force (build.go); its audit log is closed by Shutdown
+	oldAudits []*audit.Logger // replaced by reloads; closed by Shutdown
 }
 
 // Start builds the gateway for cfg, connects its upstreams in the
@@ -120,140 +119,58 @@ func Start(cfg *config.Config, opts Options) (*Gateway, error) {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	var err error
 	g := &Gateway{log: opts.Logger, red: red, serveErr: make(chan error, 1), opts: opts, metrics: opts.Metrics, started: time.Now()}
 	g.cfg.Store(cfg)
 	if g.metrics == nil && (opts.AdminListener != nil || cfg.Admin != nil) {
 		g.metrics = metrics.New(prometheus.NewRegistry(), metrics.Options{Version: opts.Version, MaxNames: cfg.Admin.MaxNames()})
 	}
-	authn, err := newAuthenticator(cfg, opts)
+	b, err := build(cfg, opts, modeServe, g.metrics, red) // build.go
 	if err != nil {
 		return nil, err
 	}
-	sessionKeys, err := loadSessionKeys(cfg, opts.StateDir, opts.Logger)
-	if err != nil {
-		return nil, err
+	// From here on a failure unwinds the build, and the listeners with it.
+	ok := false
+	defer func() {
+		if !ok {
+			b.undo.run()
+		}
+	}()
+	g.gen, g.shared, g.tracing, g.perUser, g.host, g.router = b.gen, b.shared, b.tracing, b.perUser, b.host, b.router
+	if g.login = b.login; g.login != nil {
+		g.opts.Auth.Local = b.local // reloads build their authenticators with it
 	}
-	if g.audit, err = openAudit(cfg, opts.Logger); err != nil { // audit.go
-		return nil, err
-	}
-	if g.shared, err = newShared(cfg, g.metrics, opts.Logger, red); err != nil { // redis.go
-		_ = g.audit.Close()
-		return nil, err
-	}
-	pol, err := buildPolicy(cfg, g.shared.limiterOptions()...)
-	if err != nil {
-		g.shared.close()
-		_ = g.audit.Close()
-		return nil, err
-	}
-	if pol.intercept, err = buildIntercept(cfg, g.metrics, opts.Logger); err != nil { // intercept.go
-		g.shared.close()
-		_ = g.audit.Close()
-		return nil, err
-	}
-	g.authn, g.pol = authn, pol
 	warnPolicy(cfg, opts.Logger)
-	tp, tracer, err := startTracing(cfg, opts, red) // tracing.go
-	if err != nil {
-		_ = g.audit.Close()
-		return nil, err
-	}
-	g.tracing = tp
-	pu, err := newPerUser(cfg, sessionKeys, g.shared, g.metrics, opts.Logger, opts.Now) // peruser.go
-	if err != nil {
-		g.shared.close()
-		_ = g.audit.Close()
-		stopTracing(g.tracing, opts.Logger)
-		return nil, err
-	}
-	idle, detached := time.Duration(0), time.Duration(0)
-	if cfg.Sessions != nil {
-		idle, detached = cfg.Sessions.IdleTimeout.D(), cfg.Sessions.DetachedTimeout.D()
-	}
-	w := newWiring()
-	g.host = host.New(cfg, w.hostOptions(host.Options{
-		SessionRelease: router.SessionRelease(idle, detached),
-		Logger:         opts.Logger.Named("host"),
-		Metrics:        g.metrics,
-		ClientInfo:     mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		TaskKeys:       sessionKeys, // task ids every replica with the ring opens (catalog/tasks.go)
-		MaxTasks:       sessionsSection(cfg).MaxTasks,
-		// Per-user upstream OAuth (auth.per_user) plugs in here.
-		CredentialSource: pu.source,
-		// A stateful upstream's session is the fleet's (host/fleetsessions.go).
-		UpstreamSessions: g.shared.upstreamSessions(),
-		ReplicaID:        g.shared.replica,
-		Now:              opts.Now,
-	}))
-	rt := router.New(cfg, g.host, router.Options{
-		SessionKeys:     sessionKeys,
-		AdvertiseURL:    sessionsSection(cfg).AdvertiseURL,
-		Logger:          opts.Logger.Named("router"),
-		ServerInfo:      mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		IdleTimeout:     idle,
-		DetachedTimeout: detached,
-		Replay:          replayLimits(cfg),
-		Events:          g.shared.eventStore(),
-		Revocations:     g.shared.revocations(),
-		Relay:           g.shared.relayer(),
-		Subscriptions:   g.shared.subscriptions(),
-		Metrics:         g.metrics,
-		Tracer:          tracer,
-		Auth:            authn,
-		Policy:          pol.policy,
-		Limiter:         pol.limiter,
-		Pinner:          pol.pinner,
-		Audit:           g.audit,
-		Intercept:       pol.intercept,
-		PerUser:         pu.sources,
-	})
-	pu.rt.Store(rt)
-	g.perUser = pu
-	w.connect(g.host, rt)
-	g.router = rt
-	g.metrics.SetRouteSource(rt.RouteStats)
+	g.metrics.SetRouteSource(g.router.RouteStats)
 	g.metrics.SetUpstreamConnSource(g.host.ConnStats)
 	g.metrics.ConfigLoaded()
 	g.reloads.add(ReloadEvent{Time: g.started, Initial: true, OK: true})
 
 	ln := opts.Listener
 	if ln == nil {
-		var err error
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			rt.Close()
-			g.shared.close()
-			_ = g.audit.Close()
-			stopTracing(g.tracing, opts.Logger)
 			return nil, fmt.Errorf("listen %s: %w (is another mcpgw running? change listen:)", cfg.Listen, err)
 		}
 	}
+	b.undo.push(func() { _ = ln.Close() })
 	if cfg.TLS != nil {
 		st, err := tlsconf.NewServer("tls", cfg.TLS, tlsconf.Options{Logger: opts.Logger})
 		if err != nil {
-			_ = ln.Close()
-			rt.Close()
-			g.shared.close()
-			_ = g.audit.Close()
-			stopTracing(g.tracing, opts.Logger)
 			return nil, err
 		}
 		ln = tls.NewListener(ln, st.Config())
 	}
 	if err := g.listenAdmin(); err != nil { // admin.go
-		_ = ln.Close()
-		rt.Close()
-		g.shared.close()
-		_ = g.audit.Close()
-		stopTracing(g.tracing, opts.Logger)
 		return nil, err
 	}
+	ok = true
 	g.ln = ln
 	headerTimeout := cfg.ReadHeaderTimeout.D()
 	if headerTimeout <= 0 {
 		headerTimeout = config.DefaultReadHeaderTimeout
 	}
 	g.srv = &http.Server{
-		Handler:           rt,
+		Handler:           g.router,
 		ReadHeaderTimeout: headerTimeout, // read_header_timeout
 		// No ReadTimeout/WriteTimeout: SSE streams live long. Bodies are
 		// bounded by max_body_bytes and read_body_timeout (the router's
@@ -316,13 +233,16 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 			_ = g.srv.Close()
 		}
 		g.router.Close()
+		if g.login != nil {
+			if e := g.login.Close(); e != nil { // after the router: its last grants are written
+				g.log.Error("login: cannot write the state file; the last grants are lost", zap.Error(e))
+			}
+		}
 		g.shared.close() // after the router: its last events are copied
 		g.host.Close()
 		stopTracing(g.tracing, g.log) // the last spans, now that every call has ended
-		for _, a := range append(g.oldAudits, g.audit) {
-			if e := a.Close(); e != nil {
-				g.log.Warn("audit log: close failed; the last records may be lost", zap.Error(e))
-			}
+		for _, a := range append(g.oldAudits, g.gen.audit) {
+			closeAudit(a, g.log)
 		}
 		g.closeAdmin()
 	})
@@ -369,7 +289,7 @@ type policySet struct {
 	policy  *policy.Policy
 	limiter *policy.Limiter
 	pinner  *policy.Pinner
-	// intercept is the interceptors (gateway/intercept.go; nil: none).
+	// intercept is the interceptors (intercept.go; nil: none).
 	intercept *intercept.Set
 }
 

@@ -51,7 +51,9 @@ func (p *perUser) setKeys(keys [][]byte) error {
 
 // newPerUser builds the sources of cfg's per_user upstreams.
 // now is the tokens' clock (nil: time.Now).
-func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metrics, log *zap.Logger, now func() time.Time) (*perUser, error) {
+// browsers is the login server's browser session (nil without login:),
+// which binds each start link to its user's browser.
+func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metrics, log *zap.Logger, now func() time.Time, browsers peruser.BrowserUsers) (*perUser, error) {
 	p := &perUser{sources: map[string]*peruser.Source{}}
 	var pm *peruser.Metrics
 	for _, name := range slices.Sorted(maps.Keys(cfg.Upstreams)) {
@@ -70,7 +72,7 @@ func newPerUser(cfg *config.Config, keys [][]byte, sh *shared, m *metrics.Metric
 		l := log.Named("peruser").With(zap.String("upstream", name))
 		o := peruser.Options{
 			Upstream: name, PublicURL: cfg.PublicURL, Keys: keys,
-			LinkLifetime: pu.LinkLifetime.D(), MaxLinksPerPrincipal: pu.MaxLinksPerPrincipal, Logger: l, Metrics: pm, Clock: now,
+			LinkLifetime: pu.LinkLifetime.D(), MaxLinksPerPrincipal: pu.MaxLinksPerPrincipal, Logger: l, Metrics: pm, Clock: now, Browser: browsers,
 			OnComplete: func(id string) {
 				if rt := p.rt.Load(); rt != nil {
 					rt.ElicitationComplete(id)

@@ -109,7 +109,25 @@ func (s *shared) upstreamSessions() host.UpstreamSessions {
 	if s.ups == nil {
 		return nil
 	}
-	return s.ups
+	return fleetUpstreamSessions{s.ups}
+}
+
+// fleetUpstreamSessions is host.UpstreamSessions over the sessions
+// package's Redis store, which keeps its records as UpstreamRecords (the
+// router's packages do not import the host): the two record types have
+// the same fields, so each converts to the other.
+type fleetUpstreamSessions struct {
+	*sessions.RedisUpstreamSessions
+}
+
+func (f fleetUpstreamSessions) Load(ctx context.Context, session, upstream string) (host.UpstreamSession, bool, error) {
+	rec, ok, err := f.RedisUpstreamSessions.Load(ctx, session, upstream)
+	return host.UpstreamSession(rec), ok, err
+}
+
+func (f fleetUpstreamSessions) Save(ctx context.Context, session, upstream string, rec host.UpstreamSession, replacing string) (host.UpstreamSession, bool, error) {
+	winner, saved, err := f.RedisUpstreamSessions.Save(ctx, session, upstream, sessions.UpstreamRecord(rec), replacing)
+	return host.UpstreamSession(winner), saved, err
 }
 
 // subscriptions is the router's SharedSubscriptions (nil: none).

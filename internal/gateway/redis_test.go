@@ -23,6 +23,7 @@ import (
 	mcpgw "github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
 // tickServer is an upstream whose "ticks" tool sends n progress
@@ -436,4 +437,60 @@ func TestRedisReadinessDegraded(t *testing.T) {
 	}
 	f.redis.Restart()
 	wait("up")
+}
+
+// A start that fails after sessions.redis was connected (here: tracing's
+// OTEL_* settings are wrong) leaves no Redis client behind: the build's
+// undo stack closes it, so the server sees the replica's connections go.
+// Its health check pings once before it can be stopped, so the server
+// always sees the replica connect.
+func TestRedisClosedWhenStartFailsLater(t *testing.T) {
+	f := newFleet(t, "")
+	cfg, err := config.Parse("test.yaml", []byte(f.cfg), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := redis.NewClient(&redis.Options{Addr: f.redis.Addr})
+	defer probe.Close()
+	ctx := context.Background()
+	// info reads a field of INFO's clients and stats sections.
+	info := func(field string) int {
+		s, err := probe.Info(ctx, "clients", "stats").Result()
+		if err != nil {
+			t.Fatalf("redis INFO: %v", err)
+		}
+		for _, line := range strings.Split(s, "\r\n") {
+			if v, ok := strings.CutPrefix(line, field+":"); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		t.Fatalf("redis INFO has no %s", field)
+		return 0
+	}
+	received := info("total_connections_received") // the probe's own included
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	badEnv := func(k string) (string, bool) {
+		if k == "OTEL_TRACES_EXPORTER" {
+			return "zipkin", true // not OTLP: tracing refuses to start
+		}
+		return "", false
+	}
+	gw, err := gateway.Start(cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, Getenv: badEnv})
+	if err == nil {
+		_ = gw.Shutdown(ctx)
+		t.Fatal("started with OTEL_TRACES_EXPORTER=zipkin")
+	}
+	if !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
+		t.Fatalf("error %q, want it to name OTEL_TRACES_EXPORTER", err)
+	}
+	// Connected once (never, and the test would prove nothing), and
+	// then only the probe is left.
+	testwait.Until(t, "the failed start's Redis connections to close", func() bool {
+		return info("total_connections_received") > received && info("connected_clients") == 1
+	})
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // Hot reload, Caddy style: the new config is built completely — policy,
-// pinning lock, authenticator, audit log — before anything changes; only
+// pinning lock, authenticator, audit log (newGeneration, build.go) —
+// before anything changes; only
 // when all of it succeeded is it swapped in (host upstream set, then the
 // router's generation), and only then are the old upstreams retired. A
 // reload that fails changes nothing: the old config keeps serving.
@@ -81,40 +82,20 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 		return err
 	}
 	// Build everything first.
-	g.red.add(newCfg.Secrets()) // before anything of the new config can log
-	authn := g.authn
-	if authChanged(old, newCfg) {
-		if authn, err = newAuthenticator(newCfg, g.opts); err != nil {
-			return err
-		}
-	}
-	pol, err := buildPolicy(newCfg, g.shared.limiterOptions()...)
+	g.red.add(newCfg.Secrets())                                                                 // before anything of the new config can log
+	gen, err := newGeneration(newCfg, g.opts, modeServe, g.shared.limiterOptions(), g.gen, old) // build.go
 	if err != nil {
 		return err
 	}
-	if pol.intercept, err = buildIntercept(newCfg, g.metrics, g.log); err != nil { // intercept.go
-		return err
-	}
-	// The key ring is reread on every reload: a rotation (new key first,
-	// old kept until no session uses it) drops no session.
-	keys, err := loadSessionKeys(newCfg, g.opts.StateDir, g.log)
-	if err != nil {
+	if gen.pol.intercept, err = buildIntercept(newCfg, g.metrics, g.log); err != nil { // intercept.go
+		gen.undo.run()
 		return err
 	}
 	// The admin token file is reread too: a rotated token takes effect.
 	var adminAcc *adminAccess
 	if g.adminLn != nil {
 		if adminAcc, err = newAdminAccess(newCfg, g.adminLn.Addr().String()); err != nil {
-			return err
-		}
-	}
-	if g.pol.limiter != nil && reflect.DeepEqual(old.Policy.RateLimits, newCfg.Policy.RateLimits) {
-		pol.limiter = g.pol.limiter // the buckets carry on
-	}
-	aud := g.audit
-	auditChanged := !reflect.DeepEqual(old.Audit, newCfg.Audit)
-	if auditChanged {
-		if aud, err = openAudit(newCfg, g.log); err != nil {
+			gen.undo.run()
 			return err
 		}
 	}
@@ -124,12 +105,10 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	var retire func()
 	diff, retire, err = g.host.Apply(newCfg)
 	if err != nil {
-		if auditChanged {
-			_ = aud.Close()
-		}
+		gen.undo.run()
 		return fmt.Errorf("config reload: %w", err)
 	}
-	if keys != nil {
+	if keys := gen.keys; keys != nil {
 		// Cannot fail: restartOnly refused a ring turned on or off, and
 		// loadSessionKeys parsed it. Everything sealed with the ring is
 		// rekeyed: session ids, requestStates, task ids, per-user links,
@@ -140,15 +119,14 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	}
 	everything := authChanged(old, newCfg) || !reflect.DeepEqual(old.Policy, newCfg.Policy) ||
 		(newCfg.Policy != nil && newCfg.Policy.Pinning != nil && newCfg.Policy.Pinning.Mode != config.PinOff)
-	ended := g.router.Reload(newCfg, router.Options{Auth: authn, Policy: pol.policy, Limiter: pol.limiter, Pinner: pol.pinner, Audit: aud, Intercept: pol.intercept},
+	ended := g.router.Reload(newCfg, router.Options{Auth: gen.authn, Policy: gen.pol.policy, Limiter: gen.pol.limiter, Pinner: gen.pol.pinner, Audit: gen.audit, Intercept: gen.pol.intercept},
 		diff.Touched(), everything)
 	retire()
 
-	if auditChanged {
-		g.oldAudits = append(g.oldAudits, g.audit) // in-flight calls may still record; closed by Shutdown
-		g.audit = aud
+	if gen.audit != g.gen.audit {
+		g.oldAudits = append(g.oldAudits, g.gen.audit) // in-flight calls may still record; closed by Shutdown
 	}
-	g.authn, g.pol = authn, pol
+	g.gen = gen
 	if adminAcc != nil {
 		g.adminAccess.Store(adminAcc)
 	}
@@ -157,7 +135,7 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	g.log.Info("config reloaded",
 		zap.Strings("added", diff.Added), zap.Strings("removed", diff.Removed), zap.Strings("changed", diff.Changed),
 		zap.Int("unchanged", len(diff.Unchanged)), zap.Bool("policy_changed", !reflect.DeepEqual(old.Policy, newCfg.Policy)),
-		zap.Bool("auth_changed", authChanged(old, newCfg)), zap.Bool("audit_changed", auditChanged),
+		zap.Bool("auth_changed", authChanged(old, newCfg)), zap.Bool("audit_changed", auditChanged(old, newCfg)),
 		zap.Int("routes", len(newCfg.Routes)), zap.Int("sessions_ended", ended))
 	return nil
 }
@@ -206,6 +184,11 @@ func restartOnly(old, next *config.Config) error {
 	}
 	if !reflect.DeepEqual(was.Redis, now.Redis) {
 		keys = append(keys, "sessions.redis")
+	}
+	if !reflect.DeepEqual(old.Login, next.Login) {
+		keys = append(keys, "login") // its server, keys and state are made at start
+	} else if old.Login != nil && old.PublicURL != next.PublicURL {
+		keys = append(keys, "public_url (the issuer of login:)")
 	}
 	if !reflect.DeepEqual(old.Tracing, next.Tracing) {
 		keys = append(keys, "tracing") // the exporter is built at start

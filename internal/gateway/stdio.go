@@ -9,9 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/host"
-	"github.com/mcpgw/mcpgw/internal/mcp"
-	"github.com/mcpgw/mcpgw/internal/router"
 )
 
 // ServeStdio runs mcpgw as a stdio MCP server, for hosts that only launch
@@ -35,49 +32,13 @@ func ServeStdio(ctx context.Context, cfg *config.Config, opts Options, routePath
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	pol, err := buildPolicy(cfg)
+	b, err := build(cfg, opts, modeStdio, nil, nil) // build.go
 	if err != nil {
 		return err
 	}
-	if pol.intercept, err = buildIntercept(cfg, nil, opts.Logger); err != nil { // intercept.go
-		return err
-	}
-	if cfg.Audit != nil && cfg.Audit.Output == config.AuditStdout {
-		return fmt.Errorf("audit.output: stdout carries the MCP messages in stdio mode; set audit.output to stderr or a file path")
-	}
-	aud, err := openAudit(cfg, opts.Logger) // audit.go
-	if err != nil {
-		return err
-	}
-	defer func() { _ = aud.Close() }()
-	tp, tracer, err := startTracing(cfg, opts, nil) // tracing.go
-	if err != nil {
-		return err
-	}
-	defer stopTracing(tp, opts.Logger)
-	// The same wiring as Start: upstream events reach the router once it exists.
-	wire := newWiring()
-	h := host.New(cfg, wire.hostOptions(host.Options{
-		Logger:     opts.Logger.Named("host"),
-		ClientInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		MaxTasks:   sessionsSection(cfg).MaxTasks,
-	}))
-	rt := router.New(cfg, h, router.Options{
-		Logger:     opts.Logger.Named("router"),
-		ServerInfo: mcp.Implementation{Name: "mcpgw", Version: opts.Version},
-		Policy:     pol.policy,
-		Limiter:    pol.limiter,
-		Pinner:     pol.pinner,
-		Audit:      aud,
-		Intercept:  pol.intercept,
-		Tracer:     tracer,
-	})
-	wire.connect(h, rt)
-	h.Start()
-	err = rt.ServeStdio(ctx, r, w, routePath)
-	rt.Close()
-	h.Close()
-	return err
+	defer b.undo.run() // the router, the upstreams, the exporter, the audit log
+	b.host.Start()
+	return b.router.ServeStdio(ctx, r, w, routePath)
 }
 
 func hasRoute(cfg *config.Config, path string) bool {

@@ -13,13 +13,6 @@ func SetSessionClock(u *Upstream, now func() time.Time) {
 	u.perSession.mu.Unlock()
 }
 
-// LearnInteractive marks u as an upstream that asks its callers, as its
-// first sampling or elicitation request would.
-func LearnInteractive(u *Upstream) { u.interactive.learned.Store(true) }
-
-// InteractiveLearned reports whether u is known to ask its callers.
-func InteractiveLearned(u *Upstream) bool { return u.interactive.learned.Load() }
-
 // InteractiveWaiting is how many calls wait for a pool connection.
 func InteractiveWaiting(u *Upstream) int {
 	u.interactive.mu.Lock()

@@ -337,8 +337,12 @@ func (h *Host) WaitReady(ctx context.Context) error {
 type Upstream struct {
 	roots func() json.RawMessage // rootsResult, made once (CallOptions)
 
-	sandboxDesc  atomic.Pointer[string] // sandbox.go
-	sandboxKills atomic.Int64
+	sandboxDesc    atomic.Pointer[string] // sandbox.go
+	sandboxKills   atomic.Int64
+	egressDenied   atomic.Int64           // sandbox.go: requests the egress proxy refused
+	sandboxDenials atomic.Int64           // stderr lines reporting a permission error
+	egressLast     atomic.Pointer[string] // the last host:port refused
+	egressLog      logGate                // denials' log lines
 
 	name string
 	cfg  *config.Upstream
@@ -414,8 +418,8 @@ type Upstream struct {
 
 	perSession perSession // stateful: true — one connection per downstream session
 	views      capViews   // exact_capabilities: true — one connection per client capability set
-	// interactive gives calls that may be asked a connection of their own
-	// once the upstream has asked (interactive.go).
+	// interactive gives calls that may be asked a connection where they
+	// are the only call in flight (interactive.go).
 	interactive interactivePool
 }
 
@@ -819,7 +823,6 @@ func (u *Upstream) dialWith(ctx context.Context, t client.Transport, protocol st
 		ServerRequestsSetting:        u.setting("max_server_requests"),
 		ServerRequestsPerCallSetting: u.setting("max_server_requests_per_call"),
 		OnRefused:                    opts.Metrics.LimitRefused,
-		OnServerRequest:              u.learnRequest, // interactive.go
 	}
 	if adjust != nil {
 		adjust(&o)

@@ -28,6 +28,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
 // probeDumpLines is how many stderr lines the pyprobe child writes in
@@ -379,7 +380,7 @@ func TestProbeStderrNotInLastStderr(t *testing.T) {
 			}
 
 			pid := u.PID()
-			resp, jerr := catalog.NewView(h, nil, true).Forward(client.WithRequestRef(ctx, reqID("crash-1")), mcp.MethodToolsCall, json.RawMessage(`{"name":"py__crash","arguments":{}}`), client.CallOptions{})
+			resp, jerr := catalog.NewView(h, nil, true).Forward(telemetry.WithRequestRef(ctx, reqID("crash-1")), mcp.MethodToolsCall, json.RawMessage(`{"name":"py__crash","arguments":{}}`), client.CallOptions{})
 			if jerr == nil {
 				t.Fatalf("crash answered %s", resp.Result)
 			}

@@ -31,6 +31,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/sandbox"
+	"github.com/mcpgw/mcpgw/internal/telemetry"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
@@ -279,7 +280,7 @@ func testKillChildMidCall(t *testing.T, protocol string) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		resp, err := call(client.WithRequestRef(ctx, reqID("kill-1")), h, "sleep", `{"ms":20000}`)
+		resp, err := call(telemetry.WithRequestRef(ctx, reqID("kill-1")), h, "sleep", `{"ms":20000}`)
 		done <- result{resp, err, time.Now()}
 	}()
 	waitFor(t, 5*time.Second, "the call to be in flight", func() bool {
@@ -390,7 +391,7 @@ mcpgw_upstream_up{upstream="demo"} 0
 	// Calls fail fast, naming the crash loop; the child's last words are
 	// the operator's, in the log under the request's id.
 	t0 := time.Now()
-	_, jerr := call(client.WithRequestRef(context.Background(), reqID("loop-1")), h, "echo", `{"text":"x"}`)
+	_, jerr := call(telemetry.WithRequestRef(context.Background(), reqID("loop-1")), h, "echo", `{"text":"x"}`)
 	if jerr == nil || jerr.Code != mcp.CodeUpstreamUnavailable {
 		t.Fatalf("call while the breaker is open: %v, want an upstream-unavailable error", jerr)
 	}

@@ -137,6 +137,9 @@ type Metrics struct {
 	stderrLines    *prometheus.CounterVec
 	stderrProbe    *prometheus.CounterVec
 	sandbox        *prometheus.CounterVec // sandbox.go
+	egressConns    *prometheus.CounterVec // sandbox.go
+	egressBytes    *prometheus.CounterVec
+	egressTunnels  *prometheus.GaugeVec
 	listCache      *prometheus.GaugeVec
 	listUncached   *prometheus.CounterVec
 	upMu           sync.Mutex
@@ -225,8 +228,17 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		"upstream")
 
 	m.sandbox = f.counterVec("upstream_sandbox_events_total",
-		"Sandboxed stdio children by event: started, refused (the kernel could not apply the sandbox; the child was not started), killed_memory and killed_max_processes (stopped by that sandbox limit).",
+		"Sandboxed stdio children by event: started, refused (the kernel could not apply the sandbox; the child was not started), killed_memory and killed_max_processes (stopped by that sandbox limit), denied_reported (a stderr line of the child reporting a permission error: EACCES, EPERM).",
 		"upstream", "event")
+	m.egressConns = f.counterVec("sandbox_egress_connections_total",
+		"Connections sandboxed children (network: egress) made to the gateway's egress proxy, by result: allowed (relayed to a listed host), denied (a host:port not in sandbox.egress), over_limit (past sandbox.egress_max_tunnels), bad_request (not a proxy request), dial_failed (listed, but unreachable from the gateway).",
+		"upstream", "result")
+	m.egressBytes = f.counterVec("sandbox_egress_bytes_total",
+		"Bytes the egress proxy relayed for sandboxed children, by direction: sent (child to host), received (host to child).",
+		"upstream", "direction")
+	m.egressTunnels = f.gaugeVec("sandbox_egress_tunnels",
+		"Open egress proxy tunnels of the upstream's sandboxed children (bounded per child by sandbox.egress_max_tunnels).",
+		"upstream")
 
 	m.listCache = f.gaugeVec("upstream_list_cache_bytes",
 		"Bytes of the upstream's complete lists (tools, prompts, resources, templates) the catalog keeps to answer list requests without asking it (at most 32 MiB per upstream; dropped on list_changed and reconnects).",

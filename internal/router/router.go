@@ -25,6 +25,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/intercept"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/login"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -96,6 +97,9 @@ type Options struct {
 	// with auth.per_user, by upstream name: their pages are served at
 	// /oauth/upstream/NAME/{start,callback,token} (peruser.go).
 	PerUser map[string]*peruser.Source
+	// Login is the gateway's own authorization server (login:; nil: off):
+	// its endpoints and metadata are served beside the routes (login.go).
+	Login *login.Server
 }
 
 // Router serves every route of the config generation in force. A reload
@@ -211,7 +215,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 	mux := chi.NewRouter()
 	mux.Use(edge.RequestIDs(rt.log))                                      // X-Request-Id, request_id on log lines
 	mux.Use(edge.BodyDeadline(g.Limits.ReadBodyTimeout, rt.opts.Metrics)) // read_body_timeout (edge/deadline.go)
-	mux.Use(edge.NewChecks(cfg.Listen, cfg.PublicURL, cfg.AllowedOrigins).Middleware(rt.log))
+	mux.Use(edge.NewChecks(cfg.Listen, cfg.PublicURL, rt.allowedOrigins(cfg)).Middleware(rt.log))
 	mux.Use(edge.CORS)         // allowed origins' pages may call with fetch (edge/cors.go)
 	taken := map[string]bool{} // route paths, never shadowed by HTTP+SSE endpoints
 	for _, rc := range cfg.Routes {
@@ -236,6 +240,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 	}
 	serveMetadata(mux, cfg.PublicURL, g.Generation) // RFC 9728 documents (metadata.go)
 	rt.servePerUser(mux, cfg, g.Generation)         // per-user authorization pages (peruser.go)
+	rt.serveLogin(mux, cfg)                         // the gateway's authorization server (login.go)
 	mux.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		edge.Error(w, http.StatusMethodNotAllowed, jsonrpc.CodeInvalidRequest, "method "+req.Method+" not allowed; MCP uses POST, GET and DELETE")

@@ -66,14 +66,22 @@ func launch(arg string) error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
+	env := os.Environ()
+	proxyPort := 0
+	if p.EgressFD > 0 {
+		port, err := egressListen(p.EgressFD)
+		if err != nil {
+			return err
+		}
+		env, proxyPort = proxyEnv(env, port), port
+	}
 	rw := append([]string{"/tmp", "/dev/shm"}, p.ReadWrite...)
-	if err := restrict(p.ReadOnly, rw, p.Files, p.NoNetwork); err != nil {
+	if err := restrict(p.ReadOnly, rw, p.Files, p.NoNetwork || proxyPort > 0, proxyPort); err != nil {
 		return err
 	}
 	if err := dropCaps(); err != nil {
 		return err
 	}
-	env := os.Environ()
 	return fmt.Errorf("exec %s: %w", p.Target, syscall.Exec(p.Target, p.Argv, env))
 }
 
@@ -113,6 +121,15 @@ const (
 		unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
 )
 
+// landlockNetPortAttr is the kernel's struct landlock_net_port_attr
+// (ABI 4), which x/sys does not define.
+type landlockNetPortAttr struct {
+	allowedAccess uint64
+	port          uint64
+}
+
+const landlockRuleNetPort = 2 // LANDLOCK_RULE_NET_PORT
+
 func landlockABI() (int, error) {
 	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if errno != 0 {
@@ -137,8 +154,10 @@ func handledFS(abi int) uint64 {
 	return h
 }
 
-// restrict confines this thread (and what it execs) to the grants.
-func restrict(ro, rw, files []string, noNet bool) error {
+// restrict confines this thread (and what it execs) to the grants; with
+// limitNet, TCP too (ABI 4+): no bind, and connect only to proxyPort
+// (0: none), the egress proxy on the namespace's loopback.
+func restrict(ro, rw, files []string, limitNet bool, proxyPort int) error {
 	abi, err := landlockABI()
 	if err != nil {
 		return fmt.Errorf("landlock: %w", err)
@@ -146,7 +165,7 @@ func restrict(ro, rw, files []string, noNet bool) error {
 	handled := handledFS(abi)
 	attr := unix.LandlockRulesetAttr{Access_fs: handled}
 	size := unsafe.Sizeof(uint64(0)) // Access_fs only before ABI 4
-	if abi >= 4 && noNet {
+	if abi >= 4 && limitNet {
 		// No TCP bind or connect even if a network appeared.
 		attr.Access_net = unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
 		size = 2 * unsafe.Sizeof(uint64(0))
@@ -197,6 +216,12 @@ func restrict(ro, rw, files []string, noNet bool) error {
 	for _, p := range files {
 		if err := add(p, unix.LANDLOCK_ACCESS_FS_READ_FILE|unix.LANDLOCK_ACCESS_FS_WRITE_FILE); err != nil {
 			return err
+		}
+	}
+	if attr.Access_net != 0 && proxyPort > 0 {
+		rule := landlockNetPortAttr{allowedAccess: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(proxyPort)}
+		if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rfd), landlockRuleNetPort, uintptr(unsafe.Pointer(&rule)), 0, 0, 0); errno != 0 {
+			return fmt.Errorf("landlock: allow the egress proxy's port: %w", errno)
 		}
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rfd), 0, 0); errno != 0 {

@@ -23,3 +23,6 @@ func LauncherMain() {}
 
 // KilledBy is always "" off Linux.
 func (r *Run) KilledBy() string { return "" }
+
+// Started does nothing off Linux.
+func (r *Run) Started() {}

@@ -34,9 +34,14 @@ type Spec struct {
 	// ReadOnly and ReadWrite are the paths granted beyond the runtime's.
 	ReadOnly  []string
 	ReadWrite []string
-	// Network is "none" (the only mode built so far): an empty network
-	// namespace, plus Landlock's TCP rules where the kernel has them.
+	// Network is "none": an empty network namespace, plus Landlock's TCP
+	// rules where the kernel has them; or "egress": that namespace with
+	// one way out, the gateway's proxy (egress.go), to the Egress list.
 	Network string
+	// Egress lists the host:port pairs an "egress" child may reach.
+	Egress []string
+	// EgressMaxTunnels bounds its open proxy connections (0: the default).
+	EgressMaxTunnels int
 	// MemoryBytes, CPUs, MaxProcesses and MaxOpenFiles are limits; 0 is
 	// no limit (MaxOpenFiles 0 keeps the gateway's).
 	MemoryBytes  int64
@@ -55,6 +60,8 @@ type Options struct {
 	// CgroupRoot is where the cgroup v1 hierarchies are mounted
 	// ("" is /sys/fs/cgroup).
 	CgroupRoot string
+	// Egress dials for and counts the egress proxy (Network "egress").
+	Egress EgressHooks
 }
 
 // Plan is what the launcher applies, passed to it as JSON on its argv
@@ -66,6 +73,7 @@ type Plan struct {
 	ReadWrite    []string `json:"rw"`
 	Files        []string `json:"files"` // device files granted read-write
 	NoNetwork    bool     `json:"no_network"`
+	EgressFD     int      `json:"egress_fd"` // >0: make the proxy socket, send it on this fd
 	CgroupProcs  []string `json:"cgroup_procs"`
 	RlimitData   int64    `json:"rlimit_data"`
 	RlimitNproc  int      `json:"rlimit_nproc"`
@@ -83,14 +91,18 @@ var ErrUnsupported = errors.New("sandbox not supported here")
 var Runtimes = []string{"node", "python", "binary"}
 
 // NetworkModes are the values of Spec.Network.
-var NetworkModes = []string{"none"}
+var NetworkModes = []string{"none", "egress"}
 
 // Describe is a one-line account of the sandbox, for logs and status.
 func (r *Run) Describe() string { return r.desc }
 
 func describe(s Spec, memMode, cpuMode, procMode string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "runtime=%s network=%s fs=landlock ro=%d rw=%d", s.Runtime, s.Network, len(s.ReadOnly), len(s.ReadWrite))
+	network := s.Network
+	if network == "egress" {
+		network = fmt.Sprintf("egress(%d hosts)", len(s.Egress))
+	}
+	fmt.Fprintf(&b, "runtime=%s network=%s fs=landlock ro=%d rw=%d", s.Runtime, network, len(s.ReadOnly), len(s.ReadWrite))
 	if s.MemoryBytes > 0 {
 		fmt.Fprintf(&b, " memory=%dMiB(%s)", s.MemoryBytes>>20, memMode)
 	}

@@ -8,10 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/sandbox"
@@ -51,6 +54,28 @@ func child(act string) int {
 		}
 		c.Close()
 		fmt.Println("connected")
+	case "proxy":
+		// proxy connect HOST:PORT | proxy get URL: one request through
+		// the proxy the environment names, printing the answer.
+		mode, target, _ := strings.Cut(arg, " ")
+		u, err := url.Parse(os.Getenv("HTTPS_PROXY"))
+		if err != nil || u.Host == "" {
+			fmt.Println("no proxy in the environment:", os.Getenv("HTTPS_PROXY"))
+			return 0
+		}
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			fmt.Println("denied:", err)
+			return 0
+		}
+		defer c.Close()
+		if mode == "connect" {
+			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\nGET /via-connect HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, target, target)
+		} else {
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", target)
+		}
+		b, _ := io.ReadAll(c)
+		fmt.Printf("%s", b)
 	case "alloc":
 		var keep [][]byte
 		for i := 0; i < 4096; i++ {
@@ -74,7 +99,7 @@ func child(act string) int {
 
 // need skips when the kernel lacks what sandboxing uses, unless
 // MCPGW_REQUIRE_SANDBOX says the machine must have it.
-func need(t *testing.T) {
+func need(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command("/bin/true")
 	_, err := sandbox.Wrap(cmd, sandbox.Spec{Upstream: "probe", Runtime: "binary", Network: "none"}, sandbox.Options{Launcher: "/bin/true"})
@@ -88,7 +113,7 @@ func need(t *testing.T) {
 
 // worldDir is a directory the child's unprivileged id can enter (a root
 // gateway's children run as nobody; t.TempDir is 0700).
-func worldDir(t *testing.T) string {
+func worldDir(t testing.TB) string {
 	t.Helper()
 	// Not under /tmp: the sandbox's private /tmp would hide it.
 	d, err := os.MkdirTemp("/var/tmp", "sandbox-test-")
@@ -103,7 +128,7 @@ func worldDir(t *testing.T) string {
 }
 
 // selfCopy is the test binary where nobody can exec it.
-func selfCopy(t *testing.T, dir string) string {
+func selfCopy(t testing.TB, dir string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -127,7 +152,7 @@ type env struct {
 	dir, bin, data, secret string
 }
 
-func setup(t *testing.T) env {
+func setup(t testing.TB) env {
 	need(t)
 	d := worldDir(t)
 	e := env{dir: d, bin: selfCopy(t, d), data: filepath.Join(d, "data"), secret: filepath.Join(d, "secret.txt")}
@@ -282,5 +307,132 @@ func TestSandboxSweepsStaleCgroups(t *testing.T) {
 	}
 	if _, err := os.Stat(live); err != nil {
 		t.Errorf("a live gateway's cgroup was removed: %v", err)
+	}
+}
+
+// An egress child reaches the listed host through the gateway's proxy
+// (the address, or a name the gateway resolves), nothing else: another
+// host is refused and counted, a direct connection fails, and the
+// gateway's own network is untouched.
+func TestSandboxEgressAllowlist(t *testing.T) {
+	e := setup(t)
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "hello from "+r.URL.Path)
+	}))
+	defer srv.Close()
+	var otherHits atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { otherHits.Add(1) }))
+	defer other.Close()
+	addr := srv.Listener.Addr().String()
+	_, port, _ := net.SplitHostPort(addr)
+
+	var mu sync.Mutex
+	results := map[string]int{}
+	var sent, received int64
+	var denied []string
+	opt := sandbox.Options{Launcher: e.bin, Egress: sandbox.EgressHooks{
+		Result: func(r string) { mu.Lock(); results[r]++; mu.Unlock() },
+		Bytes:  func(s, r int64) { mu.Lock(); sent += s; received += r; mu.Unlock() },
+		Denied: func(target string) { mu.Lock(); denied = append(denied, target); mu.Unlock() },
+	}}
+	spec := sandbox.Spec{Upstream: "web", Runtime: "binary", Network: "egress", Egress: []string{addr, "localhost:" + port}}
+	run := func(act string) string {
+		t.Helper()
+		cmd := exec.Command(e.bin)
+		cmd.Env = []string{"SANDBOX_TEST_CHILD=" + act}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		r, err := sandbox.Wrap(cmd, spec, opt)
+		if err != nil {
+			t.Fatalf("Wrap: %v", err)
+		}
+		if !strings.Contains(r.Describe(), "network=egress(2 hosts)") {
+			t.Errorf("described as %q", r.Describe())
+		}
+		if err := cmd.Start(); err != nil {
+			r.Exited()
+			t.Fatal(err)
+		}
+		r.Started()
+		err = cmd.Wait()
+		r.Exited()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", act, err, out.String())
+		}
+		return out.String()
+	}
+
+	if out := run("proxy connect " + addr); !strings.Contains(out, "hello from /via-connect") {
+		t.Errorf("CONNECT to the listed host: %q", out)
+	}
+	// The child has no DNS: the name is resolved by the gateway.
+	if out := run("proxy get http://localhost:" + port + "/by-name"); !strings.Contains(out, "hello from /by-name") {
+		t.Errorf("GET by name through the proxy: %q", out)
+	}
+	if out := run("proxy connect " + other.Listener.Addr().String()); !strings.Contains(out, "403 Forbidden") {
+		t.Errorf("CONNECT to a host not listed: %q, want 403", out)
+	}
+	if out := run("proxy connect example.com:443"); !strings.Contains(out, "403 Forbidden") {
+		t.Errorf("CONNECT to a name not listed: %q, want 403", out)
+	}
+	// Past the proxy there is no way out: the namespace has loopback only.
+	if out := run("connect " + addr); !strings.Contains(out, "denied") {
+		t.Errorf("direct connect from an egress child: %q, want denied", out)
+	} else {
+		t.Logf("direct connect: %s", strings.TrimSpace(out))
+	}
+	if otherHits.Load() != 0 || hits.Load() != 2 {
+		t.Errorf("listed server saw %d requests (want 2), the other %d (want 0)", hits.Load(), otherHits.Load())
+	}
+	mu.Lock()
+	if results[sandbox.EgressAllowed] != 2 || results[sandbox.EgressDenied] != 2 || len(denied) != 2 {
+		t.Errorf("results %v, denied %v; want 2 allowed, 2 denied", results, denied)
+	}
+	if sent == 0 || received == 0 {
+		t.Errorf("bytes not counted: sent %d received %d", sent, received)
+	}
+	mu.Unlock()
+	resp, err := http.Get(other.URL)
+	if err != nil {
+		t.Fatalf("gateway lost its network: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// The cost of a sandbox at start: the same child (the test binary, which
+// exits at once) started plain, sandboxed, and sandboxed with egress
+// (the proxy socket made and handed over), to its exit.
+//
+//	go test -run '^$' -bench ChildStart -benchtime 30x ./internal/sandbox
+func BenchmarkChildStart(b *testing.B) {
+	e := setup(b)
+	for _, mode := range []string{"plain", "none", "egress"} {
+		b.Run(mode, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				cmd := exec.Command(e.bin)
+				cmd.Env = []string{"SANDBOX_TEST_CHILD=nop"}
+				var run *sandbox.Run
+				if mode != "plain" {
+					spec := sandbox.Spec{Upstream: "b", Runtime: "binary", Network: mode}
+					if mode == "egress" {
+						spec.Egress = []string{"127.0.0.1:9"}
+					}
+					var err error
+					if run, err = sandbox.Wrap(cmd, spec, sandbox.Options{Launcher: e.bin}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				run.Started()
+				if err := cmd.Wait(); err != nil {
+					b.Fatal(err)
+				}
+				run.Exited()
+			}
+		})
 	}
 }

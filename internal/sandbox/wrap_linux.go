@@ -30,6 +30,14 @@ type Run struct {
 	pidsCg  string
 	memMode string
 	killed  string // the limit that stopped the child (Exited)
+
+	// The egress proxy (Network "egress"): the child's end of the
+	// socketpair the launcher sends its proxy socket on, the gateway's
+	// end, and the goroutine serving it (Started).
+	egress       *egressProxy
+	egressChild  *os.File
+	egressParent *os.File
+	egressDone   chan struct{}
 }
 
 // Wrap rewrites cmd (built by exec.Command, not started) to start the
@@ -87,6 +95,15 @@ func Wrap(cmd *exec.Cmd, spec Spec, opt Options) (*Run, error) {
 		}
 	}
 	run := &Run{spec: spec}
+	switch spec.Network {
+	case "", "none":
+	case "egress":
+		if err := run.egressSetup(cmd, &plan, opt); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("sandbox: upstream %q: network %q is not one of %s", spec.Upstream, spec.Network, strings.Join(NetworkModes, ", "))
+	}
 	root := opt.CgroupRoot
 	if root == "" {
 		root = "/sys/fs/cgroup"
@@ -149,9 +166,9 @@ func Wrap(cmd *exec.Cmd, spec Spec, opt Options) (*Run, error) {
 	}
 	sp := cmd.SysProcAttr
 	sp.Cloneflags |= unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
-	if plan.NoNetwork {
-		sp.Cloneflags |= unix.CLONE_NEWNET
-	}
+	// Both modes start in an empty network namespace: egress adds only
+	// the proxy socket on its loopback.
+	sp.Cloneflags |= unix.CLONE_NEWNET
 	// Root inside (to mount /tmp; every capability is dropped before the
 	// server runs), an unprivileged id outside.
 	sp.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: outUID, Size: 1}}
@@ -266,6 +283,7 @@ func (r *Run) Exited() string {
 	} else if r.memMode == "rlimit" {
 		reason = fmt.Sprintf(" (ran under a sandbox address-space limit, upstreams.%s.sandbox.memory = %dMiB, as RLIMIT_DATA: an allocation past it fails)", r.spec.Upstream, r.spec.MemoryBytes>>20)
 	}
+	r.egressStop()
 	for i := len(r.cgroups) - 1; i >= 0; i-- {
 		// The group is empty once the child and its process group are
 		// gone; a straggler still leaving gets a moment.

@@ -18,6 +18,22 @@ type Config struct {
 	// empty; the example storage's own lifetime is 5 minutes, so a longer
 	// value is refused). A short one lets tests see expiry and refresh.
 	AccessTokenLifetime string `json:"access_token_lifetime"`
+	// Discovery is which metadata documents the OP publishes: "oidc"
+	// (the default: only /.well-known/openid-configuration, as many
+	// OpenID providers do) or "both" (also the RFC 8414
+	// /.well-known/oauth-authorization-server document, the same JSON).
+	Discovery string `json:"discovery"`
+	// RejectResource makes the OP behave like Entra ID (AADSTS9010010):
+	// an authorization request carrying the RFC 8707 resource parameter
+	// is answered error=invalid_target at the client's redirect URI.
+	RejectResource bool `json:"reject_resource"`
+	// RememberConsent keeps a browser signed in (a cookie of the OP) and
+	// remembers which clients each user approved: a later authorization
+	// request from such a client in that browser is approved without a
+	// form, as real providers do, unless it asks prompt=login or
+	// prompt=consent. This is what makes a confused-deputy attack on a
+	// start link real in the tests.
+	RememberConsent bool `json:"remember_consent"`
 }
 
 // User can sign in at the login form.
@@ -64,6 +80,13 @@ func loadConfig(path string) (*Config, time.Duration, error) {
 		}
 	}
 	var errs []error
+	switch cfg.Discovery {
+	case "":
+		cfg.Discovery = "oidc"
+	case "oidc", "both":
+	default:
+		errs = append(errs, fmt.Errorf("discovery %q is neither \"oidc\" nor \"both\"", cfg.Discovery))
+	}
 	seen := map[string]bool{}
 	for i, u := range cfg.Users {
 		if u.ID == "" || u.Username == "" || u.Password == "" {

@@ -68,7 +68,8 @@ func run(addr, configPath string, exitOnEOF, verbose bool) error {
 	counts := &counter{byGrant: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /test/stats", counts.serve)
-	mux.Handle("/", counts.wrap(exampleop.SetupServer(issuer, newStore(cfg, lifetime), logger, false)))
+	st := newStore(cfg, lifetime)
+	mux.Handle("/", counts.wrap(newModes(cfg, st, issuer, exampleop.SetupServer(issuer, st, logger, false))))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

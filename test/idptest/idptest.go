@@ -39,6 +39,16 @@ type Config struct {
 	Users               []User   `json:"users"`
 	Clients             []Client `json:"clients"`
 	AccessTokenLifetime string   `json:"access_token_lifetime,omitempty"`
+	// Discovery is "oidc" (default: only the OpenID document) or "both"
+	// (also RFC 8414's).
+	Discovery string `json:"discovery,omitempty"`
+	// RejectResource: authorization requests carrying resource are
+	// answered error=invalid_target, as Entra ID does.
+	RejectResource bool `json:"reject_resource,omitempty"`
+	// RememberConsent: a browser stays signed in at the OP and a client
+	// its user approved once is approved again without a form, unless
+	// the request asks prompt=login or prompt=consent.
+	RememberConsent bool `json:"remember_consent,omitempty"`
 }
 
 // User can sign in at the OP's login form; ID is the tokens' sub.

@@ -29,7 +29,8 @@ var rules = map[string]rule{
 	"Upstream.protocol":            {enum: []string{"auto", "2026", "legacy"}},
 	"Upstream.max_line_bytes":      {minimum: atLeast(1024)},
 	"Sandbox.runtime":              {enum: config.SandboxRuntimes},
-	"Sandbox.network":              {enum: []string{config.SandboxNetworkNone}},
+	"Sandbox.network":              {enum: []string{config.SandboxNetworkNone, config.SandboxNetworkEgress}},
+	"Sandbox.egress_max_tunnels":   {minimum: atLeast(1)},
 	"Sandbox.max_processes":        {minimum: atLeast(1)},
 	"Sandbox.max_open_files":       {minimum: atLeast(config.MinSandboxMaxOpenFiles)},
 	"UpstreamOAuth.auth_method":    {enum: []string{config.AuthMethodBasic, config.AuthMethodPost}},
@@ -44,6 +45,14 @@ var rules = map[string]rule{
 	"RouteTools.mode":              {enum: []string{config.ToolsAll, config.ToolsSearch, config.ToolsAuto}},
 	"RouteTools.threshold":         {minimum: atLeast(1)},
 	"Audit.output":                 {enum: []string{config.AuditStdout, config.AuditStderr}, orPattern: `[/.]`}, // a path: absolute, or relative to the config file (audit.log)
+
+	// login:'s bounds (config/login.go): at least one of each.
+	"Login.max_clients":              {minimum: atLeast(1)},
+	"Login.registrations_per_minute": {minimum: atLeast(1)},
+	"Login.max_grants":               {minimum: atLeast(1)},
+	"Login.max_grants_per_user":      {minimum: atLeast(1)},
+	"Login.max_pending":              {minimum: atLeast(1)},
+	"Login.max_pending_per_source":   {minimum: atLeast(1)},
 
 	// The bounds (config/limits.go): at least one of each.
 	"Sessions.max_sessions":                     {minimum: atLeast(1)},
@@ -83,6 +92,9 @@ var required = map[string][]string{
 	"RateLimit":     {"rate"},
 	"Pinning":       {"mode"},
 	"Tracing":       {"endpoint"},
+	"Login":         {"provider"},
+	"LoginProvider": {"issuer", "client_id"},
+	"LoginClient":   {"client_id", "redirect_uris"},
 }
 
 // exactlyOne lists key sets of which an object must have exactly one, by Go
@@ -93,4 +105,5 @@ var exactlyOne = map[string][]string{
 	"Introspection": {"client_secret", "client_secret_file"},
 	"UpstreamOAuth": {"client_secret", "client_secret_file"},
 	"Redis":         {"addr", "url", "addrs"},
+	"LoginProvider": {"client_secret", "client_secret_file"},
 }

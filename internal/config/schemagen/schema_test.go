@@ -62,12 +62,13 @@ func instance(t *testing.T, y []byte) any {
 }
 
 // anyEnv sets every variable, as an operator's environment would: an
-// address where the name says one (MCPGW_LISTEN), a placeholder otherwise.
+// address where the name says one (MCPGW_LISTEN), a URL for a URL or an
+// issuer, a placeholder otherwise.
 func anyEnv(name string) (string, bool) {
 	if strings.HasSuffix(name, "_LISTEN") {
 		return "127.0.0.1:8080", true
 	}
-	if strings.HasSuffix(name, "_URL") {
+	if strings.HasSuffix(name, "_URL") || strings.HasSuffix(name, "_ISSUER") {
 		return "https://placeholder.example/" + strings.ToLower(name), true
 	}
 	if strings.HasSuffix(name, "_DATA") || strings.HasSuffix(name, "_DIR") {
@@ -284,6 +285,14 @@ var agreement = []struct {
 	{"one of Introspection: neither", withJWT + "auth: {introspection: {url: \"https://idp.example.com/i\", client_id: gw}}", false},
 	{"one of UpstreamOAuth: both", "upstreams: {a: {url: \"https://api.example.com/mcp\", oauth: {token_url: \"https://idp.example.com/t\", client_id: gw, client_secret: s, client_secret_file: /s}}}", false},
 	{"one of UpstreamOAuth: neither", "upstreams: {a: {url: \"https://api.example.com/mcp\", oauth: {token_url: \"https://idp.example.com/t\", client_id: gw}}}", false},
+	{"login", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}}", true},
+	{"required Login.provider", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {max_clients: 5}", false},
+	{"required LoginProvider.issuer", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {client_id: gw, client_secret: s}}", false},
+	{"required LoginProvider.client_id", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_secret: s}}", false},
+	{"required LoginClient.client_id", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, clients: [{redirect_uris: [\"http://127.0.0.1/cb\"]}]}", false},
+	{"required LoginClient.redirect_uris", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, clients: [{client_id: app}]}", false},
+	{"one of LoginProvider: both", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s, client_secret_file: /s}}", false},
+	{"one of LoginProvider: neither", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw}}", false},
 	{"one of Redis: both", url1 + "sessions: {key_file: /k, redis: {addr: \"127.0.0.1:6379\", url: \"redis://127.0.0.1:6379\"}}", false},
 	{"one of Redis: neither", url1 + "sessions: {key_file: /k, redis: {key_prefix: a}}", false},
 
@@ -291,12 +300,19 @@ var agreement = []struct {
 	{"min Upstream.max_line_bytes", "upstreams: {a: {command: [srv], max_line_bytes: 1023}}", false},
 	{"min Sandbox.max_processes", "upstreams: {a: {command: [srv], sandbox: {max_processes: 0}}}", false},
 	{"min Sandbox.max_open_files", "upstreams: {a: {command: [srv], sandbox: {max_open_files: 15}}}", false},
+	{"min Sandbox.egress_max_tunnels", "upstreams: {a: {command: [srv], sandbox: {egress: [\"api.example.com:443\"], egress_max_tunnels: 0}}}", false},
 	{"min RateLimits.max_buckets", url1 + "policy: {default: allow, rate_limits: {max_buckets: 0}}", false},
 	{"min RateLimit.burst", url1 + "policy: {default: allow, rate_limits: {principal: {rate: 1/s, burst: 0}}}", false},
 	{"min ToolRateLimit.burst", url1 + "policy: {default: allow, rate_limits: {tools: [{tool: \"a__*\", rate: 1/s, burst: 0}]}}", false},
 	{"min UpstreamLimit.burst", url1 + "policy: {default: allow, rate_limits: {upstreams: {a: {rate: 1/s, burst: 0}}}}", false},
 	{"min UpstreamLimit.max_concurrent", url1 + "policy: {default: allow, rate_limits: {upstreams: {a: {max_concurrent: -1}}}}", false},
 	{"min RouteTools.threshold", url1 + "routes: [{path: /mcp, tools: {mode: auto, threshold: 0}}]", false},
+	{"min Login.max_clients", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, max_clients: 0}", false},
+	{"min Login.registrations_per_minute", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, registrations_per_minute: 0}", false},
+	{"min Login.max_grants", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, max_grants: 0}", false},
+	{"min Login.max_grants_per_user", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, max_grants_per_user: 0}", false},
+	{"min Login.max_pending", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, max_pending: 0}", false},
+	{"min Login.max_pending_per_source", url1 + "public_url: \"https://mcp.example.com\"\nlogin: {provider: {issuer: \"https://idp.example.com\", client_id: gw, client_secret: s}, max_pending_per_source: 0}", false},
 	{"min Sessions.max_sessions", url1 + "sessions: {max_sessions: 0}", false},
 	{"min Sessions.max_sessions_per_principal", url1 + "sessions: {max_sessions_per_principal: 0}", false},
 	{"min Sessions.max_requests_per_session", url1 + "sessions: {max_requests_per_session: 0}", false},
@@ -350,6 +366,9 @@ var enumConfigs = map[string]func(v string) string{
 		return "upstreams: {a: {command: [srv], sandbox: {runtime: " + v + "}}}"
 	},
 	"Sandbox.network": func(v string) string {
+		if v == `"egress"` {
+			return "upstreams: {a: {command: [srv], sandbox: {network: " + v + ", egress: [\"api.example.com:443\"]}}}"
+		}
 		return "upstreams: {a: {command: [srv], sandbox: {network: " + v + "}}}"
 	},
 	"Upstream.protocol": func(v string) string {

@@ -42,6 +42,7 @@ const (
 	reasonStoreFull   = "store_full"  // max_tokens reached
 	reasonBusy        = "busy"        // the memory of used links is full
 	reasonUnavailable = "unavailable" // the store or the server could not be reached
+	reasonOtherUser   = "other_user"  // the browser's gateway user is not the link's
 )
 
 func (m *Metrics) refused(upstream, reason string) {

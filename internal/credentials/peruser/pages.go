@@ -72,6 +72,12 @@ func (s *Source) ServeStart(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, reasonExpired, "This authorization link has expired. Retry the request in your app to get a new link.")
 		return
 	}
+	// The link works only in its principal's signed-in browser; this
+	// comes before the link is used, so signing in first and coming back
+	// finds it unused.
+	if !s.browserUser(w, r, c.Principal, true) {
+		return
+	}
 	// The flow this start begins lives LinkLifetime from now.
 	if !s.pending.start(c.Principal, now, now.Add(s.o.LinkLifetime)) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(s.o.LinkLifetime/time.Second)))
@@ -111,6 +117,9 @@ func (s *Source) ServeStart(w http.ResponseWriter, r *http.Request) {
 		MaxAge: int(s.o.LinkLifetime / time.Second), HttpOnly: true, Secure: s.secure(), SameSite: http.SameSiteLaxMode,
 	})
 	to := flow.AuthURL
+	if s.o.Browser != nil {
+		to = withPrompt(to)
+	}
 	s.o.Metrics.flow(s.o.Upstream, "started")
 	w.Header().Set("Location", to)
 	w.WriteHeader(http.StatusFound)
@@ -149,6 +158,10 @@ func (s *Source) ServeCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil || cc.Nonce != st.Nonce {
 		s.refuse(w, r, http.StatusBadRequest, reasonCSRF, "This authorization answer did not come back to the browser that started it (its sign-in cookie is missing or different), so it was refused: someone may be trying to attach their account to yours. Open the link from your app again, in this browser.")
+		return
+	}
+	// Checked again: the browser's user may have changed since the start.
+	if !s.browserUser(w, r, st.Principal, false) {
 		return
 	}
 	first, err := s.o.Once.Use(r.Context(), "s:"+st.Nonce, exp)

@@ -61,13 +61,18 @@ type env struct {
 	src      atomic.Pointer[peruser.Source]
 	done     chan string // elicitation ids of completed flows
 	max      int
+	browsers peruser.BrowserUsers // the gateway's browser session; nil: none
 }
 
 const name = "gh"
 
 func key(b byte) []byte { k := make([]byte, 32); k[0] = b; return k }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv whose OP config and gateway pages setup may
+// change first (the mux gets the gateway's other pages).
+func newEnvWith(t *testing.T, setup func(e *env, cfg *idptest.Config, mux *http.ServeMux)) *env {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -75,10 +80,15 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{t: t, public: "http://" + ln.Addr().String(), keys: [][]byte{key(1)}, store: filepath.Join(t.TempDir(), "state", "tokens-gh.json"),
 		clock: &clock{t: time.Now()}, done: make(chan string, 8), max: 100}
-	e.idp = idptest.Start(t, idptest.Config{
+	cfg := idptest.Config{
 		Users:   []idptest.User{{ID: "alice", Username: "alice", Password: "pw-a"}, {ID: "bob", Username: "bob", Password: "pw-b"}},
 		Clients: []idptest.Client{{ID: "mcpgw", Type: "web", Secret: "s3cret", RedirectURIs: []string{e.public + config.RedirectPath(name)}}},
-	})
+	}
+	mux := http.NewServeMux()
+	if setup != nil {
+		setup(e, &cfg, mux)
+	}
+	e.idp = idptest.Start(t, cfg)
 	// The upstream publishes its RFC 9728 metadata naming the OP.
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/.well-known/oauth-protected-resource") {
@@ -90,7 +100,6 @@ func newEnv(t *testing.T) *env {
 	}))
 	t.Cleanup(up.Close)
 	e.upstream = up.URL + "/mcp"
-	mux := http.NewServeMux()
 	src := func() *peruser.Source { return e.src.Load() }
 	mux.HandleFunc("GET "+config.StartPath(name), func(w http.ResponseWriter, r *http.Request) { src().ServeStart(w, r) })
 	mux.HandleFunc("GET "+config.RedirectPath(name), func(w http.ResponseWriter, r *http.Request) { src().ServeCallback(w, r) })
@@ -120,7 +129,7 @@ func (e *env) restart() {
 	}
 	s, err := peruser.New(peruser.Options{
 		Upstream: name, PublicURL: e.public, Client: client, Backend: b, Keys: e.keys,
-		Clock: e.clock.Now, Metrics: e.metrics, OnComplete: func(id string) { e.done <- id },
+		Clock: e.clock.Now, Metrics: e.metrics, OnComplete: func(id string) { e.done <- id }, Browser: e.browsers,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -51,9 +51,13 @@ type Options struct {
 	// so the session that was sent the link can be told
 	// (notifications/elicitation/complete). nil: nobody is told.
 	OnComplete func(elicitationID string)
-	Clock      func() time.Time
-	Logger     *zap.Logger
-	Metrics    *Metrics
+	// Browser is the gateway's browser session: with it, a start link
+	// opens only in its principal's signed-in browser. nil: the link
+	// alone is trusted (mcpgw validate warns).
+	Browser BrowserUsers
+	Clock   func() time.Time
+	Logger  *zap.Logger
+	Metrics *Metrics
 }
 
 // Source is an upstream's per-user credentials.Source. Safe for

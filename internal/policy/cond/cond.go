@@ -1,8 +1,8 @@
 // Package cond compiles and evaluates the CEL conditions of policy rules
-// (the optional when: of a rule in policy.rules). It is shared by config
-// validation, which compiles every condition at load time so that syntax
-// and type errors are config problems, and by package policy, which
-// evaluates them.
+// (the optional when: of a rule in policy.rules). Package policy checks
+// every condition when the config loads (policy.CheckConfig), so that
+// syntax and type errors are config problems, and compiles and evaluates
+// them; auth keeps a principal's claims prepared for them (NewClaims).
 //
 // A condition is a CEL expression (https://cel.dev) of type bool over:
 //
@@ -272,7 +272,7 @@ func Compile(src string) (*Condition, error) {
 }
 
 // Check parses and type-checks a condition as Compile does, without
-// planning its evaluation: for config validation, which only reports the
+// planning its evaluation: for policy.CheckConfig, which only reports the
 // problems.
 func Check(src string) error {
 	_, _, err := check(src)

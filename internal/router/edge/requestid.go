@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mcpgw/mcpgw/internal/client"
+	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
 // HeaderRequestID carries the request id in both directions.
@@ -32,7 +32,7 @@ type requestLog struct {
 	base *zap.Logger
 }
 
-// RequestID makes the requestLog the request's client.RequestRef.
+// RequestID makes the requestLog the request's telemetry.RequestRef.
 func (rl *requestLog) RequestID() string { return rl.id }
 
 // RequestIDs is the outermost middleware: it runs before the edge checks,
@@ -50,8 +50,8 @@ func requestIDs(log *zap.Logger, next http.Handler) http.Handler {
 		}
 		w.Header().Set(HeaderRequestID, id)
 		rl := &requestLog{id: id, base: log}
-		ctx := client.WithRequestRef(r.Context(), rl)                  // the upstream side names it in its errors
-		ctx = client.WithTrace(ctx, client.TraceFromHeaders(r.Header)) // passed on upstream
+		ctx := telemetry.WithRequestRef(r.Context(), rl)                     // the upstream side names it in its errors
+		ctx = telemetry.WithTrace(ctx, telemetry.TraceFromHeaders(r.Header)) // passed on upstream
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -80,7 +80,7 @@ func newRequestID() string { return rand.Text() }
 
 // RequestID returns the request id carried by ctx, or "".
 func RequestID(ctx context.Context) string {
-	if rl, _ := client.RequestRefFrom(ctx).(*requestLog); rl != nil {
+	if rl, _ := telemetry.RequestRefFrom(ctx).(*requestLog); rl != nil {
 		return rl.id
 	}
 	return ""
@@ -90,7 +90,7 @@ func RequestID(ctx context.Context) string {
 // to a request, else fallback. It is made on each call: for the lines a
 // request logs (refusals, failures), not for every request.
 func Logger(ctx context.Context, fallback *zap.Logger) *zap.Logger {
-	if rl, _ := client.RequestRefFrom(ctx).(*requestLog); rl != nil {
+	if rl, _ := telemetry.RequestRefFrom(ctx).(*requestLog); rl != nil {
 		return rl.base.With(zap.String("request_id", rl.id))
 	}
 	return fallback
@@ -100,8 +100,8 @@ func Logger(ctx context.Context, fallback *zap.Logger) *zap.Logger {
 // work that outlives the HTTP request's own context (a streamed call runs
 // in the session's context).
 func WithRequestLog(ctx, from context.Context) context.Context {
-	if rl, _ := client.RequestRefFrom(from).(*requestLog); rl != nil {
-		return client.WithRequestRef(ctx, rl)
+	if rl, _ := telemetry.RequestRefFrom(from).(*requestLog); rl != nil {
+		return telemetry.WithRequestRef(ctx, rl)
 	}
 	return ctx
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 )
 
@@ -21,7 +21,7 @@ import (
 //
 // One key per downstream session and upstream,
 // "<prefix>{s:<h>}:up:<upstream>" (h as for the Streams, so a session's
-// keys share a Cluster slot), holding the JSON of a host.UpstreamSession —
+// keys share a Cluster slot), holding the JSON of an UpstreamRecord —
 // the upstream's Mcp-Session-Id and initialize answer, or the replica
 // running a stdio child — at most maxUpstreamRecord bytes, expiring
 // RedisOptions.TTL (sessions.idle_timeout) after it was written or last
@@ -58,7 +58,22 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return false`)
 
-// RedisUpstreamSessions is host.UpstreamSessions over Redis.
+// UpstreamRecord is the record of a stateful upstream's session the fleet
+// shares: UpstreamRecord's fields, with its JSON. It is a type of its
+// own so that the router's packages need not import the host; the gateway
+// converts between the two (a conversion the compiler checks field by
+// field) where it hands this store to the host as its UpstreamSessions.
+type UpstreamRecord struct {
+	// ID is the upstream's Mcp-Session-Id (HTTP upstreams).
+	ID string `json:"id,omitempty"`
+	// Init is the upstream's initialize answer (HTTP upstreams).
+	Init *mcp.InitializeResult `json:"init,omitempty"`
+	// StdioReplica names the replica running the session's child (stdio).
+	StdioReplica string `json:"stdio,omitempty"`
+}
+
+// RedisUpstreamSessions is the host's UpstreamSessions over Redis (in
+// UpstreamRecords).
 type RedisUpstreamSessions struct {
 	o    RedisOptions
 	q    chan upstreamOp
@@ -85,34 +100,34 @@ func (s *RedisUpstreamSessions) key(session, upstream string) string {
 	return s.o.Prefix + "{s:" + sessionHash(session) + "}:up:" + upstream
 }
 
-// Load implements host.UpstreamSessions.
-func (s *RedisUpstreamSessions) Load(ctx context.Context, session, upstream string) (host.UpstreamSession, bool, error) {
+// Load is the host's UpstreamSessions.Load.
+func (s *RedisUpstreamSessions) Load(ctx context.Context, session, upstream string) (UpstreamRecord, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	b, err := s.o.Client.Get(ctx, s.key(session, upstream)).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return host.UpstreamSession{}, false, nil
+		return UpstreamRecord{}, false, nil
 	}
 	if err != nil {
 		s.o.Metrics.RedisError(metrics.RedisOpUpstreamSession)
-		return host.UpstreamSession{}, false, fmt.Errorf("redis: %w", err)
+		return UpstreamRecord{}, false, fmt.Errorf("redis: %w", err)
 	}
-	var rec host.UpstreamSession
+	var rec UpstreamRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return host.UpstreamSession{}, false, fmt.Errorf("redis: unreadable upstream session record: %w", err)
+		return UpstreamRecord{}, false, fmt.Errorf("redis: unreadable upstream session record: %w", err)
 	}
 	return rec, true, nil
 }
 
-// Save implements host.UpstreamSessions.
-func (s *RedisUpstreamSessions) Save(ctx context.Context, session, upstream string, rec host.UpstreamSession, replacing string) (host.UpstreamSession, bool, error) {
+// Save is the host's UpstreamSessions.Save.
+func (s *RedisUpstreamSessions) Save(ctx context.Context, session, upstream string, rec UpstreamRecord, replacing string) (UpstreamRecord, bool, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {
-		return host.UpstreamSession{}, false, err
+		return UpstreamRecord{}, false, err
 	}
 	if len(b) > maxUpstreamRecord {
 		s.o.Metrics.RedisDropped(metrics.RedisDroppedUpstreamRecord, 1)
-		return host.UpstreamSession{}, false, fmt.Errorf("the upstream's initialize answer makes a record of %d bytes, over the %d a fleet shares; this session's upstream session stays this replica's", len(b), maxUpstreamRecord)
+		return UpstreamRecord{}, false, fmt.Errorf("the upstream's initialize answer makes a record of %d bytes, over the %d a fleet shares; this session's upstream session stays this replica's", len(b), maxUpstreamRecord)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
@@ -122,26 +137,26 @@ func (s *RedisUpstreamSessions) Save(ctx context.Context, session, upstream stri
 	}
 	if err != nil {
 		s.o.Metrics.RedisError(metrics.RedisOpUpstreamSession)
-		return host.UpstreamSession{}, false, fmt.Errorf("redis: %w", err)
+		return UpstreamRecord{}, false, fmt.Errorf("redis: %w", err)
 	}
-	var winner host.UpstreamSession
+	var winner UpstreamRecord
 	if err := json.Unmarshal([]byte(v), &winner); err != nil {
-		return host.UpstreamSession{}, false, fmt.Errorf("redis: unreadable upstream session record: %w", err)
+		return UpstreamRecord{}, false, fmt.Errorf("redis: unreadable upstream session record: %w", err)
 	}
 	return winner, false, nil
 }
 
-// Forget implements host.UpstreamSessions.
+// Forget is the host's UpstreamSessions.Forget.
 func (s *RedisUpstreamSessions) Forget(session, upstream, id string) {
 	s.enqueue(upstreamOp{key: s.key(session, upstream), forget: id})
 }
 
-// Touch implements host.UpstreamSessions.
+// Touch is the host's UpstreamSessions.Touch.
 func (s *RedisUpstreamSessions) Touch(session, upstream string) {
 	s.enqueue(upstreamOp{key: s.key(session, upstream)})
 }
 
-// RefreshEvery implements host.UpstreamSessions: a quarter of the TTL,
+// RefreshEvery is the host's UpstreamSessions.RefreshEvery: a quarter of the TTL,
 // at most 30s, so a session in use never loses its record.
 func (s *RedisUpstreamSessions) RefreshEvery() time.Duration {
 	return min(s.o.TTL/4, 30*time.Second)

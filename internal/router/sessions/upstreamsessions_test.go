@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
@@ -27,8 +26,8 @@ func newUpstreamSessions(t *testing.T, addr string, ttl time.Duration) (*RedisUp
 	return s, c, reg
 }
 
-func httpRecord(id string) host.UpstreamSession {
-	return host.UpstreamSession{ID: id, Init: &mcp.InitializeResult{ProtocolVersion: "2025-11-25", Capabilities: []byte(`{"tools":{}}`), ServerInfo: []byte(`{"name":"u","version":"1"}`)}}
+func httpRecord(id string) UpstreamRecord {
+	return UpstreamRecord{ID: id, Init: &mcp.InitializeResult{ProtocolVersion: "2025-11-25", Capabilities: []byte(`{"tools":{}}`), ServerInfo: []byte(`{"name":"u","version":"1"}`)}}
 }
 
 // TestRedisUpstreamSessions: the first record of a session's upstream

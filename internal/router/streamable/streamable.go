@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
-	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -26,6 +25,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 	"github.com/mcpgw/mcpgw/internal/router/sessions"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
 // Transport serves the Streamable HTTP endpoints of every route.
@@ -196,8 +196,8 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	// Last-Event-ID. notifications/cancelled, DELETE or the session's end
 	// stop it.
 	ctx, cancel := context.WithCancel(auth.WithPrincipal(sess.Context(), auth.FromContext(r.Context())))
-	ctx = edge.WithRequestLog(ctx, r.Context())                // request_id on this call's log lines
-	ctx = client.WithTrace(ctx, client.TraceFrom(r.Context())) // trace context passed upstream
+	ctx = edge.WithRequestLog(ctx, r.Context())                      // request_id on this call's log lines
+	ctx = telemetry.WithTrace(ctx, telemetry.TraceFrom(r.Context())) // trace context passed upstream
 	defer cancel()
 	sess.Track(msg.ID, cancel)
 	defer sess.Untrack(msg.ID)

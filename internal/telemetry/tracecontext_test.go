@@ -1,4 +1,4 @@
-package client
+package telemetry
 
 import (
 	"net/http"

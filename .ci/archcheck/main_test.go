@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMatch(t *testing.T) {
+	for _, c := range []struct {
+		pattern, pkg string
+		want         bool
+	}{
+		{"internal/config/...", "internal/config", true},
+		{"internal/config/...", "internal/config/strictyaml", true},
+		{"internal/config/...", "internal/configx", false},
+		{"internal/router/*", "internal/router", false},
+		{"internal/router/*", "internal/router/core", true},
+		{"internal/router", "internal/router/core", false},
+		{"...", "bench", true},
+	} {
+		if got := match(c.pattern, c.pkg); got != c.want {
+			t.Errorf("match(%q, %q) = %v, want %v", c.pattern, c.pkg, got, c.want)
+		}
+	}
+}
+
+// A forbidden import is reported with the rule it breaks; an allowed one,
+// and one an exception names, are not; an exception that is not used is.
+func TestCheckImports(t *testing.T) {
+	pkgs := map[string][]string{
+		"internal/config":      {"internal/config/strictyaml", "internal/policy/cond"},
+		"internal/router/edge": {"internal/client"},
+		"internal/router/core": {"internal/host"},
+		"cmd/mcpgw":            {"internal/gateway"},
+		"internal/demo":        {"internal/gateway"},
+	}
+	got := strings.Join(checkImports(pkgs), "\n")
+	for _, want := range []string{
+		`internal/config imports internal/policy/cond: breaks "config imports only its own subpackages"`,
+		`internal/router/edge imports internal/client: breaks "router's packages never import host or client"`,
+		`internal/demo imports internal/gateway: breaks "only the programs (cmd, bench) import gateway"`,
+		`exception "internal/router/core internal/client" (removed by arch-view) no longer occurs`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"strictyaml", "cmd/mcpgw imports", "internal/router/core imports internal/host"} {
+		if strings.Contains(got, not) {
+			t.Errorf("reported %q:\n%s", not, got)
+		}
+	}
+}
+
+func TestCheckDoc(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "architecture.md")
+	table := "| package | owns |\n| --- | --- |\n| `internal/a`, `internal/b` | x |\n| `internal/gone` | y |\n"
+	if err := os.WriteFile(doc, []byte(table), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := checkDoc(doc, map[string][]string{"internal/a": nil, "internal/b": nil, "internal/c": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(bad, "\n")
+	if len(bad) != 2 || !strings.Contains(got, "package internal/c is not in a package table") || !strings.Contains(got, "names internal/gone, which is no package") {
+		t.Errorf("got:\n%s", got)
+	}
+}
