@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
@@ -49,7 +51,8 @@ func (s *Set) Hides(ctx context.Context, t *Target, def []byte) (bool, string) {
 		s.record(it, config.PhaseList, outcome, start)
 		switch outcome {
 		case Flagged:
-			s.opts.Logger.Warn("suspicious definition listed (description_scan flags it)")
+			s.opts.Logger.Warn("suspicious definition listed (description_scan flags it; action: hide would drop it)",
+				zap.String("interceptor", it.cfg.Name), zap.String("route", t.Route), zap.String("name", t.Name), zap.String("reason", reason))
 		case Hidden:
 			return true, it.cfg.Name + ": " + reason
 		}
