@@ -12,7 +12,8 @@ import (
 // Every example under configs/examples passes mcpgw validate, which checks
 // what run reads at start (files exist and parse), given the inputs its
 // header names: MCPGW_LISTEN for all, for tls.yaml certificates and keys
-// made here, and for login.yaml a provider and its client secret file.
+// made here, for login.yaml a provider and its client secret file, and
+// for interceptors.yaml the hook's URL.
 func TestExamplesValidate(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "configs", "examples", "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -35,6 +36,7 @@ func TestExamplesValidate(t *testing.T) {
 		"MCPGW_LOGIN_ISSUER":             "https://login.example.com",
 		"MCPGW_LOGIN_CLIENT_ID":          "mcpgw",
 		"MCPGW_LOGIN_CLIENT_SECRET_FILE": tlstest.Write(t, dir, "login-secret", []byte("op-secret\n")),
+		"MCPGW_HOOK_URL":                 "http://127.0.0.1:9090/intercept",
 	} {
 		t.Setenv(name, value)
 	}

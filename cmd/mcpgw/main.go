@@ -45,6 +45,7 @@ Usage:
   mcpgw validate --config FILE    check a config; every problem is reported at once
   mcpgw policy explain ...        the policy decision for one principal and name, and why
   mcpgw catalog ...               what a principal would see of a recorded catalog
+  mcpgw intercept test ...        what each interceptor would do to a tool result or arguments (dry run)
   mcpgw pin [--config FILE]       approve the upstreams' current tool definitions (pinning lock file)
   mcpgw tokens revoke ...         drop per-user upstream tokens (one principal's, or --all)
   mcpgw healthcheck [--url URL]   exit 0 when a running gateway's /readyz answers 200 (container HEALTHCHECK)
@@ -77,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPolicy(args[1:], stdout, stderr) // policy.go
 	case "catalog":
 		return cmdCatalog(args[1:], stdout, stderr) // policy.go
+	case "intercept":
+		return cmdIntercept(args[1:], stdout, stderr) // intercept.go
 	case "pin":
 		return cmdPin(args[1:], stdout, stderr) // pin.go
 	case "tokens":

@@ -79,6 +79,8 @@ const (
 	RulePinning    = "policy.pinning"
 	RuleRateLimits = "policy.rate_limits"
 	RuleDefault    = "policy.default"
+	// RuleInterceptor prefixes an interceptor's name ("interceptors.NAME").
+	RuleInterceptor = "interceptors."
 )
 
 // Record is one audit record.
@@ -98,7 +100,9 @@ type Record struct {
 	// opt-in (upstreams.NAME.forward_headers) that the request carried;
 	// never their values.
 	ForwardedHeaders []string
-	Method           string
+	// Intercepted notes what interceptors did ("NAME: modify"), in order.
+	Intercepted []string
+	Method      string
 	// Kind is tool, prompt or resource; Name the tool or prompt name or the
 	// resource URI, as the client sent it.
 	Kind, Name string
@@ -255,6 +259,9 @@ func (l *Logger) Log(r *Record) {
 	add("route", r.Route)
 	add("upstream", r.Upstream)
 	add("credential", r.Credential)
+	if len(r.Intercepted) > 0 {
+		fields = append(fields, zap.Strings("intercepted", r.Intercepted))
+	}
 	if len(r.ForwardedHeaders) > 0 {
 		fields = append(fields, zap.Strings("forwarded_headers", r.ForwardedHeaders))
 	}

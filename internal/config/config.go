@@ -51,6 +51,9 @@ type Config struct {
 	Tracing *Tracing `yaml:"tracing"`
 	// TLS serves the MCP listener over TLS (tls.go; plain HTTP when absent).
 	TLS *ListenerTLS `yaml:"tls"`
+	// Interceptors inspect, redact, refuse or rewrite what passes the
+	// request path (interceptors.go), in order.
+	Interceptors []*Interceptor `yaml:"interceptors"`
 	// Login makes the gateway the authorization server its clients see,
 	// delegating sign-in to an OpenID provider (login.go).
 	Login *Login `yaml:"login"`

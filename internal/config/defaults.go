@@ -149,6 +149,7 @@ func applyDefaults(c *Config, d *strictyaml.Decoder) {
 	tracingDefaults(c, d)       // tracing.go
 	introspectionDefaults(c, d) // introspection.go
 	dpopDefaults(c, d)          // dpop.go
+	interceptorDefaults(c, d)   // interceptors.go
 	if c.Auth != nil {
 		issuerDefaults("auth.oidc", c.Auth.OIDC, d)
 		for i, o := range c.Auth.Issuers {

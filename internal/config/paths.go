@@ -73,6 +73,11 @@ func (c *Config) resolvePaths(base string) {
 	if c.Policy != nil && c.Policy.Pinning != nil {
 		abs(&c.Policy.Pinning.LockFile)
 	}
+	for _, ic := range c.Interceptors {
+		if ic != nil {
+			abs(&ic.BearerTokenFile) // interceptors.go
+		}
+	}
 	if a := c.Audit; a != nil && a.Output != AuditStdout && a.Output != AuditStderr &&
 		!strings.EqualFold(a.Output, AuditStdout) && !strings.EqualFold(a.Output, AuditStderr) && a.Output != "-" {
 		abs(&a.Output)

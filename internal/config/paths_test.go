@@ -34,6 +34,8 @@ policy:
   pinning: {mode: warn, lock_file: tools.lock.json}
 audit:
   output: log/audit.log
+interceptors:
+  - {name: guard, type: external, phase: request, url: "http://127.0.0.1:9/hook", bearer_token_file: hook.token}
 `
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -51,6 +53,7 @@ audit:
 		{"auth.api_keys[0].key_file", c.Auth.APIKeys[0].KeyFile, filepath.Join(etc, "keys/ci")},
 		{"policy.pinning.lock_file", c.Policy.Pinning.LockFile, filepath.Join(etc, "tools.lock.json")},
 		{"audit.output", c.Audit.Output, filepath.Join(etc, "log/audit.log")},
+		{"interceptors[0].bearer_token_file", c.Interceptors[0].BearerTokenFile, filepath.Join(etc, "hook.token")},
 		{"upstreams.indir.dir", c.Upstreams["indir"].Dir, filepath.Join(etc, "work")},
 		{"upstreams.abs.dir", c.Upstreams["abs"].Dir, "/srv"},
 	} {

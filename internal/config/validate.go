@@ -83,9 +83,10 @@ func (v *validator) validate() {
 	v.sessions()
 	v.limits() // limits.go
 	v.policy()
-	v.audit()   // audit.go
-	v.tracing() // tracing.go
-	v.tls()     // tls.go
+	v.audit()        // audit.go
+	v.tracing()      // tracing.go
+	v.tls()          // tls.go
+	v.interceptors() // interceptors.go
 }
 
 func (v *validator) separator() {

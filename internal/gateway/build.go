@@ -180,6 +180,9 @@ func build(cfg *config.Config, opts Options, m mode, mets *metrics.Metrics, red 
 	}
 	b.gen.authn.ShareDPoPReplay(b.shared.dpopReplay(cfg)) // dpop.go
 	b.undo.push(b.gen.undo.run)
+	if b.gen.pol.intercept, err = buildIntercept(cfg, mets, opts.Logger); err != nil { // intercept.go
+		return nil, err
+	}
 	var tracer trace.Tracer
 	if b.tracing, tracer, err = startTracing(cfg, opts, red); err != nil { // tracing.go
 		return nil, err
@@ -199,6 +202,7 @@ func build(cfg *config.Config, opts Options, m mode, mets *metrics.Metrics, red 
 		Limiter:    b.gen.pol.limiter,
 		Pinner:     b.gen.pol.pinner,
 		Audit:      b.gen.audit,
+		Intercept:  b.gen.pol.intercept,
 		Tracer:     tracer,
 	}
 	if m == modeServe {

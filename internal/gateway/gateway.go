@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/intercept"
 	"github.com/mcpgw/mcpgw/internal/login"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
@@ -288,6 +289,8 @@ type policySet struct {
 	policy  *policy.Policy
 	limiter *policy.Limiter
 	pinner  *policy.Pinner
+	// intercept is the interceptors (intercept.go; nil: none).
+	intercept *intercept.Set
 }
 
 // buildPolicy compiles the policy section; a policy that cannot be

@@ -90,6 +90,10 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	if gen.authn != g.gen.authn { // a new one, not serving yet
 		gen.authn.ShareDPoPReplay(g.shared.dpopReplay(newCfg)) // dpop.go
 	}
+	if gen.pol.intercept, err = buildIntercept(newCfg, g.metrics, g.log); err != nil { // intercept.go
+		gen.undo.run()
+		return err
+	}
 	// The admin token file is reread too: a rotated token takes effect.
 	var adminAcc *adminAccess
 	if g.adminLn != nil {
@@ -118,7 +122,7 @@ func (g *Gateway) Reload(newCfg *config.Config) (err error) {
 	}
 	everything := authChanged(old, newCfg) || !reflect.DeepEqual(old.Policy, newCfg.Policy) ||
 		(newCfg.Policy != nil && newCfg.Policy.Pinning != nil && newCfg.Policy.Pinning.Mode != config.PinOff)
-	ended := g.router.Reload(newCfg, router.Options{Auth: gen.authn, Policy: gen.pol.policy, Limiter: gen.pol.limiter, Pinner: gen.pol.pinner, Audit: gen.audit},
+	ended := g.router.Reload(newCfg, router.Options{Auth: gen.authn, Policy: gen.pol.policy, Limiter: gen.pol.limiter, Pinner: gen.pol.pinner, Audit: gen.audit, Intercept: gen.pol.intercept},
 		diff.Touched(), everything)
 	retire()
 

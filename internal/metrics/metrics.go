@@ -158,6 +158,7 @@ type Metrics struct {
 	bridgeRounds *prometheus.CounterVec
 
 	limitRefusals *prometheus.CounterVec
+	intercept     interceptMetrics // intercept.go
 	// unattributed and interactiveConns: issue 30 (internal/host/interactive.go).
 	unattributed     *prometheus.CounterVec
 	interactiveConns *prometheus.GaugeVec
@@ -197,6 +198,7 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 	m.requests = f.counterVec("requests_total",
 		"Downstream MCP requests answered, by route, method and outcome (ok, error, invalid, unavailable, timeout, denied, rate_limited).",
 		"route", "method", "outcome")
+	m.intercept = newInterceptMetrics(reg) // intercept.go
 	m.callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "upstream_call_duration_seconds",
 		Help:    "Duration of requests mcpgw sent to an upstream on a client's behalf, by upstream and method.",

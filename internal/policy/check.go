@@ -20,6 +20,17 @@ import (
 // config's own problems. Compile reads the same values by the same
 // functions; a config that passes here compiles.
 func CheckConfig(c *config.Config, add func(path, msg string)) {
+	// Interceptors match tools with the policy's patterns.
+	for i, ic := range c.Interceptors {
+		if ic == nil || ic.Match == nil {
+			continue
+		}
+		for j, t := range ic.Match.Tools {
+			if _, err := pattern.Parse(t); err != nil {
+				add(fmt.Sprintf("interceptors[%d].match.tools[%d]", i, j), fmt.Sprintf("%v; write a glob such as demo__* (* is any run of characters, ? one character, \\ escapes)", err))
+			}
+		}
+	}
 	pol := c.Policy
 	if pol == nil {
 		return

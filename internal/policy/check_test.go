@@ -27,6 +27,8 @@ policy:
   rate_limits:
     tools:
       - {tool: 'a\', rate: 1/s}
+interceptors:
+  - {name: r, type: deny_match, phase: request, patterns: [x], match: {tools: ['b\']}}
 `)
 	cfg, err := config.Parse("p.yaml", src, nil)
 	if err != nil {
@@ -44,6 +46,7 @@ policy:
 		"policy.rules[1].allow[0]":         `did you mean "tool:"`,
 		`policy.tool_scopes["prompt:x"]`:   "has a kind prefix",
 		"policy.rate_limits.tools[0].tool": "write a glob",
+		"interceptors[0].match.tools[0]":   "write a glob",
 	}
 	got := map[string]string{}
 	for _, p := range ps {

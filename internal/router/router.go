@@ -23,6 +23,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
 	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/intercept"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/login"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -90,6 +91,8 @@ type Options struct {
 	// Audit records tool calls, prompt gets, resource reads and refusals
 	// (nil: off).
 	Audit *audit.Logger
+	// Intercept is the interceptors (nil: none).
+	Intercept *intercept.Set
 	// PerUser are the per-user authorization sources of the upstreams
 	// with auth.per_user, by upstream name: their pages are served at
 	// /oauth/upstream/NAME/{start,callback,token} (peruser.go).
@@ -200,6 +203,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 		Limiter:      opts.Limiter,
 		Pinner:       opts.Pinner,
 		Audit:        opts.Audit,
+		Intercept:    opts.Intercept,
 		PrivateLists: opts.Auth != nil || (cfg.Policy != nil && len(cfg.Policy.Rules) > 0),
 		MaxBody:      cfg.MaxBodyBytes,
 		Limits:       core.LimitsOf(cfg),

@@ -16,7 +16,8 @@ import (
 // decide (policy, pinning: the Verdict) → audit → admit (a target that
 // resolves to nothing is refused) → rewrite (the params name the target
 // as judged) → enforce (the policy's and the pinning lock's refusals) →
-// limit (rate limits, concurrency) → forward (the upstream). The client is
+// limit (rate limits, concurrency) → intercept (the interceptors'
+// request and result phases) → forward (the upstream). The client is
 // authenticated before (edge). The chain is composed once per route, with
 // only the stages the route's generation configures: a stage that is not
 // configured costs nothing.
@@ -82,6 +83,7 @@ var routeStages = [...]stageOn{
 	{"rewrite", rewriteStage, nil},
 	{"enforce", enforceStage, func(rte *Route) bool { return rte.Gen.Policy != nil || rte.Gen.Pinner != nil }},
 	{"limit", limitStage, func(rte *Route) bool { return rte.Gen.Limiter != nil }},
+	{"intercept", interceptStage, func(rte *Route) bool { return rte.Gen.Intercept != nil }},
 }
 
 // compose makes stages, in order, into one Next that ends with last.

@@ -122,6 +122,9 @@ func localStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
 		if err == nil {
 			res, err = c.filterList(ctx, rte, sess, msg.Method, res)
 		}
+		if err == nil && rte.Gen.Intercept != nil {
+			res = c.interceptList(ctx, rte, res) // intercept.go
+		}
 		if err != nil && err.Code == mcp.CodeURLElicitationRequired {
 			return c.elicit(sess, msg, err) // elicitations.go: nothing listed until the caller authorizes
 		}

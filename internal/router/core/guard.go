@@ -234,7 +234,7 @@ func routeHides(rte *Route) bool {
 // ctx must carry the caller (host.WithCaller): its own connection may be
 // the one to ask, which is why Decide (made before that) does not.
 func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
-	if !v.targeted || v.pinErr != nil || !routeHides(rte) {
+	if !v.targeted || v.pinErr != nil || (!routeHides(rte) && !rte.Gen.Intercept.Has(config.PhaseList)) {
 		return true
 	}
 	if v.decided && !v.decision.Allowed && !seesUpstreamOf(ctx, rte, mcp.Kind(v.kind), v.name) {
@@ -252,7 +252,7 @@ func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
 			v.pinErr = jerr
 			return false
 		}
-		if !found {
+		if !found || hiddenByInterceptor(ctx, rte, up, v.name, def) { // intercept.go
 			return c.notListed(rte, v)
 		}
 		v.listed, v.toolUp, v.toolDef = true, up, def

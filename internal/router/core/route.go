@@ -6,6 +6,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/catalog"
+	"github.com/mcpgw/mcpgw/internal/intercept"
 	"github.com/mcpgw/mcpgw/internal/policy"
 )
 
@@ -22,6 +23,9 @@ type Generation struct {
 	Limiter *policy.Limiter     // nil: no rate limits
 	Pinner  *policy.Pinner      // nil: pinning off
 	Audit   *audit.Logger       // nil: audit off (audit.go)
+	// Intercept is the interceptors (intercept.go; nil: none, and no
+	// stage for them).
+	Intercept *intercept.Set
 	// PrivateLists: lists depend on who asks (auth or policy rules), so
 	// 2026 list results are cacheScope private.
 	PrivateLists bool
