@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -107,7 +108,13 @@ type View struct {
 	toolsThreshold int
 	toolsAlways    []string
 	cache          pageCache // merged pages renamed for the route (listcache.go)
+	// resolutions counts the targets resolved, so that a test can see a
+	// request's target resolved once (PinParams), not again by each step.
+	resolutions atomic.Int64
 }
+
+// Resolutions is how many targets the view has resolved.
+func (v *View) Resolutions() int64 { return v.resolutions.Load() }
 
 // NewView returns the catalog over the named upstreams (all when names is
 // empty) of h's current upstream set, with the default page size and bare
@@ -207,10 +214,15 @@ func (v *View) Canonical(ctx context.Context, kind mcp.Kind, name string) (strin
 	if !ok {
 		return name, v.unknown(kind, name)
 	}
+	return v.canonicalOf(kind, name, r), nil
+}
+
+// canonicalOf is Canonical of name, which resolved to r.
+func (v *View) canonicalOf(kind mcp.Kind, name string, r resolution) string {
 	if spells(name, r.upstream, v.canonicalSep(kind), r.internal) {
-		return name, nil // already canonical (a pinned target): no new string per call
+		return name // already canonical (a pinned target): no new string per call
 	}
-	return v.canonical(kind, r), nil
+	return v.canonical(kind, r)
 }
 
 // canonicalSep is what joins an upstream and its name in the canonical
@@ -250,49 +262,93 @@ func (v *View) Pin(ctx context.Context, method string, params json.RawMessage, v
 // it ("" when Pin left the params as they were without reading a target),
 // so that the caller need not read it again (one reading of a request).
 func (v *View) PinTarget(ctx context.Context, method string, params json.RawMessage, visible Visible) (json.RawMessage, string, *jsonrpc.Error) {
-	t, ok := mcp.TargetOf(method, params)
-	if !ok || t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
-		return params, "", nil
+	pinned, t, jerr := v.PinParams(ctx, method, mcp.ReadParams(method, params), visible)
+	if pinned == nil && jerr == nil {
+		pinned = params
+	}
+	if !v.prefixed || t.Kind == mcp.KindTask {
+		return pinned, "", jerr // left as it was
+	}
+	return pinned, t.External, jerr
+}
+
+// Target is a routed request's target, resolved once (PinParams): what
+// the policy, the limits, the audit and Forward (ForwardResolved) all
+// take, so that none resolves it again, differently.
+type Target struct {
+	Kind mcp.Kind // "": the request names no target
+	// External is the target as the pinned params name it; Canonical is
+	// what the policy judges (Canonical).
+	External, Canonical string
+	// Upstream and Internal are where it goes, when Resolved (a task's
+	// sealed id, or a name nothing on an unprefixed route has, is not).
+	Upstream, Internal string
+	Resolved           bool
+	template           bool
+}
+
+// resolution is t's, for Forward.
+func (t Target) resolution() resolution {
+	return resolution{upstream: t.Upstream, internal: t.Internal, template: t.template}
+}
+
+// PinParams is PinTarget over the request's params as the edge read them
+// (mcp.ReadParams): it reads nothing of the bytes again, edits them only
+// when the target's explicit form differs (pinned nil: p.Raw as it is),
+// and resolves the target once, for everything after (Target).
+func (v *View) PinParams(ctx context.Context, method string, p *mcp.Params, visible Visible) (pinned json.RawMessage, tgt Target, jerr *jsonrpc.Error) {
+	t, ok := p.Target, p.HasTarget
+	if !ok || !p.NameOK {
+		return nil, Target{}, nil
+	}
+	s := p.Name
+	tgt = Target{Kind: t.Kind, External: s, Canonical: s}
+	if t.Kind == mcp.KindTask { // a task id is a sealed token (tasks.go)
+		return nil, tgt, nil
 	}
 	if !v.prefixed {
 		if readsResource(t) && len(v.names) == 1 {
-			if s, err := rawjson.GetPath(params, t.Path); err == nil {
-				if jerr := v.checkURI(ctx, s, resolution{upstream: v.names[0], internal: s}, visible); jerr != nil {
-					return nil, "", jerr
-				}
+			if jerr := v.checkURI(ctx, s, resolution{upstream: v.names[0], internal: s}, visible); jerr != nil {
+				return nil, Target{}, jerr
 			}
 		}
-		return params, "", nil
-	}
-	s, err := rawjson.GetPath(params, t.Path)
-	if err != nil {
-		return params, "", nil
+		// What the policy judges and where it goes, resolved among
+		// everything (a name nothing has is the upstream's to answer).
+		if r, ok, jerr := v.resolve(ctx, t.Kind, s, true, nil); jerr == nil && ok {
+			tgt.Canonical = v.canonicalOf(t.Kind, s, r)
+			tgt.Upstream, tgt.Internal, tgt.template, tgt.Resolved = r.upstream, r.internal, r.template, true
+		}
+		return nil, tgt, nil
 	}
 	r, ok, jerr := v.resolve(ctx, t.Kind, s, true, visible)
 	if jerr != nil {
-		return nil, "", jerr
+		return nil, Target{}, jerr
 	}
 	if !ok {
 		if readsResource(t) { // say what to send rather than "not found"
 			if jerr := v.checkURI(ctx, s, resolution{internal: s}, visible); jerr != nil {
-				return nil, "", jerr
+				return nil, Target{}, jerr
 			}
 		}
-		return nil, "", v.unknown(t.Kind, s)
+		return nil, Target{}, v.unknown(t.Kind, s)
 	}
 	if readsResource(t) {
 		if jerr := v.checkURI(ctx, s, r, visible); jerr != nil {
-			return nil, "", jerr
+			return nil, Target{}, jerr
 		}
 	}
 	e := v.explicit(t.Kind, r)
-	if e == s {
-		return params, s, nil
+	tgt.Upstream, tgt.Internal, tgt.template, tgt.Resolved = r.upstream, r.internal, r.template, true
+	if e != s {
+		out, err := rawjson.SetPath(p.Raw, t.Path, e)
+		if err != nil {
+			tgt.Canonical = v.canonicalOf(t.Kind, s, r)
+			return nil, tgt, nil
+		}
+		pinned, tgt.External = out, e
 	}
-	if p, err := rawjson.SetPath(params, t.Path, e); err == nil {
-		return p, e, nil
-	}
-	return params, s, nil
+	tgt.Canonical = v.canonicalOf(t.Kind, tgt.External, r)
+	return pinned, tgt, nil
 }
 
 // External returns the downstream-facing name or URI for an upstream's
@@ -362,6 +418,7 @@ func (v *View) explicit(kind mcp.Kind, r resolution) string {
 // upstreams do. With fetch it may list upstreams whose catalogs it has not
 // indexed yet.
 func (v *View) resolve(ctx context.Context, kind mcp.Kind, s string, fetch bool, visible Visible) (resolution, bool, *jsonrpc.Error) {
+	v.resolutions.Add(1)
 	if kind == mcp.KindResource {
 		return v.resolveURI(ctx, s, fetch, visible)
 	}
@@ -575,8 +632,8 @@ func (v *View) ForwardTarget(ctx context.Context, method string, params json.Raw
 	if t.Kind == mcp.KindTask {
 		return v.forwardTask(ctx, method, params, opts) // tasks.go
 	}
-	var err error
 	if external == "" {
+		var err error
 		if external, err = rawjson.GetPath(params, t.Path); err != nil {
 			return nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s: params.%s must be a string", method, t.Field())
 		}
@@ -588,6 +645,22 @@ func (v *View) ForwardTarget(ctx context.Context, method string, params json.Raw
 	if !ok {
 		return nil, v.unknown(t.Kind, external)
 	}
+	return v.forwardTo(ctx, method, params, t, external, r, opts)
+}
+
+// ForwardResolved is Forward of a request whose target was resolved once
+// already (PinParams): it is not resolved again.
+func (v *View) ForwardResolved(ctx context.Context, method string, params json.RawMessage, tgt Target, opts client.CallOptions) (*jsonrpc.Message, *jsonrpc.Error) {
+	t, ok := mcp.TargetOf(method, params)
+	if !ok || t.Kind == mcp.KindTask || !tgt.Resolved || v.ups[tgt.Upstream] == nil {
+		return v.ForwardTarget(ctx, method, params, tgt.External, opts)
+	}
+	return v.forwardTo(ctx, method, params, t, tgt.External, tgt.resolution(), opts)
+}
+
+// forwardTo forwards a request whose target external resolved to r.
+func (v *View) forwardTo(ctx context.Context, method string, params json.RawMessage, t mcp.Target, external string, r resolution, opts client.CallOptions) (*jsonrpc.Message, *jsonrpc.Error) {
+	var err error
 	upstream, internal := r.upstream, r.internal
 	if internal != external {
 		if params, err = rawjson.SetPath(params, t.Path, internal); err != nil {
@@ -627,6 +700,9 @@ func (v *View) ForwardTarget(ctx context.Context, method string, params json.Raw
 		}
 	}
 	copts := u.CallOptions(opts)
+	if len(t.Path) == 1 && t.Path[0] == mcp.NameHeaderField(method) {
+		copts.Target = internal // Mcp-Name, as the params forwarded name it
+	}
 	if caps, ok := host.CallerCapabilities(ctx); ok && c.Modern() && !opts.PassInputRequired {
 		// An older caller of a stateless upstream: declare what it can do,
 		// as its own initialize would have (roots as the gateway answers them).

@@ -401,7 +401,7 @@ func (v *View) beginTaskCall(ctx context.Context, method, upstream string, param
 		}
 		return newCall(formExtension), nil
 	}
-	if _, augmented := rawjson.Get(params, "task"); !augmented {
+	if !taskAugmented(params, opts) {
 		return nil, nil
 	}
 	tc := newCall(formUtility)
@@ -839,4 +839,14 @@ func (v *View) TaskUpstream(token string) string {
 		return ""
 	}
 	return c.Upstream
+}
+
+// taskAugmented reports whether a request's params carry task (it asks for
+// a task), from what the edge read of them when there is that.
+func taskAugmented(params json.RawMessage, opts *client.CallOptions) bool {
+	if opts.View.Read {
+		return opts.View.Task
+	}
+	_, augmented := rawjson.Get(params, "task")
+	return augmented
 }

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -224,6 +223,16 @@ type CallOptions struct {
 	// Roots, when set, answers roots/list during the call (the roots from
 	// config) instead of Request.
 	Roots func() json.RawMessage
+	// View is what the gateway's edge read of the params
+	// (mcp.Params.ForwardView; their target may have been renamed since,
+	// which leaves _meta as it was): the client edits _meta by it — hop
+	// keys, progress token — in one edit, rather than reading the params
+	// again. View.Read false: it reads them.
+	View mcp.ForwardView
+	// Target is the routed target as the params sent upstream name it
+	// (mcp.NameHeaderField's member), for the Mcp-Name header a 2026-07-28
+	// upstream is sent; "": the client reads it from the params.
+	Target string
 }
 
 // CallHandler receives what an upstream sends during one call, as
@@ -654,11 +663,16 @@ func (c *Client) CloseGracefully() error {
 
 // Notify sends a notification.
 func (c *Client) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	return c.notify(ctx, method, params, Sent{Method: method, Params: params})
+}
+
+// notify is Notify with what the client knows of the notification.
+func (c *Client) notify(ctx context.Context, method string, params json.RawMessage, facts Sent) error {
 	b, err := jsonrpc.Encode(jsonrpc.NewNotification(method, params))
 	if err != nil {
 		return err
 	}
-	return c.t.Send(ctx, b)
+	return c.transmit(ctx, b, facts)
 }
 
 // Call sends a request and waits for its response, which may be a JSON-RPC
@@ -681,26 +695,37 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 	if c.modern && (method == mcp.MethodResourcesSubscribe || method == mcp.MethodResourcesUnsubscribe) {
 		return c.subscription(ctx, method, params)
 	}
-	params, err := c.hopMeta(params, opts)
-	if err == nil && method != mcp.MethodInitialize && method != mcp.MethodServerDiscover {
-		params = traceMeta(ctx, params)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: params: %w", method, err)
-	}
 	id := jsonrpc.IntID(c.nextID.Add(1))
 	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), opts: opts, ctx: ctx}
-	// Progress tokens are always replaced by one unique to this client, so
-	// that two callers using the same token value never see each other's
-	// progress; without a Progress callback the notifications are dropped.
-	if tok, ok := progressToken(params); ok {
-		cl.orig = tok
-		cl.token = json.RawMessage(strconv.Quote("mcpgw-" + id.String()))
-		p, err := setProgressToken(params, cl.token)
+	if v := &opts.View; v.Read && !c.modern && TraceFrom(ctx).Parent == "" {
+		// What the edge read of the params says what _meta holds: the hop
+		// keys go and the progress token is replaced in one edit (meta.go).
+		p, tok, err := viewMeta(params, v, id)
 		if err != nil {
 			return nil, fmt.Errorf("%s: params: %w", method, err)
 		}
-		params = p
+		params, cl.orig, cl.token = p, v.ProgressToken, tok
+	} else {
+		var err error
+		params, err = c.hopMeta(params, opts)
+		if err == nil && method != mcp.MethodInitialize && method != mcp.MethodServerDiscover {
+			params = traceMeta(ctx, params)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: params: %w", method, err)
+		}
+		// Progress tokens are always replaced by one unique to this client, so
+		// that two callers using the same token value never see each other's
+		// progress; without a Progress callback the notifications are dropped.
+		if tok, ok := progressToken(params); ok {
+			cl.orig = tok
+			cl.token = clientToken(id)
+			p, err := setProgressToken(params, cl.token)
+			if err != nil {
+				return nil, fmt.Errorf("%s: params: %w", method, err)
+			}
+			params = p
+		}
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -718,7 +743,8 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	err = c.t.Send(ctx, b)
+	facts := requestSent(method, id, params, opts.Target)
+	err = c.transmit(ctx, b, facts)
 	if errors.Is(err, ErrSessionExpired) && c.opts.NoReinitialize {
 		// A shared session: a new one made here would split its state
 		// between replicas. The connection ends; the next one starts anew.
@@ -735,7 +761,7 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 			return nil, fmt.Errorf("%w; initializing again failed: %v", err, rerr)
 		}
 		trace.SpanFromContext(ctx).AddEvent(telemetry.EventResent) // nothing when untraced
-		err = c.t.Send(ctx, b)
+		err = c.transmit(ctx, b, facts)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -798,7 +824,7 @@ func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Contex
 		}()
 		sendCtx, cancel := context.WithTimeout(c.ctx, cancelGrace)
 		defer cancel()
-		if err := c.Notify(sendCtx, mcp.NotificationCancelled, cp); err != nil {
+		if err := c.notify(sendCtx, mcp.NotificationCancelled, cp, Sent{Method: mcp.NotificationCancelled, Params: cp, Cancels: string(id)}); err != nil {
 			c.log.Debug("could not send notifications/cancelled", zap.Error(err))
 		}
 	}()

@@ -342,27 +342,46 @@ func (s *Streamable) stateless() bool {
 
 // mirrorHeaders sets the 2026-07-28 request headers that mirror the body
 // (Mcp-Method, Mcp-Name) so intermediaries can route without parsing it.
-func mirrorHeaders(h http.Header, msg []byte) {
-	method, ok := rawjson.GetString(msg, "method")
-	if !ok {
+func mirrorHeaders(h http.Header, facts Sent) {
+	if facts.Method == "" {
 		return
 	}
-	params, _ := rawjson.Get(msg, "params")
-	mcp.SetMirrorHeaders(h, method, params)
+	h.Set(mcp.HeaderMethod, facts.Method)
+	if facts.HasName {
+		h.Set(mcp.HeaderName, mcp.EncodeHeaderValue(facts.Name))
+	}
 }
 
 // Send POSTs one message. A JSON answer is delivered before Send returns; an
 // SSE answer is read on a goroutine owned by the transport.
 func (s *Streamable) Send(ctx context.Context, msg []byte) error {
+	return s.sendKnown(ctx, msg, readSent(msg))
+}
+
+// readSent reads of msg what sendKnown needs, for a sender that did not
+// say (Send).
+func readSent(msg []byte) Sent {
+	facts := Sent{ID: requestID(msg), Cancels: cancelledRequest(msg)}
+	if facts.Method, _ = rawjson.GetString(msg, "method"); facts.Method != "" {
+		facts.Params, _ = rawjson.Get(msg, "params")
+	}
+	if field := mcp.NameHeaderField(facts.Method); field != "" {
+		facts.Name, facts.HasName = rawjson.GetString(facts.Params, field)
+	}
+	return facts
+}
+
+// sendKnown is Send of a message the client made, told what it knows of it
+// rather than reading the bytes it was just handed again.
+func (s *Streamable) sendKnown(ctx context.Context, msg []byte, facts Sent) error {
 	if err := s.Err(); err != nil {
 		return err
 	}
 	// Whatever the upstream sends on this POST's stream belongs to this
 	// request: that is how server→client requests and log messages find the
 	// downstream call that caused them.
-	related := requestID(msg)
-	deliver := func(b []byte) { s.deliver(b, related) }
-	if ended := cancelledRequest(msg); ended != "" {
+	related := facts.ID
+	if ended := facts.Cancels; ended != "" {
 		// After the cancellation is sent (or could not be): the upstream
 		// has been told, and the call is over at the gateway.
 		defer s.endStream(ended)
@@ -379,7 +398,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 	setTraceHeaders(ctx, req.Header)
 	sent := req.Header.Get(mcp.HeaderSessionID)
 	if s.stateless() {
-		mirrorHeaders(req.Header, msg)
+		mirrorHeaders(req.Header, facts)
 		if h, ok := ctx.Value(headersKey{}).(http.Header); ok {
 			for k, v := range h {
 				if mcp.IsParamHeader(k) {
@@ -438,7 +457,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		if related != nil && mt == mcp.ContentTypeJSON {
 			if id, ok := rawjson.Get(body, "id"); ok && string(id) == string(related) {
 				if _, isErr := rawjson.Get(body, "error"); isErr {
-					deliver(body)
+					s.deliver(body, related)
 					return nil
 				}
 			}
@@ -458,6 +477,9 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 		// notification or response): whatever it carries, on a goroutine.
 		started := s.goTracked(func() {
 			defer cancel()
+			// The closure is made here only: a JSON answer, the common
+			// case, is delivered without one.
+			deliver := func(b []byte) { s.deliver(b, related) }
 			_, _, err := readEvents(resp.Body, s.cfg.MaxMessageBytes, &s.chunks, deliver, s.log)
 			resp.Body.Close()
 			if !errors.Is(err, io.EOF) && rctx.Err() == nil { // readEvents ends with io.EOF or a real error
@@ -481,7 +503,7 @@ func (s *Streamable) Send(ctx context.Context, msg []byte) error {
 			return fmt.Errorf("upstream answer exceeds %d bytes", s.cfg.MaxMessageBytes)
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
-			deliver(body)
+			s.deliver(body, related)
 		}
 		return nil
 	}

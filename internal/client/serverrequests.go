@@ -101,7 +101,7 @@ func (c *Client) send(method string, resp *jsonrpc.Message) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, answerTimeout)
 	defer cancel()
-	if err := c.t.Send(ctx, b); err != nil {
+	if err := c.transmit(ctx, b, Sent{}); err != nil { // a response: no method, no id of its own
 		c.log.Debug("could not answer upstream request", zap.String("method", method), zap.Error(err))
 	}
 }

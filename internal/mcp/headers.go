@@ -87,10 +87,28 @@ func CheckMirrorHeaders(h http.Header, method string, params json.RawMessage) *j
 	}
 	if field := NameHeaderField(method); field != "" {
 		body, _ := rawjson.GetString(params, field)
-		got, err := DecodeHeaderValue(h.Get(HeaderName))
-		if err != nil || got != body {
-			return jsonrpc.Errorf(CodeHeaderMismatch, "header mismatch: Mcp-Name %q does not match params.%s %q", h.Get(HeaderName), field, body)
-		}
+		return checkMirrorName(h, field, body)
+	}
+	return nil
+}
+
+// CheckMirrorParams is CheckMirrorHeaders of params as the edge read them.
+func CheckMirrorParams(h http.Header, method string, p *Params) *jsonrpc.Error {
+	field := NameHeaderField(method)
+	if field == "" || !p.HasTarget || len(p.Target.Path) != 1 || p.Target.Path[0] != field {
+		return CheckMirrorHeaders(h, method, p.Raw)
+	}
+	if got := h.Get(HeaderMethod); got != method {
+		return jsonrpc.Errorf(CodeHeaderMismatch, "header mismatch: Mcp-Method %q does not match the body's method %q", got, method)
+	}
+	return checkMirrorName(h, field, p.Name)
+}
+
+// checkMirrorName checks Mcp-Name against body, the params' field.
+func checkMirrorName(h http.Header, field, body string) *jsonrpc.Error {
+	got, err := DecodeHeaderValue(h.Get(HeaderName))
+	if err != nil || got != body {
+		return jsonrpc.Errorf(CodeHeaderMismatch, "header mismatch: Mcp-Name %q does not match params.%s %q", h.Get(HeaderName), field, body)
 	}
 	return nil
 }

@@ -249,6 +249,7 @@ func (e *CheckError) Error() string {
 // in time linear in len(data), and allocates nothing for a document
 // without escaped member names or objects of more than 8 members.
 func Check(data []byte, opts CheckOptions) error {
+	noteRead(data)
 	if len(data) > math.MaxInt32 {
 		return &CheckError{Reason: Syntax, Detail: "text longer than 2 GiB"}
 	}

@@ -54,6 +54,13 @@ func EachField(obj []byte, fn func(Field) bool) error {
 // (quotes and escapes included; at is its offset), for a caller that need
 // not decode it.
 func eachRawField(obj []byte, fn func(raw []byte, at, vStart, vEnd int) bool) error {
+	noteRead(obj)
+	return eachRawFieldQuiet(obj, fn)
+}
+
+// eachRawFieldQuiet is eachRawField uncounted: the inner pass of Scan,
+// which counts as the one read it is part of (count_on.go).
+func eachRawFieldQuiet(obj []byte, fn func(raw []byte, at, vStart, vEnd int) bool) error {
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return ErrNotObject
@@ -239,7 +246,9 @@ func set[V []byte | string](obj []byte, key string, value V, quoted bool) ([]byt
 			out = put(out)
 			prev = f.End
 		}
-		return append(out, obj[prev:]...), nil
+		out = append(out, obj[prev:]...)
+		noteDerived(obj, out)
+		return out, nil
 	}
 	// Append before the closing brace.
 	end := len(obj) - 1
@@ -255,7 +264,9 @@ func set[V []byte | string](obj []byte, key string, value V, quoted bool) ([]byt
 	out = append(out, k...)
 	out = append(out, ':')
 	out = put(out)
-	return append(out, obj[end:]...), nil
+	out = append(out, obj[end:]...)
+	noteDerived(obj, out)
+	return out, nil
 }
 
 // SetString is Set with a JSON-encoded string value.
@@ -330,13 +341,16 @@ func deleteFirst(obj []byte, key string) ([]byte, bool, error) {
 		}
 		out := make([]byte, 0, len(obj))
 		out = append(out, obj[:cut0]...)
-		return append(out, obj[cut1:]...), true, nil
+		out = append(out, obj[cut1:]...)
+		noteDerived(obj, out)
+		return out, true, nil
 	}
 	return obj, false, nil
 }
 
 // Elements returns the raw elements of the array arr.
 func Elements(arr []byte) ([][]byte, error) {
+	noteRead(arr)
 	i := skipSpace(arr, 0)
 	if i >= len(arr) || arr[i] != '[' {
 		return nil, ErrNotArray

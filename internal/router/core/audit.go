@@ -10,7 +10,6 @@ import (
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
 )
 
@@ -45,7 +44,7 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 	}}
 	if v.targeted {
 		e.rec.Kind, e.rec.Name = v.kind, v.name
-		e.rec.Upstream, _, _ = rte.View.Resolve(v.kind == policy.KindResource, v.name)
+		e.rec.Upstream = v.upstream()
 		e.rec.Credential = string(rte.View.CredentialKind(e.rec.Upstream))
 	}
 	e.rec.ForwardedHeaders = auth.FromContext(ctx).ForwardedNames() // names only (host/forward.go)
@@ -55,12 +54,18 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 			e.rec.Credential = string(rte.View.CredentialKind(v.taskUpstream))
 		}
 	}
-	if mcp.Method(msg.Method).Arguments {
-		if args, ok := rawjson.Get(msg.Params, "arguments"); ok {
-			e.rec.Arguments = args
-		}
+	if args := callArguments(msg.Method, &v.req); args != nil {
+		e.rec.Arguments = args
 	}
 	return e
+}
+
+// auditStage opens the request's audit record and writes it with the
+// answer (fills r.audit; the route has it only with audit on).
+func auditStage(ctx context.Context, r *Request, next Next) (resp *jsonrpc.Message) {
+	r.audit = r.core.auditBegin(ctx, r.Route, r.Msg, r.Verdict)
+	defer func() { r.audit.end(resp) }()
+	return next(ctx, r)
 }
 
 // allowed records the policy's decision to let the request go ahead.

@@ -158,7 +158,7 @@ func (c *Core) StartBridged(sess *Session, msg *jsonrpc.Message, v *Verdict, par
 	ctx, cancel := context.WithTimeout(auth.WithPrincipal(c.ctx, auth.FromContext(sess.ctx)), bridgeTTL)
 	ctx = client.WithHeaders(ctx, paramHeaders)
 	ctx = client.WithTrace(ctx, client.TraceFrom(sess.ctx)) // sess.ctx is still the request's here
-	name, _ := rawjson.GetString(msg.Params, mcp.NameHeaderField(msg.Method))
+	name := bridgedName(msg, v)
 	p := &parkedCall{
 		method: msg.Method,
 		name:   name,
@@ -512,4 +512,15 @@ func principalTag(key string) string {
 	}
 	h := sha256.Sum256([]byte(key))
 	return base64.RawURLEncoding.EncodeToString(h[:12])
+}
+
+// bridgedName is the name a bridged call is known by (its Mcp-Name field),
+// from the verdict's reading of the params when it has one.
+func bridgedName(msg *jsonrpc.Message, v *Verdict) string {
+	field := mcp.NameHeaderField(msg.Method)
+	if p := v.Params(); p != nil && p.HasTarget && len(p.Target.Path) == 1 && p.Target.Path[0] == field {
+		return p.Name
+	}
+	name, _ := rawjson.GetString(msg.Params, field)
+	return name
 }

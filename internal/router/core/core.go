@@ -1,7 +1,8 @@
 // Package core is the transport-agnostic heart of mcpgw's downstream side:
-// Handle answers one MCP request of a session — access policy, rate limits
-// and pinning (guard.go), the audit record (audit.go), lists and routed
-// calls over the host's view (dispatch.go), what an upstream sends during a
+// Handle answers one MCP request of a session by passing it down its
+// route's chain of stages (chain.go) — access policy, rate limits and
+// pinning (guard.go), the audit record (audit.go), lists and routed calls
+// over the host's view (dispatch.go), what an upstream sends during a
 // call (callstream.go), bridging between revisions (bridge.go) — and the
 // core fans out what upstreams send outside calls (list changes, resource
 // updates, notify.go) to the sessions and listen streams it concerns. The

@@ -20,12 +20,29 @@ import (
 // v is the access decision the transport already asked for (Decide) on a
 // routed request; nil, or one made for another route generation, and
 // Handle decides itself. What the upstream sends during a routed call goes
-// to cs (nil: the caller keeps no stream for it).
-func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict, cs *CallStream) (resp *jsonrpc.Message) {
-	rte := c.routeOf(sess)                         // one generation's route, view and policy for the whole request
-	ctx, obs := c.observe(ctx, sess, rte, msg, cs) // metrics and the server span (telemetry.go)
-	defer func() { c.report(rte, msg, resp, &obs) }()
-	if cs == nil || cs.park == nil {
+// to cs (nil: the caller keeps no stream for it). The request passes its
+// route's chain of stages (chain.go).
+func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict, cs *CallStream) *jsonrpc.Message {
+	rte := c.routeOf(sess) // one generation's route, view and policy for the whole request
+	r := &Request{core: c, Sess: sess, Route: rte, Msg: msg, Verdict: v, Stream: cs}
+	return rte.serve(ctx, r)
+}
+
+// observeStage counts the request and makes its server span
+// (telemetry.go), and reports its answer (fills r.obs).
+func observeStage(ctx context.Context, r *Request, next Next) (resp *jsonrpc.Message) {
+	c := r.core
+	ctx, r.obs = c.observe(ctx, r.Sess, r.Route, r.Msg, r.Stream)
+	defer func() { c.report(r.Route, r.Msg, resp, &r.obs) }()
+	return next(ctx, r)
+}
+
+// containStage makes the request one that Cut can end (shutdown.go),
+// answers a skills/get or resources/directory/read not found as invalid
+// params, and puts the caller in ctx for the host and the catalog.
+func containStage(ctx context.Context, r *Request, next Next) (resp *jsonrpc.Message) {
+	c, msg := r.core, r.Msg
+	if cs := r.Stream; cs == nil || cs.park == nil {
 		// A bridged call's context derives from c.ctx, which Cut cancels
 		// itself: registering it too would be a context and a map entry
 		// per call for nothing.
@@ -54,7 +71,16 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 	// The caller, for the host and the catalog: its own capabilities for
 	// exact_capabilities, its session's connection on a stateful upstream,
 	// and the tasks it creates and uses are its own (catalog/tasks.go).
-	ctx = host.WithCaller(ctx, &sess.caller)
+	ctx = host.WithCaller(ctx, &r.Sess.caller)
+	return next(ctx, r)
+}
+
+// localStage answers what the gateway serves itself — ping,
+// logging/setLevel, the merged lists, a session's tasks/list, a search
+// route's own search tool — and unknown methods; routed requests go on
+// (a search route's call_tool as the call it names: r.Msg).
+func localStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	c, sess, rte, msg := r.core, r.Sess, r.Route, r.Msg
 	view := rte.View
 	switch msg.Method {
 	case mcp.MethodPing:
@@ -100,7 +126,7 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		// applies, as to the other tasks methods (guard.go).
 		release, gerr := c.limit(rte, policyPrincipal(ctx), "", "", nil)
 		if gerr != nil {
-			obs.refuse(gerr)
+			r.obs.refuse(gerr)
 			return jsonrpc.NewError(msg.ID, gerr)
 		}
 		defer release()
@@ -126,62 +152,45 @@ func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, 
 		if jerr != nil {
 			return jsonrpc.NewError(msg.ID, jerr)
 		}
-		msg = inner
+		r.Msg = inner
 	}
-	var own Verdict
-	if v == nil || v.rte != rte {
-		c.decide(ctx, rte, msg, &own)
-		v = &own
-	}
-	au := c.auditBegin(ctx, rte, msg, v)
-	defer func() { au.end(resp) }()
-	c.listedTarget(ctx, rte, v) // guard.go: a name not listed for the caller is answered like a hidden one
-	if v.pinErr != nil {
-		if v.pinErr.Code == mcp.CodeURLElicitationRequired { // checking what the caller's own connection lists needs its credential first
-			return c.elicit(sess, msg, v.pinErr)
-		}
-		return jsonrpc.NewError(msg.ID, v.pinErr)
-	}
-	// One reading: from here on the request names its target as it was
-	// resolved for the policy (Decide), and the upstream gets that name.
-	pm := *msg
-	pm.Params = v.params
-	msg = &pm
-	release, gerr := c.guard(ctx, rte, msg, v, au)
-	if gerr != nil {
-		obs.refuse(gerr) // denied or rate_limited, not an error
-		return jsonrpc.NewError(msg.ID, gerr)
-	}
-	defer release()
+	return next(ctx, r)
+}
+
+// forwardStage ends the chain: the request goes to the upstream its
+// target names (a resource subscription is the core's to keep), and the
+// upstream's answer comes back with the downstream id.
+func forwardStage(ctx context.Context, r *Request) *jsonrpc.Message {
+	c, sess, rte, msg, v := r.core, r.Sess, r.Route, r.Msg, r.Verdict
 	switch msg.Method {
 	case mcp.MethodResourcesSubscribe:
 		return c.subscribe(ctx, sess, msg)
 	case mcp.MethodResourcesUnsubscribe:
 		return c.unsubscribe(ctx, sess, msg)
 	}
-	{
-		opts := client.CallOptions{PassInputRequired: sess.Stateless()}
-		if cs != nil {
-			opts = cs.options()
-		}
-		resp, gerr := view.ForwardTarget(ctx, msg.Method, msg.Params, v.external, opts)
-		if gerr != nil {
-			edge.Logger(ctx, c.log).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
-			if gerr.Code == mcp.CodeURLElicitationRequired { // elicitations.go
-				return c.elicit(sess, msg, gerr)
-			}
-			return jsonrpc.NewError(msg.ID, gerr)
-		}
-		if resp.Error != nil && resp.Error.Code == mcp.CodeResourceNotFound && v.kind == string(mcp.KindResource) && routeHides(rte) {
-			// A URI no list shows cannot be judged before it is read: the
-			// upstream's not-found gets the gateway's own words, those a
-			// hidden resource gets, so the two cannot be told apart.
-			resp.Error = view.Unknown(mcp.KindResource, v.external)
-		}
-		// The upstream's answer, with the downstream id put back.
-		resp.ID = msg.ID
-		return sessionResult(sess, resp)
+	view := rte.View
+	opts := client.CallOptions{PassInputRequired: sess.Stateless()}
+	if cs := r.Stream; cs != nil {
+		opts = cs.options()
 	}
+	opts.View = v.req.ForwardView() // what the client edits the params' _meta by, not reading them again
+	resp, gerr := view.ForwardResolved(ctx, msg.Method, msg.Params, v.tgt, opts)
+	if gerr != nil {
+		edge.Logger(ctx, c.log).Debug("request failed at the gateway", zap.String("method", msg.Method), zap.Int("code", gerr.Code), zap.String("error", gerr.Message))
+		if gerr.Code == mcp.CodeURLElicitationRequired { // elicitations.go
+			return c.elicit(sess, msg, gerr)
+		}
+		return jsonrpc.NewError(msg.ID, gerr)
+	}
+	if resp.Error != nil && resp.Error.Code == mcp.CodeResourceNotFound && v.kind == string(mcp.KindResource) && routeHides(rte) {
+		// A URI no list shows cannot be judged before it is read: the
+		// upstream's not-found gets the gateway's own words, those a
+		// hidden resource gets, so the two cannot be told apart.
+		resp.Error = view.Unknown(mcp.KindResource, v.external)
+	}
+	// The upstream's answer, with the downstream id put back.
+	resp.ID = msg.ID
+	return sessionResult(sess, resp)
 }
 
 // loosenUpstreams asks the route's upstreams that initialize for level

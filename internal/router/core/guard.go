@@ -31,30 +31,14 @@ func mustCompileAllowAll() *policy.Policy {
 
 // target is what a request is about, in policy terms: a tool, a prompt or
 // a resource, by its canonical name on the route (catalog.View.Canonical: a
-// bare name's prefixed one, <upstream>+<uri> for a resource).
-//
-// pinned is the target as pinning read it ("" when it did not): it is not
-// read from the params again.
-//
-// external is the target as the params carry it, for Forward (which then
-// does not read it again).
-func target(ctx context.Context, rte *Route, msg *jsonrpc.Message, pinned string) (kind, name, external string, ok bool) {
-	t, ok := mcp.TargetOf(msg.Method, msg.Params)
-	if !ok {
+// bare name's prefixed one, <upstream>+<uri> for a resource), and external,
+// the target as the forwarded params name it — all from the one
+// resolution pinning made (catalog.Target), read from nothing again.
+func target(t catalog.Target) (kind, name, external string, ok bool) {
+	if t.Kind == "" {
 		return "", "", "", false
 	}
-	external = pinned
-	if external == "" {
-		var err error
-		if external, err = rawjson.GetPath(msg.Params, t.Path); err != nil {
-			return "", "", "", false
-		}
-	}
-	name = external
-	if c, err := rte.View.Canonical(ctx, t.Kind, name); err == nil {
-		name = c
-	}
-	return string(t.Kind), name, external, true
+	return string(t.Kind), t.Canonical, t.External, true
 }
 
 // visibleTo is what the policy lets the caller see on rte, for resolving
@@ -133,6 +117,10 @@ type Verdict struct {
 	// external is the target as params carry it, handed to Forward so
 	// that it routes by what was judged without reading the params again.
 	external string
+	tgt      catalog.Target // the target as resolved once (PinParams), for the limits, the audit and Forward
+	// req is the request's params as read once (mcp.ReadParams): what
+	// every step after the edge reads instead of the bytes.
+	req      mcp.Params
 	targeted bool // the request names a target (else the routing layer answers it)
 	// task: a tasks method (tasks/get, result, cancel, update); the policy
 	// does not judge it, but the rate limits and the audit apply, to the
@@ -152,14 +140,44 @@ type Verdict struct {
 
 // Decide makes the access policy's decision on msg for the principal in ctx.
 func (c *Core) Decide(ctx context.Context, rte *Route, msg *jsonrpc.Message) *Verdict {
+	return c.DecideParams(ctx, rte, msg, nil)
+}
+
+// DecideParams is Decide over the params as the transport already read
+// them (p, of msg.Params; nil: read here), which the verdict hands down.
+func (c *Core) DecideParams(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *mcp.Params) *Verdict {
 	v := new(Verdict)
-	c.decide(ctx, rte, msg, v)
+	c.decide(ctx, rte, msg, p, v)
 	return v
 }
 
+// upstream is where v's target goes, as resolved once (PinParams); a
+// target that was not resolved then is looked up by its canonical name.
+func (v *Verdict) upstream() string {
+	if v.tgt.Resolved {
+		return v.tgt.Upstream
+	}
+	upstream, _, _ := v.rte.View.Resolve(v.kind == policy.KindResource, v.name)
+	return upstream
+}
+
+// Params is the request's params as read once (nil for a nil verdict).
+func (v *Verdict) Params() *mcp.Params {
+	if v == nil {
+		return nil
+	}
+	return &v.req
+}
+
 // decide is Decide into v: Handle's own verdict stays on its stack.
-func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict) {
+func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *mcp.Params, v *Verdict) {
 	*v = Verdict{rte: rte, principal: policyPrincipal(ctx), params: msg.Params}
+	if p != nil && sameBytes(p.Raw, msg.Params) {
+		v.req = *p
+	} else {
+		v.req.Read(msg.Method, msg.Params)
+	}
+	p = &v.req
 	switch metaName(rte, msg) { // toolsearch.go
 	case metaSearch:
 		return // the gateway answers it, showing only what the caller may see
@@ -171,17 +189,19 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *
 		}
 		msg = inner
 		v.params = msg.Params
+		v.req.Read(msg.Method, msg.Params)
 	}
-	pinned, name, jerr := rte.View.PinTarget(ctx, msg.Method, msg.Params, visibleTo(ctx, rte))
+	pinned, tgt, jerr := rte.View.PinParams(ctx, msg.Method, p, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
 		return
 	}
-	v.params = pinned
-	pm := *msg
-	pm.Params = pinned
-	v.kind, v.name, v.external, v.targeted = target(ctx, rte, &pm, name)
-	if t, ok := mcp.TargetOf(msg.Method, msg.Params); ok && t.Kind == mcp.KindTask {
+	if pinned != nil {
+		v.params = pinned
+	}
+	v.tgt = tgt
+	v.kind, v.name, v.external, v.targeted = target(tgt)
+	if p.HasTarget && p.Target.Kind == mcp.KindTask {
 		// A task: only the principal it was handed to may use it (the host
 		// opens its sealed id), and the tools/call that created it was
 		// judged here. Nothing for the policy to decide; the limits still
@@ -191,7 +211,7 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *
 		v.taskUpstream = rte.View.TaskUpstream(v.external)
 	}
 	if v.targeted && rte.Gen.Policy != nil {
-		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(&pm))
+		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(msg.Method, p))
 		v.decided = true
 	}
 }
@@ -260,22 +280,73 @@ func (c *Core) notListed(rte *Route, v *Verdict) bool {
 	return false
 }
 
-// guard applies the access policy, the pinning lock and the rate limits
-// to one routed request before anything reaches an upstream. A name the
-// policy hides is answered exactly like a name that does not exist, so a
-// caller learns nothing about what it may not see (the reason goes to the
-// log). When the request may go ahead, release must be called once the
-// upstream has answered.
-func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict, au *auditEntry) (release func(), jerr *jsonrpc.Error) {
-	release = func() {}
-	if v.task {
-		// Polling a task, holding its result stream or cancelling it costs
-		// the upstream like a call: the caller's and the upstream's buckets
-		// and a concurrency slot of the upstream the id names.
-		return c.limit(rte, v.principal, v.taskUpstream, "", au)
+// decideStage makes the request's access decision (decide), unless the
+// transport made it already for this route's generation (fills r.Verdict).
+func decideStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	if v := r.Verdict; v == nil || v.rte != r.Route {
+		r.core.decide(ctx, r.Route, r.Msg, nil, &r.own)
+		r.Verdict = &r.own
 	}
-	if !v.targeted {
-		return release, nil // malformed: the routing layer answers it
+	return next(ctx, r)
+}
+
+// admitStage refuses a request whose target resolved to nothing the
+// caller may see, or, on a route that hides anything, that the route
+// does not list for the caller (listedTarget), as a hidden one is
+// refused; a refusal for want of the caller's own credential asks for it.
+func admitStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	v := r.Verdict
+	r.core.listedTarget(ctx, r.Route, v) // a name not listed for the caller is answered like a hidden one
+	if v.pinErr != nil {
+		if v.pinErr.Code == mcp.CodeURLElicitationRequired { // checking what the caller's own connection lists needs its credential first
+			return r.core.elicit(r.Sess, r.Msg, v.pinErr)
+		}
+		return jsonrpc.NewError(r.Msg.ID, v.pinErr)
+	}
+	return next(ctx, r)
+}
+
+// rewriteStage makes the request name its target as it was resolved for
+// the policy (one reading): from here on, what was judged is what the
+// upstream gets (r.Msg).
+func rewriteStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	r.pm = *r.Msg
+	r.pm.Params = r.Verdict.params
+	r.Msg = &r.pm
+	return next(ctx, r)
+}
+
+// enforceStage applies the access policy's decision and the pinning lock
+// (enforce).
+func enforceStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	if gerr := r.core.enforce(ctx, r.Route, r.Msg, r.Verdict, r.audit); gerr != nil {
+		r.obs.refuse(gerr) // denied, not an error
+		return jsonrpc.NewError(r.Msg.ID, gerr)
+	}
+	return next(ctx, r)
+}
+
+// limitStage applies the rate limits and takes a concurrency slot for as
+// long as the rest of the chain runs (limitVerdict).
+func limitStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
+	release, gerr := r.core.limitVerdict(r.Route, r.Verdict, r.audit)
+	if gerr != nil {
+		r.obs.refuse(gerr) // rate_limited, not an error
+		return jsonrpc.NewError(r.Msg.ID, gerr)
+	}
+	defer release()
+	return next(ctx, r)
+}
+
+// enforce applies the access policy and the pinning lock to one routed
+// request before anything reaches an upstream. A name the policy hides is
+// answered exactly like a name that does not exist, so a caller learns
+// nothing about what it may not see (the reason goes to the log).
+func (c *Core) enforce(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *Verdict, au *auditEntry) *jsonrpc.Error {
+	if v.task || !v.targeted {
+		// A task is the principal's own (the host opens its sealed id);
+		// a request naming no target is the routing layer's to answer.
+		return nil
 	}
 	g := rte.Gen
 	route := rte.Path
@@ -288,14 +359,14 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 				zap.String("name", name), zap.String("principal", p.Describe()), zap.String("reason", d.Reason))
 			au.refuse(audit.Denied, audit.Rule(d), d.Pattern, d.Reason)
 			if len(d.MissingScopes) > 0 {
-				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
+				return jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "forbidden: %s needs scope %v; obtain a token with it", name, d.MissingScopes)
 			}
 			if pol.Decide(p, route, kind, name).Listed() {
 				// Listed, but a condition on these arguments refuses the
 				// call: "unknown" would be a lie about a visible name.
-				return release, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
+				return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
 			}
-			return release, rte.View.Unknown(mcp.Kind(kind), v.external)
+			return rte.View.Unknown(mcp.Kind(kind), v.external)
 		}
 		c.opts.Metrics.PolicyDecision(route, "allow")
 		au.allowed(d)
@@ -312,7 +383,7 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 			if !c.pinned(g.Pinner, up, name, def) {
 				c.opts.Metrics.PolicyDecision(route, "unpinned")
 				au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock")
-				return release, rte.View.Unknown(mcp.Kind(kind), v.external)
+				return rte.View.Unknown(mcp.Kind(kind), v.external)
 			}
 		case g.Pinner.Mode != config.PinWarn:
 			// Enforce mode judges every tool: one without a definition the
@@ -320,18 +391,30 @@ func (c *Core) guard(ctx context.Context, rte *Route, msg *jsonrpc.Message, v *V
 			// refuses it first; this is the backstop).
 			c.opts.Metrics.PolicyDecision(route, "unpinned")
 			au.refuse(audit.Denied, audit.RulePinning, "", "the tool has no definition to check against the pinning lock")
-			return release, rte.View.Unknown(mcp.Kind(kind), v.external)
+			return rte.View.Unknown(mcp.Kind(kind), v.external)
 		}
 	}
-	if g.Limiter != nil {
-		upstream, _, _ := rte.View.Resolve(kind == policy.KindResource, name)
-		tool := ""
-		if kind == policy.KindTool {
-			tool = name
-		}
-		return c.limit(rte, p, upstream, tool, au)
+	return nil
+}
+
+// limitVerdict applies the rate limits and a concurrency slot to one
+// routed request; release must be called once the upstream has answered.
+func (c *Core) limitVerdict(rte *Route, v *Verdict, au *auditEntry) (release func(), jerr *jsonrpc.Error) {
+	if v.task {
+		// Polling a task, holding its result stream or cancelling it costs
+		// the upstream like a call: the caller's and the upstream's buckets
+		// and a concurrency slot of the upstream the id names.
+		return c.limit(rte, v.principal, v.taskUpstream, "", au)
 	}
-	return release, nil
+	if !v.targeted || rte.Gen.Limiter == nil {
+		return func() {}, nil // malformed: the routing layer answers it
+	}
+	upstream := v.upstream()
+	tool := ""
+	if v.kind == policy.KindTool {
+		tool = v.name
+	}
+	return c.limit(rte, v.principal, upstream, tool, au)
 }
 
 // limit applies the rate limits and the concurrency slot of upstream (and
@@ -442,10 +525,15 @@ func (c *Core) pinned(pinner *policy.Pinner, upstream, name string, def []byte) 
 
 // callArguments is what CEL conditions see as arguments: a tool call's or
 // prompt get's arguments; nothing (an empty map) for other requests.
-func callArguments(msg *jsonrpc.Message) json.RawMessage {
-	if !mcp.Method(msg.Method).Arguments {
+func callArguments(method string, p *mcp.Params) json.RawMessage {
+	if p == nil || !mcp.Method(method).Arguments {
 		return nil
 	}
-	args, _ := rawjson.Get(msg.Params, "arguments")
-	return args
+	return p.Arguments
+}
+
+// sameBytes reports whether a and b are the same slice of memory (the
+// view p was read from msg.Params itself).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"sync"
+
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/catalog"
@@ -34,4 +36,12 @@ type Route struct {
 	Resource string   // canonical URI (token audience), when auth is on
 	Scopes   []string // every caller needs these (auth.required_scopes + the route's)
 	Gen      *Generation
+
+	chain chain // the request path's stages for this route, composed once (chain.go)
+}
+
+// chain is a route's composed request path (chain.go).
+type chain struct {
+	once  sync.Once
+	serve Next
 }

@@ -44,22 +44,23 @@ type StatelessMeta struct {
 // version is one mcpgw serves statelessly is CheckVersion's to say, so a
 // transport can check its own mirrors of it first.
 func ReadStatelessMeta(params json.RawMessage) (StatelessMeta, *jsonrpc.Error) {
-	meta, ok := rawjson.Get(params, "_meta")
-	if !ok || len(meta) == 0 || meta[0] != '{' {
+	return StatelessMetaOf(mcp.ReadParams("", params))
+}
+
+// StatelessMetaOf is ReadStatelessMeta of the params as the transport
+// already read them.
+func StatelessMetaOf(p *mcp.Params) (StatelessMeta, *jsonrpc.Error) {
+	if len(p.Meta) == 0 || p.Meta[0] != '{' {
 		return StatelessMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta is required in protocol revision %s: it carries %s and %s", mcp.Version20260728, mcp.MetaProtocolVersion, mcp.MetaClientCapabilities)
 	}
-	v, ok := rawjson.GetString(meta, mcp.MetaProtocolVersion)
-	if !ok {
+	if !p.VersionOK {
 		return StatelessMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required", mcp.MetaProtocolVersion)
 	}
-	caps, ok := rawjson.Get(meta, mcp.MetaClientCapabilities)
-	if !ok || len(caps) == 0 || caps[0] != '{' {
+	caps := p.Capabilities
+	if len(caps) == 0 || caps[0] != '{' {
 		return StatelessMeta{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params._meta[%q] is required (an object, {} when the client offers nothing)", mcp.MetaClientCapabilities)
 	}
-	m := StatelessMeta{Version: mcp.Revision(v), RawVersion: v, Caps: caps}
-	m.Level, _ = rawjson.GetString(meta, mcp.MetaLogLevel)
-	m.Info, _ = rawjson.Get(meta, mcp.MetaClientInfo)
-	return m, nil
+	return StatelessMeta{Version: mcp.Revision(p.Version), RawVersion: p.Version, Caps: caps, Level: p.LogLevel, Info: p.ClientInfo}, nil
 }
 
 // CheckVersion refuses a version mcpgw does not serve statelessly, with

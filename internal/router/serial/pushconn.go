@@ -152,8 +152,11 @@ func (c *pushConn) request(msg *jsonrpc.Message) error {
 	if r := c.t.core.QueueFull(c.sess.Session); r != nil {
 		return r
 	}
-	if c.modern != nil && msg.Method != mcp.MethodInitialize && core.IsStatelessRequest(msg) {
-		c.statelessLocked(msg) // stdio2026.go
+	// The one reading of the params: below, the view is read, and the
+	// bytes only to forward them (mcp.ReadParams).
+	p := mcp.ReadParams(msg.Method, msg.Params)
+	if c.modern != nil && msg.Method != mcp.MethodInitialize && (msg.Method == mcp.MethodServerDiscover || p.Stateless()) {
+		c.statelessLocked(msg, p) // stdio2026.go
 		return nil
 	}
 	var reply *jsonrpc.Message
@@ -177,7 +180,7 @@ func (c *pushConn) request(msg *jsonrpc.Message) error {
 	c.goLocked(func() {
 		defer c.sess.Untrack(msg.ID)
 		defer cancel()
-		c.emitMessage(c.call(ctx, msg))
+		c.emitMessage(c.call(ctx, msg, p))
 	})
 	return nil
 }
@@ -204,11 +207,12 @@ func (c *pushConn) initializeLocked(msg *jsonrpc.Message) *jsonrpc.Message {
 // call dispatches one request. A routed call gets a callStream whose events
 // (progress, log messages, server→client requests) go out on this
 // connection ahead of the call's response.
-func (c *pushConn) call(ctx context.Context, msg *jsonrpc.Message) *jsonrpc.Message {
+func (c *pushConn) call(ctx context.Context, msg *jsonrpc.Message, p *mcp.Params) *jsonrpc.Message {
 	if !mcp.Routed(msg.Method) {
 		return c.t.core.Handle(ctx, c.sess.Session, msg, nil, nil)
 	}
-	return c.t.core.Serve(ctx, c.sess.Session, msg, nil, core.EmitFunc(c.event), 0)
+	v := c.t.core.DecideParams(ctx, c.sess.Route(), msg, p) // the verdict carries the view down
+	return c.t.core.Serve(ctx, c.sess.Session, msg, v, core.EmitFunc(c.event), 0)
 }
 
 // event sends one per-call message. Once the client can answer nothing

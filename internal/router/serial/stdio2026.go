@@ -6,7 +6,6 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 )
 
@@ -35,8 +34,8 @@ func (m *modern) inputEnded() { m.eofOnce.Do(func() { close(m.eof) }) }
 
 // statelessLocked starts answering a 2026-07-28 request, registered for
 // notifications/cancelled on the connection's session before it returns.
-func (c *pushConn) statelessLocked(msg *jsonrpc.Message) {
-	m, jerr := core.ReadStatelessMeta(msg.Params)
+func (c *pushConn) statelessLocked(msg *jsonrpc.Message, p *mcp.Params) {
+	m, jerr := core.StatelessMetaOf(p)
 	if jerr == nil {
 		jerr = m.CheckVersion()
 	}
@@ -49,7 +48,7 @@ func (c *pushConn) statelessLocked(msg *jsonrpc.Message) {
 	c.goLocked(func() {
 		defer c.sess.Untrack(msg.ID)
 		defer cancel()
-		if resp := c.stateless(ctx, m, msg); resp != nil {
+		if resp := c.stateless(ctx, m, msg, p); resp != nil {
 			c.emitMessage(resp)
 		}
 	})
@@ -57,7 +56,7 @@ func (c *pushConn) statelessLocked(msg *jsonrpc.Message) {
 
 // stateless answers one 2026-07-28 request; nil when it has no answer to
 // give (cancelled by the client, or the connection ended).
-func (c *pushConn) stateless(ctx context.Context, m core.StatelessMeta, msg *jsonrpc.Message) *jsonrpc.Message {
+func (c *pushConn) stateless(ctx context.Context, m core.StatelessMeta, msg *jsonrpc.Message, p *mcp.Params) *jsonrpc.Message {
 	rte := c.sess.Route()
 	sess := core.NewRequestSession(ctx, rte, m.Version, m.Caps, m.Info, c.sess.Owner(), m.Level, msg.Method == mcp.MethodSubscriptionsListen)
 	defer sess.End()
@@ -75,7 +74,7 @@ func (c *pushConn) stateless(ctx context.Context, m core.StatelessMeta, msg *jso
 		return cr.StatelessResult(msg.Method, cr.Handle(ctx, sess, msg, nil, nil))
 	}
 	var call *core.Call
-	if state, _ := rawjson.GetString(msg.Params, "requestState"); core.IsBridgeState(state) {
+	if core.IsBridgeState(p.State) {
 		var home string
 		var jerr *jsonrpc.Error
 		call, home, jerr = cr.Resume(sess, msg)
@@ -87,7 +86,7 @@ func (c *pushConn) stateless(ctx context.Context, m core.StatelessMeta, msg *jso
 			return jsonrpc.NewError(msg.ID, jerr)
 		}
 	} else {
-		call = cr.StartBridged(sess, msg, nil, nil)
+		call = cr.StartBridged(sess, msg, cr.DecideParams(ctx, rte, msg, p), nil)
 	}
 	defer call.Release()
 	out := call.Next(ctx.Done(), nil, c.event)

@@ -22,7 +22,10 @@ const streamDelay = 50 * time.Millisecond
 // one that returned input_required (its requestState is the gateway's).
 // v is the request's access decision.
 func (t *Transport) bridged(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message, v *core.Verdict) {
-	state, _ := rawjson.GetString(msg.Params, "requestState")
+	state := v.Params().State
+	if v.Params() == nil {
+		state, _ = rawjson.GetString(msg.Params, "requestState")
+	}
 	if !core.IsBridgeState(state) {
 		if t.core.Unbridged(r.Context(), v) {
 			t.direct(w, r, sess, msg, v)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
-	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/router/core"
 )
 
@@ -20,12 +19,10 @@ import (
 // checkParamHeaders validates a stateless tools/call's Mcp-Param-* headers
 // against its arguments. It returns nil when they agree (or the tool has no
 // annotations, or is unknown: the upstream answers that).
-func checkParamHeaders(ctx context.Context, sess *core.Session, msg *jsonrpc.Message, h http.Header) *jsonrpc.Error {
-	name, _ := rawjson.GetString(msg.Params, "name")
-	schema, ok := sess.Route().View.ToolSchema(ctx, name)
+func checkParamHeaders(ctx context.Context, sess *core.Session, p *mcp.Params, h http.Header) *jsonrpc.Error {
+	schema, ok := sess.Route().View.ToolSchema(ctx, p.Name) // a tools/call's target is its name
 	if !ok {
 		return nil
 	}
-	args, _ := rawjson.Get(msg.Params, "arguments")
-	return mcp.CheckParamHeaders(schema, args, h)
+	return mcp.CheckParamHeaders(schema, p.Arguments, h)
 }

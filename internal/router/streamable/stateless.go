@@ -15,11 +15,11 @@ import (
 // isStateless reports whether a POST without a session id is a 2026-07-28
 // (stateless) request rather than a session revision's first one: it says so in its version
 // header or its _meta, or it is server/discover.
-func isStateless(r *http.Request, msg *jsonrpc.Message) bool {
+func isStateless(r *http.Request, msg *jsonrpc.Message, p *mcp.Params) bool {
 	if v := mcp.Revision(r.Header.Get(mcp.HeaderProtocolVersion)); v != "" && !v.Initializes() {
 		return true
 	}
-	return core.IsStatelessRequest(msg)
+	return msg.Method == mcp.MethodServerDiscover || p.Stateless()
 }
 
 // statelessError answers a stateless request with a JSON-RPC error and the
@@ -30,7 +30,7 @@ func statelessError(w http.ResponseWriter, id jsonrpc.ID, e *jsonrpc.Error) {
 
 // stateless serves one 2026-07-28 request. Everything it needs travels in
 // the request itself, so any replica can serve it: no session is looked up.
-func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.Route, msg *jsonrpc.Message) {
+func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.Route, msg *jsonrpc.Message, p *mcp.Params) {
 	switch msg.Kind() {
 	case jsonrpc.KindNotification:
 		// 2026-07-28 defines no client notifications over HTTP (closing the
@@ -41,7 +41,7 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 		statelessError(w, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "clients send no responses in 2026-07-28; answer input requests by retrying with inputResponses"))
 		return
 	}
-	if msg.Method == mcp.MethodPing && !core.IsStatelessRequest(msg) {
+	if msg.Method == mcp.MethodPing && !p.Stateless() {
 		// 2026-07-28 removed ping, but the Go SDK's client still sends one
 		// (no _meta, the version only in its header), and its server
 		// answers: so does the gateway, as leniently. A ping that says it
@@ -49,7 +49,7 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 		edge.WriteJSON(w, http.StatusOK, jsonrpc.NewResult(msg.ID, []byte(`{}`)))
 		return
 	}
-	sess, jerr := t.statelessSession(r, rte, msg)
+	sess, jerr := t.statelessSession(r, rte, msg, p)
 	if jerr != nil {
 		statelessError(w, msg.ID, jerr)
 		return
@@ -70,12 +70,12 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 	}
 	var v *core.Verdict
 	if mcp.Routed(msg.Method) {
-		if v = t.challengeScopes(w, r, sess, msg); v == nil {
+		if v = t.challengeScopes(w, r, sess, msg, p); v == nil {
 			return
 		}
 	}
 	if msg.Method == mcp.MethodToolsCall {
-		if jerr := checkParamHeaders(r.Context(), sess, msg, r.Header); jerr != nil {
+		if jerr := checkParamHeaders(r.Context(), sess, p, r.Header); jerr != nil {
 			statelessError(w, msg.ID, jerr)
 			return
 		}
@@ -94,8 +94,8 @@ func (t *Transport) stateless(w http.ResponseWriter, r *http.Request, rte *core.
 
 // statelessSession validates the per-request _meta and the mirrored headers
 // and returns a session that lives for this request only.
-func (t *Transport) statelessSession(r *http.Request, rte *core.Route, msg *jsonrpc.Message) (*core.Session, *jsonrpc.Error) {
-	m, jerr := core.ReadStatelessMeta(msg.Params)
+func (t *Transport) statelessSession(r *http.Request, rte *core.Route, msg *jsonrpc.Message, p *mcp.Params) (*core.Session, *jsonrpc.Error) {
+	m, jerr := core.StatelessMetaOf(p)
 	if jerr != nil {
 		return nil, jerr
 	}
@@ -105,7 +105,7 @@ func (t *Transport) statelessSession(r *http.Request, rte *core.Route, msg *json
 	if jerr := m.CheckVersion(); jerr != nil {
 		return nil, jerr
 	}
-	if jerr := mcp.CheckMirrorHeaders(r.Header, msg.Method, msg.Params); jerr != nil {
+	if jerr := mcp.CheckMirrorParams(r.Header, msg.Method, p); jerr != nil {
 		return nil, jerr
 	}
 	return core.NewRequestSession(r.Context(), rte, m.Version, m.Caps, m.Info, auth.FromContext(r.Context()).Key(), m.Level, msg.Method == mcp.MethodSubscriptionsListen), nil

@@ -47,7 +47,7 @@ func TestStatelessSession(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
 			r.Header = tc.headers
 			msg := jsonrpc.NewRequest(jsonrpc.IntID(1), mcp.MethodToolsCall, []byte(tc.params))
-			sess, err := (&Transport{}).statelessSession(r, &core.Route{Path: "/mcp"}, msg)
+			sess, err := (&Transport{}).statelessSession(r, &core.Route{Path: "/mcp"}, msg, mcp.ReadParams(msg.Method, msg.Params))
 			if tc.code == 0 {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -86,7 +86,7 @@ func TestIsStateless(t *testing.T) {
 		if tc.header != "" {
 			r.Header.Set(mcp.HeaderProtocolVersion, tc.header)
 		}
-		if got := isStateless(r, jsonrpc.NewRequest(jsonrpc.IntID(1), tc.method, []byte(tc.params))); got != tc.want {
+		if got := isStateless(r, jsonrpc.NewRequest(jsonrpc.IntID(1), tc.method, []byte(tc.params)), mcp.ReadParams(tc.method, []byte(tc.params))); got != tc.want {
 			t.Errorf("isStateless(%q, %s %s) = %v", tc.header, tc.method, tc.params, got)
 		}
 	}

@@ -62,8 +62,11 @@ func (t *Transport) Post(w http.ResponseWriter, r *http.Request, rte *core.Route
 		return
 	}
 
-	if r.Header.Get(mcp.HeaderSessionID) == "" && isStateless(r, msg) {
-		t.stateless(w, r, rte, msg)
+	// The one reading of the params: everything below reads this view of
+	// them, and the bytes only to forward them (mcp.ReadParams).
+	p := mcp.ReadParams(msg.Method, msg.Params)
+	if r.Header.Get(mcp.HeaderSessionID) == "" && isStateless(r, msg, p) {
+		t.stateless(w, r, rte, msg, p)
 		return
 	}
 	if msg.Kind() == jsonrpc.KindRequest && msg.Method == mcp.MethodInitialize {
@@ -86,7 +89,7 @@ func (t *Transport) Post(w http.ResponseWriter, r *http.Request, rte *core.Route
 		}
 		w.WriteHeader(http.StatusAccepted)
 	case jsonrpc.KindRequest:
-		t.request(w, r, sess, msg)
+		t.request(w, r, sess, msg, p)
 	}
 }
 
@@ -152,9 +155,9 @@ func refuse(w http.ResponseWriter, id jsonrpc.ID, err error) {
 // challengeScopes makes the access decision on a routed request and, when
 // the policy refuses it only for missing scopes, answers 403
 // insufficient_scope before any stream starts (then it returns nil).
-func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message) *core.Verdict {
+func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message, p *mcp.Params) *core.Verdict {
 	rte := sess.Route()
-	v := t.core.Decide(r.Context(), rte, msg)
+	v := t.core.DecideParams(r.Context(), rte, msg, p)
 	required, detail, ok := t.core.ScopeChallenge(r.Context(), rte, msg, v)
 	if !ok {
 		return v
@@ -169,10 +172,10 @@ func (t *Transport) challengeScopes(w http.ResponseWriter, r *http.Request, sess
 // when the client accepts one, so that what the upstream sends during the
 // call (progress, log messages, sampling/elicitation/roots requests) reaches
 // this caller on this call's own stream; everything else answers JSON.
-func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessions.Session, msg *jsonrpc.Message) {
+func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessions.Session, msg *jsonrpc.Message, p *mcp.Params) {
 	var v *core.Verdict
 	if mcp.Routed(msg.Method) {
-		if v = t.challengeScopes(w, r, sess.Session, msg); v == nil {
+		if v = t.challengeScopes(w, r, sess.Session, msg, p); v == nil {
 			return
 		}
 	}
