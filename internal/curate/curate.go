@@ -65,11 +65,11 @@ func New(route []*config.ToolCuration, expose []string, ups map[string][]*config
 // Tool is the effective curation of one tool.
 type Tool struct {
 	Upstream, Internal string // the upstream's tool
-	Name                      string // the route's name for it, uncurated
-	Rename                    string
-	Title, Description        *config.TextEdit
-	Annotations               map[string]bool
-	Params                    map[string]*config.ParamCuration
+	Name               string // the route's name for it, uncurated
+	Rename             string
+	Title, Description *config.TextEdit
+	Annotations        map[string]bool
+	Params             map[string]*config.ParamCuration
 }
 
 // For returns the curation of upstream's tool internal (named name on the
