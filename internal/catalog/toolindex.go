@@ -120,6 +120,14 @@ func (v *View) routeItem(ctx context.Context, upstream string, def json.RawMessa
 	if !ok {
 		return "", nil, false
 	}
+	if v.cur != nil { // searched as listed: by the curated name and description (curation.go)
+		if item, ok = v.curateItem(upstream, doc.Name, item); !ok {
+			return "", nil, false
+		}
+	}
+	if to, ok := v.cur.Renamed(upstream, doc.Name); ok {
+		return to, item, true // resolves (Canonical) to the upstream's tool
+	}
 	return v.displayName(upstream, doc.Name), item, true
 }
 
