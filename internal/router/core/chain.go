@@ -28,7 +28,9 @@ import (
 
 // Stage is one step of the request path: it answers r, or calls next
 // (once) and returns what it returns, or that answer changed. It may fill
-// the Request's fields that belong to it (its doc comment says which).
+// the Request's fields that belong to it (its doc comment says which). It
+// keeps nothing of r once it has returned (not r, not a pointer into it:
+// Handle reuses the Request for another request).
 type Stage func(ctx context.Context, r *Request, next Next) *jsonrpc.Message
 
 // Next is the rest of the chain.

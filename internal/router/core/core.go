@@ -111,6 +111,8 @@ type Core struct {
 
 	holds holdClock // Serve's priming holds (holdclock.go)
 
+	requests sync.Pool // *Request, kept between Handle's calls (chain.go)
+
 	queued atomic.Int64 // bytes waiting for every client to read them (queuebytes.go)
 
 	stop  chan struct{}

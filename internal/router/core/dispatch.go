@@ -24,8 +24,17 @@ import (
 // route's chain of stages (chain.go).
 func (c *Core) Handle(ctx context.Context, sess *Session, msg *jsonrpc.Message, v *Verdict, cs *CallStream) *jsonrpc.Message {
 	rte := c.routeOf(sess) // one generation's route, view and policy for the whole request
-	r := &Request{core: c, Sess: sess, Route: rte, Msg: msg, Verdict: v, Stream: cs}
-	return rte.serve(ctx, r)
+	// The Request is kept between requests (a stage keeps nothing of it
+	// once the chain has answered): a call costs no allocation for it.
+	r, _ := c.requests.Get().(*Request)
+	if r == nil {
+		r = new(Request)
+	}
+	*r = Request{core: c, Sess: sess, Route: rte, Msg: msg, Verdict: v, Stream: cs}
+	resp := rte.serve(ctx, r)
+	*r = Request{} // nothing of this request stays reachable from the pool
+	c.requests.Put(r)
+	return resp
 }
 
 // observeStage counts the request and makes its server span

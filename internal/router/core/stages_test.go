@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/policy"
 )
 
@@ -225,5 +228,44 @@ func TestAuditStage(t *testing.T) {
 	auditStage(context.Background(), r, passed(&ran))
 	if !ran || logs.Len() != 1 {
 		t.Fatalf("passed %v, %d records", ran, logs.Len())
+	}
+}
+
+// observe counts the request with the outcome its answer has, a refusal a
+// later stage counted (obs.refuse) as what it is.
+func TestObserveStage(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, metrics.Options{NoRuntimeCollectors: true})
+	c := New(nil, Options{Logger: zap.NewNop(), Metrics: m, Current: func() *Generation { return nil }, Sessions: noStored{}})
+	t.Cleanup(func() { c.Close(func() {}) })
+	r := stageRequest(c, &Generation{}, mcp.MethodToolsCall, `{"name":"x"}`)
+	resp := observeStage(context.Background(), r, func(_ context.Context, r *Request) *jsonrpc.Message {
+		gerr := &jsonrpc.Error{Code: mcp.CodeRateLimited, Message: "slow down"}
+		r.obs.refuse(gerr)
+		return jsonrpc.NewError(r.Msg.ID, gerr)
+	})
+	if resp.Error == nil || resp.Error.Code != mcp.CodeRateLimited {
+		t.Fatalf("answer %v", resp.Error)
+	}
+	want := `
+# HELP mcpgw_requests_total Downstream MCP requests answered, by route, method and outcome (ok, error, invalid, unavailable, timeout, denied, rate_limited).
+# TYPE mcpgw_requests_total counter
+mcpgw_requests_total{method="tools/call",outcome="rate_limited",route="/mcp"} 1
+`
+	if err := promtest.GatherAndCompare(reg, strings.NewReader(want), "mcpgw_requests_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// forward sends the request to the upstream its resolved target names and
+// puts the downstream id back on the answer.
+func TestForwardStage(t *testing.T) {
+	c, rte, _ := benchCore(t) // an upstream in memory
+	sess := NewSession("s", rte, mcp.Version20251125, json.RawMessage(`{}`), nil, nil)
+	msg := jsonrpc.NewRequest(jsonrpc.IntID(42), mcp.MethodToolsCall, json.RawMessage(`{"name":"up__echo","arguments":{"text":"hi"}}`))
+	r := &Request{core: c, Sess: sess, Route: rte, Msg: msg, Verdict: c.Decide(context.Background(), rte, msg)}
+	resp := forwardStage(context.Background(), r)
+	if resp.Error != nil || string(resp.Result) != `{"content":[{"type":"text","text":"echo:hi"}]}` || resp.ID.String() != "42" {
+		t.Errorf("answer %s %s %v", resp.ID, resp.Result, resp.Error)
 	}
 }

@@ -22,8 +22,10 @@ const streamDelay = 50 * time.Millisecond
 // one that returned input_required (its requestState is the gateway's).
 // v is the request's access decision.
 func (t *Transport) bridged(w http.ResponseWriter, r *http.Request, sess *core.Session, msg *jsonrpc.Message, v *core.Verdict) {
-	state := v.Params().State
-	if v.Params() == nil {
+	var state string
+	if p := v.Params(); p != nil {
+		state = p.State // as the edge read it
+	} else {
 		state, _ = rawjson.GetString(msg.Params, "requestState")
 	}
 	if !core.IsBridgeState(state) {

@@ -64,7 +64,9 @@ func (t *Transport) Post(w http.ResponseWriter, r *http.Request, rte *core.Route
 
 	// The one reading of the params: everything below reads this view of
 	// them, and the bytes only to forward them (mcp.ReadParams).
-	p := mcp.ReadParams(msg.Method, msg.Params)
+	var view mcp.Params // on this stack: what is kept of it is copied (core.DecideParams)
+	view.Read(msg.Method, msg.Params)
+	p := &view
 	if r.Header.Get(mcp.HeaderSessionID) == "" && isStateless(r, msg, p) {
 		t.stateless(w, r, rte, msg, p)
 		return
