@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -71,6 +72,7 @@ policy:
   default: allow
   rules:
     - deny: [up__secret]
+audit: {output: %s, include_arguments: true}
 routes:
   - path: /mcp
     tools:
@@ -90,7 +92,8 @@ routes:
 // client both see the curated catalog and call it by its curated names.
 func TestCurationEndToEnd(t *testing.T) {
 	up := startCurationUpstream(t)
-	_, base := startGateway(t, fmt.Sprintf(curationYAML, up.url))
+	auditPath := filepath.Join(t.TempDir(), "audit.log")
+	_, base := startGateway(t, fmt.Sprintf(curationYAML, up.url, auditPath))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var lists []string
@@ -150,6 +153,20 @@ func TestCurationEndToEnd(t *testing.T) {
 		if n := len(up.calls()); n != before+1 {
 			t.Errorf("%s: %d refused calls reached the upstream", version, n-before-1)
 		}
+	}
+	// Audit carries both names, and the arguments that ran.
+	var said, added bool
+	for _, r := range auditRecords(t, auditPath) {
+		switch {
+		case r["name"] == "up__echo" && r["curated_name"] == "say":
+			said = true
+		case r["name"] == "up__add" && r["outcome"] == "ok":
+			args, _ := json.Marshal(r["arguments"])
+			added = strings.Contains(string(args), `"b":10`)
+		}
+	}
+	if !said || !added {
+		t.Errorf("audit: say with both names %v, add with the fixed b %v", said, added)
 	}
 	if lists[0] != lists[1] {
 		t.Errorf("a session and a 2026-07-28 client see different catalogs:\n%s\n%s", lists[0], lists[1])
