@@ -104,3 +104,6 @@ func (v *View) curatedAway(kind mcp.Kind, s string, r resolution) bool {
 	}
 	return !v.cur.Exposed(v.displayName(r.upstream, r.internal))
 }
+
+// SameCuration reports whether v and o curate their tools alike.
+func (v *View) SameCuration(o *View) bool { return v.cur.Same(o.cur) }

@@ -9,6 +9,7 @@ package curate
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -403,4 +404,13 @@ func contains(s []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// Same reports whether s and o curate alike (a reload that changes
+// neither needs no list_changed for it).
+func (s *Set) Same(o *Set) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	return reflect.DeepEqual(s.route, o.route) && reflect.DeepEqual(s.ups, o.ups) && reflect.DeepEqual(s.expose, o.expose)
 }

@@ -172,3 +172,29 @@ func TestCurationEndToEnd(t *testing.T) {
 		t.Errorf("a session and a 2026-07-28 client see different catalogs:\n%s\n%s", lists[0], lists[1])
 	}
 }
+
+// A reload that changes only a route's curation tells the route's
+// sessions tools/list_changed, and their next list is curated anew.
+func TestCurationReloadListChanged(t *testing.T) {
+	alphaURL, _ := sdkUpstream(t, "alpha")
+	base := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\nroutes:\n  - path: /mcp\n", alphaURL)
+	gw, url, _ := startReloadable(t, base)
+	changed := make(chan struct{}, 16)
+	cs := connect(t, url+"/mcp", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}}, "2025-06-18")
+	if names := sdkToolNames(t, cs); !slices.Contains(names, "alpha__echo") {
+		t.Fatalf("tools before: %v", names)
+	}
+	drainSignals(changed)
+	if err := gw.Reload(parseConfig(t, base+"    tools: {curate: [{tool: alpha__echo, rename: say}]}\n")); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	waitSignal(t, changed, "tools/list_changed after a curation change")
+	if names := sdkToolNames(t, cs); !slices.Contains(names, "say") || slices.Contains(names, "alpha__echo") {
+		t.Fatalf("tools after: %v", names)
+	}
+}
