@@ -29,16 +29,16 @@ func TestCuratedListGolden(t *testing.T) {
 		{
 			route: &config.Route{Path: "/mcp", Tools: &config.RouteTools{Expose: []string{"demo__echo", "demo__add"},
 				Curate: []*config.ToolCuration{{Tool: "demo__echo", Rename: "say", Description: &config.TextEdit{Replace: "Repeat the given text."}}}}},
-			echo:  `{"name":"say" ,"description":"Repeat the given text.","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"outputSchema":{"a" : [1,2]},"_meta":{"k":"v"},"icons":[{"src":"x"}],"x-unknown":{"deep":[true]}}`,
-			add:   `{"name":"demo__add","inputSchema":{"type":"object","properties":{"a":{"type":"number"}},"required":["a"]}}`,
-			old:   "demo__echo", fresh: "say",
+			echo: `{"name":"say" ,"description":"Repeat the given text.","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"outputSchema":{"a" : [1,2]},"_meta":{"k":"v"},"icons":[{"src":"x"}],"x-unknown":{"deep":[true]}}`,
+			add:  `{"name":"demo__add","inputSchema":{"type":"object","properties":{"a":{"type":"number"}},"required":["a"]}}`,
+			old:  "demo__echo", fresh: "say",
 		},
 		{
 			route: &config.Route{Path: "/one", Prefix: &off, Tools: &config.RouteTools{Expose: []string{"echo", "add"},
 				Curate: []*config.ToolCuration{{Tool: "echo", Rename: "say", Description: &config.TextEdit{Append: " Twice."}}}}},
-			echo:  `{"name":"say" ,"description":"Echo. Twice.","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"outputSchema":{"a" : [1,2]},"_meta":{"k":"v"},"icons":[{"src":"x"}],"x-unknown":{"deep":[true]}}`,
-			add:   `{"name":"add","inputSchema":{"type":"object","properties":{"a":{"type":"number"}},"required":["a"]}}`,
-			old:   "echo", fresh: "say",
+			echo: `{"name":"say" ,"description":"Echo. Twice.","inputSchema":{"type":"object","properties":{"text":{"type":"string"}}},"outputSchema":{"a" : [1,2]},"_meta":{"k":"v"},"icons":[{"src":"x"}],"x-unknown":{"deep":[true]}}`,
+			add:  `{"name":"add","inputSchema":{"type":"object","properties":{"a":{"type":"number"}},"required":["a"]}}`,
+			old:  "echo", fresh: "say",
 		},
 	} {
 		v := RouteView(h, tc.route)
