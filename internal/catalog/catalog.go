@@ -112,6 +112,7 @@ type View struct {
 	// cur is the route's tool curation (curation.go); nil: none.
 	cur       *curate.Set
 	curWarned sync.Map // warnMissing's: what was logged once
+	curSegs   curatedSegments
 	// resolutions counts the targets resolved, so that a test can see a
 	// request's target resolved once (PinParams), not again by each step.
 	resolutions atomic.Int64

@@ -1,12 +1,16 @@
 package catalog
 
 import (
+	"encoding/json"
+	"sync"
+
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/curate"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/toolsearch"
 )
 
 // Tool curation in the catalog (docs/curation.md): a listed tool is
@@ -107,3 +111,52 @@ func (v *View) curatedAway(kind mcp.Kind, s string, r resolution) bool {
 
 // SameCuration reports whether v and o curate their tools alike.
 func (v *View) SameCuration(o *View) bool { return v.cur.Same(o.cur) }
+
+// curatedSegments are a view's search segments re-indexed as the route
+// lists its tools: by curated name, title and description. One per
+// upstream, of its current base segment: bounded by the view's upstreams.
+type curatedSegments struct {
+	mu sync.Mutex
+	by map[string][2]*toolSegment // upstream -> {base, curated}
+}
+
+// curatedSegment is base indexed as the route shows it (base itself
+// when the route curates nothing). Its defs stay the upstream's own, so
+// that routeItem names and curates each hit as a list would.
+func (v *View) curatedSegment(upstream string, base *toolSegment) *toolSegment {
+	if v.cur == nil || base == nil {
+		return base
+	}
+	c := &v.curSegs
+	c.mu.Lock()
+	if p, ok := c.by[upstream]; ok && p[0] == base {
+		c.mu.Unlock()
+		return p[1]
+	}
+	c.mu.Unlock()
+	docs := make([]toolsearch.Doc, 0, len(base.defs))
+	defs := make([]json.RawMessage, 0, len(base.defs))
+	for _, def := range base.defs {
+		doc, ok := toolsearch.ParseTool(def)
+		if !ok {
+			continue
+		}
+		item, ok := v.curateItem(upstream, doc.Name, def)
+		if !ok {
+			continue // not exposed: not found either
+		}
+		if cd, ok := toolsearch.ParseTool(item); ok {
+			doc = cd
+		}
+		docs = append(docs, doc)
+		defs = append(defs, def)
+	}
+	out := &toolSegment{version: base.version, seg: toolsearch.NewSegment(upstream, docs), defs: defs}
+	c.mu.Lock()
+	if c.by == nil {
+		c.by = map[string][2]*toolSegment{}
+	}
+	c.by[upstream] = [2]*toolSegment{base, out}
+	c.mu.Unlock()
+	return out
+}

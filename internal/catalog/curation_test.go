@@ -55,6 +55,20 @@ func TestCuratedListGolden(t *testing.T) {
 		if jerr != nil || tgt.Upstream != "demo" || tgt.Internal != "echo" {
 			t.Errorf("%s: %s resolves to %+v %v, want demo's echo", tc.route.Path, tc.fresh, tgt, jerr)
 		}
+		// Tool search finds it by its curated name and description, and
+		// shows it as listed; what expose leaves out is not found.
+		for _, q := range []string{"say", "repeat given", "twice"} {
+			hits, jerr := v.SearchTools(ctx, q, "", 5, func(string, []byte) bool { return true }, nil)
+			if q == "repeat given" && tc.route.Path == "/one" || q == "twice" && tc.route.Path == "/mcp" {
+				continue // this route's rule does not say so
+			}
+			if jerr != nil || len(hits) == 0 || hits[0].Name != "say" || string(hits[0].Item) != tc.echo {
+				t.Errorf("%s: search %q: %+v %v, want say first", tc.route.Path, q, hits, jerr)
+			}
+		}
+		if hits, _ := v.SearchTools(ctx, "other", "", 5, func(string, []byte) bool { return true }, nil); len(hits) != 0 {
+			t.Errorf("%s: search found %s, which is not exposed", tc.route.Path, hits[0].Name)
+		}
 		for _, name := range []string{tc.old, "demo__other", "other"} {
 			p := mcp.ReadParams(mcp.MethodToolsCall, []byte(`{"name":"`+name+`","arguments":{}}`))
 			if _, _, jerr := v.PinParams(ctx, mcp.MethodToolsCall, p, nil); jerr == nil {

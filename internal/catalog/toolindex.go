@@ -97,7 +97,7 @@ func (v *View) searchSegments(ctx context.Context, upstream string, shown Shown)
 	for i := range idx {
 		idx[i] = i
 	}
-	concurrently(idx, func(i int) { segs[i] = v.ups[names[i]].searchSegment(ctx) })
+	concurrently(idx, func(i int) { segs[i] = v.curatedSegment(names[i], v.ups[names[i]].searchSegment(ctx)) }) // curation.go
 	return slices.DeleteFunc(segs, func(s *toolSegment) bool { return s == nil }), nil
 }
 
