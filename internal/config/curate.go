@@ -77,6 +77,15 @@ func (c *CurateValue) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// MarshalYAML shows the value as the YAML it was read from.
+func (c CurateValue) MarshalYAML() (any, error) {
+	var v any
+	if err := json.Unmarshal(c.JSON, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // PrincipalRef reports whether the value names the caller's principal.
 func (c *CurateValue) PrincipalRef() bool {
 	return c != nil && strings.Contains(string(c.JSON), "${principal.")

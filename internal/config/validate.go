@@ -293,6 +293,8 @@ func (v *validator) routeTools(p string, r *Route) {
 	}
 	if v.dec.Set(p + ".threshold") {
 		switch {
+		case r.ToolsMode() != ToolsAuto && t.Threshold == 0:
+			// 0 is unset (what show writes for a tools block without it).
 		case r.ToolsMode() != ToolsAuto:
 			v.add(p+".threshold", fmt.Sprintf("applies only to mode: auto (this route's mode is %s); remove threshold, or set mode: auto", r.ToolsMode()))
 		case t.Threshold < 1:
