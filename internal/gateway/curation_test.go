@@ -198,3 +198,95 @@ func TestCurationReloadListChanged(t *testing.T) {
 		t.Fatalf("tools after: %v", names)
 	}
 }
+
+// The same with the real npm server-everything: curated names listed and
+// callable, the old ones unknown; get-sum's b fixed (absent from the
+// schema, applied, refused when sent); every tool the rules do not touch
+// identical to the uncurated route's, and the curated ones differing only
+// in what the rules change.
+func TestCurationServerEverything(t *testing.T) {
+	cmd := serverEverything(t)
+	argv, _ := json.Marshal(cmd)
+	_, base := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  ev: {command: %s}
+routes:
+  - path: /raw
+  - path: /mcp
+    tools:
+      curate:
+        - tool: ev__echo
+          rename: shout
+          description: {replace: Say it back.}
+        - tool: ev__get-sum
+          annotations: {readOnlyHint: false}
+          parameters:
+            b: {fixed: 10}
+`, argv))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	byName := func(cs *mcp.ClientSession) map[string]*mcp.Tool {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*mcp.Tool{}
+		for _, tool := range res.Tools {
+			out[tool.Name] = tool
+		}
+		return out
+	}
+	raw := byName(connect(t, base+"/raw", nil, "2025-06-18"))
+	var seen []string
+	for _, version := range []string{"2025-06-18", ""} {
+		cs := connect(t, base+"/mcp", nil, version)
+		cur := byName(cs)
+		if cur["shout"] == nil || cur["ev__echo"] != nil || len(cur) != len(raw) {
+			t.Fatalf("%s: curated tools %d, raw %d; shout listed %v", version, len(cur), len(raw), cur["shout"] != nil)
+		}
+		for name, tool := range raw {
+			got := cur[name]
+			switch name {
+			case "ev__echo":
+				got = cur["shout"]
+				want := *tool
+				want.Name, want.Description = "shout", "Say it back."
+				tool = &want
+			case "ev__get-sum":
+				want := *tool
+				ann := *tool.Annotations
+				f := false
+				ann.ReadOnlyHint = f
+				want.Annotations = &ann
+				var schema map[string]any
+				b, _ := json.Marshal(tool.InputSchema)
+				_ = json.Unmarshal(b, &schema)
+				delete(schema["properties"].(map[string]any), "b")
+				schema["required"] = slices.DeleteFunc(schema["required"].([]any), func(v any) bool { return v == "b" })
+				want.InputSchema = schema
+				tool = &want
+			}
+			a, _ := json.Marshal(tool)
+			b, _ := json.Marshal(got)
+			if string(a) != string(b) {
+				t.Errorf("%s: %s\n got %s\nwant %s", version, name, b, a)
+			}
+		}
+		seen = append(seen, fmt.Sprint(len(cur)))
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shout", Arguments: map[string]any{"message": "hi"}})
+		if err != nil || r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, "hi") {
+			t.Fatalf("%s: shout: %v %+v", version, err, r)
+		}
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__echo", Arguments: map[string]any{"message": "hi"}}); err == nil {
+			t.Errorf("%s: ev__echo answered under its old name", version)
+		}
+		r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__get-sum", Arguments: map[string]any{"a": 5}})
+		if err != nil || r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, "15") {
+			t.Fatalf("%s: get-sum {a:5}: %v %+v", version, err, r)
+		}
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__get-sum", Arguments: map[string]any{"a": 5, "b": 1}}); err == nil || !strings.Contains(err.Error(), "fixed") {
+			t.Errorf("%s: get-sum with b: %v, want refused", version, err)
+		}
+	}
+}
