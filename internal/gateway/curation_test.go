@@ -238,7 +238,6 @@ routes:
 		return out
 	}
 	raw := byName(connect(t, base+"/raw", nil, "2025-06-18"))
-	var seen []string
 	for _, version := range []string{"2025-06-18", ""} {
 		cs := connect(t, base+"/mcp", nil, version)
 		cur := byName(cs)
@@ -256,8 +255,7 @@ routes:
 			case "ev__get-sum":
 				want := *tool
 				ann := *tool.Annotations
-				f := false
-				ann.ReadOnlyHint = f
+				ann.ReadOnlyHint = false
 				want.Annotations = &ann
 				var schema map[string]any
 				b, _ := json.Marshal(tool.InputSchema)
@@ -273,7 +271,6 @@ routes:
 				t.Errorf("%s: %s\n got %s\nwant %s", version, name, b, a)
 			}
 		}
-		seen = append(seen, fmt.Sprint(len(cur)))
 		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shout", Arguments: map[string]any{"message": "hi"}})
 		if err != nil || r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, "hi") {
 			t.Fatalf("%s: shout: %v %+v", version, err, r)
