@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 // configs/examples/curation.yaml does what its header says, with the real
 // demo server as a child: "say" is listed and answers, demo__echo is
 // unknown, demo__add {a: 5} answers 15 and a call sending b is refused;
-// mcpgw catalog --live shows the curated names.
+// mcpgw catalog --live shows the curated names; a pinning lock of the
+// upstream's own definitions approves the curated tools.
 func TestCurationExample(t *testing.T) {
 	exe := pinEnv(t)
 	data, err := os.ReadFile(filepath.Join("..", "..", "configs", "examples", "curation.yaml"))
@@ -35,6 +37,13 @@ func TestCurationExample(t *testing.T) {
 		}
 		return "", false
 	}
+	// Pinning judges the upstream's own definitions: a lock of the demo
+	// server's tools, as mcpgw pin writes it, approves the curated ones.
+	lock := filepath.Join(t.TempDir(), "tools.lock.json")
+	if code, out, errs := runCLI("pin", "--out", lock); code != 0 {
+		t.Fatalf("pin: exit %d\n%s%s", code, out, errs)
+	}
+	data = append(data, "policy:\n  default: allow\n  pinning: {mode: enforce, lock_file: "+strconv.Quote(lock)+"}\n"...)
 	cfg, err := config.Parse("curation.yaml", data, env)
 	if err != nil {
 		t.Fatal(err)
