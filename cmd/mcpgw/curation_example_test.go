@@ -112,3 +112,31 @@ func TestCurationExample(t *testing.T) {
 		t.Errorf("catalog --live: exit %d, want the curated names\n%s%s", code, out, errs)
 	}
 }
+
+// policy explain takes a curated name and judges the upstream's, showing
+// both.
+func TestPolicyExplainCuratedName(t *testing.T) {
+	pinEnv(t)
+	t.Setenv("MCPGW_LISTEN", "127.0.0.1:0")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	yaml := `upstreams:
+  demo: {command: [node, x.js]}
+policy:
+  default: allow
+  rules:
+    - deny: [demo__echo]
+routes:
+  - path: /mcp
+    tools:
+      curate:
+        - {tool: demo__echo, rename: say}
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI("policy", "explain", "--config", cfg, "--tool", "say")
+	if code != 3 || !strings.Contains(out, "DENY tool demo__echo") || !strings.Contains(out, "curated:   say is the route's name for demo__echo") {
+		t.Errorf("exit %d\n%s%s", code, out, errs)
+	}
+}
