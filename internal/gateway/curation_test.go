@@ -72,6 +72,8 @@ policy:
   default: allow
   rules:
     - deny: [up__secret]
+    - deny: [up__add]   # judged on the arguments that run: b is fixed to 10
+      when: '!has(arguments.b) || arguments.b != 10'
 audit: {output: %s, include_arguments: true}
 routes:
   - path: /mcp
