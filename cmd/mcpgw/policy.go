@@ -233,6 +233,12 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpgw policy explain:", err)
 		return exitUsage
 	}
+	curated := ""
+	if kind == policy.KindTool {
+		if canonical, ok := curatedTool(cfg, rt, name); ok {
+			curated, name = name, canonical // policy judges the upstream's name
+		}
+	}
 	d := pol.Decide(p, rt, kind, name)
 	verdict := "DENY"
 	if d.Allowed {
@@ -241,6 +247,9 @@ func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%s %s %s\n", verdict, kind, name)
 	fmt.Fprintf(stdout, "  principal: %s\n", p.Describe())
 	fmt.Fprintf(stdout, "  route:     %s\n", rt)
+	if curated != "" {
+		fmt.Fprintf(stdout, "  curated:   %s is the route's name for %s (tool curation); rules match %s\n", curated, name, name)
+	}
 	if d.Rule >= 0 {
 		fmt.Fprintf(stdout, "  rule:      policy.rules[%d], pattern %s\n", d.Rule, d.Pattern)
 	} else {
@@ -434,4 +443,37 @@ func firstNonSpace(b []byte) byte {
 		}
 	}
 	return 0
+}
+
+// curatedTool returns the upstream's name (as the route's policy judges
+// it) of a tool the route renames to name (tools.curate, or an upstream's
+// curate on the route).
+func curatedTool(cfg *config.Config, route, name string) (string, bool) {
+	for _, r := range cfg.Routes {
+		if r.Path != route {
+			continue
+		}
+		if r.Tools != nil {
+			for _, c := range r.Tools.Curate {
+				if c != nil && c.Rename == name {
+					return c.Tool, true
+				}
+			}
+		}
+		for _, up := range cfg.RouteUpstreams(r) {
+			u := cfg.Upstreams[up]
+			if u == nil {
+				continue
+			}
+			for _, c := range u.Curate {
+				if c != nil && c.Rename == name {
+					if r.Prefixed() {
+						return up + cfg.Separator + c.Tool, true
+					}
+					return c.Tool, true
+				}
+			}
+		}
+	}
+	return "", false
 }

@@ -106,6 +106,9 @@ type Record struct {
 	// Kind is tool, prompt or resource; Name the tool or prompt name or the
 	// resource URI, as the client sent it.
 	Kind, Name string
+	// CuratedName is the name the client called a curated tool by, when
+	// the route renames it (Name stays the canonical upstream name).
+	CuratedName string
 	// Decision is Allow or Deny; Rule names what decided
 	// ("policy.rules[2]", RuleDefault, RulePinning, RuleRateLimits), Pattern
 	// the rule's matching pattern, Reason the explanation in words.
@@ -115,7 +118,8 @@ type Record struct {
 	// ErrorCode and Error are the JSON-RPC error of the response, if any.
 	ErrorCode int
 	Error     string
-	// Arguments are params.arguments as the client sent them (nil: none).
+	// Arguments are params.arguments as the client sent them (nil: none),
+	// with a curated tool's fixed values and defaults set: what ran.
 	Arguments json.RawMessage
 	// RequestID is the HTTP request's id (X-Request-Id), the request_id of
 	// the process log's lines about the same request; TraceID is its trace,
@@ -267,6 +271,7 @@ func (l *Logger) Log(r *Record) {
 	}
 	add("kind", r.Kind)
 	add("name", r.Name)
+	add("curated_name", r.CuratedName)
 	fields = append(fields, zap.Object("principal", principal{&r.Principal}))
 	add("decision", r.Decision)
 	add("rule", r.Rule)

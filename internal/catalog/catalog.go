@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials"
+	"github.com/mcpgw/mcpgw/internal/curate"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -108,6 +109,10 @@ type View struct {
 	toolsThreshold int
 	toolsAlways    []string
 	cache          pageCache // merged pages renamed for the route (listcache.go)
+	// cur is the route's tool curation (curation.go); nil: none.
+	cur       *curate.Set
+	curWarned sync.Map // warnMissing's: what was logged once
+	curSegs   curatedSegments
 	// resolutions counts the targets resolved, so that a test can see a
 	// request's target resolved once (PinParams), not again by each step.
 	resolutions atomic.Int64
@@ -130,6 +135,7 @@ func RouteView(h *host.Host, r *config.Route) *View {
 	if r.Tools != nil {
 		v.toolsAlways = slices.Clone(r.Tools.Always)
 	}
+	v.cur = v.curation(h, r)
 	return v
 }
 
@@ -315,6 +321,9 @@ func (v *View) PinParams(ctx context.Context, method string, p *mcp.Params, visi
 		// What the policy judges and where it goes, resolved among
 		// everything (a name nothing has is the upstream's to answer).
 		if r, ok, jerr := v.resolve(ctx, t.Kind, s, true, nil); jerr == nil && ok {
+			if v.curatedAway(t.Kind, s, r) { // renamed or not exposed (curation.go)
+				return nil, Target{}, v.unknown(t.Kind, s)
+			}
 			tgt.Canonical = v.canonicalOf(t.Kind, s, r)
 			tgt.Upstream, tgt.Internal, tgt.template, tgt.Resolved = r.upstream, r.internal, r.template, true
 		}
@@ -330,6 +339,9 @@ func (v *View) PinParams(ctx context.Context, method string, p *mcp.Params, visi
 				return nil, Target{}, jerr
 			}
 		}
+		return nil, Target{}, v.unknown(t.Kind, s)
+	}
+	if v.curatedAway(t.Kind, s, r) { // renamed or not exposed (curation.go)
 		return nil, Target{}, v.unknown(t.Kind, s)
 	}
 	if readsResource(t) {
@@ -426,6 +438,9 @@ func (v *View) resolve(ctx context.Context, kind mcp.Kind, s string, fetch bool,
 }
 
 func (v *View) resolveName(ctx context.Context, kind mcp.Kind, s string, fetch bool, visible Visible) (resolution, bool, *jsonrpc.Error) {
+	if r, ok := v.curatedName(kind, s); ok { // curation.go
+		return r, true, nil
+	}
 	if !v.prefixed {
 		if len(v.names) != 1 {
 			return resolution{}, false, nil

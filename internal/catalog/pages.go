@@ -241,13 +241,21 @@ fill:
 	}
 	out := results[0].res
 	var err error
-	if v.prefixed || len(parts) > 1 {
+	curating := kind.Key == Tools.Key && v.cur != nil
+	if v.prefixed || len(parts) > 1 || curating {
 		items := make([][]byte, 0, n)
 		for _, p := range parts {
 			for _, it := range p.items {
+				id, _ := rawjson.GetString(it, kind.Field)
 				if v.prefixed {
 					var ok bool
 					if it, ok = v.rewriteItem(ctx, kind, p.upstream, it); !ok {
+						continue
+					}
+				}
+				if curating {
+					var ok bool
+					if it, ok = v.curateItem(p.upstream, id, it); !ok { // curation.go
 						continue
 					}
 				}

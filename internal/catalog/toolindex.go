@@ -97,7 +97,7 @@ func (v *View) searchSegments(ctx context.Context, upstream string, shown Shown)
 	for i := range idx {
 		idx[i] = i
 	}
-	concurrently(idx, func(i int) { segs[i] = v.ups[names[i]].searchSegment(ctx) })
+	concurrently(idx, func(i int) { segs[i] = v.curatedSegment(names[i], v.ups[names[i]].searchSegment(ctx)) }) // curation.go
 	return slices.DeleteFunc(segs, func(s *toolSegment) bool { return s == nil }), nil
 }
 
@@ -119,6 +119,14 @@ func (v *View) routeItem(ctx context.Context, upstream string, def json.RawMessa
 	doc, ok := toolsearch.ParseTool(def)
 	if !ok {
 		return "", nil, false
+	}
+	if v.cur != nil { // searched as listed: by the curated name and description (curation.go)
+		if item, ok = v.curateItem(upstream, doc.Name, item); !ok {
+			return "", nil, false
+		}
+	}
+	if to, ok := v.cur.Renamed(upstream, doc.Name); ok {
+		return to, item, true // resolves (Canonical) to the upstream's tool
 	}
 	return v.displayName(upstream, doc.Name), item, true
 }

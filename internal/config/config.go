@@ -147,6 +147,9 @@ type Upstream struct {
 	// ForwardHeaders are caller request headers this upstream gets, by
 	// explicit opt-in; it is then per caller (forward_headers.go).
 	ForwardHeaders []ForwardHeader `yaml:"forward_headers"`
+	// Curate is this upstream's tool curation on every route, by its own
+	// tool names; a route's tools.curate takes precedence (curate.go).
+	Curate []*ToolCuration `yaml:"curate"`
 }
 
 // Root is one filesystem root offered to an upstream.
@@ -208,6 +211,13 @@ type RouteTools struct {
 	// Always are tools (as the route names them) listed in search mode
 	// too, next to the meta-tools.
 	Always []string `yaml:"always"`
+	// Curate renames and re-describes tools and fixes, defaults or hides
+	// their parameters on this route (curate.go); it takes precedence over
+	// the upstreams' own curate rules.
+	Curate []*ToolCuration `yaml:"curate"`
+	// Expose, when set, lists only the tools (as the route names them;
+	// globs allowed) it matches: a curated catalog without policy rules.
+	Expose []string `yaml:"expose"`
 }
 
 // ToolsMode returns the route's discovery mode (all when unset).

@@ -140,6 +140,9 @@ func (v *validator) upstreams() {
 func (v *validator) upstream(name string, u *Upstream) {
 	p := strictyaml.JoinPath("upstreams", name)
 	sep := v.cfg.Separator
+	if u != nil {
+		v.curation(p+".curate", u.Curate, nil, nil)
+	}
 	switch {
 	case !validName(name):
 		v.addAlways(p, fmt.Sprintf("%q is not a valid upstream name; use letters, digits, _, . and -, starting with a letter or digit (e.g. github)", name))
@@ -289,10 +292,24 @@ func (v *validator) routeTools(p string, r *Route) {
 	}
 	if v.dec.Set(p + ".threshold") {
 		switch {
+		case r.ToolsMode() != ToolsAuto && t.Threshold == 0:
+			// 0 is unset (what show writes for a tools block without it).
 		case r.ToolsMode() != ToolsAuto:
 			v.add(p+".threshold", fmt.Sprintf("applies only to mode: auto (this route's mode is %s); remove threshold, or set mode: auto", r.ToolsMode()))
 		case t.Threshold < 1:
 			v.add(p+".threshold", fmt.Sprintf("%d is not a threshold: auto switches to search above this many visible tools, so it must be at least 1; remove it for the default (%d)", t.Threshold, DefaultToolsThreshold))
+		}
+	}
+	var prefixes []string
+	if r.Prefixed() {
+		for _, up := range v.cfg.RouteUpstreams(r) {
+			prefixes = append(prefixes, up+v.cfg.Separator)
+		}
+	}
+	v.curation(p+".curate", t.Curate, prefixes, t.Expose)
+	for i, e := range t.Expose {
+		if e == "" {
+			v.add(fmt.Sprintf("%s.expose[%d]", p, i), "is empty; name a tool as the route lists it, or a glob (github"+v.cfg.Separator+"*)")
 		}
 	}
 	search := r.ToolsMode() != ToolsAll

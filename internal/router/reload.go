@@ -34,7 +34,8 @@ func (rt *Router) Reload(cfg *config.Config, o Options, touched []string, everyt
 	rt.gen.Store(next)
 
 	changed := func(prev, cur *core.Route) bool {
-		if everything || prev.View.Prefixed() != cur.View.Prefixed() || !slices.Equal(prev.View.Upstreams(), cur.View.Upstreams()) {
+		if everything || prev.View.Prefixed() != cur.View.Prefixed() || !slices.Equal(prev.View.Upstreams(), cur.View.Upstreams()) ||
+			!prev.View.SameCuration(cur.View) { // tool curation shows other definitions
 			return true
 		}
 		return slices.ContainsFunc(cur.View.Upstreams(), func(u string) bool { return slices.Contains(touched, u) })

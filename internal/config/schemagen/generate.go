@@ -24,6 +24,9 @@ const durationRE = `[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h
 // UnmarshalYAML: each is a definition of its own. A new such type must be
 // added here (generate fails until it is).
 var customs = map[reflect.Type]func() *schema{
+	reflect.TypeFor[config.CurateValue](): func() *schema {
+		return &schema{Description: "Any value, sent as JSON; a string may name the caller's principal: ${principal.subject}, ${principal.claims.NAME}."}
+	},
 	reflect.TypeFor[config.Duration](): func() *schema {
 		return &schema{
 			Description: "A duration: a number with a unit (ns, us, ms, s, m, h), e.g. 30s or 1m30s.",

@@ -238,6 +238,12 @@ func (d *Decoder) unmarshaler(n *yaml.Node, u yaml.Unmarshaler, path string) {
 // recording the problems when a reference cannot be expanded.
 func (d *Decoder) expand(n *yaml.Node, path string) (string, bool) {
 	s, errs := expandVars(n.Value, d.env)
+	if strings.Contains(n.Value, "${principal.") && !strings.Contains(path, "curate[") {
+		// Left unexpanded for request time only where a setting fills it
+		// (tool curation's parameter values); anywhere else it would be
+		// sent as written.
+		errs = append(errs, "${principal.…} is filled per call only in tool curation's parameter values (curate[].parameters); here write ${NAME} for an environment variable, or $$ for a literal $")
+	}
 	for _, e := range errs {
 		d.fail(n.Line, path, e)
 	}

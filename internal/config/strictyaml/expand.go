@@ -36,6 +36,12 @@ func expandVars(s string, lookup func(string) (string, bool)) (string, []string)
 			}
 			ref := rest[1:end]
 			s = rest[end+1:]
+			if strings.HasPrefix(ref, "principal.") {
+				// Not the environment's: the caller's, filled per request
+				// where a setting takes it (tool curation's parameter values).
+				b.WriteString("${" + ref + "}")
+				continue
+			}
 			name, def, hasDef := strings.Cut(ref, ":-")
 			if !validVarName(name) {
 				errs = append(errs, fmt.Sprintf("${%s} is not a variable reference; write ${NAME} or ${NAME:-default} where NAME is letters, digits and _, or $$ for a literal $", ref))

@@ -44,6 +44,9 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 	}}
 	if v.targeted {
 		e.rec.Kind, e.rec.Name = v.kind, v.name
+		if _, ok := rte.View.Curation().Curated(v.req.Name); ok && v.kind == string(mcp.KindTool) {
+			e.rec.CuratedName = v.req.Name // both names (curate.go)
+		}
 		e.rec.Upstream = v.upstream()
 		e.rec.Credential = string(rte.View.CredentialKind(e.rec.Upstream))
 	}

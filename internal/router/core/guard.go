@@ -210,6 +210,9 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *
 		v.task = true
 		v.taskUpstream = rte.View.TaskUpstream(v.external)
 	}
+	if c.curateCall(ctx, rte, msg.Method, v); v.pinErr != nil { // curate.go
+		return
+	}
 	if v.targeted && rte.Gen.Policy != nil {
 		v.decision = rte.Gen.Policy.DecideCall(v.principal, rte.Path, v.kind, v.name, callArguments(msg.Method, p))
 		v.decided = true

@@ -1,0 +1,291 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// curationUpstream is a go-sdk server whose add tool records the
+// arguments it was called with, raw, and a secret tool policy denies.
+type curationUpstream struct {
+	url string
+	mu  sync.Mutex
+	got []string
+}
+
+func (u *curationUpstream) calls() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.got)
+}
+
+func startCurationUpstream(t *testing.T) *curationUpstream {
+	t.Helper()
+	u := &curationUpstream{}
+	s := mcp.NewServer(&mcp.Implementation{Name: "cu", Version: "1"}, nil)
+	s.AddTool(&mcp.Tool{Name: "echo", Description: "Echo the text back.", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct{ Text string }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "add", Description: "Add.", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"},"mode":{"type":"string"},"debug":{"type":"boolean"}},"required":["a","b"]}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.mu.Lock()
+			u.got = append(u.got, string(req.Params.Arguments))
+			u.mu.Unlock()
+			var a struct{ A, B float64 }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(a.A + a.B)}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "secret", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "leaked"}}}, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(ts.Close)
+	u.url = ts.URL + "/mcp"
+	return u
+}
+
+const curationYAML = `
+listen: 127.0.0.1:0
+upstreams:
+  up:
+    url: %s
+    curate:
+      - tool: add
+        parameters:
+          mode: {default: fast, describe: How to add.}
+policy:
+  default: allow
+  rules:
+    - deny: [up__secret]
+    - deny: [up__add]   # judged on the arguments that run: b is fixed to 10
+      when: '!has(arguments.b) || arguments.b != 10'
+audit: {output: %s, include_arguments: true}
+routes:
+  - path: /mcp
+    tools:
+      curate:
+        - tool: up__echo
+          rename: say
+          description: {replace: Repeat the given text.}
+        - tool: up__add
+          parameters:
+            b: {fixed: 10}
+            debug: {hide: true}
+        - tool: up__secret
+          rename: gem
+`
+
+// Through the gateway over HTTP, a session client and a 2026-07-28
+// client both see the curated catalog and call it by its curated names.
+func TestCurationEndToEnd(t *testing.T) {
+	up := startCurationUpstream(t)
+	auditPath := filepath.Join(t.TempDir(), "audit.log")
+	_, base := startGateway(t, fmt.Sprintf(curationYAML, up.url, auditPath))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var lists []string
+	for _, version := range []string{"2025-06-18", ""} {
+		cs := connect(t, base+"/mcp", nil, version)
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range res.Tools {
+			names = append(names, tool.Name)
+		}
+		if got := strings.Join(names, ","); got != "up__add,say" {
+			t.Fatalf("%s: tools = %s, want up__add,say (up__secret denied by policy under its upstream name)", version, got)
+		}
+		b, _ := json.Marshal(res.Tools)
+		lists = append(lists, string(b))
+		for _, tool := range res.Tools {
+			schema, _ := json.Marshal(tool.InputSchema)
+			switch tool.Name {
+			case "say":
+				if tool.Description != "Repeat the given text." {
+					t.Errorf("say description = %q", tool.Description)
+				}
+			case "up__add":
+				want := `{"properties":{"a":{"type":"number"},"mode":{"default":"fast","description":"How to add.","type":"string"}},"required":["a"],"type":"object"}`
+				if string(schema) != want {
+					t.Errorf("add schema = %s\nwant %s", schema, want)
+				}
+			}
+		}
+
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "say", Arguments: map[string]any{"text": "hi"}})
+		if err != nil || r.IsError || r.Content[0].(*mcp.TextContent).Text != "hi" {
+			t.Fatalf("%s: say: %v %+v", version, err, r)
+		}
+		for _, old := range []string{"up__echo", "echo", "up__secret", "gem"} {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: old, Arguments: map[string]any{"text": "hi"}}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+				t.Errorf("%s: calling %s: %v, want unknown tool", version, old, err)
+			}
+		}
+		before := len(up.calls())
+		r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__add", Arguments: map[string]any{"a": 5}})
+		if err != nil || r.IsError || r.Content[0].(*mcp.TextContent).Text != "15" {
+			t.Fatalf("%s: add {a:5}: %v %+v", version, err, r)
+		}
+		calls := up.calls()
+		if len(calls) != before+1 || calls[before] != `{"a":5,"b":10,"mode":"fast"}` {
+			t.Fatalf("%s: upstream got %q, want the fixed b and the default mode", version, calls[before:])
+		}
+		for _, args := range []map[string]any{{"a": 5, "b": 1}, {"a": 5, "B": 1}, {"a": 5, "debug": true}, {"a": 5, "DEBUG": true}} {
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__add", Arguments: args}); err == nil || !strings.Contains(err.Error(), "may not be sent") {
+				t.Errorf("%s: add %v: %v, want refused", version, args, err)
+			}
+		}
+		if n := len(up.calls()); n != before+1 {
+			t.Errorf("%s: %d refused calls reached the upstream", version, n-before-1)
+		}
+	}
+	// Audit carries both names, and the arguments that ran.
+	var said, added bool
+	for _, r := range auditRecords(t, auditPath) {
+		switch {
+		case r["name"] == "up__echo" && r["curated_name"] == "say":
+			said = true
+		case r["name"] == "up__add" && r["outcome"] == "ok":
+			args, _ := json.Marshal(r["arguments"])
+			added = strings.Contains(string(args), `"b":10`)
+		}
+	}
+	if !said || !added {
+		t.Errorf("audit: say with both names %v, add with the fixed b %v", said, added)
+	}
+	if lists[0] != lists[1] {
+		t.Errorf("a session and a 2026-07-28 client see different catalogs:\n%s\n%s", lists[0], lists[1])
+	}
+}
+
+// A reload that changes only a route's curation tells the route's
+// sessions tools/list_changed, and their next list is curated anew.
+func TestCurationReloadListChanged(t *testing.T) {
+	alphaURL, _ := sdkUpstream(t, "alpha")
+	base := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\nroutes:\n  - path: /mcp\n", alphaURL)
+	gw, url, _ := startReloadable(t, base)
+	changed := make(chan struct{}, 16)
+	cs := connect(t, url+"/mcp", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}}, "2025-06-18")
+	if names := sdkToolNames(t, cs); !slices.Contains(names, "alpha__echo") {
+		t.Fatalf("tools before: %v", names)
+	}
+	drainSignals(changed)
+	if err := gw.Reload(parseConfig(t, base+"    tools: {curate: [{tool: alpha__echo, rename: say}]}\n")); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	waitSignal(t, changed, "tools/list_changed after a curation change")
+	if names := sdkToolNames(t, cs); !slices.Contains(names, "say") || slices.Contains(names, "alpha__echo") {
+		t.Fatalf("tools after: %v", names)
+	}
+}
+
+// The same with the real npm server-everything: curated names listed and
+// callable, the old ones unknown; get-sum's b fixed (absent from the
+// schema, applied, refused when sent); every tool the rules do not touch
+// identical to the uncurated route's, and the curated ones differing only
+// in what the rules change.
+func TestCurationServerEverything(t *testing.T) {
+	cmd := serverEverything(t)
+	argv, _ := json.Marshal(cmd)
+	_, base := startGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  ev: {command: %s}
+routes:
+  - path: /raw
+  - path: /mcp
+    tools:
+      curate:
+        - tool: ev__echo
+          rename: shout
+          description: {replace: Say it back.}
+        - tool: ev__get-sum
+          annotations: {readOnlyHint: false}
+          parameters:
+            b: {fixed: 10}
+`, argv))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	byName := func(cs *mcp.ClientSession) map[string]*mcp.Tool {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*mcp.Tool{}
+		for _, tool := range res.Tools {
+			out[tool.Name] = tool
+		}
+		return out
+	}
+	raw := byName(connect(t, base+"/raw", nil, "2025-06-18"))
+	for _, version := range []string{"2025-06-18", ""} {
+		cs := connect(t, base+"/mcp", nil, version)
+		cur := byName(cs)
+		if cur["shout"] == nil || cur["ev__echo"] != nil || len(cur) != len(raw) {
+			t.Fatalf("%s: curated tools %d, raw %d; shout listed %v", version, len(cur), len(raw), cur["shout"] != nil)
+		}
+		for name, tool := range raw {
+			got := cur[name]
+			switch name {
+			case "ev__echo":
+				got = cur["shout"]
+				want := *tool
+				want.Name, want.Description = "shout", "Say it back."
+				tool = &want
+			case "ev__get-sum":
+				want := *tool
+				ann := *tool.Annotations
+				ann.ReadOnlyHint = false
+				want.Annotations = &ann
+				var schema map[string]any
+				b, _ := json.Marshal(tool.InputSchema)
+				_ = json.Unmarshal(b, &schema)
+				delete(schema["properties"].(map[string]any), "b")
+				schema["required"] = slices.DeleteFunc(schema["required"].([]any), func(v any) bool { return v == "b" })
+				want.InputSchema = schema
+				tool = &want
+			}
+			a, _ := json.Marshal(tool)
+			b, _ := json.Marshal(got)
+			if string(a) != string(b) {
+				t.Errorf("%s: %s\n got %s\nwant %s", version, name, b, a)
+			}
+		}
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "shout", Arguments: map[string]any{"message": "hi"}})
+		if err != nil || r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, "hi") {
+			t.Fatalf("%s: shout: %v %+v", version, err, r)
+		}
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__echo", Arguments: map[string]any{"message": "hi"}}); err == nil {
+			t.Errorf("%s: ev__echo answered under its old name", version)
+		}
+		r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__get-sum", Arguments: map[string]any{"a": 5}})
+		if err != nil || r.IsError || !strings.Contains(r.Content[0].(*mcp.TextContent).Text, "15") {
+			t.Fatalf("%s: get-sum {a:5}: %v %+v", version, err, r)
+		}
+		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__get-sum", Arguments: map[string]any{"a": 5, "b": 1}}); err == nil || !strings.Contains(err.Error(), "fixed") {
+			t.Errorf("%s: get-sum with b: %v, want refused", version, err)
+		}
+	}
+}
