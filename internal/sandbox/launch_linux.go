@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -47,8 +50,18 @@ func launch(arg string) error {
 	if p.TmpBytes > 0 {
 		tmpOpts = "size=" + strconv.FormatInt(p.TmpBytes, 10)
 	}
+	// Granted paths under /tmp (a project checked out there, its
+	// node_modules) are held open before the private /tmp covers them,
+	// and bound back at their place in it.
+	under, err := openUnderTmp(append(append([]string{p.Target}, p.ReadOnly...), p.ReadWrite...))
+	if err != nil {
+		return err
+	}
 	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpOpts); err != nil {
 		return fmt.Errorf("private /tmp: %w", err)
+	}
+	if err := bindUnderTmp(under); err != nil {
+		return err
 	}
 	// /dev/shm likewise, where it exists: a shared one is a channel out.
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
@@ -226,6 +239,69 @@ func restrict(ro, rw, files []string, limitNet bool, proxyPort int) error {
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rfd), 0, 0); errno != 0 {
 		return fmt.Errorf("landlock restrict: %w", errno)
+	}
+	return nil
+}
+
+// heldPath is a path under /tmp held open (O_PATH) across the mount of
+// the private /tmp.
+type heldPath struct {
+	path string
+	fd   int
+	dir  bool
+}
+
+// openUnderTmp opens the paths under /tmp among paths, shortest first (a
+// parent is bound before what is inside it).
+func openUnderTmp(paths []string) ([]heldPath, error) {
+	var out []heldPath
+	seen := map[string]bool{}
+	for _, p := range paths {
+		c := filepath.Clean(p)
+		if !strings.HasPrefix(c, "/tmp/") || seen[c] {
+			continue
+		}
+		seen[c] = true
+		fd, err := unix.Open(c, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("grant %s: %w", c, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("grant %s: %w", c, err)
+		}
+		out = append(out, heldPath{path: c, fd: fd, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR})
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i].path) < len(out[j].path) })
+	return out, nil
+}
+
+// bindUnderTmp binds each held path at its own place in the private /tmp
+// and closes it.
+func bindUnderTmp(held []heldPath) error {
+	defer func() {
+		for _, h := range held {
+			unix.Close(h.fd)
+		}
+	}()
+	for _, h := range held {
+		if h.dir {
+			if err := os.MkdirAll(h.path, 0o755); err != nil {
+				return fmt.Errorf("grant %s in the private /tmp: %w", h.path, err)
+			}
+		} else {
+			if err := os.MkdirAll(filepath.Dir(h.path), 0o755); err != nil {
+				return fmt.Errorf("grant %s in the private /tmp: %w", h.path, err)
+			}
+			if f, err := os.OpenFile(h.path, os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				f.Close()
+			}
+		}
+		src := "/proc/self/fd/" + strconv.Itoa(h.fd)
+		if err := unix.Mount(src, h.path, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("grant %s in the private /tmp: %w", h.path, err)
+		}
 	}
 	return nil
 }

@@ -436,3 +436,40 @@ func BenchmarkChildStart(b *testing.B) {
 		})
 	}
 }
+
+// A project under /tmp (a checkout there, its node_modules): its granted
+// paths are bound into the child's private /tmp at their own place, the
+// binary too; what is not granted stays out of sight.
+func TestSandboxGrantUnderTmp(t *testing.T) {
+	need(t)
+	d, err := os.MkdirTemp("/tmp", "sandbox-under-tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := env{dir: d, bin: selfCopy(t, d), data: filepath.Join(d, "data"), secret: filepath.Join(d, "secret.txt")}
+	if err := os.Mkdir(e.data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, s := range map[string]string{filepath.Join(e.data, "ok.txt"): "fine", e.secret: "secret"} {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := sandbox.Spec{ReadOnly: []string{e.data}}
+	for act, want := range map[string]string{
+		"read " + filepath.Join(e.data, "ok.txt"):   "read 4 bytes",
+		"read " + e.secret:                          "denied", // beside the grant, not bound
+		"write " + filepath.Join(e.data, "new.txt"): "denied",
+		"write /tmp/scratch":                        "wrote",
+	} {
+		out, run, err := runIn(t, e, spec, act)
+		run.Exited()
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("%s: got %q (%v), want %q", act, out, err, want)
+		}
+	}
+}

@@ -80,8 +80,10 @@ func Wrap(cmd *exec.Cmd, spec Spec, opt Options) (*Run, error) {
 		TmpBytes:     spec.TmpBytes,
 	}
 	for _, p := range append(append([]string{target}, spec.ReadOnly...), spec.ReadWrite...) {
-		if p == "/tmp" || strings.HasPrefix(filepath.Clean(p), "/tmp/") {
-			return nil, fmt.Errorf("sandbox: upstream %q: %s is under /tmp, which the sandbox replaces with a private one; move it elsewhere", spec.Upstream, p)
+		// A path under /tmp is bound into the private /tmp (launch); /tmp
+		// itself would be the host's whole /tmp.
+		if filepath.Clean(p) == "/tmp" {
+			return nil, fmt.Errorf("sandbox: upstream %q: %s is the whole /tmp, which the sandbox replaces with a private one; grant a directory inside it, or move it elsewhere", spec.Upstream, p)
 		}
 	}
 	for _, p := range spec.ReadWrite {
