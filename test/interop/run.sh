@@ -21,7 +21,10 @@
 # through the gateway to a completed result, its elicitation coming on the
 # tasks/result stream (tasks.test.mjs). In search mode (route /mcp/search)
 # the SDK client and the Inspector CLI find tools and call them
-# (toolsearch.test.mjs). A host that launches stdio servers spawns
+# (toolsearch.test.mjs). On a curated route (/mcp/curated) both see the
+# tools as the administrator chose: renamed, re-described, parameters fixed,
+# hidden or defaulted, every other byte the upstream's (curation.test.mjs).
+# A host that launches stdio servers spawns
 # `mcpgw stdio` itself and initializes at once: its first answer carries the
 # still-starting server-everything's capabilities and instructions
 # (stdio-host.test.mjs). With the gateway as authorization server (login:),
@@ -217,7 +220,7 @@ done
 # file's concurrent everything__* calls would make fidelity.test.mjs and
 # stateless.test.mjs flaky.
 # (--test-concurrency needs Node >= 20.10; older nodes run files in parallel.)
-tests=(${INTEROP_TESTS:-test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/modern-upstream.test.mjs test/interop/hosts.test.mjs test/interop/auth.test.mjs test/interop/tasks.test.mjs test/interop/toolsearch.test.mjs test/interop/peruser.test.mjs test/interop/login.test.mjs test/interop/stdio-host.test.mjs})
+tests=(${INTEROP_TESTS:-test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/modern-upstream.test.mjs test/interop/hosts.test.mjs test/interop/auth.test.mjs test/interop/tasks.test.mjs test/interop/toolsearch.test.mjs test/interop/curation.test.mjs test/interop/peruser.test.mjs test/interop/login.test.mjs test/interop/stdio-host.test.mjs})
 node_flags=(--test)
 if node --test-concurrency=1 -e '' >/dev/null 2>&1; then node_flags+=(--test-concurrency=1); fi
 modern_url="http://127.0.0.1:$port/mcp/modern"
