@@ -151,6 +151,9 @@ func TestServerRequestsBoundedPerCall(t *testing.T) {
 		})
 	}()
 	waitFor(t, "the call's requests to be refused", func() bool { return refused.Load() >= 96 })
+	// The admitted ones run on goroutines of their own: wait for them to
+	// start (a loaded machine may not have run them yet), then none more.
+	waitFor(t, "the admitted requests to be handled", func() bool { return handling.Load() >= 4 })
 	if h := handling.Load(); h != 4 {
 		t.Errorf("%d requests of the call handled at once, want 4 (max_server_requests_per_call)", h)
 	}

@@ -95,7 +95,14 @@ func TestBridgeRequestStateIsAuthenticated(t *testing.T) {
 	}
 	answer := `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"forty-two"}}}`
 
-	tampered := ir.RequestState[:len(ir.RequestState)-2] + "AA"
+	// A character in the middle, changed for certain (the last ones may
+	// carry only padding bits, or already be "AA").
+	mid := len(ir.RequestState) / 2
+	swap := byte('A')
+	if ir.RequestState[mid] == 'A' {
+		swap = 'B'
+	}
+	tampered := ir.RequestState[:mid] + string(swap) + ir.RequestState[mid+1:]
 	for name, tc := range map[string]struct{ tool, state string }{
 		"altered signature": {"up__sample", tampered},
 		"not ours":          {"up__sample", "mcpgw1.e30.e30"},

@@ -148,8 +148,11 @@ func TestServe(t *testing.T) {
 		// nothing may be written then. A wait cut short by load only
 		// misses a failure, never makes one.
 		time.Sleep(60 * time.Millisecond)
-		if got := out.events(); len(got) != 0 {
-			t.Errorf("stream %v, want nothing: the call answered within its hold", got)
+		// Nothing after the answer (recStream fails a write after Serve
+		// returned); before it, at most the hold, when a loaded machine
+		// took longer than 30ms to answer.
+		if got := out.events(); len(got) > 1 || (len(got) == 1 && got[0] != "hold") {
+			t.Errorf("stream %v, want nothing but, under load, the hold", got)
 		}
 	})
 	t.Run("after Close", func(t *testing.T) {
