@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/intercept"
 	"github.com/mcpgw/mcpgw/internal/policy"
 )
 
@@ -99,6 +101,7 @@ func TestParseFlags(t *testing.T) {
 		{"defaults", nil, "", []int{1, 32, 256}},
 		{"quick", []string{"-quick"}, "", []int{1, 32}},
 		{"quick, explicit c wins", []string{"-quick", "-c", "8"}, "", []int{8}},
+		{"intercept scenario", []string{"-scenarios", "intercept"}, "", []int{1, 32, 256}},
 		{"unknown scenario", []string{"-scenarios", "call,nope"}, `unknown "nope"`, nil},
 		{"bad c", []string{"-c", "1,x"}, "not a positive integer", nil},
 		{"argument", []string{"call"}, "unexpected argument", nil},
@@ -258,5 +261,43 @@ func TestRunRatios(t *testing.T) {
 	m3 := &stats{runs: []runStat{run(0, 1000, 100), m.runs[1], m.runs[2]}}
 	if got := runRatios(m3, f); got != "calls/s 0.97× (0.90–1.04), CPU 1.09× (1.01–1.17) (2 runs)" {
 		t.Fatalf("a run without calls: %q", got)
+	}
+}
+
+// The intercept scenario's redact gateway config is valid, has its 10
+// patterns, leaves the results the scenario measures as they are (it
+// measures judging, and its calls check the echoed text), and does
+// redact a match of each pattern.
+func TestBenchIntercept(t *testing.T) {
+	src := "upstreams: {up: {url: 'http://127.0.0.1:1/mcp'}}\nroutes: [{path: /mcp}]\n" + interceptSection()
+	cfg, err := config.Parse("bench.yaml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Interceptors) != 1 || len(cfg.Interceptors[0].Patterns) != 10 {
+		t.Fatalf("interceptors = %+v, want one redact of 10 patterns", cfg.Interceptors)
+	}
+	set, err := intercept.New(cfg.Interceptors, intercept.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &intercept.Target{Route: "/mcp", Upstream: "up", Kind: "tool", Name: "up__echo", Method: "tools/call"}
+	result := func(text string) []byte {
+		return []byte(`{"content":[{"type":"text","text":"` + text + `"}]}`)
+	}
+	for _, text := range []string{"hello", strings.Repeat("x", 1<<16)} {
+		if o := set.Result(context.Background(), target, result(text)); o.Changed || o.Denied {
+			t.Errorf("%.20q…: %+v, want unchanged", text, o)
+		}
+	}
+	for _, secret := range []string{
+		"AKIAIOSFODNN7EXAMPLE", "aws_secret_access_key=" + strings.Repeat("A", 40), "ghp_" + strings.Repeat("a", 36),
+		"xoxb-1234567890ab", "sk-" + strings.Repeat("a", 32), "-----BEGIN RSA PRIVATE KEY-----",
+		"eyJhbGciOi.eyJzdWIiOi.signature123", "a@example.com", "123-45-6789", "password: hunter2",
+	} {
+		o := set.Result(context.Background(), target, result("see "+secret+" here"))
+		if !o.Changed || strings.Contains(string(o.Out), secret) {
+			t.Errorf("%q: %s, want it redacted", secret, o.Out)
+		}
 	}
 }

@@ -31,6 +31,10 @@
 # the SDK v1 and v2 clients and mcp-remote, knowing only a route's URL,
 # register, sign in through the test OP and the gateway's consent page with
 # a scripted browser (browser.mjs), and list and call (login.test.mjs).
+# Interceptors: a gateway of its own (started from MCPGW_BIN) redacts an AWS
+# key and an e-mail from server-everything's echo, byte for byte as the same
+# call without interceptors but for those spans, and a deny_match refuses a
+# call that never reaches the upstream (intercept.test.mjs).
 #
 #   test/interop/run.sh            # from anywhere; needs go, node >= 20, npm, curl
 #
@@ -220,7 +224,7 @@ done
 # file's concurrent everything__* calls would make fidelity.test.mjs and
 # stateless.test.mjs flaky.
 # (--test-concurrency needs Node >= 20.10; older nodes run files in parallel.)
-tests=(${INTEROP_TESTS:-test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/modern-upstream.test.mjs test/interop/hosts.test.mjs test/interop/auth.test.mjs test/interop/tasks.test.mjs test/interop/toolsearch.test.mjs test/interop/curation.test.mjs test/interop/peruser.test.mjs test/interop/login.test.mjs test/interop/stdio-host.test.mjs})
+tests=(${INTEROP_TESTS:-test/interop/client.test.mjs test/interop/fidelity.test.mjs test/interop/stateless.test.mjs test/interop/modern-upstream.test.mjs test/interop/hosts.test.mjs test/interop/auth.test.mjs test/interop/tasks.test.mjs test/interop/toolsearch.test.mjs test/interop/curation.test.mjs test/interop/peruser.test.mjs test/interop/login.test.mjs test/interop/stdio-host.test.mjs test/interop/intercept.test.mjs})
 node_flags=(--test)
 if node --test-concurrency=1 -e '' >/dev/null 2>&1; then node_flags+=(--test-concurrency=1); fi
 modern_url="http://127.0.0.1:$port/mcp/modern"
