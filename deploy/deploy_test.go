@@ -190,6 +190,7 @@ func TestDashboardAndAlertsUseRealMetrics(t *testing.T) {
 	m.InterceptDecision("i", "result", "allow")
 	m.InterceptLatency("i", "result", time.Millisecond)
 	m.InterceptFailure("i", "request")
+	m.SetCuratedNames("/mcp", map[string]string{"say": "demo__echo"})
 	u := m.Upstream("x")
 	u.CallDone("tools/call", u.CallStarted(), metrics.ReasonTimeout)
 	u.Unattributed("sampling/createMessage")

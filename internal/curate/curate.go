@@ -138,6 +138,19 @@ func (s *Set) Exposed(name string) bool {
 	return false
 }
 
+// Renames maps each curated name to the route's own name for its tool
+// (a copy; nil when nothing is renamed).
+func (s *Set) Renames() map[string]string {
+	if s == nil || len(s.renamed) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(s.renamed))
+	for k, v := range s.renamed {
+		out[k] = v
+	}
+	return out
+}
+
 // Curated returns the route's (uncurated) name for a curated name.
 func (s *Set) Curated(name string) (string, bool) {
 	if s == nil {

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/gateway"
 )
 
 // curationUpstream is a go-sdk server whose add tool records the
@@ -287,5 +290,45 @@ routes:
 		if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev__get-sum", Arguments: map[string]any{"a": 5, "b": 1}}); err == nil || !strings.Contains(err.Error(), "fixed") {
 			t.Errorf("%s: get-sum with b: %v, want refused", version, err)
 		}
+	}
+}
+
+// Issue 34: the per-name metrics carry the route's own name for a tool
+// (what policy, pinning and audit name); mcpgw_curated_tool_names maps
+// the curated name callers use to it, so both names are in the metrics
+// (joined on route and upstream_tool), and a reload that drops the
+// rename drops the series.
+func TestCuratedNamesInMetrics(t *testing.T) {
+	up := startCurationUpstream(t)
+	auditPath := filepath.Join(t.TempDir(), "audit.log")
+	gw, base, admin := startAdminGateway(t, fmt.Sprintf(curationYAML, up.url, auditPath)+"admin: {listen: 127.0.0.1:0}\n", gateway.Options{})
+	cs := connect(t, base+"/mcp", nil, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "say", Arguments: map[string]any{"text": "hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, _ := scrape(t, admin)
+	for _, c := range []struct {
+		tool, upstream string
+	}{{"say", "up__echo"}, {"gem", "up__secret"}} {
+		if v, ok := sample(mfs, "mcpgw_curated_tool_names", "route", "/mcp", "tool", c.tool, "upstream_tool", c.upstream); !ok || v != 1 {
+			t.Errorf("mcpgw_curated_tool_names{tool=%q, upstream_tool=%q} = %v (present %v), want 1", c.tool, c.upstream, v, ok)
+		}
+	}
+	if v, ok := sample(mfs, "mcpgw_tool_calls_total", "route", "/mcp", "tool", "up__echo", "outcome", "ok"); !ok || v != 1 {
+		t.Errorf("mcpgw_tool_calls_total{tool=up__echo} (the call to say) = %v (present %v), want 1", v, ok)
+	}
+	// A reload without the renames leaves no series of them.
+	next, err := config.Parse("test.yaml", []byte(fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  up: {url: %s}\naudit: {output: %s, include_arguments: true}\nadmin: {listen: 127.0.0.1:0}\n", up.url, auditPath)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Reload(next); err != nil {
+		t.Fatal(err)
+	}
+	mfs, _ = scrape(t, admin)
+	if v, ok := sample(mfs, "mcpgw_curated_tool_names", "route", "/mcp", "tool", "say", "upstream_tool", "up__echo"); ok {
+		t.Errorf("after a reload without the rename, mcpgw_curated_tool_names{tool=say} = %v is still exported", v)
 	}
 }

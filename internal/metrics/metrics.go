@@ -158,7 +158,8 @@ type Metrics struct {
 	bridgeRounds *prometheus.CounterVec
 
 	limitRefusals *prometheus.CounterVec
-	intercept     interceptMetrics // intercept.go
+	intercept     interceptMetrics     // intercept.go
+	curated       *prometheus.GaugeVec // curation.go
 	// unattributed and interactiveConns: issue 30 (internal/host/interactive.go).
 	unattributed     *prometheus.CounterVec
 	interactiveConns *prometheus.GaugeVec
@@ -199,6 +200,7 @@ func New(reg *prometheus.Registry, opts Options) *Metrics {
 		"Downstream MCP requests answered, by route, method and outcome (ok, error, invalid, unavailable, timeout, denied, rate_limited).",
 		"route", "method", "outcome")
 	m.intercept = newInterceptMetrics(reg) // intercept.go
+	m.curated = newCuratedNames(reg)       // curation.go
 	m.callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Name: "upstream_call_duration_seconds",
 		Help:    "Duration of requests mcpgw sent to an upstream on a client's behalf, by upstream and method.",

@@ -221,6 +221,7 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 	for _, rc := range cfg.Routes {
 		taken[rc.Path] = true
 	}
+	curated := map[string]map[string]string{}
 	for _, rc := range cfg.Routes {
 		r := &core.Route{Path: rc.Path, View: catalog.RouteView(rt.host, rc), Gen: g.Generation, RequireDPoP: rc.RequireDPoP}
 		if g.Auth != nil {
@@ -232,11 +233,18 @@ func (rt *Router) build(cfg *config.Config, opts Options) *generation {
 			Forward: forwardedNames(cfg, rc)} // forward.go
 		mux := mux.With(guard.Authenticate)
 		g.Routes = append(g.Routes, r)
+		curated[r.Path] = r.View.Curation().Renames() // mcpgw_curated_tool_names
 		g.ByPath[r.Path] = r
 		rt.serial.Register(mux, r, taken) // GET <path>/sse, POST <path>/message
 		mux.Post(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.streamable.Post(w, req, r) })
 		mux.Get(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.streamable.Get(w, req, r) })
 		mux.Delete(rc.Path, func(w http.ResponseWriter, req *http.Request) { rt.streamable.Delete(w, req, r) })
+	}
+	// The generation is swapped in as soon as it is built: its curated
+	// names replace the last one's.
+	rt.opts.Metrics.ResetCuratedNames()
+	for path, names := range curated {
+		rt.opts.Metrics.SetCuratedNames(path, names)
 	}
 	serveMetadata(mux, cfg.PublicURL, g.Generation) // RFC 9728 documents (metadata.go)
 	rt.servePerUser(mux, cfg, g.Generation)         // per-user authorization pages (peruser.go)
