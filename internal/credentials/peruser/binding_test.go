@@ -117,7 +117,7 @@ func (e *env) open(b *idptest.Browser, ar string, user string) {
 	}
 	select {
 	case <-e.done:
-	case <-time.After(testwait.Long):
+	case <-time.After(testwait.Long): // the failure's deadline, not a wait
 		e.t.Fatal("OnComplete was not called")
 	}
 }
