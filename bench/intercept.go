@@ -73,47 +73,21 @@ func (b *bench) interceptCalls(ctx context.Context) error {
 		{name: "mcpgw", url: plain.mcpURL + "/mcp", tool: "up__echo", middle: plain},
 		{name: "mcpgw-redact", url: redact.mcpURL + "/mcp", tool: "up__echo", middle: redact},
 	}
-	sessions := map[string][]string{}
-	for _, ep := range eps {
-		ids, err := b.openSessions(ctx, ep.url, 1, 1)
-		if err != nil {
-			return fmt.Errorf("%s: %w", ep.name, err)
-		}
-		sessions[ep.name] = ids
+	sessions, err := b.pairSessions(ctx, eps) // pair.go
+	if err != nil {
+		return err
 	}
 
 	fmt.Fprintf(b.out, "\n## tools/call (small echo) with a redact of %d patterns on results, %d × %s per row, alternating (at c=1 the rows' calls interleaved)\n\n", len(interceptPatterns()), b.o.reps, b.o.dur)
 	fmt.Fprintln(b.out, "| c | target | calls/s | p50 | p99 | added p50 vs mcpgw | CPU/call | ÷ mcpgw: CPU/call | errors |")
 	fmt.Fprintln(b.out, "|--:|---|--:|--:|--:|--:|--:|--:|--:|")
 	for _, c := range b.o.conc {
-		rows := make([]stats, len(eps))
 		mk := func(ep endpoint, dur time.Duration) load {
 			return load{conc: c, tool: ep.tool, args: `{"text":"hello"}`, want: []byte(`hello`), dur: dur, sessions: sessions[ep.name]}
 		}
-		warm := min(b.o.dur, max(300*time.Millisecond, time.Duration(c)*4*time.Millisecond))
-		for _, ep := range eps {
-			var st stats
-			if err := b.runOnce(ctx, ep, mk(ep, warm), &st, ""); err != nil {
-				return err
-			}
-			if st.errs > 0 {
-				return fmt.Errorf("intercept c=%d via %s: warm-up failed: %s", c, ep.name, st.errMsg)
-			}
-		}
-		for rep := range b.o.reps {
-			if c == 1 {
-				loads := []load{mk(eps[0], b.o.dur), mk(eps[1], b.o.dur)}
-				if err := b.interleaved(ctx, eps, loads, 2*b.o.dur, rows, ""); err != nil {
-					return err
-				}
-				continue
-			}
-			for k := range eps {
-				i := (k + rep) % len(eps)
-				if err := b.runOnce(ctx, eps[i], mk(eps[i], b.o.dur), &rows[i], ""); err != nil {
-					return err
-				}
-			}
+		rows, err := b.pairCell(ctx, "intercept", c, eps, mk) // pair.go
+		if err != nil {
+			return err
 		}
 		b.interceptRows(fmt.Sprint(c), eps, rows)
 	}
@@ -161,9 +135,7 @@ func (b *bench) interceptRows(c string, eps []endpoint, rows []stats) {
 			baseP50, baseLat = pct(lat, 50), lat
 		} else {
 			added = addedDur(pct(lat, 50)-baseP50, addedHalfWidth(lat, baseLat))
-			if rows[0].calls > 0 && st.calls > 0 && rows[0].cpu > 0 {
-				ratio = fmt.Sprintf("%.2f×", (float64(st.cpu)/float64(st.calls))/(float64(rows[0].cpu)/float64(rows[0].calls)))
-			}
+			ratio = pairRatio(st, &rows[0])
 		}
 		tput := 0.0
 		if st.wall > 0 {

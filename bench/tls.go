@@ -133,46 +133,20 @@ routes:
 		{name: "mcpgw", url: plain.mcpURL + "/mcp", tool: "up__echo", middle: plain},
 		{name: "mcpgw-tls", url: secure.mcpURL + "/mcp", tool: "up__echo", middle: secure},
 	}
-	sessions := map[string][]string{}
-	for _, ep := range eps {
-		ids, err := b.openSessions(ctx, ep.url, 1, 1)
-		if err != nil {
-			return fmt.Errorf("%s: %w", ep.name, err)
-		}
-		sessions[ep.name] = ids
+	sessions, err := b.pairSessions(ctx, eps) // pair.go
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(b.out, "\n## tools/call (small echo) over TLS on both sides, %d × %s per row, alternating (at c=1 the rows' calls interleaved)\n\n", b.o.reps, b.o.dur)
 	fmt.Fprintln(b.out, "| c | target | calls/s | p50 | p99 | added p50 vs plain | CPU/call | ÷ plain: CPU/call | new upstream conns | errors |")
 	fmt.Fprintln(b.out, "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, c := range b.o.conc {
-		rows := make([]stats, len(eps))
 		mk := func(ep endpoint, dur time.Duration) load {
 			return load{conc: c, tool: ep.tool, args: `{"text":"hello"}`, want: []byte(`hello`), dur: dur, sessions: sessions[ep.name]}
 		}
-		warm := min(b.o.dur, max(300*time.Millisecond, time.Duration(c)*4*time.Millisecond))
-		for _, ep := range eps {
-			var st stats
-			if err := b.runOnce(ctx, ep, mk(ep, warm), &st, ""); err != nil {
-				return err
-			}
-			if st.errs > 0 {
-				return fmt.Errorf("tls c=%d via %s: warm-up failed: %s", c, ep.name, st.errMsg)
-			}
-		}
-		for rep := range b.o.reps {
-			if c == 1 {
-				loads := []load{mk(eps[0], b.o.dur), mk(eps[1], b.o.dur)}
-				if err := b.interleaved(ctx, eps, loads, 2*b.o.dur, rows, ""); err != nil {
-					return err
-				}
-				continue
-			}
-			for k := range eps {
-				i := (k + rep) % len(eps)
-				if err := b.runOnce(ctx, eps[i], mk(eps[i], b.o.dur), &rows[i], ""); err != nil {
-					return err
-				}
-			}
+		rows, err := b.pairCell(ctx, "tls", c, eps, mk) // pair.go
+		if err != nil {
+			return err
 		}
 		var plainP50 time.Duration
 		var plainLat []time.Duration
@@ -184,9 +158,7 @@ routes:
 				plainP50, plainLat = pct(lat, 50), lat
 			} else {
 				added = addedDur(pct(lat, 50)-plainP50, addedHalfWidth(lat, plainLat))
-				if rows[0].calls > 0 && st.calls > 0 {
-					ratio = fmt.Sprintf("%.2f×", (float64(st.cpu)/float64(st.calls))/(float64(rows[0].cpu)/float64(rows[0].calls)))
-				}
+				ratio = pairRatio(st, &rows[0])
 			}
 			tput := 0.0
 			if st.wall > 0 {
