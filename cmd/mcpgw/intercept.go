@@ -24,19 +24,7 @@ run sends nothing anywhere). Exit status: 0 passed (perhaps changed),
 
 // cmdIntercept runs "mcpgw intercept SUBCOMMAND".
 func cmdIntercept(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, interceptUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "test":
-		return cmdInterceptTest(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, interceptUsage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "mcpgw intercept: unknown subcommand %q\n\n%s", args[0], interceptUsage)
-	return exitUsage
+	return subcommand("mcpgw intercept", interceptUsage, map[string]command{"test": cmdInterceptTest}, args, stdout, stderr) // policy.go
 }
 
 func cmdInterceptTest(args []string, stdout, stderr io.Writer) int {

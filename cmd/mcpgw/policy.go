@@ -42,18 +42,28 @@ certificate: the principal auth.client_certificates maps it to).
 
 // cmdPolicy runs "mcpgw policy SUBCOMMAND".
 func cmdPolicy(args []string, stdout, stderr io.Writer) int {
+	return subcommand("mcpgw policy", policyUsage, map[string]command{"explain": cmdPolicyExplain}, args, stdout, stderr)
+}
+
+// command is one subcommand: its arguments after its name.
+type command func(args []string, stdout, stderr io.Writer) int
+
+// subcommand runs the subcommand args[0] names among cmds, or prints
+// usage (to stdout when asked for, to stderr with exitUsage otherwise).
+func subcommand(name, usage string, cmds map[string]command, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, policyUsage)
+		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
+	if run, ok := cmds[args[0]]; ok {
+		return run(args[1:], stdout, stderr)
+	}
 	switch args[0] {
-	case "explain":
-		return cmdPolicyExplain(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, policyUsage)
+		fmt.Fprint(stdout, usage)
 		return 0
 	}
-	fmt.Fprintf(stderr, "mcpgw policy: unknown subcommand %q\n\n%s", args[0], policyUsage)
+	fmt.Fprintf(stderr, "%s: unknown subcommand %q\n\n%s", name, args[0], usage)
 	return exitUsage
 }
 
