@@ -25,6 +25,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/telemetry"
+	"github.com/mcpgw/mcpgw/internal/upcall"
 )
 
 // DeliverFunc receives one message from the upstream. related is the id of
@@ -183,113 +184,13 @@ type call struct {
 }
 
 // CallOptions are per-call settings: where the messages an upstream sends
-// about this call go.
-type CallOptions struct {
-	// Progress, when set and the params carry _meta.progressToken, receives
-	// every progress notification for this call with the caller's token restored.
-	Progress func(params json.RawMessage)
-	// Notify receives other notifications sent during this call (log messages).
-	Notify func(method string, params json.RawMessage)
-	// Request answers server→client requests sent during this call
-	// (sampling, elicitation, roots); nil leaves them to Options.OnRequest.
-	Request func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
-	// LogLevel is the caller's logging threshold, passed in _meta to a
-	// stateless upstream for callers that do not speak its revision (a
-	// 2026-07-28 caller's own _meta already carries it).
-	LogLevel string
-	// Capabilities, for a caller that does not speak a stateless upstream's
-	// revision, are the client capabilities declared for it in the request's
-	// _meta (nil: the gateway's own). A 2026-07-28 caller's _meta carries its own.
-	Capabilities json.RawMessage
-	// PassInputRequired hands a 2026-07-28 upstream's input_required result
-	// to the caller as it is (the caller speaks 2026-07-28 too); otherwise
-	// the gateway answers the input requests through Request and retries.
-	PassInputRequired bool
-	// Background marks a long-lived call (subscriptions/listen) that never
-	// owns messages by elimination and has no timeout.
-	Background bool
-	// Parked, when set, reports whether the call is blocked in one of its
-	// server→client requests until its client comes back (a bridged call
-	// awaiting a 2026-07-28 client's retry): see owner.
-	Parked func() bool
-	// Handler, when set, takes what Progress, Notify and Request leave
-	// nil: one interface value where three method values would cost an
-	// allocation each on every call (the router's call streams).
-	Handler CallHandler
-	// Roots, when set, answers roots/list during the call (the roots from
-	// config) instead of Request.
-	Roots func() json.RawMessage
-	// View is what the gateway's edge read of the params
-	// (mcp.Params.ForwardView; their target may have been renamed since,
-	// which leaves _meta as it was): the client edits _meta by it — hop
-	// keys, progress token — in one edit, rather than reading the params
-	// again. View.Read false: it reads them.
-	View mcp.ForwardView
-	// Target is the routed target as the params sent upstream name it
-	// (mcp.NameHeaderField's member), for the Mcp-Name header a 2026-07-28
-	// upstream is sent; "": the client reads it from the params.
-	Target string
-}
+// about this call go (upcall.CallOptions: the router makes them without
+// importing the client).
+type CallOptions = upcall.CallOptions
 
-// CallHandler receives what an upstream sends during one call, as
-// CallOptions' Progress, Notify and Request do.
-type CallHandler interface {
-	Progress(params json.RawMessage)
-	Notify(method string, params json.RawMessage)
-	Request(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error)
-}
-
-// Expand moves Handler's methods into the func fields it fills, for code
-// that wraps them; Handler is then nil.
-func (o *CallOptions) Expand() {
-	if h := o.Handler; h != nil {
-		if o.Progress == nil {
-			o.Progress = h.Progress
-		}
-		if o.Notify == nil {
-			o.Notify = h.Notify
-		}
-		if o.Request == nil {
-			o.Request = h.Request
-		}
-		o.Handler = nil
-	}
-}
-
-func (o *CallOptions) progressFunc() func(json.RawMessage) {
-	if o.Progress == nil && o.Handler != nil {
-		return o.Handler.Progress
-	}
-	return o.Progress
-}
-
-func (o *CallOptions) notifyFunc() func(string, json.RawMessage) {
-	if o.Notify == nil && o.Handler != nil {
-		return o.Handler.Notify
-	}
-	return o.Notify
-}
-
-// CanAsk reports whether the call relays server→client requests (Ask).
-func (o CallOptions) CanAsk() bool { return o.Request != nil || o.Handler != nil }
-
-// Ask answers a server→client request made during the call: roots/list
-// from Roots when set, anything else through Request (or Handler). Only
-// when CanAsk.
-func (o CallOptions) Ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
-	switch {
-	case method == mcp.MethodRootsList && o.Roots != nil:
-		return o.Roots(), nil
-	case o.Request != nil:
-		return o.Request(ctx, method, params)
-	}
-	return o.Handler.Request(ctx, method, params)
-}
-
-// interactive reports whether the call can take messages beyond progress.
-func (o CallOptions) interactive() bool {
-	return !o.Background && (o.Notify != nil || o.CanAsk() || o.Handler != nil)
-}
+// CallHandler receives what an upstream sends during one call
+// (upcall.CallHandler).
+type CallHandler = upcall.CallHandler
 
 // Connect starts the transport and runs the initialize handshake.
 func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
@@ -693,7 +594,7 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 	}
 	id := jsonrpc.IntID(c.nextID.Add(1))
 	cl := &call{id: id, done: make(chan *jsonrpc.Message, 1), opts: opts, ctx: ctx}
-	if v := &opts.View; v.Read && !c.modern && TraceFrom(ctx).Parent == "" {
+	if v := &opts.View; v.Read && !c.modern && telemetry.TraceFrom(ctx).Parent == "" {
 		// What the edge read of the params says what _meta holds: the hop
 		// keys go and the progress token is replaced in one edit (meta.go).
 		p, tok, err := viewMeta(params, v, id)
@@ -950,7 +851,7 @@ func (c *Client) deliver(data []byte, related jsonrpc.ID) (answered bool) {
 		}
 		if m.Method == mcp.NotificationMessage || related != nil {
 			if cl := c.owner(related); cl != nil {
-				if notify := cl.opts.notifyFunc(); notify != nil {
+				if notify := cl.opts.NotifyFunc(); notify != nil {
 					notify(m.Method, m.Params)
 					return
 				}
@@ -990,7 +891,7 @@ func (c *Client) owner(related jsonrpc.ID) *call {
 	var only, blocked *call
 	nBlocked := 0
 	for _, cl := range c.pending {
-		if !cl.opts.interactive() {
+		if !cl.opts.Interactive() {
 			continue
 		}
 		if cl.opts.Parked != nil && cl.opts.Parked() {
@@ -1023,7 +924,7 @@ func (c *Client) deliverProgress(params json.RawMessage) bool {
 	if cl == nil {
 		return false
 	}
-	progress := cl.opts.progressFunc()
+	progress := cl.opts.ProgressFunc()
 	if progress == nil {
 		return true
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/sse"
+	"github.com/mcpgw/mcpgw/internal/upcall"
 	"github.com/mcpgw/mcpgw/internal/workers"
 )
 
@@ -317,20 +318,10 @@ func (s *Streamable) setSession(id string) {
 	}
 }
 
-type headersKey struct{}
-
-// WithHeaders returns a context whose requests to a 2026-07-28 HTTP upstream
-// carry h: the Mcp-Param-* headers mirrored from a tool call's arguments.
-// Nothing else travels this way — the downstream's credentials never reach
-// an upstream.
-//
-// A non-nil h replaces what an outer WithHeaders set, even when empty: the
-// host sets exactly the headers a tool's x-mcp-header annotations call for.
+// WithHeaders is upcall.WithHeaders: the Mcp-Param-* headers a request to
+// a 2026-07-28 HTTP upstream carries.
 func WithHeaders(ctx context.Context, h http.Header) context.Context {
-	if h == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, headersKey{}, h)
+	return upcall.WithHeaders(ctx, h)
 }
 
 // stateless reports whether the negotiated revision is a stateless one.
@@ -399,7 +390,7 @@ func (s *Streamable) sendKnown(ctx context.Context, msg []byte, facts Sent) erro
 	sent := req.Header.Get(mcp.HeaderSessionID)
 	if s.stateless() {
 		mirrorHeaders(req.Header, facts)
-		if h, ok := ctx.Value(headersKey{}).(http.Header); ok {
+		if h, ok := upcall.HeadersFrom(ctx); ok {
 			for k, v := range h {
 				if mcp.IsParamHeader(k) {
 					req.Header[http.CanonicalHeaderKey(k)] = v

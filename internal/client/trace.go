@@ -15,17 +15,6 @@ import (
 // convention has it, in params._meta when the caller did not put it there
 // itself (the only way to reach a stdio server).
 
-// Trace, WithTrace and TraceFrom name telemetry's for router/core, which
-// still reaches them here until its own import of the client goes (the
-// change under way beside this one); nothing else should use them.
-type Trace = telemetry.Trace
-
-// WithTrace is telemetry.WithTrace.
-func WithTrace(ctx context.Context, t Trace) context.Context { return telemetry.WithTrace(ctx, t) }
-
-// TraceFrom is telemetry.TraceFrom.
-func TraceFrom(ctx context.Context) Trace { return telemetry.TraceFrom(ctx) }
-
 // setTraceHeaders adds ctx's trace context to an upstream HTTP request.
 func setTraceHeaders(ctx context.Context, h http.Header) {
 	t := telemetry.TraceFrom(ctx)

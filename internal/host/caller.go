@@ -3,50 +3,19 @@ package host
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/mcpgw/mcpgw/internal/upcall"
 )
 
-// Caller is who one request is for, as the router knows the downstream
-// side: everything the host and the catalog read about it, in one context
-// value. One value rather than one per field, because the router puts it
-// on every request it dispatches: a context.WithValue per field cost two
-// allocations each on the hot path (issue 18).
-type Caller struct {
-	// Session is the downstream session id ("" for a 2026-07-28
-	// request): stateful upstreams use that session's own connection
-	// (stateful.go).
-	Session string
-	// Capabilities are the calling client's (its initialize or
-	// per-request clientCapabilities object), for exact_capabilities
-	// (capviews.go); nil: none recorded.
-	Capabilities json.RawMessage
-	// Route and Principal (auth.Principal.Key, "" when auth is off) own
-	// the tasks the request creates and uses (catalog/tasks.go).
-	Route, Principal string
-}
+// Caller is who one request is for (upcall.Caller: the router records
+// it, below the host, so that it need not import the host).
+type Caller = upcall.Caller
 
-type callerKey struct{}
+// WithCaller is upcall.WithCaller.
+func WithCaller(ctx context.Context, c *Caller) context.Context { return upcall.WithCaller(ctx, c) }
 
-// WithCaller records c as the caller of the requests made with the
-// returned context. c is read, never written, from then on: the router
-// keeps one per session and hands out a pointer to it without a copy.
-func WithCaller(ctx context.Context, c *Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
-}
-
-// CallerOf is the caller recorded in ctx (the zero Caller when none is).
-func CallerOf(ctx context.Context) Caller {
-	if c, _ := ctx.Value(callerKey{}).(*Caller); c != nil {
-		return *c
-	}
-	return Caller{}
-}
-
-// withCallerField returns ctx with a copy of its caller changed by set.
-func withCallerField(ctx context.Context, set func(*Caller)) context.Context {
-	c := CallerOf(ctx)
-	set(&c)
-	return WithCaller(ctx, &c)
-}
+// CallerOf is upcall.CallerOf.
+func CallerOf(ctx context.Context) Caller { return upcall.CallerOf(ctx) }
 
 // WithCallerCapabilities records the calling client's capabilities (its
 // initialize or per-request clientCapabilities object) for routing calls
@@ -55,23 +24,19 @@ func WithCallerCapabilities(ctx context.Context, caps json.RawMessage) context.C
 	if len(caps) == 0 {
 		return ctx
 	}
-	return withCallerField(ctx, func(c *Caller) { c.Capabilities = caps })
+	return upcall.WithCallerField(ctx, func(c *Caller) { c.Capabilities = caps })
 }
 
-// WithSession marks ctx as belonging to the downstream session key, so
-// that stateful upstreams use that session's own connection.
+// WithSession is upcall.WithSession.
 func WithSession(ctx context.Context, key string) context.Context {
-	if key == "" {
-		return ctx
-	}
-	return withCallerField(ctx, func(c *Caller) { c.Session = key })
+	return upcall.WithSession(ctx, key)
 }
 
-func sessionFrom(ctx context.Context) string { return CallerOf(ctx).Session }
+func sessionFrom(ctx context.Context) string { return upcall.CallerOf(ctx).Session }
 
 // CallerCapabilities are the capabilities recorded in ctx (and CallOnly
 // kept).
 func CallerCapabilities(ctx context.Context) (json.RawMessage, bool) {
-	caps := CallerOf(ctx).Capabilities
+	caps := upcall.CallerOf(ctx).Capabilities
 	return caps, len(caps) > 0
 }

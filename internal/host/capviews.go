@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/upcall"
 )
 
 // Capability views (exact_capabilities: true). An upstream that initializes
@@ -46,7 +47,7 @@ func CallOnly(ctx context.Context, method string) context.Context {
 	if _, ok := CallerCapabilities(ctx); !ok {
 		return ctx
 	}
-	return withCallerField(ctx, func(c *Caller) { c.Capabilities = nil })
+	return upcall.WithCallerField(ctx, func(c *Caller) { c.Capabilities = nil })
 }
 
 // capViews holds an upstream's per-capability-set connections.

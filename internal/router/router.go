@@ -164,6 +164,9 @@ func New(cfg *config.Config, h *host.Host, opts Options) *Router {
 		Current:      func() *core.Generation { return rt.current().Generation },
 		Sessions:     stored{rt.sessions},
 		Shared:       opts.Subscriptions,
+		TaskNotification: func(upstream, session string, params json.RawMessage) (string, json.RawMessage, bool) {
+			return catalog.TaskNotification(h, upstream, session, params) // the host's task index
+		},
 	})
 	rt.streamable = streamable.New(rt.core, rt.sessions, opts.KeepAlive)
 	rt.serial = serial.New(rt.core, rt.sessions, opts.KeepAlive) // 2024-11-05 HTTP+SSE endpoints and stdio

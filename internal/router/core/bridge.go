@@ -18,13 +18,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
-	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/limits"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/telemetry"
+	"github.com/mcpgw/mcpgw/internal/upcall"
 )
 
 // Bridging a session-revision upstream to a stateless (2026-07-28) caller.
@@ -156,8 +156,8 @@ func (c *Core) StartBridged(sess *Session, msg *jsonrpc.Message, v *Verdict, par
 	// The call outlives the HTTP request, but not its principal: policy
 	// and audit below Handle still see who asked.
 	ctx, cancel := context.WithTimeout(auth.WithPrincipal(c.ctx, auth.FromContext(sess.ctx)), bridgeTTL)
-	ctx = client.WithHeaders(ctx, paramHeaders)
-	ctx = client.WithTrace(ctx, client.TraceFrom(sess.ctx)) // sess.ctx is still the request's here
+	ctx = upcall.WithHeaders(ctx, paramHeaders)
+	ctx = telemetry.WithTrace(ctx, telemetry.TraceFrom(sess.ctx)) // sess.ctx is still the request's here
 	name := bridgedName(msg, v)
 	p := &parkedCall{
 		method: msg.Method,

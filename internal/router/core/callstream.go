@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/upcall"
 )
 
 // CallStream carries what an upstream sends during one downstream call —
@@ -40,14 +40,14 @@ func (cs *CallStream) init(ctx context.Context, sess *Session) {
 	*cs = CallStream{ctx: ctx, sess: sess, events: make(chan []byte, eventQueue)}
 }
 
-// options are the client.CallOptions that route a call's messages here.
-func (cs *CallStream) options() client.CallOptions {
+// options are the upcall.CallOptions that route a call's messages here.
+func (cs *CallStream) options() upcall.CallOptions {
 	cs.sess.mu.Lock()
 	level := cs.sess.logLevel
 	cs.sess.mu.Unlock()
-	// The stream itself handles the call's messages (client.CallHandler):
+	// The stream itself handles the call's messages (upcall.CallHandler):
 	// no method value made per call.
-	opts := client.CallOptions{Handler: cs, PassInputRequired: cs.sess.Stateless(), LogLevel: level}
+	opts := upcall.CallOptions{Handler: cs, PassInputRequired: cs.sess.Stateless(), LogLevel: level}
 	if cs.park != nil {
 		opts.Parked = cs.park.waiting
 	}
@@ -80,11 +80,11 @@ func (cs *CallStream) hint(method string, params json.RawMessage) {
 	cs.pump.kick()
 }
 
-// Progress queues a progress notification of the call (client.CallHandler).
+// Progress queues a progress notification of the call (upcall.CallHandler).
 func (cs *CallStream) Progress(params json.RawMessage) { cs.hint(mcp.NotificationProgress, params) }
 
 // Notify queues another notification of the call, a log message only
-// when it passes the session's threshold (client.CallHandler).
+// when it passes the session's threshold (upcall.CallHandler).
 func (cs *CallStream) Notify(method string, params json.RawMessage) {
 	if method == mcp.NotificationMessage && !cs.sess.wantsLog(params) {
 		return
@@ -94,7 +94,7 @@ func (cs *CallStream) Notify(method string, params json.RawMessage) {
 
 // Request relays a server→client request to the downstream client and
 // waits for its answer, the call's end, or the upstream giving up
-// (client.CallHandler).
+// (upcall.CallHandler).
 func (cs *CallStream) Request(upstreamCtx context.Context, method string, params json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
 	if missing := cs.sess.lacks(method, params); missing != "" {
 		if cs.park != nil {

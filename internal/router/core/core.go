@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/workers"
@@ -35,6 +35,25 @@ type Stored interface {
 	Lookup(id string) *Session
 	// Remove ends the stored session with id.
 	Remove(id string)
+}
+
+// Upstreams is what the core needs of the upstream set (*host.Host is
+// one; the router wires it in): upstreams by name and requests to them.
+// Everything else the core asks of upstreams goes through the catalog
+// (Route.View); the core never holds an upstream's connection, and never
+// imports the host (docs/architecture.md, Import rules).
+type Upstreams interface {
+	// Stateful reports whether the named upstream gives each downstream
+	// session its own connection; ok is false when there is no such
+	// upstream.
+	Stateful(name string) (stateful, ok bool)
+	// SubscriptionCall sends method with params to the named upstream on
+	// the connection resource subscriptions use (that of ctx's session,
+	// upcall.WithSession, on a stateful upstream).
+	SubscriptionCall(ctx context.Context, name, method string, params json.RawMessage) (*jsonrpc.Message, error)
+	// ReleaseSession closes (or, byClient false in a fleet, detaches) the
+	// stored session's own connections to stateful upstreams.
+	ReleaseSession(session string, byClient bool)
 }
 
 // Options configure a Core.
@@ -58,6 +77,11 @@ type Options struct {
 	// Shared, in a fleet (sessions.redis), says which replica holds each
 	// stored session's resource subscriptions (nil: this replica alone).
 	Shared SharedSubscriptions
+	// TaskNotification finds who an upstream's notifications/tasks/status
+	// (sent outside any call) is for, and the notification as that
+	// session sees it (catalog.TaskNotification, over the host's task
+	// index). nil: such notifications reach no one.
+	TaskNotification func(upstream, session string, params json.RawMessage) (to string, p json.RawMessage, ok bool)
 }
 
 // SharedSubscriptions tell a fleet which replica holds each stored
@@ -84,7 +108,7 @@ type SharedSubscriptions interface {
 type Core struct {
 	log       *zap.Logger
 	opts      Options
-	host      *host.Host
+	host      Upstreams
 	subs      *subscriptions
 	changes   chan listChange
 	pinWarned pinVerdicts // pinning verdicts already logged (pinmemo.go)
@@ -135,8 +159,8 @@ const (
 	idleWorkerTime = 2 * time.Second
 )
 
-// New makes the core over h and starts its list-change coalescer.
-func New(h *host.Host, opts Options) *Core {
+// New makes the core over the upstreams h and starts its list-change coalescer.
+func New(h Upstreams, opts Options) *Core {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}

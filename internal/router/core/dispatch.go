@@ -8,11 +8,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/catalog"
-	"github.com/mcpgw/mcpgw/internal/client"
-	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/router/edge"
+	"github.com/mcpgw/mcpgw/internal/upcall"
 )
 
 // Handle answers one request of an initialized session. It always returns
@@ -80,7 +79,7 @@ func containStage(ctx context.Context, r *Request, next Next) (resp *jsonrpc.Mes
 	// The caller, for the host and the catalog: its own capabilities for
 	// exact_capabilities, its session's connection on a stateful upstream,
 	// and the tasks it creates and uses are its own (catalog/tasks.go).
-	ctx = host.WithCaller(ctx, &r.Sess.caller)
+	ctx = upcall.WithCaller(ctx, &r.Sess.caller)
 	return next(ctx, r)
 }
 
@@ -181,7 +180,7 @@ func forwardStage(ctx context.Context, r *Request) *jsonrpc.Message {
 		return c.unsubscribe(ctx, sess, msg)
 	}
 	view := rte.View
-	opts := client.CallOptions{PassInputRequired: sess.Stateless()}
+	opts := upcall.CallOptions{PassInputRequired: sess.Stateless()}
 	if cs := r.Stream; cs != nil {
 		opts = cs.options()
 	}

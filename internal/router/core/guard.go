@@ -234,7 +234,7 @@ func routeHides(rte *Route) bool {
 // could tell the two apart). It reports false with v.pinErr set when the
 // target is not listed, or when that cannot be known (fail closed; the
 // same answer for every name). A tool's definition is kept for pinning.
-// ctx must carry the caller (host.WithCaller): its own connection may be
+// ctx must carry the caller (upcall.WithCaller): its own connection may be
 // the one to ask, which is why Decide (made before that) does not.
 func (c *Core) listedTarget(ctx context.Context, rte *Route, v *Verdict) bool {
 	if !v.targeted || v.pinErr != nil || (!routeHides(rte) && !rte.Gen.Intercept.Has(config.PhaseList)) {

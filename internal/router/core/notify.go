@@ -9,12 +9,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/mcpgw/mcpgw/internal/catalog"
-	"github.com/mcpgw/mcpgw/internal/client"
-	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
+	"github.com/mcpgw/mcpgw/internal/upcall"
 )
 
 // listChangeDebounce coalesces list_changed notifications: one flapping
@@ -123,7 +121,7 @@ func (c *Core) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Messag
 	key, ok := c.subKey(sess, msg.Params)
 	if !ok {
 		// Let Forward produce the precise "unknown resource" error.
-		_, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+		_, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, upcall.CallOptions{})
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
 	st := c.subs
@@ -161,7 +159,7 @@ func (c *Core) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Messag
 	if !first {
 		return jsonrpc.NewResult(msg.ID, json.RawMessage(`{}`))
 	}
-	resp, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+	resp, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, upcall.CallOptions{})
 	if gerr != nil || resp.Error != nil {
 		c.dropSubscription(sess, key, false)
 		if gerr != nil {
@@ -176,7 +174,7 @@ func (c *Core) subscribe(ctx context.Context, sess *Session, msg *jsonrpc.Messag
 func (c *Core) unsubscribe(ctx context.Context, sess *Session, msg *jsonrpc.Message) *jsonrpc.Message {
 	key, ok := c.subKey(sess, msg.Params)
 	if !ok {
-		_, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, client.CallOptions{})
+		_, gerr := sess.Route().View.Forward(ctx, msg.Method, msg.Params, upcall.CallOptions{})
 		return jsonrpc.NewError(msg.ID, gerr)
 	}
 	if !c.dropSubscription(sess, key, true) && c.shared(sess, key) {
@@ -237,13 +235,12 @@ func (c *Core) drop(sess *Session, key subKey, tell, release bool) bool {
 	if !last || !tell {
 		return had
 	}
-	u := c.host.Upstream(key.upstream)
-	if u == nil || (key.session != "" && sess.ctx.Err() != nil) {
+	if _, ok := c.host.Stateful(key.upstream); !ok || (key.session != "" && sess.ctx.Err() != nil) {
 		return true // a stateful upstream's connection closes with its session
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, unsubscribeTimeout)
 	defer cancel()
-	if err := upstreamSubscription(host.WithSession(ctx, key.session), u, mcp.MethodResourcesUnsubscribe, key.uri); err != nil {
+	if err := c.upstreamSubscription(upcall.WithSession(ctx, key.session), key.upstream, mcp.MethodResourcesUnsubscribe, key.uri); err != nil {
 		c.log.Debug("upstream unsubscribe failed", zap.String("upstream", key.upstream), zap.Error(err))
 	}
 	return true
@@ -252,13 +249,9 @@ func (c *Core) drop(sess *Session, key subKey, tell, release bool) bool {
 // upstreamSubscription sends resources/subscribe or unsubscribe for uri
 // (the upstream's own) on the connection subscriptions use: the session-revision one
 // of a dual-stack upstream, the session's own of a stateful one.
-func upstreamSubscription(ctx context.Context, u *host.Upstream, method, uri string) error {
-	c, err := u.ClientFor(ctx, true)
-	if err != nil {
-		return err
-	}
+func (c *Core) upstreamSubscription(ctx context.Context, upstream, method, uri string) error {
 	params, _ := json.Marshal(map[string]string{"uri": uri})
-	resp, err := c.Call(ctx, method, params, client.CallOptions{})
+	resp, err := c.host.SubscriptionCall(ctx, upstream, method, params)
 	if err == nil && resp.Error != nil {
 		return resp.Error
 	}
@@ -298,7 +291,7 @@ func (c *Core) subKey(sess *Session, params json.RawMessage) (subKey, bool) {
 		return subKey{}, false
 	}
 	key := subKey{upstream: up, uri: internal}
-	if u := c.host.Upstream(up); u != nil && u.Stateful() {
+	if stateful, _ := c.host.Stateful(up); stateful {
 		key.session = sess.id
 	}
 	return key, true
@@ -323,15 +316,14 @@ func (c *Core) UpstreamReady(upstream string) {
 		return
 	}
 	c.Go(func() {
-		u := c.host.Upstream(upstream)
-		if u == nil {
+		if _, ok := c.host.Stateful(upstream); !ok {
 			return
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, restoreTimeout)
 		defer cancel()
 		restored := 0
 		for _, uri := range uris {
-			if err := upstreamSubscription(ctx, u, mcp.MethodResourcesSubscribe, uri); err != nil {
+			if err := c.upstreamSubscription(ctx, upstream, mcp.MethodResourcesSubscribe, uri); err != nil {
 				c.log.Warn("could not restore a resource subscription on a reconnected upstream", zap.String("upstream", upstream), zap.String("uri", uri), zap.Error(err))
 				continue
 			}
@@ -413,7 +405,10 @@ func (c *Core) SessionNotification(session, upstream, method string, params json
 // taskStatus delivers an upstream's notifications/tasks/status (sent outside
 // any call) to the session that created the task, and to no other.
 func (c *Core) taskStatus(upstream, session string, params json.RawMessage) {
-	sid, p, ok := catalog.TaskNotification(c.host, upstream, session, params)
+	if c.opts.TaskNotification == nil {
+		return
+	}
+	sid, p, ok := c.opts.TaskNotification(upstream, session, params)
 	if !ok {
 		return
 	}

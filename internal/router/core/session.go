@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
-	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/upcall"
 )
 
 // Session is what the core knows of whoever sends it requests: the route,
@@ -36,10 +36,10 @@ type Session struct {
 	// authentication is off); only that principal may use it.
 	owner string
 	// caller is what the host and the catalog read of the session on each
-	// of its requests (host.WithCaller): made with it, not per request.
+	// of its requests (upcall.WithCaller): made with it, not per request.
 	// Its Route is the route's path, which SetRoute keeps (a reload moves
 	// a session only to the same path's route).
-	caller host.Caller
+	caller upcall.Caller
 
 	subscriptionID json.RawMessage // a listen stream's id, tagged on its notifications
 
@@ -121,7 +121,7 @@ func newSession(ctx context.Context, cancel context.CancelFunc, rte *Route, vers
 		// inflight and outgoing are made on first use: a 2026-07-28
 		// request's session (one per request) seldom needs either.
 	}
-	s.caller = host.Caller{Capabilities: caps, Route: rte.Path, Principal: owner}
+	s.caller = upcall.Caller{Capabilities: caps, Route: rte.Path, Principal: owner}
 	s.SetRoute(rte)
 	return s
 }

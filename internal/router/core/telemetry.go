@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
-	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
@@ -68,7 +67,7 @@ func (c *Core) observe(ctx context.Context, sess *Session, rte *Route, msg *json
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...)}
 	parent, ok := metaParent(msg.Params)
-	hdr := client.TraceFrom(ctx)
+	hdr := telemetry.TraceFrom(ctx)
 	if h, hok := telemetry.RemoteContext(hdr.Parent, hdr.State); hok {
 		if !ok {
 			parent, ok = h, true
