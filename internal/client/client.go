@@ -53,6 +53,50 @@ type Transport interface {
 	Close() error
 }
 
+// What the client needs of a transport beyond Transport, each a small
+// interface the transports that can do it declare: the client asks for the
+// capability, never for a concrete transport type, so that a transport is
+// known only by what it does.
+
+// sessionCarrier is a transport the upstream keeps a session on by an id
+// it gives (Streamable HTTP's Mcp-Session-Id).
+type sessionCarrier interface {
+	// session is the upstream's id, "" before it gave one (or when it
+	// keeps no session).
+	session() string
+	// adoptSession takes id, of an upstream session initialized
+	// elsewhere, as this connection's.
+	adoptSession(id string)
+	// detach makes Close leave the upstream session alive (no DELETE).
+	detach()
+}
+
+// callStreamer is a transport that answers each request on a stream of
+// its own (the Streamable HTTP POST's response stream): every message the
+// upstream sends about a call comes on that call's stream, and over a
+// stateless revision closing the stream is the call's cancellation.
+type callStreamer interface{ callStreams() }
+
+// Child is a transport that runs the upstream as a local child process
+// (stdio): its messages go over pipes, and its stderr is the server's own.
+type Child interface {
+	// PID is the child's process id (0 before Start).
+	PID() int
+}
+
+// The capabilities each transport declares, checked when compiling: a
+// method renamed on one side would otherwise take a capability away
+// without a word.
+var (
+	_ sessionCarrier = (*Streamable)(nil)
+	_ callStreamer   = (*Streamable)(nil)
+	_ streamOpener   = (*Streamable)(nil)
+	_ versionSetter  = (*Streamable)(nil)
+	_ knownSender    = (*Streamable)(nil)
+	_ Child          = (*Stdio)(nil)
+	_ prober         = (*Stdio)(nil)
+)
+
 // versionSetter is implemented by transports that must repeat the
 // negotiated version (the Streamable HTTP MCP-Protocol-Version header).
 type versionSetter interface{ setProtocolVersion(mcp.Revision) }
@@ -243,32 +287,28 @@ func Connect(ctx context.Context, t Transport, opts Options) (*Client, error) {
 
 // resume adopts an upstream session initialized elsewhere.
 func (c *Client) resume(r Resumption) error {
-	st, ok := c.t.(*Streamable)
-	if !ok || r.SessionID == "" || !r.Init.ProtocolVersion.Initializes() {
+	sc, ok := c.t.(sessionCarrier)
+	so, opens := c.t.(streamOpener)
+	if !ok || !opens || r.SessionID == "" || !r.Init.ProtocolVersion.Initializes() {
 		return errors.New("only a Streamable HTTP upstream session with an id and a legacy revision can be resumed")
 	}
 	if r.Init.Capabilities == nil {
 		r.Init.Capabilities = json.RawMessage(`{}`)
 	}
-	st.mu.Lock()
-	st.setSession(r.SessionID)
-	st.mu.Unlock()
+	sc.adoptSession(r.SessionID)
 	c.init = r.Init
 	c.setVersion(r.Init.ProtocolVersion)
-	st.openStream()
+	so.openStream()
 	return nil
 }
 
 // SessionID is the upstream's Mcp-Session-Id of this connection ("" for
 // transports without one, or before the upstream gave one).
 func (c *Client) SessionID() string {
-	st, ok := c.t.(*Streamable)
-	if !ok {
-		return ""
+	if sc, ok := c.t.(sessionCarrier); ok {
+		return sc.session()
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.sessionID
+	return ""
 }
 
 // Sessionless reports whether this is an initialized Streamable HTTP
@@ -277,17 +317,15 @@ func (c *Client) SessionID() string {
 // back to a request of its own, nor tie a GET stream to this connection,
 // so it sends it no requests and no updates.
 func (c *Client) Sessionless() bool {
-	_, ok := c.t.(*Streamable)
-	return ok && !c.modern && c.SessionID() == ""
+	sc, ok := c.t.(sessionCarrier)
+	return ok && !c.modern && sc.session() == ""
 }
 
 // Detach closes the connection like Close but leaves the upstream session
 // alive (no DELETE): other replicas may still be using it.
 func (c *Client) Detach() error {
-	if st, ok := c.t.(*Streamable); ok {
-		st.mu.Lock()
-		st.detached = true
-		st.mu.Unlock()
+	if sc, ok := c.t.(sessionCarrier); ok {
+		sc.detach()
 	}
 	return c.Close()
 }
@@ -469,7 +507,7 @@ type prober interface {
 func (c *Client) reinitialize(ctx context.Context) error {
 	c.reinitMu.Lock()
 	defer c.reinitMu.Unlock()
-	if st, ok := c.t.(*Streamable); ok && st.hasSession() {
+	if sc, ok := c.t.(sessionCarrier); ok && sc.session() != "" {
 		return nil // another call already made a new one
 	}
 	c.log.Info("upstream session expired; initializing a new one")
@@ -496,7 +534,7 @@ func (c *Client) HasCapability(key string) bool {
 // stream). On stdio and legacy SSE only the owner rule can, which needs a
 // single interactive call in flight.
 func (c *Client) Attributes() bool {
-	_, ok := c.t.(*Streamable)
+	_, ok := c.t.(callStreamer)
 	return ok
 }
 
@@ -687,8 +725,8 @@ func (c *Client) call(ctx context.Context, method string, params json.RawMessage
 // 2026-07-28 HTTP, closing the request's stream (the caller's ctx) already is
 // the cancellation; everywhere else the upstream must be told.
 func (c *Client) cancelUpstream(method string, id jsonrpc.ID, ctx context.Context) {
-	_, streamable := c.t.(*Streamable)
-	if method == mcp.MethodInitialize || (c.modern && streamable) {
+	_, streams := c.t.(callStreamer)
+	if method == mcp.MethodInitialize || (c.modern && streams) {
 		return
 	}
 	reason := "request cancelled by the gateway"

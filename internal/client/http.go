@@ -644,11 +644,33 @@ func (s *Streamable) forgetSession(id string) {
 	s.mu.Unlock()
 }
 
-func (s *Streamable) hasSession() bool {
+// session is the upstream's Mcp-Session-Id, "" before it gave one
+// (sessionCarrier).
+func (s *Streamable) session() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sessionID != ""
+	return s.sessionID
 }
+
+// adoptSession takes id, an upstream session initialized elsewhere
+// (another replica's), as this connection's (sessionCarrier).
+func (s *Streamable) adoptSession(id string) {
+	s.mu.Lock()
+	s.setSession(id)
+	s.mu.Unlock()
+}
+
+// detach makes Close leave the upstream session alive: no DELETE
+// (sessionCarrier; Client.Detach).
+func (s *Streamable) detach() {
+	s.mu.Lock()
+	s.detached = true
+	s.mu.Unlock()
+}
+
+// callStreams: each request's answer, and what the upstream sends about
+// it, comes on the POST's own response stream (callStreamer).
+func (s *Streamable) callStreams() {}
 
 // listen holds the GET stream open for server-initiated messages,
 // reconnecting with backoff; a 405 means the upstream offers none.

@@ -50,7 +50,7 @@ func (c *Client) startSpan(ctx context.Context, method string, params json.RawMe
 // networkTransport is network.transport: pipe for a stdio child, tcp for
 // HTTP.
 func (c *Client) networkTransport() string {
-	if _, ok := c.t.(*Stdio); ok {
+	if _, ok := c.t.(Child); ok {
 		return "pipe"
 	}
 	return "tcp"

@@ -742,9 +742,9 @@ func (u *Upstream) connect(ctx context.Context) (*client.Client, error) {
 		return nil, err
 	}
 	c, err := u.dial(ctx, t, u.cfg.Protocol, nil)
-	if st, ok := t.(*client.Stdio); ok && err == nil {
+	if ch, ok := t.(client.Child); ok && err == nil {
 		u.mu.Lock()
-		u.pid = st.PID()
+		u.pid = ch.PID()
 		u.mu.Unlock()
 	}
 	return c, err

@@ -98,7 +98,7 @@ func (u *Upstream) remember(c *client.Client) {
 // last time answers the probe with noise on its stderr (a Python-SDK 1.x
 // server writes a page of validation errors), at every restart.
 func (u *Upstream) preferInitialize(t client.Transport) bool {
-	_, stdio := t.(*client.Stdio)
+	_, stdio := t.(client.Child)
 	p := u.cfg.Protocol
 	return stdio && (p == "" || p == "auto") && u.initialized.Load()
 }
