@@ -1,6 +1,7 @@
 // Command archcheck holds the code to docs/architecture.md: the import
-// rules it states (non-test imports, from `go list`), and its package
-// tables, which must name exactly the packages that exist. .ci/run runs it;
+// rules it states (non-test imports, from `go list`), that client and host
+// never assert a concrete transport type, and its package tables, which
+// must name exactly the packages that exist. .ci/run runs it;
 // run it by hand with `go run ./.ci/archcheck` from the repository root.
 //
 // A rule that the code still breaks for a reason being worked on is listed
@@ -13,9 +14,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -108,7 +113,7 @@ func packages() (map[string][]string, error) {
 
 // checkImports returns a line per import a rule forbids, and per exception
 // that no longer occurs.
-func checkImports(pkgs map[string][]string) []string {
+func checkImports(pkgs map[string][]string, exceptions map[string]string) []string {
 	var bad []string
 	used := map[string]bool{}
 	for _, from := range slices.Sorted(maps.Keys(pkgs)) {
@@ -136,6 +141,124 @@ func checkImports(pkgs map[string][]string) []string {
 		}
 	}
 	return bad
+}
+
+// The transports' seam: the client and the host ask a transport for a
+// capability (an interface it declares), never for its concrete type, so
+// that what a transport can do is said in one place, by the transport.
+const transportPkg = "internal/client"
+
+var seamDirs = []string{"internal/client", "internal/host"}
+
+// transportTypes are the types of the package in dir that implement its
+// Transport, by their methods: every type with both Start and Send.
+func transportTypes(dir string) (map[string]bool, error) {
+	_, files, err := parseDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	methods := map[string]map[string]bool{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 {
+				continue
+			}
+			name := baseName(fd.Recv.List[0].Type, "")
+			if name == "" {
+				continue
+			}
+			if methods[name] == nil {
+				methods[name] = map[string]bool{}
+			}
+			methods[name][fd.Name.Name] = true
+		}
+	}
+	types := map[string]bool{}
+	for name, m := range methods {
+		if m["Start"] && m["Send"] {
+			types[name] = true
+		}
+	}
+	return types, nil
+}
+
+// parseDir parses the non-test Go files of dir.
+func parseDir(dir string) (*token.FileSet, []*ast.File, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, nil, err
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, f)
+	}
+	return fset, files, nil
+}
+
+// baseName is the type name e names, through a pointer: X or *X, or, when
+// qual is set, qual.X or *qual.X; "" for anything else.
+func baseName(e ast.Expr, qual string) string {
+	if s, ok := e.(*ast.StarExpr); ok {
+		e = s.X
+	}
+	switch x := e.(type) {
+	case *ast.Ident:
+		if qual == "" {
+			return x.Name
+		}
+	case *ast.SelectorExpr:
+		if id, ok := x.X.(*ast.Ident); ok && qual != "" && id.Name == qual {
+			return x.Sel.Name
+		}
+	}
+	return ""
+}
+
+// checkAssertions returns a line per type assertion, and per type switch
+// case, in the non-test files of dirs that names one of types: bare in
+// the package that declares them (own), qualified elsewhere.
+func checkAssertions(dirs []string, own string, types map[string]bool) ([]string, error) {
+	var bad []string
+	for _, dir := range dirs {
+		fset, files, err := parseDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		qual := ""
+		if dir != own {
+			qual = filepath.Base(own)
+		}
+		for _, f := range files {
+			ast.Inspect(f, func(n ast.Node) bool {
+				var named []ast.Expr
+				switch x := n.(type) {
+				case *ast.TypeAssertExpr:
+					named = append(named, x.Type) // nil in a type switch's guard
+				case *ast.CaseClause:
+					named = append(named, x.List...)
+				}
+				for _, e := range named {
+					if e == nil {
+						continue
+					}
+					if name := baseName(e, qual); types[name] {
+						bad = append(bad, fmt.Sprintf("%s: asserts the concrete transport type %s: ask for a capability (an interface the transport declares) instead (docs/architecture.md, Import rules)", fset.Position(e.Pos()), name))
+					}
+				}
+				return true
+			})
+		}
+	}
+	return bad, nil
 }
 
 // tableName finds the package names in a markdown table row's first cell:
@@ -179,7 +302,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "archcheck:", err)
 		os.Exit(2)
 	}
-	bad := checkImports(pkgs)
+	bad := checkImports(pkgs, exceptions)
+	types, err := transportTypes(transportPkg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "archcheck:", err)
+		os.Exit(2)
+	}
+	if len(types) == 0 {
+		fmt.Fprintf(os.Stderr, "archcheck: no type in %s has Start and Send: the transport check would check nothing\n", transportPkg)
+		os.Exit(2)
+	}
+	seamBad, err := checkAssertions(seamDirs, transportPkg, types)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "archcheck:", err)
+		os.Exit(2)
+	}
+	bad = append(bad, seamBad...)
 	docBad, err := checkDoc("docs/architecture.md", pkgs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "archcheck:", err)
@@ -193,5 +331,5 @@ func main() {
 		fmt.Printf("archcheck: %d problems\n", len(bad))
 		os.Exit(1)
 	}
-	fmt.Printf("archcheck: %d packages keep the import rules and are in docs/architecture.md\n", len(pkgs))
+	fmt.Printf("archcheck: %d packages keep the import rules and are in docs/architecture.md; %d transport types are asserted nowhere\n", len(pkgs), len(types))
 }
