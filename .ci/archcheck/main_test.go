@@ -35,6 +35,9 @@ func TestCheckImports(t *testing.T) {
 		"internal/router/core": {"internal/host"},
 		"cmd/mcpgw":            {"internal/gateway"},
 		"internal/demo":        {"internal/gateway"},
+		// A credential kind back in host, and credentials reaching up.
+		"internal/host":                {"internal/credentials", "internal/credentials/oauthclient"},
+		"internal/credentials/peruser": {"internal/credentials", "internal/host"},
 	}
 	got := strings.Join(checkImports(pkgs), "\n")
 	for _, want := range []string{
@@ -42,12 +45,14 @@ func TestCheckImports(t *testing.T) {
 		`internal/router/edge imports internal/client: breaks "router's packages never import host or client"`,
 		`internal/demo imports internal/gateway: breaks "only the programs (cmd, bench) import gateway"`,
 		`exception "internal/router/core internal/client" (removed by arch-view) no longer occurs`,
+		`internal/host imports internal/credentials/oauthclient: breaks "host never imports credentials' subpackages"`,
+		`internal/credentials/peruser imports internal/host: breaks "credentials never imports host, catalog, router or client"`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
-	for _, not := range []string{"strictyaml", "cmd/mcpgw imports", "internal/router/core imports internal/host"} {
+	for _, not := range []string{"strictyaml", "cmd/mcpgw imports", "internal/router/core imports internal/host", "imports internal/credentials:"} {
 		if strings.Contains(got, not) {
 			t.Errorf("reported %q:\n%s", not, got)
 		}
