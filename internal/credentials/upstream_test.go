@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/config"
 )
 
 // TestSubjectCellKeepsItsPrincipal: a connection's subject takes a fresher
@@ -167,3 +168,57 @@ func TestSourceTransportStepUp(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamKinds: what NewUpstream makes of an upstream's config is the
+// host's whole view of its credentials — the kind audit records carry,
+// whether it acts for its callers, whether a shared connection can carry
+// a credential of its own — and a per-user hook that fails to build its
+// Source fails the upstream's calls closed instead of leaving them
+// unauthorized.
+func TestUpstreamKinds(t *testing.T) {
+	const url = "https://up.example.com/mcp"
+	hook := func(src Source, err error) SourceFunc {
+		return func(context.Context, string, *config.Upstream) (Source, error) { return src, err }
+	}
+	for _, tc := range []struct {
+		name         string
+		cfg          config.Upstream
+		hook         SourceFunc
+		kind         Kind
+		acts, hasOwn bool
+	}{
+		{"nothing", config.Upstream{URL: url}, nil, KindNone, false, false},
+		{"a header that is not Authorization", config.Upstream{URL: url, Headers: map[string]string{"X-Api-Key": "k"}}, nil, KindNone, false, false},
+		{"an Authorization header in any case", config.Upstream{URL: url, Headers: map[string]string{"aUTHORIZATION": "Bearer x"}}, nil, KindStatic, false, true},
+		{"oauth", config.Upstream{URL: url, OAuth: &config.UpstreamOAuth{TokenURL: "https://idp.example.com/token", ClientID: "c"}}, nil, KindClientCredentials, false, true},
+		{"token exchange", config.Upstream{URL: url, Auth: &config.UpstreamAuth{TokenExchange: &config.UpstreamTokenExchange{TokenURL: "https://idp.example.com/token"}}}, nil, KindExchanged, true, false},
+		{"token exchange with oauth for the shared connection", config.Upstream{URL: url, OAuth: &config.UpstreamOAuth{TokenURL: "https://idp.example.com/token"}, Auth: &config.UpstreamAuth{TokenExchange: &config.UpstreamTokenExchange{TokenURL: "https://idp.example.com/token"}}}, nil, KindExchanged, true, true},
+		{"forwarded headers", config.Upstream{URL: url, ForwardHeaders: []config.ForwardHeader{{Name: "X-Tenant"}}}, nil, KindForwarded, true, false},
+		{"a stdio child's forwarded headers go nowhere", config.Upstream{Command: []string{"srv"}, ForwardHeaders: []config.ForwardHeader{{Name: "X-Tenant"}}}, nil, KindNone, false, false},
+		{"the hook's Source first", config.Upstream{URL: url, Auth: &config.UpstreamAuth{TokenExchange: &config.UpstreamTokenExchange{TokenURL: "https://idp.example.com/token"}}}, hook(&userKind{}, nil), KindPerUser, true, false},
+		{"the hook passing leaves the built-in kinds", config.Upstream{URL: url, Auth: &config.UpstreamAuth{TokenExchange: &config.UpstreamTokenExchange{TokenURL: "https://idp.example.com/token"}}}, hook(nil, nil), KindExchanged, true, false},
+		{"the hook failing", config.Upstream{URL: url}, hook(nil, errors.New("no token store")), KindPerUser, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := NewUpstream(t.Context(), "up", &tc.cfg, &http.Client{}, Env{Source: tc.hook})
+			if k, acts, own := u.Kind(), u.ActsForCaller(), u.HasOwn(); k != tc.kind || acts != tc.acts || own != tc.hasOwn {
+				t.Fatalf("kind %q, acts for caller %v, has its own %v; want %q, %v, %v", k, acts, own, tc.kind, tc.acts, tc.hasOwn)
+			}
+			if (tc.cfg.OAuth != nil) != (u.SharedClient().Transport != nil) {
+				t.Fatalf("shared client's transport %T with oauth %v", u.SharedClient().Transport, tc.cfg.OAuth != nil)
+			}
+			if tc.name != "the hook failing" {
+				return
+			}
+			_, err := u.ActingClient(NewCell(Subject{Principal: &auth.Principal{Subject: "alice", Issuer: "https://idp"}})).Get(url)
+			var ce *CredentialError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), `upstream "up": its credentials could not be set up: no token store`) {
+				t.Fatalf("a call through the failed source: %v", err)
+			}
+		})
+	}
+}
+
+type userKind struct{ fixedSource }
+
+func (*userKind) Kind() Kind { return KindPerUser }
