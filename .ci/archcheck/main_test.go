@@ -36,6 +36,9 @@ func TestCheckImports(t *testing.T) {
 		"internal/upcall":      {"internal/mcp", "internal/jsonrpc", "internal/host"},
 		"cmd/mcpgw":            {"internal/gateway"},
 		"internal/demo":        {"internal/gateway"},
+		// A credential kind back in host, and credentials reaching up.
+		"internal/host":                {"internal/credentials", "internal/credentials/oauthclient"},
+		"internal/credentials/peruser": {"internal/credentials", "internal/host"},
 	}
 	exceptions := map[string]string{
 		"internal/router/core internal/host":   "removed by arch-view",
@@ -48,12 +51,14 @@ func TestCheckImports(t *testing.T) {
 		`internal/demo imports internal/gateway: breaks "only the programs (cmd, bench) import gateway"`,
 		`internal/upcall imports internal/host: breaks "upcall imports only mcp and the wire packages"`,
 		`exception "internal/router/core internal/client" (removed by arch-view) no longer occurs`,
+		`internal/host imports internal/credentials/oauthclient: breaks "host never imports credentials' subpackages"`,
+		`internal/credentials/peruser imports internal/host: breaks "credentials never imports host, catalog, router or client"`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
 	}
-	for _, not := range []string{"strictyaml", "cmd/mcpgw imports", "internal/router/core imports internal/host", "upcall imports internal/mcp", "upcall imports internal/jsonrpc"} {
+	for _, not := range []string{"strictyaml", "cmd/mcpgw imports", "internal/router/core imports internal/host", "upcall imports internal/mcp", "upcall imports internal/jsonrpc", "imports internal/credentials:"} {
 		if strings.Contains(got, not) {
 			t.Errorf("reported %q:\n%s", not, got)
 		}

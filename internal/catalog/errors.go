@@ -65,11 +65,11 @@ func credentialError(err error) *jsonrpc.Error {
 		data, _ := json.Marshal(map[string][]elicitation{"elicitations": {{Mode: "url", ElicitationID: are.ElicitationID, URL: are.URL, Message: are.Error()}}})
 		return &jsonrpc.Error{Code: mcp.CodeURLElicitationRequired, Message: are.Error(), Data: data}
 	}
-	var ee *host.ExchangeError
+	var ee *credentials.ExchangeError
 	if errors.As(err, &ee) {
 		return &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: ee.Error()}
 	}
-	var ce *host.CredentialError
+	var ce *credentials.CredentialError
 	if errors.As(err, &ce) {
 		return &jsonrpc.Error{Code: mcp.CodeUpstreamUnavailable, Message: ce.Error()}
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/credentials"
-	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 )
 
@@ -18,8 +17,8 @@ import (
 // Source failure with its message — and other errors are left alone.
 func TestCredentialError(t *testing.T) {
 	are := &credentials.AuthorizationRequiredError{Upstream: "gh", URL: "https://mcp.example.com/oauth/upstream/gh/start?state=x", ElicitationID: "el-1"}
-	ee := &host.ExchangeError{Upstream: "jira", TokenURL: "https://idp/token", Status: 400, Code: "invalid_grant", Description: "no"}
-	ce := &host.CredentialError{Upstream: "gh", Err: errors.New("token store unreachable")}
+	ee := &credentials.ExchangeError{Upstream: "jira", TokenURL: "https://idp/token", Status: 400, Code: "invalid_grant", Description: "no"}
+	ce := &credentials.CredentialError{Upstream: "gh", Err: errors.New("token store unreachable")}
 	for _, tc := range []struct {
 		name     string
 		err      error

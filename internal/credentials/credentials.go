@@ -5,6 +5,18 @@
 // Source interface each kind's provider implements, and the error that
 // sends a user to authorize the gateway first.
 //
+// It also implements the kinds themselves, but per_user (peruser): an
+// upstream's Upstream (NewUpstream, upstream.go) is what the host builds
+// for each upstream and uses — the client of its shared connection, which
+// carries the gateway's own client-credentials token (clientcredentials.go;
+// private_key_jwt, JWT bearer assertions and DPoP in clientassertion.go;
+// discovery of the authorization server in discovery.go), and the Source
+// and HTTP client of each acting-for connection: the token exchange
+// (exchange.go, with ID-JAG in idjag.go), forwarded headers (forward.go),
+// or the per-user Source the host is given. The errors callers see
+// (CredentialError, ExchangeError, TokenError, DiscoveryError) name the
+// upstream and the fix, never a token.
+//
 // The caller's downstream token never goes upstream (DESIGN.md invariant
 // 5): a Source may present it to an authorization server as the subject of
 // an exchange, and nothing else.

@@ -1,10 +1,13 @@
 // Package host owns the gateway's upstream MCP clients: it supervises each
 // upstream's connections (restart with backoff, crash-loop breaker, health
-// probes), the per-session and per-capability-set connections, the upstream
-// OAuth client, and the upstream set itself. A Host starts from one config;
-// a reload (Apply, reload.go) swaps in a new upstream set, keeping unchanged
-// upstreams running and retiring removed or changed ones once their calls
-// are done. The merged, namespaced catalog over the upstreams is
+// probes), the per-session and per-capability-set connections (one per
+// caller for an upstream that acts for its callers, actingfor.go), and the
+// upstream set itself. What an upstream's requests carry (every credential
+// kind, and the HTTP clients that present them) is internal/credentials',
+// built per upstream with credentials.NewUpstream. A Host starts from one
+// config; a reload (Apply, reload.go) swaps in a new upstream set, keeping
+// unchanged upstreams running and retiring removed or changed ones once
+// their calls are done. The merged, namespaced catalog over the upstreams is
 // internal/catalog's, which reaches them through catalogapi.go.
 package host
 
@@ -101,11 +104,11 @@ type Options struct {
 	TaskKeys [][]byte
 	MaxTasks int
 	// CredentialSource, when set, is asked first for each upstream's
-	// credentials.Source (credentials.go): the per-user OAuth source plugs
-	// in here. A Source of kind exchanged or per_user makes the upstream
-	// act for its callers: one connection per session (per principal for
-	// stateless callers), each authorized for its own principal.
-	CredentialSource SourceFunc
+	// credentials.Source: the per-user OAuth source plugs in here. A
+	// Source of kind exchanged or per_user makes the upstream act for its
+	// callers: one connection per session (per principal for stateless
+	// callers), each authorized for its own principal.
+	CredentialSource credentials.SourceFunc
 	// UpstreamSessions, in a fleet (sessions.redis), records stateful
 	// upstreams' sessions so that every replica continues the same one
 	// (fleetsessions.go); ReplicaID names this replica in its records.
@@ -224,9 +227,11 @@ func (h *Host) newUpstream(name string, ucfg *config.Upstream, sep string) *Upst
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
-	u.base, u.ownConns = h.upstreamBase(name, ucfg)         // tls.go
-	u.httpc = h.upstreamHTTPClient(ctx, name, ucfg, u.base) // oauth.go
-	u.source = h.credentialSource(ctx, name, ucfg)          // credentials.go
+	u.base, u.ownConns = h.upstreamBase(name, ucfg) // tls.go
+	u.creds = credentials.NewUpstream(ctx, name, ucfg, u.base, credentials.Env{
+		Logger: h.opts.Logger, Metrics: h.opts.Metrics, HTTPClient: h.opts.HTTPClient, Source: h.opts.CredentialSource, Now: h.opts.Now,
+	})
+	u.httpc = u.creds.SharedClient()
 	u.startedAt.Store(time.Now().UnixNano())
 	if len(ucfg.Command) > 0 {
 		u.stderr = client.NewStderrLog(stderrOptions(name, ucfg, u.log, u.m)) // startup.go
@@ -382,16 +387,17 @@ type Upstream struct {
 	stderr *client.StderrLog
 
 	// httpc serves an HTTP upstream's requests: the shared client, or with
-	// oauth: one that adds the upstream's access token (oauth.go).
+	// oauth: one that adds the upstream's access token (creds.SharedClient).
 	httpc *http.Client
 	// base is the client httpc and acting-for clients are built on (the
 	// host's, or one of the upstream's own for tls:/proxy:, whose
 	// transport ownConns is, closed by stop).
 	base     *http.Client
 	ownConns *http1.Transport
-	// source authorizes an acting-for upstream's requests for their
-	// caller (nil: the upstream's own credential, if any; credentials.go).
-	source credentials.Source
+	// creds are the upstream's credentials: its shared client's, and the
+	// Source that authorizes an acting-for upstream's requests for their
+	// caller (actingfor.go).
+	creds *credentials.Upstream
 
 	mu      sync.Mutex
 	client  *client.Client
@@ -516,7 +522,7 @@ func (u *Upstream) Client(ctx context.Context) (*client.Client, error) {
 // upstream that keeps none cannot send requests or updates on it), the
 // primary one serves (and the gateway bridges input_required results).
 func (u *Upstream) ClientFor(ctx context.Context, legacyCaller bool) (*client.Client, error) {
-	if key, err := u.ownConnection(ctx); err != nil || key != "" { // credentials.go
+	if key, err := u.ownConnection(ctx); err != nil || key != "" { // actingfor.go
 		if err != nil {
 			return nil, err
 		}
@@ -637,7 +643,7 @@ func (u *Upstream) setState(s State, c *client.Client, err error) {
 // up for BreakerWindow.
 func (u *Upstream) supervise(ctx context.Context) {
 	if u.onDemand() {
-		// No shared connection to keep (credentials.go): the upstream is
+		// No shared connection to keep (actingfor.go): the upstream is
 		// ready for callers, who each get their own.
 		u.setState(StateReady, nil, nil)
 		close(u.first)

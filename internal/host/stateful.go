@@ -41,8 +41,8 @@ type perSession struct {
 	owner   map[string]string // session key -> principal key, for those that have one
 	byOwner map[string]int
 	// subjects are whom an acting-for upstream's connections act for, by
-	// session key (credentials.go).
-	subjects map[string]*subjectCell
+	// session key (actingfor.go).
+	subjects map[string]*credentials.Cell
 	// lastUse is when a stateless principal's connection of an acting-for
 	// upstream was last handed out: no session end releases those, so
 	// they are closed once idle for principalConnIdle (reapLocked).
@@ -133,7 +133,7 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 				return nil, &UnavailableError{Upstream: u.name, State: StateReady, Cause: errors.New("this session's upstream connection belongs to another principal")}
 			}
 			if cell := ps.subjects[key]; cell != nil {
-				cell.update(credentials.SubjectOf(ctx)) // the principal's freshest token
+				cell.Update(credentials.SubjectOf(ctx)) // the principal's freshest token
 			}
 			if ps.shared[key] != "" {
 				u.touchShared(key, now)
@@ -164,19 +164,19 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 		u.host.opts.Metrics.LimitRefused(refused.Bound)
 		return nil, refused
 	}
-	var cell *subjectCell
+	var cell *credentials.Cell
 	if u.ActsForCaller() {
-		cell = &subjectCell{sub: credentials.SubjectOf(ctx)} // captured: this connection acts for them only
+		cell = credentials.NewCell(credentials.SubjectOf(ctx)) // captured: this connection acts for them only
 	}
 	c, err := u.connectSession(ctx, key, cell, dead)
 	if err != nil {
-		if cerr := credentialFailure(err); cerr != nil { // credentials.go
+		if cerr := credentials.Failure(err); cerr != nil {
 			return nil, cerr
 		}
 		return nil, &UnavailableError{Upstream: u.name, State: StateDown, Cause: err}
 	}
 	if ps.conns == nil {
-		ps.conns, ps.owner, ps.byOwner, ps.subjects = map[string]*client.Client{}, map[string]string{}, map[string]int{}, map[string]*subjectCell{}
+		ps.conns, ps.owner, ps.byOwner, ps.subjects = map[string]*client.Client{}, map[string]string{}, map[string]int{}, map[string]*credentials.Cell{}
 	}
 	ps.conns[key] = c
 	if cell != nil {
@@ -193,11 +193,11 @@ func (u *Upstream) sessionClient(ctx context.Context, key string) (*client.Clien
 // connectSession connects like the shared connection, but its notifications
 // are the session's own.
 // dead is a fleet record found dead here (fleetsessions.go).
-func (u *Upstream) connectSession(ctx context.Context, key string, cell *subjectCell, dead string) (*client.Client, error) {
+func (u *Upstream) connectSession(ctx context.Context, key string, cell *credentials.Cell, dead string) (*client.Client, error) {
 	notify := u.host.opts.OnSessionNotification
 	hc := u.httpc
 	if cell != nil {
-		hc = u.actingClient(cell) // credentials.go: authorized for cell's principal only
+		hc = u.creds.ActingClient(cell) // authorized for cell's principal only
 	}
 	onNote := func(method string, params json.RawMessage) {
 		if notify != nil && !strings.HasPrefix(key, principalConnPrefix) {
@@ -329,10 +329,10 @@ func (u *Upstream) ListClient(ctx context.Context) (*client.Client, error) {
 	}
 	if u.ActsForCaller() && !u.onDemand() && !u.cfg.Stateful {
 		// Its own credential (oauth:, a header) lists the catalog on the
-		// shared connection; only calls act for the caller (credentials.go).
+		// shared connection; only calls act for the caller (actingfor.go).
 		return u.Client(ctx)
 	}
-	if key, err := u.ownConnection(ctx); err != nil || key != "" { // credentials.go
+	if key, err := u.ownConnection(ctx); err != nil || key != "" { // actingfor.go
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,8 @@
 //
 // It also owns what every upstream OAuth client shares — the challenge
 // parser, the metadata discovery, the resource and endpoint checks — which
-// the host's client-credentials source uses too.
+// the client-credentials and token-exchange sources of internal/credentials
+// use too.
 //
 // A caller (the gateway's /oauth/upstream/<name>/start and callback pages)
 // does:

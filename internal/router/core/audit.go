@@ -50,7 +50,7 @@ func (c *Core) auditBegin(ctx context.Context, rte *Route, msg *jsonrpc.Message,
 		e.rec.Upstream = v.upstream()
 		e.rec.Credential = string(rte.View.CredentialKind(e.rec.Upstream))
 	}
-	e.rec.ForwardedHeaders = auth.FromContext(ctx).ForwardedNames() // names only (host/forward.go)
+	e.rec.ForwardedHeaders = auth.FromContext(ctx).ForwardedNames() // names only (credentials/forward.go)
 	if v.task {
 		e.rec.Kind, e.rec.Name, e.rec.Upstream = string(mcp.KindTask), v.external, v.taskUpstream
 		if v.taskUpstream != "" {

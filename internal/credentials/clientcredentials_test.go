@@ -1,4 +1,4 @@
-package host
+package credentials
 
 import (
 	"context"
@@ -60,6 +60,12 @@ func testTokens(t *testing.T, cfg config.UpstreamOAuth) *upstreamTokens {
 // testTokensAt is testTokens whose tokens expire by now.
 func testTokensAt(t *testing.T, cfg config.UpstreamOAuth, now func() time.Time) *upstreamTokens {
 	return newUpstreamTokens(t.Context(), "gh", "https://api.example.com/mcp", &cfg, &http.Client{Timeout: 5 * time.Second}, zaptest.NewLogger(t), now)
+}
+
+// sharedClientOf is the shared connection's client NewUpstream builds for
+// cfg over base.
+func sharedClientOf(ctx context.Context, name string, cfg *config.Upstream, base *http.Client) *http.Client {
+	return NewUpstream(ctx, name, cfg, base, Env{HTTPClient: base}).SharedClient()
 }
 
 // fakeClock is a clock the test moves.
@@ -218,12 +224,12 @@ func TestOAuthTransport(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
-	hc := h.upstreamHTTPClient(ctx, "gh", &config.Upstream{URL: up.URL + "/mcp", OAuth: &config.UpstreamOAuth{TokenURL: idp.srv.URL, ClientID: "cid", ClientSecret: "s", AuthMethod: config.AuthMethodBasic}}, h.opts.HTTPClient)
-	if hc == h.opts.HTTPClient {
+	base := &http.Client{}
+	hc := sharedClientOf(ctx, "gh", &config.Upstream{URL: up.URL + "/mcp", OAuth: &config.UpstreamOAuth{TokenURL: idp.srv.URL, ClientID: "cid", ClientSecret: "s", AuthMethod: config.AuthMethodBasic}}, base)
+	if hc == base {
 		t.Fatal("an oauth upstream shares the plain client")
 	}
-	if plain := h.upstreamHTTPClient(ctx, "fs", &config.Upstream{URL: up.URL}, h.opts.HTTPClient); plain != h.opts.HTTPClient {
+	if plain := sharedClientOf(ctx, "fs", &config.Upstream{URL: up.URL}, base); plain != base {
 		t.Error("an upstream without oauth got a client of its own")
 	}
 	do := func(method, path string) int {

@@ -1,27 +1,27 @@
-package host
+package credentials
 
-// What an upstream's requests carry, and for whom (internal/credentials).
-// Every upstream has a credential kind: none, static (an Authorization
-// header from config), client_credentials (oauth:, oauth.go), or one that
-// acts for the caller — exchanged (auth.token_exchange, exchange.go) or
-// per_user (Options.CredentialSource) — given by a credentials.Source.
+// An upstream's credentials, as the host uses them. Every upstream has a
+// credential kind: none, static (an Authorization header from config,
+// which the client sends as configured), client_credentials (oauth:,
+// clientcredentials.go), or one that acts for the caller — exchanged
+// (auth.token_exchange, exchange.go), per_user (Env.Source: peruser) or
+// forwarded (forward_headers, forward.go) — given by a Source.
 //
 // An acting-for upstream runs each request as its caller, and MCP servers
-// bind their sessions to the user they were opened for, so it never shares
-// a connection between callers: each downstream session gets its own (the
-// stateful machinery, stateful.go), and a stateless caller one per
-// principal. A connection captures its principal when it is made; its
-// transport asks the Source for that principal's token on every request
-// (the freshest downstream token the principal called with rides along,
-// for an exchange) and, on a 401, tells the Source and retries once; on a
-// 403 insufficient_scope a per-user Source (credentials.ScopeEscalator)
-// answers with a step-up link. A connection is only ever used for the
-// principal that made it.
+// bind their sessions to the user they were opened for, so the host never
+// shares its connections between callers: which connection a request
+// takes, and that one is only ever used for the principal that made it,
+// is the host's (its stateful machinery). Each connection's Cell holds
+// that principal, and its client (ActingClient) asks the Source for the
+// principal's token on every request (the freshest downstream token the
+// principal called with rides along, for an exchange) and, on a 401,
+// tells the Source and retries once; on a 403 insufficient_scope a
+// per-user Source (ScopeEscalator) answers with a step-up link.
 //
 // Its shared connection (the catalog's lists, health) carries the
-// upstream's own credential, oauth: or an Authorization header; without
-// one there is no shared connection at all (nothing could authorize it),
-// and every list goes through the caller's own connection.
+// upstream's own credential, oauth: or an Authorization header (HasOwn);
+// without one the host opens no shared connection at all (nothing could
+// authorize it), and every list goes through the caller's own connection.
 
 import (
 	"context"
@@ -31,29 +31,77 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
+	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/outbound"
 )
 
-// SourceFunc builds an upstream's credentials.Source (Options.
-// CredentialSource): nil and no error leaves the upstream to the built-in
-// kinds. The per-user OAuth source plugs in here.
-type SourceFunc func(ctx context.Context, upstream string, cfg *config.Upstream) (credentials.Source, error)
+// SourceFunc builds an upstream's Source (Env.Source): nil and no error
+// leaves the upstream to the built-in kinds. The per-user OAuth source
+// plugs in here.
+type SourceFunc func(ctx context.Context, upstream string, cfg *config.Upstream) (Source, error)
 
-// credentialSource picks the upstream's acting-for Source: the hook's, else
-// token_exchange's, else none.
-func (h *Host) credentialSource(ctx context.Context, name string, cfg *config.Upstream) credentials.Source {
-	if mk := h.opts.CredentialSource; mk != nil {
+// Env is what an upstream's credentials are built with, injected by the
+// host.
+type Env struct {
+	Logger  *zap.Logger      // nil: none
+	Metrics *metrics.Metrics // the token exchange's series
+	// HTTPClient is the host's shared client: a token exchange's requests
+	// to the authorization server go over its transport.
+	HTTPClient *http.Client
+	// Source, when set, is asked first for each upstream's Source.
+	Source SourceFunc
+	// Now is the clock upstream tokens expire by (nil: time.Now).
+	Now func() time.Time
+}
+
+// Upstream is one upstream's credentials: the client of its shared
+// connection and, when it acts for its callers, the Source of each
+// caller's.
+type Upstream struct {
+	name   string
+	cfg    *config.Upstream
+	base   *http.Client // acting-for clients are built on it
+	shared *http.Client
+	source Source // nil: not acting for callers
+}
+
+// NewUpstream builds the credentials of upstream name over base, the
+// client its requests go out with (its TLS settings). ctx is the
+// upstream's: its end ends pending token requests.
+func NewUpstream(ctx context.Context, name string, cfg *config.Upstream, base *http.Client, env Env) *Upstream {
+	if env.Logger == nil {
+		env.Logger = zap.NewNop()
+	}
+	if env.HTTPClient == nil {
+		env.HTTPClient = &http.Client{}
+	}
+	return &Upstream{
+		name:   name,
+		cfg:    cfg,
+		base:   base,
+		shared: sharedClient(ctx, name, cfg, base, env),
+		source: newSource(ctx, name, cfg, env),
+	}
+}
+
+// SharedClient is the HTTP client of the upstream's shared connection:
+// base, or for an upstream with oauth: one adding the gateway's own token.
+func (u *Upstream) SharedClient() *http.Client { return u.shared }
+
+// newSource picks the upstream's acting-for Source: the hook's, else
+// token_exchange's, else forward_headers', else none.
+func newSource(ctx context.Context, name string, cfg *config.Upstream, env Env) Source {
+	if mk := env.Source; mk != nil {
 		src, err := mk(ctx, name, cfg)
 		if err != nil {
 			// Fail closed: every request of the upstream gets the error.
-			h.opts.Logger.Error("upstream credential source could not be built; its calls are refused", zap.String("upstream", name), zap.Error(err))
+			env.Logger.Error("upstream credential source could not be built; its calls are refused", zap.String("upstream", name), zap.Error(err))
 			return failingSource{err: fmt.Errorf("upstream %q: its credentials could not be set up: %w", name, err)}
 		}
 		if src != nil {
@@ -62,14 +110,14 @@ func (h *Host) credentialSource(ctx context.Context, name string, cfg *config.Up
 	}
 	if cfg.Auth != nil && cfg.Auth.TokenExchange != nil && cfg.URL != "" {
 		// (forward_headers ride along with an exchange's token: forward.go)
-		rt := h.opts.HTTPClient.Transport
+		rt := env.HTTPClient.Transport
 		if rt == nil {
 			rt = http.DefaultTransport
 		}
 		src := newExchangeSource(ctx, name, cfg.URL, cfg.Auth.TokenExchange,
-			outbound.NoRedirects(&http.Client{Transport: rt, Timeout: tokenFetchTimeout}), h.opts.Metrics, h.opts.Logger.With(zap.String("upstream", name)))
-		if h.opts.Now != nil {
-			src.now = h.opts.Now // exchanged tokens expire by the host's clock too
+			outbound.NoRedirects(&http.Client{Transport: rt, Timeout: tokenFetchTimeout}), env.Metrics, env.Logger.With(zap.String("upstream", name)))
+		if env.Now != nil {
+			src.now = env.Now // exchanged tokens expire by the host's clock too
 		}
 		return src
 	}
@@ -83,25 +131,32 @@ func (h *Host) credentialSource(ctx context.Context, name string, cfg *config.Up
 // failed with.
 type failingSource struct{ err error }
 
-func (f failingSource) Kind() credentials.Kind { return credentials.KindPerUser }
-func (f failingSource) Token(context.Context, credentials.Subject) (string, error) {
+func (f failingSource) Kind() Kind { return KindPerUser }
+func (f failingSource) Token(context.Context, Subject) (string, error) {
 	return "", f.err
 }
-func (f failingSource) Refused(context.Context, credentials.Subject, string) {}
+func (f failingSource) Refused(context.Context, Subject, string) {}
 
-// CredentialKind is what the upstream's calls carry: the Source's kind for
-// an acting-for upstream, else client_credentials (oauth:), static (an
+// Kind is what the upstream's calls carry: the Source's kind for an
+// acting-for upstream, else client_credentials (oauth:), static (an
 // Authorization header) or none. Audit records carry it.
-func (u *Upstream) CredentialKind() credentials.Kind {
+func (u *Upstream) Kind() Kind {
 	switch {
 	case u.source != nil:
 		return u.source.Kind()
 	case u.cfg.OAuth != nil:
-		return credentials.KindClientCredentials
+		return KindClientCredentials
 	case hasAuthorizationHeader(u.cfg):
-		return credentials.KindStatic
+		return KindStatic
 	}
-	return credentials.KindNone
+	return KindNone
+}
+
+// HasOwn reports whether the upstream has a credential of its own
+// (oauth: or an Authorization header) that a connection shared by every
+// caller can carry.
+func (u *Upstream) HasOwn() bool {
+	return u.cfg.OAuth != nil || hasAuthorizationHeader(u.cfg)
 }
 
 func hasAuthorizationHeader(cfg *config.Upstream) bool {
@@ -114,66 +169,35 @@ func hasAuthorizationHeader(cfg *config.Upstream) bool {
 }
 
 // ActsForCaller reports whether the upstream's requests run as their
-// caller (exchanged or per-user credentials).
+// caller (exchanged, per-user or forwarded credentials).
 func (u *Upstream) ActsForCaller() bool {
 	if u.source == nil {
 		return false
 	}
 	k := u.source.Kind()
-	return k == credentials.KindExchanged || k == credentials.KindPerUser || k == credentials.KindForwarded
+	return k == KindExchanged || k == KindPerUser || k == KindForwarded
 }
 
-// ListsActForCaller reports whether the upstream's lists go through the
-// caller's own connection (it acts for callers and has no shared one), so
-// that what one caller is shown is no other caller's.
-func (u *Upstream) ListsActForCaller() bool { return u.onDemand() }
-
-// onDemand reports whether the upstream has no shared connection: it acts
-// for callers and has no credential of its own to open one with.
-func (u *Upstream) onDemand() bool {
-	return u.ActsForCaller() && u.cfg.OAuth == nil && !hasAuthorizationHeader(u.cfg) && u.host.opts.Transport == nil
-}
-
-// principalConnPrefix marks the connection key of a stateless caller of
-// an acting-for upstream (a session key never starts with it).
-const principalConnPrefix = "principal\x00"
-
-// ownConnection is the key of the connection a request must use instead
-// of the shared one ("" for the shared one): the session's own for a
-// stateful or acting-for upstream, and for a stateless caller of an
-// acting-for upstream the principal's own.
-func (u *Upstream) ownConnection(ctx context.Context) (string, error) {
-	key := sessionFrom(ctx)
-	if key != "" && (u.cfg.Stateful || u.ActsForCaller()) {
-		return key, nil
-	}
-	if !u.ActsForCaller() {
-		return "", nil
-	}
-	p := auth.FromContext(ctx)
-	if p == nil {
-		return "", &CredentialError{Upstream: u.name, Err: errors.New("the request is not authenticated, so there is no caller to act for (configure auth.oidc)")}
-	}
-	return principalConnPrefix + p.Key(), nil
-}
-
-// subjectCell is whom one acting-for connection acts for: its principal,
-// fixed when it was made, and the latest downstream token that principal
+// Cell is whom one acting-for connection acts for: its principal, fixed
+// when it was made, and the latest downstream token that principal
 // called with (its token may be renewed during a session).
-type subjectCell struct {
+type Cell struct {
 	mu  sync.Mutex
-	sub credentials.Subject
+	sub Subject
 }
 
-func (c *subjectCell) get() credentials.Subject {
+// NewCell is a connection's Cell, acting for s only.
+func NewCell(s Subject) *Cell { return &Cell{sub: s} }
+
+func (c *Cell) get() Subject {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.sub
 }
 
-// update takes s if s is the same principal (never another's): its
+// Update takes s if s is the same principal (never another's): its
 // token, when it has one, and the headers it forwards.
-func (c *subjectCell) update(s credentials.Subject) {
+func (c *Cell) Update(s Subject) {
 	if s.Principal == nil {
 		return
 	}
@@ -187,8 +211,9 @@ func (c *subjectCell) update(s credentials.Subject) {
 	}
 }
 
-// actingClient is the HTTP client of one acting-for connection.
-func (u *Upstream) actingClient(cell *subjectCell) *http.Client {
+// ActingClient is the HTTP client of one acting-for connection, authorized
+// for cell's principal only. Only for an upstream that ActsForCaller.
+func (u *Upstream) ActingClient(cell *Cell) *http.Client {
 	base := u.base
 	rt := base.Transport
 	if rt == nil {
@@ -207,8 +232,8 @@ func (u *Upstream) actingClient(cell *subjectCell) *http.Client {
 type sourceTransport struct {
 	upstream string
 	origin   string
-	src      credentials.Source
-	cell     *subjectCell
+	src      Source
+	cell     *Cell
 	base     http.RoundTripper
 	forward  []config.ForwardHeader // the caller's headers it sends (forward.go)
 }
@@ -269,12 +294,12 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // forbidden handles the upstream's 403 to tok: with a Bearer challenge
 // error="insufficient_scope", a Source that can step up (a
-// credentials.ScopeEscalator: per-user) answers the request with a new
+// ScopeEscalator: per-user) answers the request with a new
 // authorization link for the added scopes instead of the refusal; nil from
 // it (nothing new to ask for) or any other 403 leaves the refusal as the
 // upstream gave it.
-func (t *sourceTransport) forbidden(req *http.Request, sub credentials.Subject, tok string, resp *http.Response) (*http.Response, error) {
-	esc, ok := t.src.(credentials.ScopeEscalator)
+func (t *sourceTransport) forbidden(req *http.Request, sub Subject, tok string, resp *http.Response) (*http.Response, error) {
+	esc, ok := t.src.(ScopeEscalator)
 	if !ok {
 		return resp, nil
 	}
@@ -293,7 +318,7 @@ func (t *sourceTransport) forbidden(req *http.Request, sub credentials.Subject, 
 // the user must give, or an exchange refusal, as it is; anything else as a
 // *CredentialError naming the upstream.
 func (t *sourceTransport) failure(err error) error {
-	if cerr := credentialFailure(err); cerr != nil {
+	if cerr := Failure(err); cerr != nil {
 		return cerr
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -315,7 +340,7 @@ func (e *CredentialError) Error() string {
 
 func (e *CredentialError) Unwrap() error { return e.Err }
 
-func (t *sourceTransport) send(req *http.Request, body io.ReadCloser, tok string, sub credentials.Subject) (*http.Response, error) {
+func (t *sourceTransport) send(req *http.Request, body io.ReadCloser, tok string, sub Subject) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.Body = body
 	if tok != "" { // a forwarded-only source has none
@@ -336,7 +361,7 @@ func (t *sourceTransport) dpop() *oauthclient.DPoPKey {
 	return nil
 }
 
-// dpopBound is a credentials.Source whose tokens may be bound to a key of
+// dpopBound is a Source whose tokens may be bound to a key of
 // the gateway's (RFC 9449): the per-user source with dpop: true.
 type dpopBound interface {
 	DPoPKey() *oauthclient.DPoPKey
@@ -394,11 +419,11 @@ func drain(resp *http.Response) {
 	_ = resp.Body.Close()
 }
 
-// credentialFailure returns the credential error inside err (a Source's
-// refusal), if there is one: it goes to the caller as it is, not as the
-// upstream being unavailable.
-func credentialFailure(err error) error {
-	var are *credentials.AuthorizationRequiredError
+// Failure returns the credential error inside err (a Source's refusal),
+// if there is one: it goes to the caller as it is, not as the upstream
+// being unavailable.
+func Failure(err error) error {
+	var are *AuthorizationRequiredError
 	if errors.As(err, &are) {
 		return are
 	}

@@ -1,4 +1,4 @@
-package host
+package credentials
 
 // Caller headers forwarded by explicit opt-in (upstreams.NAME.
 // forward_headers). The edge reads the configured headers of each request
@@ -15,25 +15,24 @@ import (
 	"net/http"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
-	"github.com/mcpgw/mcpgw/internal/credentials"
 )
 
 // forwardedSource is the Source of an upstream whose only per-caller
 // credential is what its callers' forwarded headers carry: no token.
 type forwardedSource struct{}
 
-func (forwardedSource) Kind() credentials.Kind { return credentials.KindForwarded }
-func (forwardedSource) Token(context.Context, credentials.Subject) (string, error) {
+func (forwardedSource) Kind() Kind { return KindForwarded }
+func (forwardedSource) Token(context.Context, Subject) (string, error) {
 	return "", nil
 }
-func (forwardedSource) Refused(context.Context, credentials.Subject, string) {}
+func (forwardedSource) Refused(context.Context, Subject, string) {}
 
 // forwardHeaders sets r's forwarded headers from the connection's subject:
 // the values of the request's own principal when it is the connection's
 // (a call's context carries it), else the subject's latest. Each
 // configured header is replaced whole, so a caller that stopped sending
 // one sends nothing.
-func (t *sourceTransport) forwardHeaders(r *http.Request, sub credentials.Subject) {
+func (t *sourceTransport) forwardHeaders(r *http.Request, sub Subject) {
 	if len(t.forward) == 0 {
 		return
 	}

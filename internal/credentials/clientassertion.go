@@ -1,4 +1,4 @@
-package host
+package credentials
 
 // The gateway's own upstream token without a client secret, and bound to
 // a key (config upstreams.NAME.oauth):

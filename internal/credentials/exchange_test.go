@@ -1,4 +1,4 @@
-package host
+package credentials
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
@@ -53,8 +52,8 @@ func TestExchangeForm(t *testing.T) {
 	}
 }
 
-func subject(name string) credentials.Subject {
-	return credentials.Subject{Principal: &auth.Principal{Subject: name, Issuer: "https://idp.example.com"}, Token: "downstream-" + name}
+func subject(name string) Subject {
+	return Subject{Principal: &auth.Principal{Subject: name, Issuer: "https://idp.example.com"}, Token: "downstream-" + name}
 }
 
 func testExchange(t *testing.T, tokenURL string, cfg config.UpstreamTokenExchange) *exchangeSource {
@@ -195,7 +194,7 @@ func TestExchangeErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		answer func(int, http.ResponseWriter, *http.Request)
-		sub    credentials.Subject
+		sub    Subject
 		want   []string
 	}{
 		{"refusal names the upstream and the IdP's error", func(_ int, w http.ResponseWriter, _ *http.Request) {
@@ -210,8 +209,8 @@ func TestExchangeErrors(t *testing.T) {
 			fmt.Fprint(w, `<html>bad gateway</html>`)
 		}, subject("alice"), []string{"HTTP 502 without an OAuth error"}},
 		{"an API-key caller has nothing to exchange", nil,
-			credentials.Subject{Principal: &auth.Principal{Subject: "ci", APIKey: "ci"}}, []string{"without a bearer token", "API key"}},
-		{"no caller", nil, credentials.Subject{}, []string{"not authenticated"}},
+			Subject{Principal: &auth.Principal{Subject: "ci", APIKey: "ci"}}, []string{"without a bearer token", "API key"}},
+		{"no caller", nil, Subject{}, []string{"not authenticated"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			answer := tc.answer

@@ -1,4 +1,4 @@
-package host
+package credentials
 
 // Upstream credentials from the OAuth 2.0 client-credentials grant
 // (config upstreams.NAME.oauth): the gateway's own token, never the
@@ -7,7 +7,7 @@ package host
 //
 // With oauth.token_url the token is fetched before the first request. With
 // oauth.issuer or oauth.discover the gateway follows the MCP authorization
-// flow (oauthdiscovery.go): a request goes without a token until the
+// flow (discovery.go): a request goes without a token until the
 // upstream answers 401, whose challenge and protected-resource metadata say
 // which resource and scopes to ask which authorization server for. In every
 // mode a 401 gets a new token and a 403 insufficient_scope naming scopes
@@ -49,10 +49,10 @@ const (
 	maxScopes = 64
 )
 
-// upstreamHTTPClient is the HTTP client for an upstream's requests: the
-// shared one, or for an upstream with oauth: a client of its own whose
-// transport adds the upstream's access token over the shared transport.
-func (h *Host) upstreamHTTPClient(ctx context.Context, name string, cfg *config.Upstream, base *http.Client) *http.Client {
+// sharedClient is the HTTP client for an upstream's shared connection:
+// base, or for an upstream with oauth: a client of its own whose
+// transport adds the upstream's access token over base's transport.
+func sharedClient(ctx context.Context, name string, cfg *config.Upstream, base *http.Client, env Env) *http.Client {
 	if cfg.OAuth == nil || cfg.URL == "" {
 		return base
 	}
@@ -60,15 +60,11 @@ func (h *Host) upstreamHTTPClient(ctx context.Context, name string, cfg *config.
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	log := h.opts.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	log = log.With(zap.String("upstream", name))
+	log := env.Logger.With(zap.String("upstream", name))
 	if cfg.OAuth.Discover {
 		log.Info("upstream OAuth: the authorization server is taken from the upstream's protected-resource metadata, and the client secret goes to it; set oauth.issuer instead to pin it")
 	}
-	tokens := newUpstreamTokens(ctx, name, cfg.URL, cfg.OAuth, oauthHTTPClient(name, cfg, rt), log, h.opts.Now)
+	tokens := newUpstreamTokens(ctx, name, cfg.URL, cfg.OAuth, oauthHTTPClient(name, cfg, rt), log, env.Now)
 	return &http.Client{
 		Transport:     &oauthTransport{origin: originOf(cfg.URL), tokens: tokens, base: rt},
 		CheckRedirect: base.CheckRedirect,
@@ -269,7 +265,7 @@ func authStyle(method string) oauth2.AuthStyle {
 
 // tokenFetcher runs the client-credentials grant.
 type tokenFetcher struct {
-	ctx      context.Context // the host's: Close ends a pending token request
+	ctx      context.Context // the upstream's: its end ends a pending token request
 	upstream string
 	cfg      *config.UpstreamOAuth
 	client   *http.Client
@@ -505,7 +501,7 @@ func originOf(raw string) string {
 // useUntil is when a token asked for at start and expiring at expiry
 // stops being used: tokenRefreshMargin before its expiry, and at most a
 // quarter of its life before (so a short-lived token is still reused
-// for most of its life). Every token the host caches follows it.
+// for most of its life). Every token this package caches follows it.
 func useUntil(start, expiry time.Time) time.Time {
 	life := expiry.Sub(start)
 	return expiry.Add(-min(tokenRefreshMargin, max(life/4, 0)))

@@ -1,4 +1,4 @@
-package host
+package credentials
 
 // Enterprise-Managed Authorization (the MCP ext-auth extension, SEP-990;
 // upstreams.NAME.auth.token_exchange.id_jag): the caller's identity

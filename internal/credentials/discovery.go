@@ -1,4 +1,4 @@
-package host
+package credentials
 
 // OAuth discovery for an upstream's client-credentials token
 // (oauth.issuer, oauth.discover): the upstream's WWW-Authenticate

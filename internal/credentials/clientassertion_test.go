@@ -1,4 +1,4 @@
-package host
+package credentials
 
 import (
 	"context"
@@ -23,7 +23,6 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 )
 
@@ -99,8 +98,8 @@ func TestAssertionFileRotatedUnderRunningGateway(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	ctx := t.Context()
-	h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
-	hc := h.upstreamHTTPClient(ctx, "wl", &config.Upstream{URL: up.URL + "/mcp", OAuth: &config.UpstreamOAuth{TokenURL: idp.URL, ClientID: "wl", AssertionFile: file, Resource: up.URL + "/mcp"}}, h.opts.HTTPClient)
+	base := &http.Client{}
+	hc := sharedClientOf(ctx, "wl", &config.Upstream{URL: up.URL + "/mcp", OAuth: &config.UpstreamOAuth{TokenURL: idp.URL, ClientID: "wl", AssertionFile: file, Resource: up.URL + "/mcp"}}, base)
 	call := func() *http.Response {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, up.URL+"/mcp", strings.NewReader("{}"))
@@ -190,8 +189,8 @@ func TestPrivateKeyJWTAndDPoPClientCredentials(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	ctx := t.Context()
-	h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
-	hc := h.upstreamHTTPClient(ctx, "gh", &config.Upstream{URL: up.URL + "/mcp", OAuth: &config.UpstreamOAuth{TokenURL: idp.URL, ClientID: "cid", PrivateKeyFile: keyPath, KeyID: "kid-1", DPoP: true}}, h.opts.HTTPClient)
+	base := &http.Client{}
+	hc := sharedClientOf(ctx, "gh", &config.Upstream{URL: up.URL + "/mcp", OAuth: &config.UpstreamOAuth{TokenURL: idp.URL, ClientID: "cid", PrivateKeyFile: keyPath, KeyID: "kid-1", DPoP: true}}, base)
 	for range 2 {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, up.URL+"/mcp?q=1", strings.NewReader("{}"))
 		req.Header.Set("DPoP", "a-downstream-proof") // never goes upstream
@@ -214,12 +213,12 @@ type dpopSource struct {
 	key *oauthclient.DPoPKey
 }
 
-func (s dpopSource) Kind() credentials.Kind { return credentials.KindPerUser }
-func (s dpopSource) Token(context.Context, credentials.Subject) (string, error) {
+func (s dpopSource) Kind() Kind { return KindPerUser }
+func (s dpopSource) Token(context.Context, Subject) (string, error) {
 	return "user-tok", nil
 }
-func (s dpopSource) Refused(context.Context, credentials.Subject, string) {}
-func (s dpopSource) DPoPKey() *oauthclient.DPoPKey                        { return s.key }
+func (s dpopSource) Refused(context.Context, Subject, string) {}
+func (s dpopSource) DPoPKey() *oauthclient.DPoPKey            { return s.key }
 
 // TestSourceTransportPresentsDPoPBoundTokens: an acting-for connection
 // whose source binds its tokens (auth.per_user.dpop) presents them as
@@ -248,7 +247,7 @@ func TestSourceTransportPresentsDPoPBoundTokens(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	tr := &sourceTransport{upstream: "u", origin: originOf(up.URL), src: dpopSource{key}, cell: &subjectCell{}, base: http.DefaultTransport}
+	tr := &sourceTransport{upstream: "u", origin: originOf(up.URL), src: dpopSource{key}, cell: NewCell(Subject{}), base: http.DefaultTransport}
 	for range 2 {
 		req, _ := http.NewRequest(http.MethodPost, up.URL+"/mcp", strings.NewReader("{}"))
 		resp, err := tr.RoundTrip(req)

@@ -1,4 +1,4 @@
-package host
+package credentials
 
 // RFC 8693 token exchange for an upstream (upstreams.NAME.auth.
 // token_exchange): the caller's validated downstream token is presented to
@@ -32,7 +32,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 )
@@ -76,7 +75,7 @@ func (e *ExchangeError) Error() string {
 		e.Upstream, e.TokenURL, what, e.Upstream)
 }
 
-// exchangeSource is the credentials.Source of token_exchange.
+// exchangeSource is the Source of token_exchange.
 type exchangeSource struct {
 	ctx      context.Context // the upstream's: its end ends pending exchanges
 	upstream string
@@ -118,16 +117,16 @@ func newExchangeSource(ctx context.Context, name, upstreamURL string, cfg *confi
 	return s
 }
 
-func (s *exchangeSource) Kind() credentials.Kind { return credentials.KindExchanged }
+func (s *exchangeSource) Kind() Kind { return KindExchanged }
 
 // cacheKey binds a token to the principal and the scopes it was issued
 // for (the upstream is this source's own).
-func (s *exchangeSource) cacheKey(sub credentials.Subject) string {
+func (s *exchangeSource) cacheKey(sub Subject) string {
 	return sub.Key() + "\x00" + strings.Join(s.cfg.Scopes, " ")
 }
 
 // Token returns the caller's exchanged token, exchanging on a miss.
-func (s *exchangeSource) Token(ctx context.Context, sub credentials.Subject) (string, error) {
+func (s *exchangeSource) Token(ctx context.Context, sub Subject) (string, error) {
 	if sub.Principal == nil {
 		return "", &ExchangeError{Upstream: s.upstream, TokenURL: s.tokenURLForErrors(),
 			Cause: "the request is not authenticated, so there is no caller to act for; configure auth.oidc"}
@@ -178,7 +177,7 @@ func (s *exchangeSource) Token(ctx context.Context, sub credentials.Subject) (st
 
 // Refused drops the subject's cached token if it is still token (the
 // upstream answered 401 to it), so the next Token exchanges again.
-func (s *exchangeSource) Refused(_ context.Context, sub credentials.Subject, token string) {
+func (s *exchangeSource) Refused(_ context.Context, sub Subject, token string) {
 	n := s.cache.drop(s.cacheKey(sub), token)
 	s.metrics.ExchangeCache(s.upstream, n, 0)
 }
@@ -252,7 +251,7 @@ func exchangeForm(cfg *config.UpstreamTokenExchange, subjectToken, actorToken st
 
 // exchange asks the authorization server for the subject's token and
 // returns it with the time to stop using it.
-func (s *exchangeSource) exchange(sub credentials.Subject) (string, time.Time, error) {
+func (s *exchangeSource) exchange(sub Subject) (string, time.Time, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, tokenFetchTimeout)
 	defer cancel()
 	endpoint, err := s.tokenURL(ctx)

@@ -1,4 +1,4 @@
-package host
+package credentials
 
 import (
 	"context"
@@ -240,8 +240,8 @@ func TestOAuthDiscovery(t *testing.T) {
 				o.AllowAddresses = []string{"127.0.0.1"} // the test's authorization server
 			}
 			ctx := t.Context()
-			h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
-			hc := h.upstreamHTTPClient(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &o}, h.opts.HTTPClient)
+			base := &http.Client{}
+			hc := sharedClientOf(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &o}, base)
 			if got, want := w.do(ctx, hc, "m"), w.fill(tc.want); !strings.HasPrefix(got, want) {
 				t.Errorf("request:\n got %s\nwant %s...", got, want)
 			}
@@ -279,8 +279,8 @@ func TestOAuthStepUp(t *testing.T) {
 	w.need["call"] = "mcp:write"
 	w.need["admin"] = "mcp:admin"
 	ctx := t.Context()
-	h := &Host{ctx: ctx, opts: Options{HTTPClient: &http.Client{}}}
-	hc := h.upstreamHTTPClient(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &config.UpstreamOAuth{Discover: true, ClientID: "cid", ClientSecret: "sec", AllowAddresses: []string{"127.0.0.0/8"}}}, h.opts.HTTPClient)
+	base := &http.Client{}
+	hc := sharedClientOf(ctx, "up", &config.Upstream{URL: w.up.URL + "/mcp", OAuth: &config.UpstreamOAuth{Discover: true, ClientID: "cid", ClientSecret: "sec", AllowAddresses: []string{"127.0.0.0/8"}}}, base)
 	steps := []struct{ method, want string }{
 		{"list", "200"}, // 401 → token for mcp:read
 		{"call", "200"}, // 403 mcp:write → token for mcp:read mcp:write

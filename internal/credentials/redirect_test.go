@@ -1,4 +1,4 @@
-package host
+package credentials
 
 import (
 	"context"
@@ -34,10 +34,10 @@ func redirectingTokenEndpoint(t *testing.T) (tokenURL string, reached *atomic.In
 // refused, not followed.
 func TestExchangeRefusesRedirect(t *testing.T) {
 	tokenURL, reached := redirectingTokenEndpoint(t)
-	h := &Host{opts: Options{HTTPClient: &http.Client{}, Logger: zaptest.NewLogger(t)}}
-	src := h.credentialSource(t.Context(), "jira", &config.Upstream{URL: "https://jira.example.com/mcp", Auth: &config.UpstreamAuth{
+	env := Env{HTTPClient: &http.Client{}, Logger: zaptest.NewLogger(t)}
+	src := NewUpstream(t.Context(), "jira", &config.Upstream{URL: "https://jira.example.com/mcp", Auth: &config.UpstreamAuth{
 		TokenExchange: &config.UpstreamTokenExchange{TokenURL: tokenURL, ClientID: "mcpgw", ClientSecret: "s3cret"},
-	}})
+	}}, env.HTTPClient, env).source
 	if tok, err := src.Token(context.Background(), subject("alice")); err == nil {
 		t.Fatalf("Token = %q; want the redirect refused", tok)
 	}
@@ -49,10 +49,10 @@ func TestExchangeRefusesRedirect(t *testing.T) {
 // Likewise the client-credentials grant's POST (the client secret).
 func TestClientCredentialsRefuseRedirect(t *testing.T) {
 	tokenURL, reached := redirectingTokenEndpoint(t)
-	h := &Host{opts: Options{HTTPClient: &http.Client{}, Logger: zaptest.NewLogger(t)}}
-	hc := h.upstreamHTTPClient(t.Context(), "gh", &config.Upstream{URL: "https://api.example.com/mcp", OAuth: &config.UpstreamOAuth{
+	env := Env{HTTPClient: &http.Client{}, Logger: zaptest.NewLogger(t)}
+	hc := NewUpstream(t.Context(), "gh", &config.Upstream{URL: "https://api.example.com/mcp", OAuth: &config.UpstreamOAuth{
 		TokenURL: tokenURL, ClientID: "mcpgw", ClientSecret: "s3cret",
-	}}, h.opts.HTTPClient)
+	}}, env.HTTPClient, env).SharedClient()
 	if tok, err := hc.Transport.(*oauthTransport).tokens.Token(); err == nil {
 		t.Fatalf("Token = %v; want the redirect refused", tok)
 	}
