@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // adminDo sends GET admin+path with the given Host (empty: the address)
@@ -44,8 +45,8 @@ var adminPaths = []string{"/", "/status/catalog?route=/mcp", "/status/config", "
 // path, while the address itself, loopback names and admin.allowed_hosts
 // (what Prometheus, probes and a Kubernetes Service name) are served.
 func TestAdminRefusesRebindingAndCrossSite(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
-	_, _, admin := startAdminGateway(t, fmt.Sprintf(`
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	_, _, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: "127.0.0.1:0", allowed_hosts: [mcpgw-admin.monitoring.svc]}
 upstreams:
@@ -85,8 +86,8 @@ func TestAdminToken(t *testing.T) {
 	if err := os.WriteFile(tokFile, []byte(tok1+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	alpha := httpUpstream(t, "alpha", 0)
-	gw, _, admin := startAdminGateway(t, fmt.Sprintf(`
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	gw, _, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: "127.0.0.1:0", pprof: true, token_file: %s}
 upstreams:
@@ -168,8 +169,8 @@ upstreams:
 // HTTP/1.0 without a Host header; the admin listener's Host check lets it
 // through (no browser omits Host).
 func TestAdminHTTP10HealthCheckWithoutHost(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
-	_, _, admin := startAdminGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: {listen: \"127.0.0.1:0\"}\nupstreams:\n  alpha: {url: %s}\n", alpha), gateway.Options{})
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	_, _, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: {listen: \"127.0.0.1:0\"}\nupstreams:\n  alpha: {url: %s}\n", alpha), gateway.Options{})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(admin, "http://"))
 	if err != nil {
 		t.Fatal(err)

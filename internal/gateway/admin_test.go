@@ -1,125 +1,28 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
-
-// startAdminGateway starts a gateway from YAML (which should set
-// admin.listen: 127.0.0.1:0) and returns it with its MCP and admin base URLs.
-func startAdminGateway(t *testing.T, yaml string, opts gateway.Options) (*gateway.Gateway, string, string) {
-	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(yaml), nil)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Logger = zaptest.NewLogger(t)
-	opts.Listener = ln
-	opts.Version = "test"
-	gw := runGateway(t, cfg, opts)
-	if gw.AdminAddr() == nil {
-		t.Fatal("no admin listener")
-	}
-	return gw, "http://" + ln.Addr().String(), "http://" + gw.AdminAddr().String()
-}
-
-func httpGet(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// scrape fetches /metrics and parses the exposition.
-func scrape(t *testing.T, admin string) (map[string]*dto.MetricFamily, string) {
-	t.Helper()
-	status, body := httpGet(t, admin+"/metrics")
-	if status != http.StatusOK {
-		t.Fatalf("/metrics: HTTP %d: %s", status, body)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := parser.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	return mfs, body
-}
-
-// sample returns the value of the series of name whose labels include the
-// given pairs; ok is false when there is none.
-func sample(mfs map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
-	base, suffix := name, ""
-	for _, s := range []string{"_count", "_sum"} {
-		if b, ok := strings.CutSuffix(name, s); ok && mfs[name] == nil {
-			base, suffix = b, s
-		}
-	}
-	mf := mfs[base]
-	if mf == nil {
-		return 0, false
-	}
-next:
-	for _, m := range mf.GetMetric() {
-		have := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			have[lp.GetName()] = lp.GetValue()
-		}
-		for i := 0; i+1 < len(labels); i += 2 {
-			if have[labels[i]] != labels[i+1] {
-				continue next
-			}
-		}
-		switch {
-		case suffix == "_count":
-			return float64(m.GetHistogram().GetSampleCount()), true
-		case suffix == "_sum":
-			return m.GetHistogram().GetSampleSum(), true
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Untyped != nil:
-			return m.GetUntyped().GetValue(), true
-		}
-	}
-	return 0, false
-}
 
 // After known traffic, /metrics on the admin listener holds the series with
 // the right values; the MCP listener does not serve it.
 func TestMetricsAfterKnownTraffic(t *testing.T) {
 	t.Parallel()
-	alpha := httpUpstream(t, "alpha", 2)
-	exe := stdioUpstream(t)
-	_, base, admin := startAdminGateway(t, fmt.Sprintf(`
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 2)
+	exe := gatewaytest.StdioUpstream(t)
+	_, base, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: "127.0.0.1:0"}
 upstreams:
@@ -130,7 +33,7 @@ upstreams:
     env: {MCPGW_TEST_STDIO_SERVER: beta}
 `, alpha, exe), gateway.Options{})
 
-	cs := connect(t, base+"/mcp", nil, "2025-11-25") // a session (2026-07-28 is stateless)
+	cs := gatewaytest.Connect(t, base+"/mcp", nil, "2025-11-25") // a session (2026-07-28 is stateless)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i := range 3 {
@@ -150,7 +53,7 @@ upstreams:
 		t.Fatal(err)
 	}
 
-	mfs, body := scrape(t, admin)
+	mfs, body := gatewaytest.Scrape(t, admin)
 	for _, c := range []struct {
 		name   string
 		labels []string
@@ -175,27 +78,27 @@ upstreams:
 		{"mcpgw_config_reloads_total", []string{"result", "failure"}, 0},
 		{"mcpgw_build_info", []string{"version", "test"}, 1},
 	} {
-		got, ok := sample(mfs, c.name, c.labels...)
+		got, ok := gatewaytest.Sample(mfs, c.name, c.labels...)
 		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
 	// alpha's handshake, listings and calls are a dozen requests in turn
 	// (its GET stream holds one connection): kept connections carry them.
-	if opened, _ := sample(mfs, "mcpgw_upstream_http_connections_opened_total"); opened < 1 || opened > 4 {
+	if opened, _ := gatewaytest.Sample(mfs, "mcpgw_upstream_http_connections_opened_total"); opened < 1 || opened > 4 {
 		t.Errorf("mcpgw_upstream_http_connections_opened_total = %v, want 1-4 (connections reused)", opened)
 	}
 	// A connection goes back to the pool once its answer's body is read
 	// to the end, which may come just after the caller has its answer.
 	testwait.Until(t, "the last call's connection kept idle (mcpgw_upstream_http_connections_idle >= 1)", func() bool {
-		m, _ := scrape(t, admin)
-		idle, ok := sample(m, "mcpgw_upstream_http_connections_idle")
+		m, _ := gatewaytest.Scrape(t, admin)
+		idle, ok := gatewaytest.Sample(m, "mcpgw_upstream_http_connections_idle")
 		return ok && idle >= 1
 	})
-	if sum, _ := sample(mfs, "mcpgw_upstream_call_duration_seconds_sum", "upstream", "alpha", "method", "tools/call"); sum <= 0 || sum > 10 {
+	if sum, _ := gatewaytest.Sample(mfs, "mcpgw_upstream_call_duration_seconds_sum", "upstream", "alpha", "method", "tools/call"); sum <= 0 || sum > 10 {
 		t.Errorf("alpha tools/call duration sum = %v s, want a small positive number", sum)
 	}
-	if ts, _ := sample(mfs, "mcpgw_config_last_reload_success_timestamp_seconds"); time.Since(time.Unix(int64(ts), 0)) > time.Minute {
+	if ts, _ := gatewaytest.Sample(mfs, "mcpgw_config_last_reload_success_timestamp_seconds"); time.Since(time.Unix(int64(ts), 0)) > time.Minute {
 		t.Errorf("config load timestamp %v is not recent", ts)
 	}
 	for _, n := range []string{"go_goroutines", "process_cpu_seconds_total", "process_resident_memory_bytes"} {
@@ -203,83 +106,52 @@ upstreams:
 			t.Errorf("%s missing: the Go and process collectors should be registered", n)
 		}
 	}
-	promtoolCheck(t, body)
+	gatewaytest.PromtoolCheck(t, body)
 
 	// Never on the MCP listener.
-	if status, _ := httpGet(t, base+"/metrics"); status != http.StatusNotFound {
+	if status, _ := gatewaytest.HTTPGet(t, base+"/metrics"); status != http.StatusNotFound {
 		t.Errorf("MCP listener /metrics: HTTP %d, want 404", status)
 	}
-	if status, _ := httpGet(t, admin+"/mcp"); status != http.StatusNotFound {
+	if status, _ := gatewaytest.HTTPGet(t, admin+"/mcp"); status != http.StatusNotFound {
 		t.Errorf("admin listener /mcp: HTTP %d, want 404", status)
 	}
-}
-
-// promtoolCheck runs `promtool check metrics` on an exposition when promtool
-// is installed (.ci/run installs it).
-func promtoolCheck(t *testing.T, exposition string) {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("MCPGW_REQUIRE_PROMTOOL") != "" {
-			t.Fatal("promtool is not installed (MCPGW_REQUIRE_PROMTOOL is set; .ci/run installs it)")
-		}
-		t.Log("promtool not installed; skipping promtool check metrics")
-		return
-	}
-	cmd := exec.Command(path, "check", "metrics")
-	cmd.Stdin = strings.NewReader(exposition)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out.String())
-	}
-}
-
-func readiness(t *testing.T, admin string) (int, gateway.Readiness) {
-	t.Helper()
-	status, body := httpGet(t, admin+"/readyz")
-	var r gateway.Readiness
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
-		t.Fatalf("/readyz body %q: %v", body, err)
-	}
-	return status, r
 }
 
 // /readyz depends on the upstreams marked required, and only on those.
 func TestReadyzRequiredUpstreams(t *testing.T) {
 	t.Parallel()
-	alpha := httpUpstream(t, "alpha", 2)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 2)
 	// Nothing listens on a port we just closed.
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := "http://" + ln.Addr().String() + "/mcp"
 	ln.Close()
 
 	t.Run("required upstream down", func(t *testing.T) {
-		_, _, admin := startAdminGateway(t, fmt.Sprintf(`
+		_, _, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf(`
 admin: {listen: "127.0.0.1:0"}
 upstreams:
   alpha: {url: %q, required: true}
   dead: {url: %q, required: true}
 `, alpha, dead), gateway.Options{})
-		status, r := readiness(t, admin)
+		status, r := gatewaytest.Readiness(t, admin)
 		if status != http.StatusServiceUnavailable || r.Ready {
 			t.Fatalf("/readyz = %d %+v, want 503", status, r)
 		}
 		if len(r.Reasons) != 1 || !strings.Contains(r.Reasons[0], `"dead"`) || r.Upstreams["alpha"].State != "ready" {
 			t.Errorf("reasons %q, upstreams %+v: want only dead named", r.Reasons, r.Upstreams)
 		}
-		if status, body := httpGet(t, admin+"/healthz"); status != http.StatusOK {
+		if status, body := gatewaytest.HTTPGet(t, admin+"/healthz"); status != http.StatusOK {
 			t.Errorf("/healthz = %d %s, want 200 (alive even when not ready)", status, body)
 		}
 	})
 	t.Run("optional upstream down", func(t *testing.T) {
-		_, _, admin := startAdminGateway(t, fmt.Sprintf(`
+		_, _, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf(`
 admin: {listen: "127.0.0.1:0"}
 upstreams:
   alpha: {url: %q, required: true}
   dead: {url: %q}
 `, alpha, dead), gateway.Options{})
-		status, r := readiness(t, admin)
+		status, r := gatewaytest.Readiness(t, admin)
 		if status != http.StatusOK || !r.Ready || !r.Listener || !r.ConfigLoaded {
 			t.Fatalf("/readyz = %d %+v, want 200", status, r)
 		}
@@ -293,13 +165,13 @@ upstreams:
 // then stops accepting.
 func TestReadyzTurns503FirstOnShutdown(t *testing.T) {
 	// Not parallel: it checks what happens within a 500 ms shutdown delay, even on a loaded machine.
-	alpha := httpUpstream(t, "alpha", 2)
-	gw, base, admin := startAdminGateway(t, fmt.Sprintf(`
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 2)
+	gw, base, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf(`
 admin: {listen: "127.0.0.1:0"}
 upstreams:
   alpha: {url: %q}
 `, alpha), gateway.Options{ShutdownDelay: 500 * time.Millisecond})
-	if status, _ := readiness(t, admin); status != http.StatusOK {
+	if status, _ := gatewaytest.Readiness(t, admin); status != http.StatusOK {
 		t.Fatalf("/readyz before shutdown = %d", status)
 	}
 	done := make(chan error, 1)
@@ -310,7 +182,7 @@ upstreams:
 	}()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		status, r := readiness(t, admin)
+		status, r := gatewaytest.Readiness(t, admin)
 		if status == http.StatusServiceUnavailable {
 			if !r.ShuttingDown {
 				t.Errorf("503 without shutting_down: %+v", r)
@@ -323,7 +195,7 @@ upstreams:
 		time.Sleep(5 * time.Millisecond) // a poll, bounded by deadline
 	}
 	// Still serving MCP while load balancers catch up.
-	cs := connect(t, base+"/mcp", nil, "")
+	cs := gatewaytest.Connect(t, base+"/mcp", nil, "")
 	if _, err := cs.ListTools(context.Background(), nil); err != nil {
 		t.Errorf("MCP during the shutdown delay: %v", err)
 	}

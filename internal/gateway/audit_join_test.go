@@ -15,12 +15,13 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // An audit record carries the request's X-Request-Id, the request_id of
 // the process log's lines about the same request, so the two join.
 func TestAuditRecordJoinsProcessLog(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	path := filepath.Join(t.TempDir(), "audit.log")
 	cfg, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`
 listen: 127.0.0.1:0
@@ -43,18 +44,18 @@ audit: {output: %s}
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &rawClient{t: t, url: "http://" + ln.Addr().String() + "/mcp"}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: "http://" + ln.Addr().String() + "/mcp"}
+	c.Initialize("2025-11-25")
 	for _, tc := range []struct{ id, tool string }{{"join-ok-1", "alpha__echo"}, {"join-denied-2", "alpha__slow"}} {
-		c.do(http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tc.tool+`","arguments":{}}}`,
-			func(r *http.Request) { r.Header.Set("X-Request-Id", tc.id) }).last(t)
+		c.Do(http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tc.tool+`","arguments":{}}}`,
+			func(r *http.Request) { r.Header.Set("X-Request-Id", tc.id) }).Last(t)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := gw.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	recs := auditRecords(t, path)
+	recs := gatewaytest.AuditRecords(t, path)
 	if len(recs) != 2 || recs[0]["request_id"] != "join-ok-1" || recs[1]["request_id"] != "join-denied-2" {
 		t.Fatalf("audit records: %v", recs)
 	}

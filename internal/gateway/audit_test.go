@@ -19,6 +19,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/audit"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/router"
 )
 
@@ -52,27 +53,6 @@ func auditUpstream(t *testing.T) string {
 	return ts.URL + "/mcp"
 }
 
-// auditRecords reads the audit file: one JSON object per line.
-func auditRecords(t *testing.T, path string) []map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal(line, &m); err != nil {
-			t.Fatalf("audit line is not JSON: %v: %s", err, line)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // TestAuditLog: every tool call, prompt get and refusal leaves one record
 // on the audit sink, asserted field by field: allowed, denied by policy,
 // tool error, rate limited, timed out, and arguments hashed and redacted.
@@ -80,7 +60,7 @@ func TestAuditLog(t *testing.T) {
 	// Not parallel: a 500 ms upstream timeout is part of what it checks, even on a loaded machine.
 	up := auditUpstream(t)
 	path := filepath.Join(t.TempDir(), "audit.log")
-	gw, base := startGateway(t, fmt.Sprintf(`
+	gw, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   au: {url: %s, timeout: 500ms}
@@ -101,30 +81,30 @@ audit:
   include_arguments: true
   redact_fields: [password, token]
 `, up, path))
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {"eng-secret-0123456789"}}}
-	c.initialize("2025-11-25")
-	if got := auditRecords(t, path); len(got) != 0 {
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"X-Api-Key": {"eng-secret-0123456789"}}}
+	c.Initialize("2025-11-25")
+	if got := gatewaytest.AuditRecords(t, path); len(got) != 0 {
 		t.Fatalf("records before any call: %v", got) // initialize and lists are not audited
 	}
 
 	loginArgs := `{"user": "alice", "password": "hunter2", "nested": [{"Token": "t0k"}], "n": 1.50}`
 	call := func(id int, tool, args string) {
-		c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args)).last(t)
+		c.Post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args)).Last(t)
 	}
 	call(1, "au__login", loginArgs)
-	if e := errorOf(t, c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"au__secret","arguments":{}}}`)); e.Code != -32602 {
+	if e := gatewaytest.ErrorOf(t, c.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"au__secret","arguments":{}}}`)); e.Code != -32602 {
 		t.Errorf("denied call: %+v", e)
 	}
 	call(3, "au__fail", `{}`)
 	call(4, "au__limited", `{}`)
-	if e := errorOf(t, c.post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"au__limited","arguments":{}}}`)); e.Code != router.CodeRateLimited {
+	if e := gatewaytest.ErrorOf(t, c.Post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"au__limited","arguments":{}}}`)); e.Code != router.CodeRateLimited {
 		t.Errorf("rate-limited call: %+v", e)
 	}
 	call(6, "au__slow", `{}`)
-	if m := c.post(`{"jsonrpc":"2.0","id":7,"method":"prompts/get","params":{"name":"au__greet","arguments":{"who":"bob"}}}`).last(t); m.Error != nil {
+	if m := c.Post(`{"jsonrpc":"2.0","id":7,"method":"prompts/get","params":{"name":"au__greet","arguments":{"who":"bob"}}}`).Last(t); m.Error != nil {
 		t.Errorf("prompts/get: %v", m.Error)
 	}
-	c.post(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`).last(t)
+	c.Post(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`).Last(t)
 
 	// Shutdown closes the audit file; every record is in it.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -132,7 +112,7 @@ audit:
 	if err := gw.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	recs := auditRecords(t, path)
+	recs := gatewaytest.AuditRecords(t, path)
 	if len(recs) != 7 {
 		for _, r := range recs {
 			t.Logf("record: %v", r)

@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth/authtest"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
@@ -33,7 +34,7 @@ import (
 const (
 	authAPIKey        = "ci-key-4f9a0c1d2e3b4a5c6d7e8f90"
 	authUpstreamCred  = "Bearer upstream-credential-7e1f2a"
-	authCookie        = "sid=downstream-cookie-9b8c7d"
+	authCookie        = gatewaytest.AuthCookie
 	authAdminScope    = "mcp:admin"
 	authRequiredScope = "mcp:tools"
 )
@@ -76,29 +77,11 @@ func (h *headerRecorder) headers() []http.Header {
 	return append([]http.Header(nil), h.all...)
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type authEnv struct {
 	base   string // http://127.0.0.1:PORT
 	issuer *authtest.Issuer
 	rec    *headerRecorder
-	logs   *syncBuffer
+	logs   *gatewaytest.SyncBuffer
 	tokens []string // every token handed out, to grep logs for
 	mu     sync.Mutex
 	// metrics is the gateway's registry, to grep its exposition for secrets.
@@ -125,11 +108,11 @@ func (e *authEnv) sign(c map[string]any) string {
 // 2026 bridge). Logs, debug level included, are captured.
 func authGateway(t *testing.T) *authEnv {
 	t.Helper()
-	e := &authEnv{issuer: authtest.NewIssuer(t), rec: &headerRecorder{}, logs: &syncBuffer{}}
-	srv := testServer("rec", 10)
+	e := &authEnv{issuer: authtest.NewIssuer(t), rec: &headerRecorder{}, logs: &gatewaytest.SyncBuffer{}}
+	srv := gatewaytest.SDKServer("rec", 10)
 	ts := httptest.NewServer(e.rec.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)))
 	t.Cleanup(ts.Close)
-	up := fidHTTPUpstream(t, "up", 0)
+	up := gatewaytest.FidHTTPUpstream(t, "up", 0)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -155,7 +138,7 @@ auth:
     - {name: ci, key: %q, principal: ci-bot, groups: [automation], scopes: [%s]}
 policy:
   default: allow   # with auth configured the default is deny; these tests are about identity
-`, ln.Addr(), e.base, ts.URL, authUpstreamCred, up.entry, authAdminScope, e.issuer.URL, authRequiredScope, authAPIKey, authRequiredScope)
+`, ln.Addr(), e.base, ts.URL, authUpstreamCred, up.Entry, authAdminScope, e.issuer.URL, authRequiredScope, authAPIKey, authRequiredScope)
 	cfg, err := config.Parse("auth.yaml", []byte(yaml), nil)
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -163,57 +146,9 @@ policy:
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(e.logs), zapcore.DebugLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
 	e.metrics = prometheus.NewRegistry()
-	runGateway(t, cfg, gateway.Options{Logger: log, Listener: ln, Auth: auth.Options{KeyRefreshInterval: time.Millisecond},
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: log, Listener: ln, Auth: auth.Options{KeyRefreshInterval: time.Millisecond},
 		Metrics: metrics.New(e.metrics, metrics.Options{NoRuntimeCollectors: true})})
 	return e
-}
-
-// credentials adds a bearer token and a cookie to every request, as a
-// browser-based or misconfigured client might.
-type credentials struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (c credentials) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+c.token)
-	r.Header.Set("Cookie", authCookie)
-	return c.base.RoundTrip(r)
-}
-
-// connectWith opens an official-SDK session that sends token.
-func connectWith(t *testing.T, url, token, version string) (*mcp.ClientSession, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	var sopts *mcp.ClientSessionOptions
-	if version != "" {
-		sopts = &mcp.ClientSessionOptions{ProtocolVersion: version}
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "auth-client", Version: "1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: credentials{token, tr}}}, sopts)
-	if err == nil {
-		t.Cleanup(func() { _ = cs.Close() })
-	}
-	return cs, err
-}
-
-func echo(t *testing.T, cs *mcp.ClientSession, tool string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hi"}})
-	if err != nil {
-		t.Fatalf("call %s: %v", tool, err)
-	}
-	return textOf(t, res)
-}
-
-func bearer(token string) http.Header {
-	return http.Header{"Authorization": {"Bearer " + token}}
 }
 
 const initBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
@@ -236,13 +171,13 @@ func TestAuthEndToEnd(t *testing.T) {
 			{http.MethodGet, "/mcp/sse", ""},
 			{http.MethodPost, "/mcp/message?sessionId=x", initBody},
 		} {
-			c := &rawClient{t: t, url: e.base + tc.path, header: http.Header{"Cookie": {authCookie}}}
-			r := c.do(tc.method, tc.body, nil)
-			if r.status != http.StatusUnauthorized || r.header.Get("WWW-Authenticate") != want {
-				t.Errorf("%s %s: HTTP %d, WWW-Authenticate %q; want 401, %q", tc.method, tc.path, r.status, r.header.Get("WWW-Authenticate"), want)
+			c := &gatewaytest.RawClient{T: t, URL: e.base + tc.path, Header: http.Header{"Cookie": {authCookie}}}
+			r := c.Do(tc.method, tc.body, nil)
+			if r.Status != http.StatusUnauthorized || r.Header.Get("WWW-Authenticate") != want {
+				t.Errorf("%s %s: HTTP %d, WWW-Authenticate %q; want 401, %q", tc.method, tc.path, r.Status, r.Header.Get("WWW-Authenticate"), want)
 			}
-			if m := r.last(t); m.Error == nil || !strings.Contains(m.Error.Message, "unauthorized") {
-				t.Errorf("%s %s: body %s", tc.method, tc.path, r.body)
+			if m := r.Last(t); m.Error == nil || !strings.Contains(m.Error.Message, "unauthorized") {
+				t.Errorf("%s %s: body %s", tc.method, tc.path, r.Body)
 			}
 		}
 	})
@@ -270,9 +205,9 @@ func TestAuthEndToEnd(t *testing.T) {
 
 	t.Run("authentication happens before the body is read", func(t *testing.T) {
 		// A body beyond max_body_bytes would get 413 once read.
-		c := &rawClient{t: t, url: mcpURL}
-		if r := c.post(strings.Repeat(" ", 5<<20) + initBody); r.status != http.StatusUnauthorized {
-			t.Errorf("oversized body without a token: HTTP %d, want 401", r.status)
+		c := &gatewaytest.RawClient{T: t, URL: mcpURL}
+		if r := c.Post(strings.Repeat(" ", 5<<20) + initBody); r.Status != http.StatusUnauthorized {
+			t.Errorf("oversized body without a token: HTTP %d, want 401", r.Status)
 		}
 	})
 
@@ -285,87 +220,87 @@ func TestAuthEndToEnd(t *testing.T) {
 			status int
 			want   string
 		}{
-			"another audience": {bearer(e.token("alice", "https://other.example.com/mcp", authRequiredScope)), "", 401, `error="invalid_token"`},
-			"expired":          {bearer(e.sign(expired)), "", 401, `error="invalid_token", error_description="the token expired at`},
-			"alg none":         {bearer(authtest.Unsigned(e.issuer.Claims("alice", resource, authRequiredScope))), "", 401, `error="invalid_token"`},
+			"another audience": {gatewaytest.Bearer(e.token("alice", "https://other.example.com/mcp", authRequiredScope)), "", 401, `error="invalid_token"`},
+			"expired":          {gatewaytest.Bearer(e.sign(expired)), "", 401, `error="invalid_token", error_description="the token expired at`},
+			"alg none":         {gatewaytest.Bearer(authtest.Unsigned(e.issuer.Claims("alice", resource, authRequiredScope))), "", 401, `error="invalid_token"`},
 			"wrong api key":    {http.Header{"X-Api-Key": {authAPIKey + "x"}}, "", 401, `error="invalid_token"`},
 			"token in query":   {nil, "?access_token=" + alice, 400, `error="invalid_request"`},
 		} {
-			c := &rawClient{t: t, url: mcpURL + tc.query, header: tc.header}
-			r := c.post(initBody)
-			if got := r.header.Get("WWW-Authenticate"); r.status != tc.status || !strings.HasPrefix(got, `Bearer resource_metadata="`+metaURL+`", `+tc.want) {
-				t.Errorf("%s: HTTP %d, WWW-Authenticate %q; want %d, %s", name, r.status, got, tc.status, tc.want)
+			c := &gatewaytest.RawClient{T: t, URL: mcpURL + tc.query, Header: tc.header}
+			r := c.Post(initBody)
+			if got := r.Header.Get("WWW-Authenticate"); r.Status != tc.status || !strings.HasPrefix(got, `Bearer resource_metadata="`+metaURL+`", `+tc.want) {
+				t.Errorf("%s: HTTP %d, WWW-Authenticate %q; want %d, %s", name, r.Status, got, tc.status, tc.want)
 			}
 		}
 	})
 
 	t.Run("valid token: the official SDK works", func(t *testing.T) {
 		for _, version := range []string{"2025-11-25", "2025-06-18", ""} {
-			cs, err := connectWith(t, mcpURL, alice, version)
+			cs, err := gatewaytest.ConnectWith(t, mcpURL, alice, version)
 			if err != nil {
 				t.Fatalf("version %q: %v", version, err)
 			}
-			if got := echo(t, cs, "rec__echo"); got != "rec:hi" {
+			if got := gatewaytest.Echo(t, cs, "rec__echo"); got != "rec:hi" {
 				t.Errorf("version %q: echo = %q", version, got)
 			}
 		}
 	})
 
 	t.Run("API key works", func(t *testing.T) {
-		cs, err := connectWith(t, mcpURL, authAPIKey, "")
+		cs, err := gatewaytest.ConnectWith(t, mcpURL, authAPIKey, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := echo(t, cs, "rec__echo"); got != "rec:hi" {
+		if got := gatewaytest.Echo(t, cs, "rec__echo"); got != "rec:hi" {
 			t.Errorf("echo = %q", got)
 		}
 	})
 
 	t.Run("insufficient scope: 403 naming what the route needs", func(t *testing.T) {
 		noScope := e.token("carol", resource)
-		c := &rawClient{t: t, url: mcpURL, header: bearer(noScope)}
-		r := c.post(initBody)
+		c := &gatewaytest.RawClient{T: t, URL: mcpURL, Header: gatewaytest.Bearer(noScope)}
+		r := c.Post(initBody)
 		want := `Bearer resource_metadata="` + metaURL + `", error="insufficient_scope", error_description="the credential lacks scope mcp:tools", scope="mcp:tools"`
-		if r.status != http.StatusForbidden || r.header.Get("WWW-Authenticate") != want {
-			t.Errorf("HTTP %d, %q\nwant 403 %q", r.status, r.header.Get("WWW-Authenticate"), want)
+		if r.Status != http.StatusForbidden || r.Header.Get("WWW-Authenticate") != want {
+			t.Errorf("HTTP %d, %q\nwant 403 %q", r.Status, r.Header.Get("WWW-Authenticate"), want)
 		}
 		admin := mcpURL + "/admin"
-		c = &rawClient{t: t, url: admin, header: bearer(e.token("alice", admin, authRequiredScope))}
-		r = c.post(initBody)
-		if r.status != http.StatusForbidden || !strings.HasSuffix(r.header.Get("WWW-Authenticate"), `scope="mcp:tools mcp:admin"`) {
-			t.Errorf("admin route: HTTP %d, %q", r.status, r.header.Get("WWW-Authenticate"))
+		c = &gatewaytest.RawClient{T: t, URL: admin, Header: gatewaytest.Bearer(e.token("alice", admin, authRequiredScope))}
+		r = c.Post(initBody)
+		if r.Status != http.StatusForbidden || !strings.HasSuffix(r.Header.Get("WWW-Authenticate"), `scope="mcp:tools mcp:admin"`) {
+			t.Errorf("admin route: HTTP %d, %q", r.Status, r.Header.Get("WWW-Authenticate"))
 		}
-		cs, err := connectWith(t, admin, e.token("alice", admin, authRequiredScope, authAdminScope), "2025-11-25")
+		cs, err := gatewaytest.ConnectWith(t, admin, e.token("alice", admin, authRequiredScope, authAdminScope), "2025-11-25")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := echo(t, cs, "rec__echo"); got != "rec:hi" {
+		if got := gatewaytest.Echo(t, cs, "rec__echo"); got != "rec:hi" {
 			t.Errorf("admin echo = %q", got)
 		}
 		// The API key lacks mcp:admin.
-		if _, err := connectWith(t, admin, authAPIKey, "2025-11-25"); err == nil {
+		if _, err := gatewaytest.ConnectWith(t, admin, authAPIKey, "2025-11-25"); err == nil {
 			t.Error("API key without mcp:admin connected to /mcp/admin")
 		}
 	})
 
 	t.Run("a session used by another principal is not found", func(t *testing.T) {
-		owner := &rawClient{t: t, url: mcpURL, header: bearer(alice)}
-		owner.initialize("2025-11-25")
+		owner := &gatewaytest.RawClient{T: t, URL: mcpURL, Header: gatewaytest.Bearer(alice)}
+		owner.Initialize("2025-11-25")
 		call := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"rec__echo","arguments":{"text":"from-intruder"}}}`
 		for name, h := range map[string]http.Header{
-			"bob":               bearer(bob),
-			"alice's other iss": bearer(authtest.NewIssuer(t).Token(e.issuer.Claims("alice", resource, authRequiredScope))),
+			"bob":               gatewaytest.Bearer(bob),
+			"alice's other iss": gatewaytest.Bearer(authtest.NewIssuer(t).Token(e.issuer.Claims("alice", resource, authRequiredScope))),
 			"api key":           {"X-Api-Key": {authAPIKey}},
 		} {
-			other := &rawClient{t: t, url: mcpURL, session: owner.session, header: h}
+			other := &gatewaytest.RawClient{T: t, URL: mcpURL, Session: owner.Session, Header: h}
 			for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-				r := other.do(method, call, nil)
+				r := other.Do(method, call, nil)
 				want := http.StatusNotFound
 				if name == "alice's other iss" {
 					want = http.StatusUnauthorized // a foreign issuer is refused first
 				}
-				if r.status != want {
-					t.Errorf("%s %s on alice's session: HTTP %d %s, want %d", name, method, r.status, r.body, want)
+				if r.Status != want {
+					t.Errorf("%s %s on alice's session: HTTP %d %s, want %d", name, method, r.Status, r.Body, want)
 				}
 			}
 		}
@@ -373,9 +308,9 @@ func TestAuthEndToEnd(t *testing.T) {
 			t.Error("another principal's call on alice's session reached the upstream")
 		}
 		// Alice's session is intact, and a new token of hers is still her.
-		owner.header = bearer(e.token("alice", resource, authRequiredScope))
-		if r := owner.post(strings.ReplaceAll(call, "from-intruder", "from-alice")); r.status != http.StatusOK || r.last(t).Error != nil {
-			t.Errorf("alice's own call: HTTP %d %s", r.status, r.body)
+		owner.Header = gatewaytest.Bearer(e.token("alice", resource, authRequiredScope))
+		if r := owner.Post(strings.ReplaceAll(call, "from-intruder", "from-alice")); r.Status != http.StatusOK || r.Last(t).Error != nil {
+			t.Errorf("alice's own call: HTTP %d %s", r.Status, r.Body)
 		}
 	})
 
@@ -383,31 +318,31 @@ func TestAuthEndToEnd(t *testing.T) {
 		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rec__echo","arguments":{"text":"hi"},` + meta + `}}`
 		h := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"rec__echo"}}
-		r := (&rawClient{t: t, url: mcpURL, header: h.Clone()}).post(body)
-		if r.status != http.StatusUnauthorized || !strings.HasPrefix(r.header.Get("WWW-Authenticate"), `Bearer resource_metadata=`) {
-			t.Errorf("without a token: HTTP %d %s", r.status, r.body)
+		r := (&gatewaytest.RawClient{T: t, URL: mcpURL, Header: h.Clone()}).Post(body)
+		if r.Status != http.StatusUnauthorized || !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), `Bearer resource_metadata=`) {
+			t.Errorf("without a token: HTTP %d %s", r.Status, r.Body)
 		}
 		h.Set("Authorization", "Bearer "+alice)
-		r = (&rawClient{t: t, url: mcpURL, header: h}).post(body)
-		if m := r.last(t); r.status != http.StatusOK || m.Error != nil || !strings.Contains(string(m.Result), "rec:hi") {
-			t.Errorf("with a token: HTTP %d %s", r.status, r.body)
+		r = (&gatewaytest.RawClient{T: t, URL: mcpURL, Header: h}).Post(body)
+		if m := r.Last(t); r.Status != http.StatusOK || m.Error != nil || !strings.Contains(string(m.Result), "rec:hi") {
+			t.Errorf("with a token: HTTP %d %s", r.Status, r.Body)
 		}
 	})
 
 	t.Run("a parked 2026 call resumes only for its principal", func(t *testing.T) {
 		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
-		post := func(token, extra string) *rawResponse {
-			h := bearer(token)
+		post := func(token, extra string) *gatewaytest.RawResponse {
+			h := gatewaytest.Bearer(token)
 			h.Set("Mcp-Protocol-Version", "2026-07-28")
 			h.Set("Mcp-Method", "tools/call")
 			h.Set("Mcp-Name", "up__sample")
-			return (&rawClient{t: t, url: mcpURL, header: h}).post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__sample","arguments":{"tag":"X"},` + meta + extra + `}}`)
+			return (&gatewaytest.RawClient{T: t, URL: mcpURL, Header: h}).Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__sample","arguments":{"tag":"X"},` + meta + extra + `}}`)
 		}
 		var ir struct {
 			InputRequests map[string]json.RawMessage `json:"inputRequests"`
 			RequestState  string                     `json:"requestState"`
 		}
-		if err := json.Unmarshal(post(alice, "").last(t).Result, &ir); err != nil || len(ir.InputRequests) != 1 {
+		if err := json.Unmarshal(post(alice, "").Last(t).Result, &ir); err != nil || len(ir.InputRequests) != 1 {
 			t.Fatalf("first round: %v %+v", err, ir)
 		}
 		var key string
@@ -416,10 +351,10 @@ func TestAuthEndToEnd(t *testing.T) {
 		}
 		retry := `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"forty-two"}}},"requestState":"` + ir.RequestState + `"`
 		r := post(bob, retry)
-		if r.status != http.StatusBadRequest || !strings.Contains(errorOf(t, r).Message, "another principal") {
-			t.Errorf("bob resuming alice's call: HTTP %d %s", r.status, r.body)
+		if r.Status != http.StatusBadRequest || !strings.Contains(gatewaytest.ErrorOf(t, r).Message, "another principal") {
+			t.Errorf("bob resuming alice's call: HTTP %d %s", r.Status, r.Body)
 		}
-		if m := post(alice, retry).last(t); m.Error != nil || !strings.Contains(string(m.Result), "answer=forty-two") {
+		if m := post(alice, retry).Last(t); m.Error != nil || !strings.Contains(string(m.Result), "answer=forty-two") {
 			t.Errorf("alice resuming: %s %v", m.Result, m.Error)
 		}
 	})
@@ -447,13 +382,13 @@ func TestAuthEndToEnd(t *testing.T) {
 		as := func(tok string) func(*http.Request) {
 			return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
 		}
-		if status, _ := legacyPost(t, endpoint, initBody, as(bob)); status != http.StatusNotFound {
+		if status, _ := gatewaytest.LegacyPost(t, endpoint, initBody, as(bob)); status != http.StatusNotFound {
 			t.Errorf("bob posting to alice's legacy session: HTTP %d", status)
 		}
-		if status, _ := legacyPost(t, endpoint, initBody, as(alice)); status != http.StatusAccepted {
+		if status, _ := gatewaytest.LegacyPost(t, endpoint, initBody, as(alice)); status != http.StatusAccepted {
 			t.Errorf("alice posting: HTTP %d", status)
 		}
-		if m := nextMessage(t, events); m.Error != nil || !strings.Contains(string(m.Result), "protocolVersion") {
+		if m := gatewaytest.NextMessage(t, events); m.Error != nil || !strings.Contains(string(m.Result), "protocolVersion") {
 			t.Errorf("initialize on the stream: %s %v", m.Result, m.Error)
 		}
 	})
@@ -531,7 +466,7 @@ func TestNoAuthOnLoopbackOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &gatewaytest.SyncBuffer{}
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

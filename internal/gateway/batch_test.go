@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -17,8 +18,8 @@ import (
 // batch is bounded by sessions.max_requests_per_session, and refused on
 // sessions of other revisions.
 func TestBatch20250326(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
-	_, base := startGateway(t, fmt.Sprintf(`
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   alpha:
@@ -26,10 +27,10 @@ upstreams:
 sessions:
   max_requests_per_session: 6
 `, alpha))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-03-26")
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-03-26")
 
-	r := c.post(`[
+	r := c.Post(`[
 		{"jsonrpc":"2.0","id":1,"method":"ping"},
 		{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},
 		{"jsonrpc":"2.0","id":"two","method":"tools/list"},
@@ -37,19 +38,19 @@ sessions:
 		{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}},
 		{"jsonrpc":"2.0","id":1,"method":"ping"}
 	]`)
-	if r.status != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
-		t.Fatalf("batch: HTTP %d %s %s", r.status, r.header.Get("Content-Type"), r.body)
+	if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("batch: HTTP %d %s %s", r.Status, r.Header.Get("Content-Type"), r.Body)
 	}
 	var answers []json.RawMessage
-	if err := json.Unmarshal(r.body, &answers); err != nil {
-		t.Fatalf("batch answer is not a JSON array: %v\n%s", err, r.body)
+	if err := json.Unmarshal(r.Body, &answers); err != nil {
+		t.Fatalf("batch answer is not a JSON array: %v\n%s", err, r.Body)
 	}
 	want := []struct {
 		id  string
 		err bool
 	}{{"1", false}, {`"two"`, false}, {"3", true}, {"4", true}, {"1", true}}
 	if len(answers) != len(want) {
-		t.Fatalf("%d answers, want %d: %s", len(answers), len(want), r.body)
+		t.Fatalf("%d answers, want %d: %s", len(answers), len(want), r.Body)
 	}
 	for i, a := range answers {
 		m, err := jsonrpc.Parse(a)
@@ -61,17 +62,17 @@ sessions:
 		t.Errorf("tools/list in a batch: %s", answers[1])
 	}
 
-	if r := c.post(`[{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]`); r.status != http.StatusAccepted {
-		t.Errorf("notifications only: HTTP %d %s; want 202", r.status, r.body)
+	if r := c.Post(`[{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]`); r.Status != http.StatusAccepted {
+		t.Errorf("notifications only: HTTP %d %s; want 202", r.Status, r.Body)
 	}
 	seven := strings.TrimSuffix(strings.Repeat(`{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},`, 7), ",")
-	if r := c.post("[" + seven + "]"); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "sessions.max_requests_per_session") {
-		t.Errorf("over the bound: HTTP %d %s", r.status, r.body)
+	if r := c.Post("[" + seven + "]"); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "sessions.max_requests_per_session") {
+		t.Errorf("over the bound: HTTP %d %s", r.Status, r.Body)
 	}
 
-	c2 := &rawClient{t: t, url: base + "/mcp"}
-	c2.initialize("2025-06-18")
-	if r := c2.post(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "batches are accepted only on sessions of protocol revision 2025-03-26") {
-		t.Errorf("2025-06-18 session: HTTP %d %s", r.status, r.body)
+	c2 := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c2.Initialize("2025-06-18")
+	if r := c2.Post(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "batches are accepted only on sessions of protocol revision 2025-03-26") {
+		t.Errorf("2025-06-18 session: HTTP %d %s", r.Status, r.Body)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/policy/policytest"
 )
 
@@ -28,7 +29,7 @@ import (
 // policy runs here between other work, as in a server, with its caches
 // cold.
 func BenchmarkPolicyAddedHTTP(b *testing.B) {
-	srv := testServer("st", 0) // its echo answers "st:<text>"
+	srv := gatewaytest.SDKServer("st", 0) // its echo answers "st:<text>"
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	b.Cleanup(up.Close)
 	base := fmt.Sprintf("listen: 127.0.0.1:0\nauth:\n  api_keys: [{name: alice, key: k1, groups: [team500, team7]}]\nupstreams:\n  st:\n    url: %s/mcp\n", up.URL)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
@@ -54,17 +55,17 @@ func benchHTTPClient() *http.Client {
 	return &http.Client{Transport: t}
 }
 
-// benchHTTPUpstream is httpUpstream for benchmarks (httpUpstream takes a
-// *testing.T): testServer "name" over Streamable HTTP on 127.0.0.1.
+// benchHTTPUpstream is gatewaytest.HTTPUpstream for benchmarks (gatewaytest.HTTPUpstream takes a
+// *testing.T): gatewaytest.SDKServer "name" over Streamable HTTP on 127.0.0.1.
 func benchHTTPUpstream(tb testing.TB, name string) string {
 	tb.Helper()
-	srv := testServer(name, 2)
+	srv := gatewaytest.SDKServer(name, 2)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	tb.Cleanup(ts.Close)
 	return ts.URL + "/mcp"
 }
 
-// benchStartGateway is startGateway for benchmarks, with a no-op logger so
+// benchStartGateway is gatewaytest.StartGateway for benchmarks, with a no-op logger so
 // logging stays out of the measurement.
 func benchStartGateway(tb testing.TB, yaml string) (*gateway.Gateway, string) {
 	tb.Helper()
@@ -96,7 +97,7 @@ func benchStartGateway(tb testing.TB, yaml string) (*gateway.Gateway, string) {
 }
 
 // benchGatewayURL starts a gateway fronting an HTTP upstream "alpha" and a
-// stdio upstream "beta" (the test binary re-executed, as in twoUpstreams)
+// stdio upstream "beta" (the test binary re-executed, as in gatewaytest.TwoUpstreams)
 // and returns its /mcp endpoint, where their echo tools are alpha__echo and
 // beta__echo.
 func benchGatewayURL(tb testing.TB) string {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
@@ -54,7 +55,7 @@ func boundsGateway(t *testing.T, yaml string, wait bool) (*gateway.Gateway, stri
 	opts := gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, Metrics: m}
 	var gw *gateway.Gateway
 	if wait {
-		gw = runGateway(t, cfg, opts)
+		gw = gatewaytest.RunGateway(t, cfg, opts)
 	} else {
 		if gw, err = gateway.Start(cfg, opts); err != nil {
 			t.Fatal(err)
@@ -225,7 +226,7 @@ func smallWindowDial(t *testing.T, addr string) net.Conn {
 // legacysse.go reverted, the goroutine check fails (+400 goroutines, all
 // 400 POSTs 202, no 404).
 func TestBoundsLegacySSEClientThatNeverReads(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
@@ -312,7 +313,7 @@ sessions:
 // nothing: 60 concurrent calls with 64 KB answers, more than sse_queue
 // and max_requests_per_session allow at once, all answered on the stream.
 func TestBoundsLegacySSEReaderKeepsUp(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	_, base, _ := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
@@ -320,23 +321,23 @@ sessions: {sse_queue: 4, sse_write_timeout: 2s, max_requests_per_session: 64}
 `, alpha), true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	endpoint, events, body := legacyStream(t, ctx, base+"/mcp/sse")
+	endpoint, events, body := gatewaytest.LegacyStream(t, ctx, base+"/mcp/sse")
 	defer body.Close()
 	post := base + endpoint
-	legacyPost(t, post, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"reader","version":"0"}}}`, nil)
-	nextMessage(t, events)
+	gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"reader","version":"0"}}}`, nil)
+	gatewaytest.NextMessage(t, events)
 	text := strings.Repeat("y", 64<<10)
 	var wg sync.WaitGroup
 	for i := 1; i <= 60; i++ {
 		wg.Go(func() {
-			if st, m := legacyPost(t, post, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"`+text+`"}}}`, nil); st != http.StatusAccepted {
+			if st, m := gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":`+strconv.Itoa(i)+`,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"`+text+`"}}}`, nil); st != http.StatusAccepted {
 				t.Errorf("call %d: HTTP %d %+v", i, st, m)
 			}
 		})
 	}
 	seen := map[string]bool{}
 	for len(seen) < 60 {
-		m := nextMessage(t, events)
+		m := gatewaytest.NextMessage(t, events)
 		if m.Error != nil || !strings.Contains(string(m.Result), text) {
 			t.Fatalf("answer %s: %+v", m.ID, m.Error)
 		}
@@ -352,7 +353,7 @@ sessions: {sse_queue: 4, sse_write_timeout: 2s, max_requests_per_session: 64}
 // a JSON-RPC error naming the key; a DELETE frees a slot. Before the fix
 // every initialize was taken (the test's 4th alice session got 200).
 func TestBoundsSessions(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
@@ -364,18 +365,18 @@ sessions:
   max_sessions: 5
   max_sessions_per_principal: 3
 `, alpha), true)
-	as := func(key string) *rawClient {
-		return &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {key}}}
+	as := func(key string) *gatewaytest.RawClient {
+		return &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"X-Api-Key": {key}}}
 	}
 	const initialize = `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
-	var alice []*rawClient
+	var alice []*gatewaytest.RawClient
 	for range 3 {
 		c := as("alice-secret-0123456789")
-		c.initialize("2025-11-25")
+		c.Initialize("2025-11-25")
 		alice = append(alice, c)
 	}
-	r := as("alice-secret-0123456789").post(initialize)
-	wantRefusal(t, "alice's 4th session", r.status, r.header, r.body, http.StatusTooManyRequests, "sessions.max_sessions_per_principal", `"init"`)
+	r := as("alice-secret-0123456789").Post(initialize)
+	wantRefusal(t, "alice's 4th session", r.Status, r.Header, r.Body, http.StatusTooManyRequests, "sessions.max_sessions_per_principal", `"init"`)
 
 	// A legacy HTTP+SSE stream is a session too.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -389,9 +390,9 @@ sessions:
 	}
 	defer resp.Body.Close()
 	bob := as("bob-secret-0123456789")
-	bob.initialize("2025-11-25") // the 5th session
-	r = as("bob-secret-0123456789").post(initialize)
-	wantRefusal(t, "a 6th session", r.status, r.header, r.body, http.StatusServiceUnavailable, "sessions.max_sessions", `"init"`)
+	bob.Initialize("2025-11-25") // the 5th session
+	r = as("bob-secret-0123456789").Post(initialize)
+	wantRefusal(t, "a 6th session", r.Status, r.Header, r.Body, http.StatusServiceUnavailable, "sessions.max_sessions", `"init"`)
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Second) // a stream, were it taken
 	defer scancel()
 	sreq, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/mcp/sse", nil)
@@ -406,10 +407,10 @@ sessions:
 	}
 
 	// Ending one frees its slot, for its principal too.
-	if d := alice[0].do(http.MethodDelete, "", nil); d.status != http.StatusNoContent {
-		t.Fatalf("DELETE: HTTP %d %s", d.status, d.body)
+	if d := alice[0].Do(http.MethodDelete, "", nil); d.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d %s", d.Status, d.Body)
 	}
-	as("alice-secret-0123456789").initialize("2025-11-25")
+	as("alice-secret-0123456789").Initialize("2025-11-25")
 	if got := refusals(t, m, "sessions.max_sessions_per_principal"); got != 1 {
 		t.Errorf("refusals{sessions.max_sessions_per_principal} = %v, want 1", got)
 	}
@@ -463,7 +464,7 @@ func closedWithin(conn net.Conn, br *bufio.Reader, d time.Duration) (time.Durati
 // fix the slow connections stayed open until their body ended (the test's
 // checks time out at 3 s).
 func TestBoundsSlowBody(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
@@ -491,10 +492,10 @@ read_header_timeout: 1s
 		})
 	}
 	// Meanwhile a normal client is served.
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
-	if r := c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hi"}}}`); r.last(t).Error != nil {
-		t.Errorf("a normal call during the slow ones: %s", r.body)
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	if r := c.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hi"}}}`); r.Last(t).Error != nil {
+		t.Errorf("a normal call during the slow ones: %s", r.Body)
 	}
 	wg.Wait()
 	if n := refusals(t, m, "read_body_timeout"); n < 10 {
@@ -527,17 +528,17 @@ read_header_timeout: 1s
 
 	// Answers longer than read_body_timeout are not cut.
 	for _, accept := range []string{"application/json", "application/json, text/event-stream"} {
-		r := c.do(http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":1800}}}`,
+		r := c.Do(http.MethodPost, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":1800}}}`,
 			func(r *http.Request) { r.Header.Set("Accept", accept) })
-		if m := r.last(t); m.Error != nil || !strings.Contains(string(m.Result), "done") {
-			t.Errorf("a 1.8 s call (Accept %s) with read_body_timeout 1s: %s", accept, r.body)
+		if m := r.Last(t); m.Error != nil || !strings.Contains(string(m.Result), "done") {
+			t.Errorf("a 1.8 s call (Accept %s) with read_body_timeout 1s: %s", accept, r.Body)
 		}
 	}
 	gctx, gcancel := context.WithTimeout(context.Background(), 1800*time.Millisecond)
 	defer gcancel()
 	req, _ := http.NewRequestWithContext(gctx, http.MethodGet, base+"/mcp", nil)
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", c.session)
+	req.Header.Set("Mcp-Session-Id", c.Session)
 	gresp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -551,12 +552,12 @@ read_header_timeout: 1s
 // bridgedFirstRound sends a 2026-07-28 call of a tool that asks for
 // sampling, as principal key, and returns the answer (JSON only, so a
 // refusal comes with its HTTP status).
-func bridgedFirstRound(t *testing.T, base, key string, id int) *rawResponse {
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+func bridgedFirstRound(t *testing.T, base, key string, id int) *gatewaytest.RawResponse {
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{
 		"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__sample"}, "X-Api-Key": {key},
 	}}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
-	return c.do(http.MethodPost, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"up__sample","arguments":{"tag":"X"},`+meta+`}}`,
+	return c.Do(http.MethodPost, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"up__sample","arguments":{"tag":"X"},`+meta+`}}`,
 		func(r *http.Request) { r.Header.Set("Accept", "application/json") })
 }
 
@@ -565,8 +566,8 @@ func bridgedFirstRound(t *testing.T, base, key string, id int) *rawResponse {
 // replica at most sessions.max_parked_calls (503). Before the fix alice's
 // third call parked like the others (input_required, HTTP 200).
 func TestBoundsBridgedCallsPerPrincipal(t *testing.T) {
-	up := fidHTTPUpstream(t, "up", 0)
-	_, base, m := boundsGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry+`auth:
+	up := gatewaytest.FidHTTPUpstream(t, "up", 0)
+	_, base, m := boundsGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.Entry+`auth:
   api_keys:
     - {name: a, key: alice-secret-0123456789, principal: alice}
     - {name: b, key: bob-secret-0123456789, principal: bob}
@@ -575,19 +576,19 @@ sessions:
   max_parked_calls: 3
   max_parked_calls_per_principal: 2
 `, true)
-	parked := func(who string, r *rawResponse) {
+	parked := func(who string, r *gatewaytest.RawResponse) {
 		t.Helper()
-		if m := r.last(t); r.status != http.StatusOK || m.Error != nil || !strings.Contains(string(m.Result), "input_required") {
-			t.Fatalf("%s: HTTP %d %s, want input_required", who, r.status, r.body)
+		if m := r.Last(t); r.Status != http.StatusOK || m.Error != nil || !strings.Contains(string(m.Result), "input_required") {
+			t.Fatalf("%s: HTTP %d %s, want input_required", who, r.Status, r.Body)
 		}
 	}
 	parked("alice 1", bridgedFirstRound(t, base, "alice-secret-0123456789", 1))
 	parked("alice 2", bridgedFirstRound(t, base, "alice-secret-0123456789", 2))
 	r := bridgedFirstRound(t, base, "alice-secret-0123456789", 3)
-	wantRefusal(t, "alice's 3rd parked call", r.status, r.header, r.body, http.StatusTooManyRequests, "sessions.max_parked_calls_per_principal", "3")
+	wantRefusal(t, "alice's 3rd parked call", r.Status, r.Header, r.Body, http.StatusTooManyRequests, "sessions.max_parked_calls_per_principal", "3")
 	parked("bob 1", bridgedFirstRound(t, base, "bob-secret-0123456789", 4))
 	r = bridgedFirstRound(t, base, "bob-secret-0123456789", 5)
-	wantRefusal(t, "a 4th parked call", r.status, r.header, r.body, http.StatusServiceUnavailable, "sessions.max_parked_calls", "5")
+	wantRefusal(t, "a 4th parked call", r.Status, r.Header, r.Body, http.StatusServiceUnavailable, "sessions.max_parked_calls", "5")
 	if a, g := refusals(t, m, "sessions.max_parked_calls_per_principal"), refusals(t, m, "sessions.max_parked_calls"); a != 1 || g != 1 {
 		t.Errorf("refusals: per principal %v, global %v; want 1 and 1", a, g)
 	}
@@ -599,7 +600,7 @@ sessions:
 // and a session's end frees its slot. Before the fix alice's third
 // session took a third connection.
 func TestBoundsStatefulSlotsPerPrincipal(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	gw, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha:
@@ -613,16 +614,16 @@ auth:
     - {name: b, key: bob-secret-0123456789, principal: bob}
 policy: {default: allow}
 `, alpha), true)
-	session := func(key string) *rawClient {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {key}}}
-		c.initialize("2025-11-25")
+	session := func(key string) *gatewaytest.RawClient {
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"X-Api-Key": {key}}}
+		c.Initialize("2025-11-25")
 		return c
 	}
-	call := func(c *rawClient, id int) *jsonrpc.Message {
-		return c.post(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hi"}}}`).last(t)
+	call := func(c *gatewaytest.RawClient, id int) *jsonrpc.Message {
+		return c.Post(`{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hi"}}}`).Last(t)
 	}
 	a1, a2, a3 := session("alice-secret-0123456789"), session("alice-secret-0123456789"), session("alice-secret-0123456789")
-	for i, c := range []*rawClient{a1, a2} {
+	for i, c := range []*gatewaytest.RawClient{a1, a2} {
 		if m := call(c, i+1); m.Error != nil {
 			t.Fatalf("alice's session %d: %v", i+1, m.Error)
 		}
@@ -636,8 +637,8 @@ policy: {default: allow}
 	if n := gw.Host().Upstream("alpha").SessionConnections(); n != 3 {
 		t.Errorf("the upstream holds %d session connections, want 3", n)
 	}
-	if d := a1.do(http.MethodDelete, "", nil); d.status != http.StatusNoContent {
-		t.Fatalf("DELETE: HTTP %d", d.status)
+	if d := a1.Do(http.MethodDelete, "", nil); d.Status != http.StatusNoContent {
+		t.Fatalf("DELETE: HTTP %d", d.Status)
 	}
 	if m := call(a3, 6); m.Error != nil {
 		t.Errorf("after alice ended a session, her third: %v", m.Error)
@@ -652,21 +653,21 @@ policy: {default: allow}
 // 429. Before the fix every replay GET was taken and held a goroutine
 // until the call ended.
 func TestBoundsReplayStreams(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
 sessions: {max_replay_streams: 2}
 `, alpha), true)
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// A streamed call whose stream the client drops after the priming event.
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":3000}}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", c.session)
+	req.Header.Set("Mcp-Session-Id", c.Session)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -679,7 +680,7 @@ sessions: {max_replay_streams: 2}
 	replay := func() *http.Response {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/mcp", nil)
 		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Mcp-Session-Id", c.session)
+		req.Header.Set("Mcp-Session-Id", c.Session)
 		req.Header.Set("Last-Event-ID", ev.ID)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -706,27 +707,27 @@ sessions: {max_replay_streams: 2}
 // as for an unknown session. Before the fix the POST was served in the
 // legacy session (200).
 func TestBoundsLegacySessionIDIsNotStreamable(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	_, base, _ := boundsGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", alpha), true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	endpoint, events, body := legacyStream(t, ctx, base+"/mcp/sse")
+	endpoint, events, body := gatewaytest.LegacyStream(t, ctx, base+"/mcp/sse")
 	defer body.Close()
-	legacyPost(t, base+endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
-	nextMessage(t, events)
+	gatewaytest.LegacyPost(t, base+endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
+	gatewaytest.NextMessage(t, events)
 	id := endpoint[strings.Index(endpoint, "sessionId=")+len("sessionId="):]
-	c := &rawClient{t: t, url: base + "/mcp", session: id}
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Session: id}
 	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-		r := c.do(method, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, nil)
-		if r.status != http.StatusNotFound {
-			t.Errorf("%s /mcp with a legacy session's id: HTTP %d %s, want 404", method, r.status, r.body)
+		r := c.Do(method, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, nil)
+		if r.Status != http.StatusNotFound {
+			t.Errorf("%s /mcp with a legacy session's id: HTTP %d %s, want 404", method, r.Status, r.Body)
 		}
 	}
 	// The legacy session itself is untouched.
-	if st, _ := legacyPost(t, base+endpoint, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, nil); st != http.StatusAccepted {
+	if st, _ := gatewaytest.LegacyPost(t, base+endpoint, `{"jsonrpc":"2.0","id":2,"method":"ping"}`, nil); st != http.StatusAccepted {
 		t.Errorf("the legacy session after: HTTP %d", st)
 	}
-	if m := nextMessage(t, events); string(m.ID) != "2" {
+	if m := gatewaytest.NextMessage(t, events); string(m.ID) != "2" {
 		t.Errorf("the legacy session answered %s, want ping 2", m.ID)
 	}
 }
@@ -747,20 +748,20 @@ func TestBoundsCancelledCallDuringReload(t *testing.T) {
 	if err := gw.Reload(cfg); err != nil { // replaced: a new child, starting
 		t.Fatal(err)
 	}
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
-	done := make(chan *rawResponse, 1)
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	done := make(chan *gatewaytest.RawResponse, 1)
 	go func() {
-		done <- c.do(http.MethodPost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"hung__x","arguments":{}}}`,
+		done <- c.Do(http.MethodPost, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"hung__x","arguments":{}}}`,
 			func(r *http.Request) { r.Header.Set("Accept", "application/json") })
 	}()
 	testwait.Until(t, "the call to wait for the connection", func() bool { return gw.Host().Upstream("hung").InFlight() == 1 })
-	if r := c.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`); r.status != http.StatusAccepted {
-		t.Fatalf("cancel: HTTP %d", r.status)
+	if r := c.Post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`); r.Status != http.StatusAccepted {
+		t.Fatalf("cancel: HTTP %d", r.Status)
 	}
 	select {
 	case r := <-done:
-		e := errorOf(t, r)
+		e := gatewaytest.ErrorOf(t, r)
 		if e.Code != -32001 || !strings.Contains(e.Message, "cancelled") {
 			t.Errorf("cancelled call answered %d %q, want -32001 request cancelled", e.Code, e.Message)
 		}
@@ -775,17 +776,17 @@ func TestBoundsCancelledCallDuringReload(t *testing.T) {
 // error naming the shutdown before their connections close. Before the
 // fix each connection was closed without an answer (EOF).
 func TestBoundsDrainTimeoutAnswersCutCalls(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	gw, base, _ := boundsGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", alpha), true)
 	slow := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":20000}%s}}`
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	endpoint, events, body := legacyStream(t, ctx, base+"/mcp/sse")
+	endpoint, events, body := gatewaytest.LegacyStream(t, ctx, base+"/mcp/sse")
 	defer body.Close()
-	legacyPost(t, base+endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
-	nextMessage(t, events)
+	gatewaytest.LegacyPost(t, base+endpoint, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
+	gatewaytest.NextMessage(t, events)
 
 	answers := make(chan string, 3)
 	call := func(what string, id int, meta string, h http.Header) {
@@ -801,11 +802,11 @@ func TestBoundsDrainTimeoutAnswersCutCalls(t *testing.T) {
 			answers <- ""
 		}
 	}
-	go call("JSON", 1, "", http.Header{"Mcp-Session-Id": {c.session}, "Accept": {"application/json"}})
-	go call("SSE", 2, "", http.Header{"Mcp-Session-Id": {c.session}, "Accept": {"application/json, text/event-stream"}})
+	go call("JSON", 1, "", http.Header{"Mcp-Session-Id": {c.Session}, "Accept": {"application/json"}})
+	go call("SSE", 2, "", http.Header{"Mcp-Session-Id": {c.Session}, "Accept": {"application/json, text/event-stream"}})
 	go call("2026", 3, `,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`,
 		http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"alpha__slow"}, "Accept": {"application/json"}})
-	legacyPost(t, base+endpoint, fmt.Sprintf(slow, 4, ""), nil)
+	gatewaytest.LegacyPost(t, base+endpoint, fmt.Sprintf(slow, 4, ""), nil)
 	testwait.Until(t, "every call to be in flight", func() bool { return gw.Host().Upstream("alpha").InFlight() == 4 })
 
 	sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -822,7 +823,7 @@ func TestBoundsDrainTimeoutAnswersCutCalls(t *testing.T) {
 			t.Error(s)
 		}
 	}
-	if m := nextMessage(t, events); string(m.ID) != "4" || m.Error == nil || !strings.Contains(m.Error.Message, "shutting down") {
+	if m := gatewaytest.NextMessage(t, events); string(m.ID) != "4" || m.Error == nil || !strings.Contains(m.Error.Message, "shutting down") {
 		t.Errorf("legacy session: %s %+v, want call 4 answered with an error naming the shutdown", m.ID, m.Error)
 	}
 }
@@ -832,17 +833,17 @@ func TestBoundsDrainTimeoutAnswersCutCalls(t *testing.T) {
 // once gets the refusal, with the request's id, for those beyond; the
 // others are answered. Before the fix all three ran (request 3 "done").
 func TestBoundsStdioRequestsPerSession(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
-	in, out, _ := stdioGateway(t, fmt.Sprintf("upstreams:\n  alpha: {url: %s}\nsessions: {max_requests_per_session: 2}\n", alpha), "")
-	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
-	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
-	s.next()
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`,
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	in, out, _ := gatewaytest.StdioGateway(t, fmt.Sprintf("upstreams:\n  alpha: {url: %s}\nsessions: {max_requests_per_session: 2}\n", alpha), "")
+	s := &gatewaytest.StdioRaw{T: t, In: in, Out: bufio.NewReader(out)}
+	s.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`)
+	s.Next()
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":500}}}`)
 	answers := map[string]*jsonrpc.Message{}
 	for len(answers) < 3 {
-		if m, _ := s.next(); m.Kind() == jsonrpc.KindResponse {
+		if m, _ := s.Next(); m.Kind() == jsonrpc.KindResponse {
 			answers[string(m.ID)] = m
 		}
 	}

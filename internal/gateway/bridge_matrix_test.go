@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
@@ -34,7 +35,7 @@ import (
 func matrixServer(modern bool) *mcp.Server {
 	var versions []string
 	if !modern {
-		versions = fidLegacyVersions()
+		versions = gatewaytest.FidLegacyVersions()
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "matrix", Version: "1"}, &mcp.ServerOptions{
 		SupportedProtocolVersions: versions,
@@ -49,7 +50,7 @@ func matrixServer(modern bool) *mcp.Server {
 		Who string `json:"who"`
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "greet"}, func(_ context.Context, _ *mcp.CallToolRequest, in whoIn) (*mcp.CallToolResult, any, error) {
-		return fidResult("hello %s", in.Who), nil, nil
+		return gatewaytest.FidResult("hello %s", in.Who), nil, nil
 	})
 	// caps reports the client capabilities the request came with (its
 	// _meta's, or its session's initialize).
@@ -58,14 +59,14 @@ func matrixServer(modern bool) *mcp.Server {
 		if c == nil {
 			c = &mcp.ClientCapabilities{}
 		}
-		return fidResult("sampling=%v elicitation=%v", c.Sampling != nil, c.Elicitation != nil), nil, nil
+		return gatewaytest.FidResult("sampling=%v elicitation=%v", c.Sampling != nil, c.Elicitation != nil), nil, nil
 	})
 	// log sends one message at each of debug, info and error, then answers.
 	mcp.AddTool(srv, &mcp.Tool{Name: "log"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		for _, level := range []mcp.LoggingLevel{"debug", "info", "error"} {
 			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: "matrix", Data: string(level) + " message"})
 		}
-		return fidResult("logged"), nil, nil
+		return gatewaytest.FidResult("logged"), nil, nil
 	})
 	type askIn struct {
 		Kind string `json:"kind"`
@@ -79,15 +80,15 @@ func matrixServer(modern bool) *mcp.Server {
 					text += tc.Text
 				}
 			}
-			return fidResult("sampled %s", text), nil, nil
+			return gatewaytest.FidResult("sampled %s", text), nil, nil
 		case *mcp.ElicitResult:
-			return fidResult("elicited %s %v", r.Action, r.Content["name"]), nil, nil
+			return gatewaytest.FidResult("elicited %s %v", r.Action, r.Content["name"]), nil, nil
 		case *mcp.ListRootsResult:
 			var uris []string
 			for _, root := range r.Roots {
 				uris = append(uris, root.URI)
 			}
-			return fidResult("roots %s", strings.Join(uris, ",")), nil, nil
+			return gatewaytest.FidResult("roots %s", strings.Join(uris, ",")), nil, nil
 		}
 		var q mcp.InputRequest
 		switch in.Kind {
@@ -100,7 +101,7 @@ func matrixServer(modern bool) *mcp.Server {
 		case "roots":
 			q = &mcp.ListRootsParams{}
 		default:
-			return fidErrorResult("unknown kind %q", in.Kind), nil, nil
+			return gatewaytest.FidErrorResult("unknown kind %q", in.Kind), nil, nil
 		}
 		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": q}}, nil, nil
 	})
@@ -109,9 +110,9 @@ func matrixServer(modern bool) *mcp.Server {
 	}
 	mcp.AddTool(srv, &mcp.Tool{Name: "touch"}, func(ctx context.Context, _ *mcp.CallToolRequest, in touchIn) (*mcp.CallToolResult, any, error) {
 		if err := srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: in.URI}); err != nil {
-			return fidErrorResult("%v", err), nil, nil
+			return gatewaytest.FidErrorResult("%v", err), nil, nil
 		}
-		return fidResult("touched"), nil, nil
+		return gatewaytest.FidResult("touched"), nil, nil
 	})
 	srv.AddPrompt(&mcp.Prompt{Name: "welcome", Arguments: []*mcp.PromptArgument{{Name: "who"}}},
 		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -156,7 +157,7 @@ func TestRevisionMatrix(t *testing.T) {
 			}
 			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
 			t.Cleanup(ts.Close)
-			gw, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n    forward_roots: true\n"+col.upstreamYAML)
+			gw, base := gatewaytest.StartGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n    forward_roots: true\n"+col.upstreamYAML)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			c, err := gw.Host().Upstream("up").Client(ctx)
@@ -167,7 +168,7 @@ func TestRevisionMatrix(t *testing.T) {
 				t.Fatalf("the gateway speaks %s to the upstream; the matrix needs the other revision", c.ProtocolVersion())
 			}
 
-			updates := &fidInbox{}
+			updates := &gatewaytest.FidInbox{}
 			client := mcp.NewClient(&mcp.Implementation{Name: "matrix-client", Version: "1"}, &mcp.ClientOptions{
 				CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 					return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "four"}}, nil
@@ -176,7 +177,7 @@ func TestRevisionMatrix(t *testing.T) {
 					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
 				},
 				ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-					updates.add(req.Params.URI)
+					updates.Add(req.Params.URI)
 				},
 			})
 			client.AddRoots(&mcp.Root{URI: "file:///matrix/root", Name: "root"})
@@ -194,7 +195,7 @@ func TestRevisionMatrix(t *testing.T) {
 
 			tool := func(t *testing.T, name string, args map[string]any, want string) {
 				t.Helper()
-				got, isErr, err := fidCall(ctx, cs, name, args)
+				got, isErr, err := gatewaytest.FidCall(ctx, cs, name, args)
 				if err != nil || isErr || got != want {
 					t.Errorf("%s: %q (isError %v, err %v), want %q", name, got, isErr, err, want)
 				}
@@ -224,7 +225,7 @@ func TestRevisionMatrix(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer bs.Close()
-				if got, _, err := fidCall(ctx, bs, "up__caps", nil); err != nil || got != "sampling=false elicitation=false" {
+				if got, _, err := gatewaytest.FidCall(ctx, bs, "up__caps", nil); err != nil || got != "sampling=false elicitation=false" {
 					t.Errorf("a client declaring nothing: upstream saw %q (%v)", got, err)
 				}
 			})
@@ -277,9 +278,9 @@ func TestRevisionMatrix(t *testing.T) {
 				// may still be opening when Subscribe returns.
 				testwait.Until(t, "an update of mem://doc", func() bool {
 					tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
-					return len(updates.get()) > 0
+					return len(updates.Get()) > 0
 				})
-				if got := updates.get(); len(got) == 0 || got[0] != "mem://doc" {
+				if got := updates.Get(); len(got) == 0 || got[0] != "mem://doc" {
 					t.Fatalf("resource updates %q, want mem://doc", got)
 				}
 				// A second subscription marks the stream: the gateway relays
@@ -293,21 +294,21 @@ func TestRevisionMatrix(t *testing.T) {
 				// 2026 subscription stream may be reopening meanwhile.
 				mark := func(what string) {
 					t.Helper()
-					before := fidCount(updates.get(), marker)
+					before := gatewaytest.FidCount(updates.Get(), marker)
 					testwait.Until(t, what, func() bool {
 						tool(t, "up__touch", map[string]any{"uri": marker}, "touched")
-						return fidCount(updates.get(), marker) > before
+						return gatewaytest.FidCount(updates.Get(), marker) > before
 					})
 				}
 				if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://doc"}); err != nil {
 					t.Fatalf("unsubscribe: %v", err)
 				}
 				mark("the marker's update after the unsubscribe")
-				n := fidCount(updates.get(), "mem://doc")
+				n := gatewaytest.FidCount(updates.Get(), "mem://doc")
 				tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
 				mark("the marker's update after the last touch")
-				if got := fidCount(updates.get(), "mem://doc"); got != n {
-					t.Errorf("%d updates of mem://doc after unsubscribe: %q", got-n, updates.get())
+				if got := gatewaytest.FidCount(updates.Get(), "mem://doc"); got != n {
+					t.Errorf("%d updates of mem://doc after unsubscribe: %q", got-n, updates.Get())
 				}
 			})
 		})
@@ -333,12 +334,12 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n")
+	_, base := gatewaytest.StartGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n")
 
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
-	post := func(header http.Header, body string) *rawResponse {
-		c := &rawClient{t: t, url: base + "/mcp", header: header}
-		return c.post(body)
+	post := func(header http.Header, body string) *gatewaytest.RawResponse {
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: header}
+		return c.Post(body)
 	}
 	hdr := func(version, method, name string) http.Header {
 		return http.Header{"Mcp-Protocol-Version": {version}, "Mcp-Method": {method}, "Mcp-Name": {name}}
@@ -348,7 +349,7 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 	}
 
 	// One genuine bridged call: input_required, then a retry completes it.
-	first := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", "")).last(t)
+	first := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", "")).Last(t)
 	var ir struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
@@ -361,7 +362,7 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 		key = k
 	}
 	answer := `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}}`
-	done := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", answer+`,"requestState":"`+ir.RequestState+`"`)).last(t)
+	done := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", answer+`,"requestState":"`+ir.RequestState+`"`)).Last(t)
 	if done.Error != nil || !strings.Contains(string(done.Result), "sampled four") {
 		t.Fatalf("retry: %s %v", done.Result, done.Error)
 	}
@@ -387,8 +388,8 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := post(tc.header, tc.body)
-			if e := errorOf(t, r); r.status != http.StatusBadRequest || int64(e.Code) != tc.code {
-				t.Errorf("HTTP %d %s; want 400 with %d", r.status, r.body, tc.code)
+			if e := gatewaytest.ErrorOf(t, r); r.Status != http.StatusBadRequest || int64(e.Code) != tc.code {
+				t.Errorf("HTTP %d %s; want 400 with %d", r.Status, r.Body, tc.code)
 			}
 			if n := calls.Load(); n != 1 {
 				t.Errorf("the upstream saw a tools/call for it (%d in all)", n)
@@ -398,7 +399,7 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 
 	// inputResponses naming no request the gateway made: ignored, and what
 	// is still missing is asked again (SEP-2322), without a new upstream call.
-	again := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", "")).last(t)
+	again := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", "")).Last(t)
 	if again.Error != nil || json.Unmarshal(again.Result, &ir) != nil || len(ir.InputRequests) != 1 {
 		t.Fatalf("second call: %s %v", again.Result, again.Error)
 	}
@@ -406,7 +407,7 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 		key = k
 	}
 	bogus := `,"inputResponses":{"no-such-request":{"action":"accept","content":{}}},"requestState":"` + ir.RequestState + `"`
-	r := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", bogus)).last(t)
+	r := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", bogus)).Last(t)
 	var asked struct {
 		ResultType    string                     `json:"resultType"`
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
@@ -421,7 +422,7 @@ func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 	// sampling request past the test (httptest.Server.Close waits for it).
 	if json.Unmarshal(r.Result, &ir) == nil && ir.RequestState != "" {
 		answer = `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}}`
-		fin := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", answer+`,"requestState":"`+ir.RequestState+`"`)).last(t)
+		fin := post(hdr("2026-07-28", "tools/call", "up__ask"), call("up__ask", answer+`,"requestState":"`+ir.RequestState+`"`)).Last(t)
 		if fin.Error != nil || !strings.Contains(string(fin.Result), "sampled four") {
 			t.Errorf("completing the second call: %s %v", fin.Result, fin.Error)
 		}
@@ -440,11 +441,11 @@ func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
 		t.Cleanup(ts.Close)
 		urls = append(urls, ts.URL)
 	}
-	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+urls[0]+"\n  other:\n    url: "+urls[1]+"\n")
+	_, base := gatewaytest.StartGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+urls[0]+"\n  other:\n    url: "+urls[1]+"\n")
 	const uri = "mem://nothing?mcpgw=up"
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"resources/read"}, "Mcp-Name": {uri}}}
-	r := c.post(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"` + uri + `","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
-	e := errorOf(t, r)
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"resources/read"}, "Mcp-Name": {uri}}}
+	r := c.Post(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"` + uri + `","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	e := gatewaytest.ErrorOf(t, r)
 	var data struct {
 		URI string `json:"uri"`
 	}
@@ -464,23 +465,29 @@ func TestBridgeMetrics(t *testing.T) {
 	srv := matrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
-	_, base, admin := startAdminGateway(t, "listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\nupstreams:\n  up:\n    url: "+ts.URL+"\n", gateway.Options{})
+	_, base, admin := gatewaytest.StartAdminGateway(t, "listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\nupstreams:\n  up:\n    url: "+ts.URL+"\n", gateway.Options{})
 	post := func(extra string) *jsonrpc.Message {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__ask"}}}
-		return c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__ask","arguments":{"kind":"sampling"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`).last(t)
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__ask"}}}
+		return c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"up__ask","arguments":{"kind":"sampling"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`).Last(t)
 	}
 	want := func(step string, parked, asked, resumed, refused float64) {
 		t.Helper()
-		mfs, _ := scrape(t, admin)
+		mfs, _ := gatewaytest.Scrape(t, admin)
 		for _, c := range []struct {
 			got   func() (float64, bool)
 			want  float64
 			which string
 		}{
-			{func() (float64, bool) { return sample(mfs, "mcpgw_bridge_parked_calls") }, parked, "parked"},
-			{func() (float64, bool) { return sample(mfs, "mcpgw_bridge_rounds_total", "outcome", "asked") }, asked, "asked"},
-			{func() (float64, bool) { return sample(mfs, "mcpgw_bridge_rounds_total", "outcome", "resumed") }, resumed, "resumed"},
-			{func() (float64, bool) { return sample(mfs, "mcpgw_bridge_rounds_total", "outcome", "refused") }, refused, "refused"},
+			{func() (float64, bool) { return gatewaytest.Sample(mfs, "mcpgw_bridge_parked_calls") }, parked, "parked"},
+			{func() (float64, bool) {
+				return gatewaytest.Sample(mfs, "mcpgw_bridge_rounds_total", "outcome", "asked")
+			}, asked, "asked"},
+			{func() (float64, bool) {
+				return gatewaytest.Sample(mfs, "mcpgw_bridge_rounds_total", "outcome", "resumed")
+			}, resumed, "resumed"},
+			{func() (float64, bool) {
+				return gatewaytest.Sample(mfs, "mcpgw_bridge_rounds_total", "outcome", "refused")
+			}, refused, "refused"},
 		} {
 			if v, ok := c.got(); !ok || v != c.want {
 				t.Errorf("%s: %s = %v (present %v), want %v", step, c.which, v, ok, c.want)
@@ -520,7 +527,7 @@ func TestStatelessLogLevelOverLegacyUpstream(t *testing.T) {
 	srv := matrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
-	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n")
+	_, base := gatewaytest.StartGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n")
 	for _, tc := range []struct {
 		level string
 		want  []string
@@ -534,10 +541,10 @@ func TestStatelessLogLevelOverLegacyUpstream(t *testing.T) {
 			if tc.level != "" {
 				meta += `,"io.modelcontextprotocol/logLevel":"` + tc.level + `"`
 			}
-			c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__log"}}}
-			r := c.post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"up__log","arguments":{},"_meta":{` + meta + `}}}`)
+			c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__log"}}}
+			r := c.Post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"up__log","arguments":{},"_meta":{` + meta + `}}}`)
 			var got []string
-			for _, m := range r.msgs {
+			for _, m := range r.Msgs {
 				if m.Method == "notifications/message" {
 					var p struct {
 						Data string `json:"data"`
@@ -546,7 +553,7 @@ func TestStatelessLogLevelOverLegacyUpstream(t *testing.T) {
 					got = append(got, p.Data)
 				}
 			}
-			if last := r.last(t); last.Error != nil || !strings.Contains(string(last.Result), "logged") {
+			if last := r.Last(t); last.Error != nil || !strings.Contains(string(last.Result), "logged") {
 				t.Fatalf("result: %s %v", last.Result, last.Error)
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {

@@ -9,30 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
-
-// connect2026 opens a stateless (2026-07-28) official-SDK client.
-func connect2026(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bridge-client", Version: "1"}, opts).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}},
-		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-	if err != nil {
-		t.Fatalf("connect %s: %v", url, err)
-	}
-	if got := cs.InitializeResult().ProtocolVersion; got != "2026-07-28" {
-		t.Fatalf("negotiated %q, want 2026-07-28", got)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
-}
 
 // TestBridgeLegacyUpstreamTo2026Clients: a legacy upstream's sampling
 // request in the middle of a call reaches a 2026-07-28 client as an
@@ -40,24 +19,24 @@ func connect2026(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientS
 // completes — for two clients at once, each with its own answer.
 func TestBridgeLegacyUpstreamTo2026Clients(t *testing.T) {
 	t.Parallel()
-	up := fidHTTPUpstream(t, "up", 2) // legacy revisions only
-	base := fidGateway(t, "", up)
+	up := gatewaytest.FidHTTPUpstream(t, "up", 2) // legacy revisions only
+	base := gatewaytest.FidGateway(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	inA, inB := &fidInbox{}, &fidInbox{}
-	a := connect2026(t, base+"/mcp", fidSampler("A", inA))
-	b := connect2026(t, base+"/mcp", fidSampler("B", inB))
-	fidRun(false,
+	inA, inB := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+	a := gatewaytest.Connect2026(t, base+"/mcp", gatewaytest.FidSampler("A", inA))
+	b := gatewaytest.Connect2026(t, base+"/mcp", gatewaytest.FidSampler("B", inB))
+	gatewaytest.FidRun(false,
 		func() {
-			fidExpect(ctx, t, "A", a, "up__sample", map[string]any{"tag": "A", "barrier": true}, "tag=A answer=answer-from-A")
+			gatewaytest.FidExpect(ctx, t, "A", a, "up__sample", map[string]any{"tag": "A", "barrier": true}, "tag=A answer=answer-from-A")
 		},
 		func() {
-			fidExpect(ctx, t, "B", b, "up__sample", map[string]any{"tag": "B", "barrier": true}, "tag=B answer=answer-from-B")
+			gatewaytest.FidExpect(ctx, t, "B", b, "up__sample", map[string]any{"tag": "B", "barrier": true}, "tag=B answer=answer-from-B")
 		})
-	if got := inA.get(); !slices.Equal(got, []string{"question from A"}) {
+	if got := inA.Get(); !slices.Equal(got, []string{"question from A"}) {
 		t.Errorf("A's handler saw %q, want only its own question", got)
 	}
-	if got := inB.get(); !slices.Equal(got, []string{"question from B"}) {
+	if got := inB.Get(); !slices.Equal(got, []string{"question from B"}) {
 		t.Errorf("B's handler saw %q, want only its own question", got)
 	}
 }
@@ -66,18 +45,18 @@ func TestBridgeLegacyUpstreamTo2026Clients(t *testing.T) {
 // requestState is refused with -32602 and reaches no upstream.
 func TestBridgeRequestStateIsAuthenticated(t *testing.T) {
 	t.Parallel()
-	up := fidHTTPUpstream(t, "up", 0)
-	base := fidGateway(t, "", up)
+	up := gatewaytest.FidHTTPUpstream(t, "up", 0)
+	base := gatewaytest.FidGateway(t, "", up)
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
-	post := func(name, extra string) *rawResponse {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+	post := func(name, extra string) *gatewaytest.RawResponse {
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{
 			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {name},
 		}}
-		return c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":{"tag":"X"},` + meta + extra + `}}`)
+		return c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":{"tag":"X"},` + meta + extra + `}}`)
 	}
 
 	first := post("up__sample", "")
-	res := first.last(t)
+	res := first.Last(t)
 	if res.Error != nil {
 		t.Fatalf("first round: %v", res.Error)
 	}
@@ -109,17 +88,17 @@ func TestBridgeRequestStateIsAuthenticated(t *testing.T) {
 		"other tool":        {"up__echo", ir.RequestState},
 	} {
 		r := post(tc.tool, answer+`,"requestState":"`+tc.state+`"`)
-		if r.status != http.StatusBadRequest || errorOf(t, r).Code != jsonrpc.CodeInvalidParams || !strings.Contains(errorOf(t, r).Message, "requestState") {
-			t.Errorf("%s: HTTP %d %s", name, r.status, r.body)
+		if r.Status != http.StatusBadRequest || gatewaytest.ErrorOf(t, r).Code != jsonrpc.CodeInvalidParams || !strings.Contains(gatewaytest.ErrorOf(t, r).Message, "requestState") {
+			t.Errorf("%s: HTTP %d %s", name, r.Status, r.Body)
 		}
 	}
 	// The genuine state still completes the parked call, exactly once.
 	r := post("up__sample", answer+`,"requestState":"`+ir.RequestState+`"`)
-	if m := r.last(t); m.Error != nil || !strings.Contains(string(m.Result), "answer=forty-two") {
-		t.Fatalf("genuine retry: %s", r.body)
+	if m := r.Last(t); m.Error != nil || !strings.Contains(string(m.Result), "answer=forty-two") {
+		t.Fatalf("genuine retry: %s", r.Body)
 	}
-	if again := post("up__sample", answer+`,"requestState":"`+ir.RequestState+`"`); again.status != http.StatusBadRequest {
-		t.Errorf("replayed state: HTTP %d %s", again.status, again.body)
+	if again := post("up__sample", answer+`,"requestState":"`+ir.RequestState+`"`); again.Status != http.StatusBadRequest {
+		t.Errorf("replayed state: HTTP %d %s", again.Status, again.Body)
 	}
 }
 
@@ -128,10 +107,10 @@ func TestBridgeRequestStateIsAuthenticated(t *testing.T) {
 // replaced by the gateway's.
 func TestStatelessResultsNameTheGateway(t *testing.T) {
 	t.Parallel()
-	up := fidModernStdioUpstream(t, "up")
-	base := fidGateway(t, "", up)
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}}
-	m := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`).last(t)
+	up := gatewaytest.FidModernStdioUpstream(t, "up")
+	base := gatewaytest.FidGateway(t, "", up)
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}}
+	m := c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`).Last(t)
 	if m.Error != nil {
 		t.Fatal(m.Error)
 	}
@@ -155,20 +134,20 @@ func TestStatelessResultsNameTheGateway(t *testing.T) {
 // and no input_required is returned.
 func TestBridgeMissingClientCapability(t *testing.T) {
 	t.Parallel()
-	up := fidHTTPUpstream(t, "up", 0)
-	base := fidGateway(t, "", up)
+	up := gatewaytest.FidHTTPUpstream(t, "up", 0)
+	base := gatewaytest.FidGateway(t, "", up)
 	for name, tc := range map[string]struct{ tool, caps, want string }{
 		"sampling":    {"up__sample", `{}`, `{"sampling":{}}`},
 		"elicitation": {"up__elicit", `{"sampling":{}}`, `{"elicitation":{}}`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+			c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{
 				"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {tc.tool},
 			}}
-			r := c.post(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tc.tool + `","arguments":{"tag":"X"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + tc.caps + `}}}`)
-			e := errorOf(t, r)
-			if r.status != http.StatusBadRequest || e.Code != -32021 {
-				t.Fatalf("HTTP %d %s; want 400 with -32021", r.status, r.body)
+			r := c.Post(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"` + tc.tool + `","arguments":{"tag":"X"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + tc.caps + `}}}`)
+			e := gatewaytest.ErrorOf(t, r)
+			if r.Status != http.StatusBadRequest || e.Code != -32021 {
+				t.Fatalf("HTTP %d %s; want 400 with -32021", r.Status, r.Body)
 			}
 			var data struct {
 				Required json.RawMessage `json:"requiredCapabilities"`
@@ -176,8 +155,8 @@ func TestBridgeMissingClientCapability(t *testing.T) {
 			if err := json.Unmarshal(e.Data, &data); err != nil || string(data.Required) != tc.want {
 				t.Errorf("error data %s; want requiredCapabilities %s", e.Data, tc.want)
 			}
-			if string(r.msgs[len(r.msgs)-1].ID) != "7" {
-				t.Errorf("error id %s, want the request's 7", r.msgs[len(r.msgs)-1].ID)
+			if string(r.Msgs[len(r.Msgs)-1].ID) != "7" {
+				t.Errorf("error id %s, want the request's 7", r.Msgs[len(r.Msgs)-1].ID)
 			}
 		})
 	}
@@ -190,15 +169,15 @@ func TestBridgeMissingClientCapability(t *testing.T) {
 // while it waits (as an abandoned one would, until it expires).
 func TestBridgeParkedCallLeavesStdioUsable(t *testing.T) {
 	t.Parallel()
-	up := fidStdioUpstream(t, "pipe")
-	base := fidGateway(t, "", up)
+	up := gatewaytest.FidStdioUpstream(t, "pipe")
+	base := gatewaytest.FidGateway(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	post := func(extra string) *jsonrpc.Message {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{
 			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"pipe__sample"},
 		}}
-		return c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pipe__sample","arguments":{"tag":"P"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`).last(t)
+		return c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"pipe__sample","arguments":{"tag":"P"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`).Last(t)
 	}
 	first := post("")
 	var ir struct {
@@ -209,10 +188,10 @@ func TestBridgeParkedCallLeavesStdioUsable(t *testing.T) {
 		t.Fatalf("first round: %s %v", first.Result, first.Error)
 	}
 
-	inB := &fidInbox{}
-	b := fidConnect(t, base+"/mcp", fidSampler("B", inB))
-	fidExpect(ctx, t, "B", b, "pipe__sample", map[string]any{"tag": "B"}, "tag=B answer=answer-from-B")
-	if got := inB.get(); !slices.Equal(got, []string{"question from B"}) {
+	inB := &gatewaytest.FidInbox{}
+	b := gatewaytest.FidConnect(t, base+"/mcp", gatewaytest.FidSampler("B", inB))
+	gatewaytest.FidExpect(ctx, t, "B", b, "pipe__sample", map[string]any{"tag": "B"}, "tag=B answer=answer-from-B")
+	if got := inB.Get(); !slices.Equal(got, []string{"question from B"}) {
 		t.Errorf("B's handler saw %q, want only its own question", got)
 	}
 

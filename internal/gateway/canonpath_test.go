@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // serverFilesystem returns the command that starts the npm
 // @modelcontextprotocol/server-filesystem serving dir, or skips as
-// serverEverything does.
+// gatewaytest.ServerEverything does.
 func serverFilesystem(t *testing.T, dir string) []string {
 	t.Helper()
 	node, err := exec.LookPath("node")
@@ -48,7 +50,7 @@ func TestConditionJudgesThePathServerFilesystemOpens(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := serverFilesystem(t, dir)
-	_, base := startGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   fs:
     command: [%q, %q, %q]
@@ -58,10 +60,10 @@ policy:
     - when: 'normpath(arguments.path).startsWith(%q)'
       allow: ["fs__read_text_file"]
 `, cmd[0], cmd[1], cmd[2], pub+"/"))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
 	read := func(p string) string {
-		m := c.call("tools/call", map[string]any{"name": "fs__read_text_file", "arguments": map[string]string{"path": p}})
+		m := c.Call("tools/call", map[string]any{"name": "fs__read_text_file", "arguments": map[string]string{"path": p}})
 		return describe(m)
 	}
 	if got := read(filepath.Join(pub, "a.txt")); !strings.Contains(got, "public words") {

@@ -5,38 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
-
-// serverEverything returns the command that starts the npm
-// @modelcontextprotocol/server-everything as a stdio server (installed by
-// `npm ci` in test/interop), or skips the test without node or the
-// package, unless MCPGW_REQUIRE_NPM is set (.ci/run sets it).
-func serverEverything(t *testing.T) []string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	entry, _ := filepath.Abs(filepath.Join("..", "..", "test", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
-	if err == nil {
-		_, err = os.Stat(entry)
-	}
-	if err != nil {
-		if os.Getenv("MCPGW_REQUIRE_NPM") != "" {
-			t.Fatalf("server-everything is needed and MCPGW_REQUIRE_NPM is set: %v (run npm ci in test/interop)", err)
-		}
-		t.Skipf("server-everything not available (%v); npm ci in test/interop installs it", err)
-	}
-	return []string{node, entry, "stdio"}
-}
 
 // Issue 27 item 1: policy globs judged a resource URI as a string while
 // server-everything (the TypeScript SDK's McpServer, WHATWG URL parsing)
@@ -48,7 +26,7 @@ func serverEverything(t *testing.T) []string {
 // the form the upstream reads, and every other form is refused with the
 // form to send, whose own decision is then the upstream's reading.
 func TestResourceURIsJudgedAsServerEverythingReadsThem(t *testing.T) {
-	cmd := serverEverything(t)
+	cmd := gatewaytest.ServerEverything(t)
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   ev:
@@ -65,7 +43,7 @@ policy:
     - allow: ["resource:ev+demo://resource/static/document/*", "resource:demo://resource/static/document/*"]
       deny: ["resource:ev+demo://resource/static/document/instructions.md", "resource:demo://resource/static/document/instructions.md"]
 `, cmd[0], cmd[1], cmd[2])
-	_, base := startGateway(t, yaml)
+	_, base := gatewaytest.StartGateway(t, yaml)
 	const (
 		doc    = "demo://resource/static/document/"
 		denied = doc + "instructions.md"
@@ -116,10 +94,10 @@ policy:
 				continue
 			}
 			t.Run(route+" "+tc.uri, func(t *testing.T) {
-				c := &rawClient{t: t, url: base + route}
-				c.initialize("2025-11-25")
+				c := &gatewaytest.RawClient{T: t, URL: base + route}
+				c.Initialize("2025-11-25")
 				for _, method := range []string{mcp.MethodResourcesRead, mcp.MethodResourcesSubscribe} {
-					m := c.call(method, map[string]string{"uri": tc.uri})
+					m := c.Call(method, map[string]string{"uri": tc.uri})
 					if tc.send != "" || tc.then == refused {
 						if m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "resource URI") {
 							t.Fatalf("%s %q: %s; want invalid params refusing the URI", method, tc.uri, describe(m))
@@ -130,7 +108,7 @@ policy:
 						if !strings.Contains(m.Error.Message, "send "+tc.send) {
 							t.Errorf("%s %q: %q; want it to name %s", method, tc.uri, m.Error.Message, tc.send)
 						}
-						m = c.call(method, map[string]string{"uri": tc.send})
+						m = c.Call(method, map[string]string{"uri": tc.send})
 					}
 					checkDecision(t, method, m, int(tc.then))
 				}
@@ -144,7 +122,7 @@ policy:
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		subs := []string{ok, doc + "x/../features.md", doc + "%2e%2e/%2e%2e/dynamic/text/7", denied, "DEMO://resource/static/document/features.md"}
-		body := `{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":` + mustJSON(t, subs) + `},` +
+		body := `{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":` + gatewaytest.MustJSON(t, subs) + `},` +
 			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(body))
 		req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"},

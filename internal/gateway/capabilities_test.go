@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -87,12 +88,12 @@ func gatewayError(t *testing.T, err error) *jsonrpc.Error {
 func TestCapabilitiesFollowTheUpstreams(t *testing.T) {
 	fs := capsUpstream(t, "fs", false)
 	notes := capsUpstream(t, "notes", true)
-	gw, base, _ := startReloadable(t, fmt.Sprintf("upstreams:\n  fs: {url: %q}\n", fs))
+	gw, base, _ := gatewaytest.StartReloadable(t, fmt.Sprintf("upstreams:\n  fs: {url: %q}\n", fs))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
 	resourcesChanged := make(chan struct{}, 16)
-	before := connect(t, base+"/mcp", &mcp.ClientOptions{ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+	before := gatewaytest.Connect(t, base+"/mcp", &mcp.ClientOptions{ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
 		select {
 		case resourcesChanged <- struct{}{}:
 		default:
@@ -102,7 +103,7 @@ func TestCapabilitiesFollowTheUpstreams(t *testing.T) {
 	if got := advertised(before.InitializeResult().Capabilities); got != fsOnly {
 		t.Errorf("initialize over fs: %s, want %s", got, fsOnly)
 	}
-	if got := advertised(connect2026(t, base+"/mcp", nil).InitializeResult().Capabilities); got != fsOnly {
+	if got := advertised(gatewaytest.Connect2026(t, base+"/mcp", nil).InitializeResult().Capabilities); got != fsOnly {
 		t.Errorf("server/discover over fs: %s, want %s", got, fsOnly)
 	}
 
@@ -126,21 +127,21 @@ func TestCapabilitiesFollowTheUpstreams(t *testing.T) {
 		}
 	}
 
-	drainSignals(resourcesChanged)
-	if err := gw.Reload(parseConfig(t, fmt.Sprintf("upstreams:\n  fs: {url: %q}\n  notes: {url: %q}\n", fs, notes))); err != nil {
+	gatewaytest.DrainSignals(resourcesChanged)
+	if err := gw.Reload(gatewaytest.ParseConfig(t, fmt.Sprintf("upstreams:\n  fs: {url: %q}\n  notes: {url: %q}\n", fs, notes))); err != nil {
 		t.Fatal(err)
 	}
 	if err := gw.Host().WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitSignal(t, resourcesChanged, "resources/list_changed after notes arrived")
+	gatewaytest.WaitSignal(t, resourcesChanged, "resources/list_changed after notes arrived")
 
 	const union = "tools(listChanged=true) prompts(listChanged=true) resources(subscribe=true,listChanged=true) completions logging"
-	after := connect(t, base+"/mcp", nil, "2025-11-25")
+	after := gatewaytest.Connect(t, base+"/mcp", nil, "2025-11-25")
 	if got := advertised(after.InitializeResult().Capabilities); got != union {
 		t.Errorf("initialize over fs and notes: %s, want %s", got, union)
 	}
-	if got := advertised(connect2026(t, base+"/mcp", nil).InitializeResult().Capabilities); got != union {
+	if got := advertised(gatewaytest.Connect2026(t, base+"/mcp", nil).InitializeResult().Capabilities); got != union {
 		t.Errorf("server/discover over fs and notes: %s, want %s", got, union)
 	}
 	if err := after.Subscribe(ctx, &mcp.SubscribeParams{URI: "file:///notes.txt"}); err != nil {

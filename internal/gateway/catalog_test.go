@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -84,8 +85,8 @@ func TestCatalogThroughTheGateway(t *testing.T) {
 		slices.Sort(tools) // the SDK lists tools by name
 		want = append(want, tools...)
 	}
-	_, base := startGateway(t, yaml.String())
-	cs := connect(t, base+"/mcp", nil, "2025-11-25")
+	_, base := gatewaytest.StartGateway(t, yaml.String())
+	cs := gatewaytest.Connect(t, base+"/mcp", nil, "2025-11-25")
 	ctx := context.Background()
 
 	list, err := cs.ListTools(ctx, nil)
@@ -179,8 +180,8 @@ func TestPolicyJudgesTheResolvedName(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+ups.String()+"policy: "+tc.policy+"\n")
-			cs := connect(t, base+"/mcp", nil, "2025-11-25")
+			_, base := gatewaytest.StartGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+ups.String()+"policy: "+tc.policy+"\n")
+			cs := gatewaytest.Connect(t, base+"/mcp", nil, "2025-11-25")
 			for _, c := range tc.calls {
 				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name})
 				switch {

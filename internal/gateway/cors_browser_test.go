@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // corsPage is a web app that speaks MCP to the gateway with fetch, as a
@@ -51,7 +52,7 @@ async function rpc(body, sid) {
 // it no CORS headers.
 func TestCORSInChromium(t *testing.T) {
 	bin := chromium(t)
-	up := httpUpstream(t, "alpha", 0)
+	up := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func TestCORSInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 
 	dom := func(pageURL string) string {
 		out := string(runChromium(t, bin, "--virtual-time-budget=15000", "--dump-dom", pageURL))

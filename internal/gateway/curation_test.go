@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // curationUpstream is a go-sdk server whose add tool records the
@@ -98,12 +99,12 @@ routes:
 func TestCurationEndToEnd(t *testing.T) {
 	up := startCurationUpstream(t)
 	auditPath := filepath.Join(t.TempDir(), "audit.log")
-	_, base := startGateway(t, fmt.Sprintf(curationYAML, up.url, auditPath))
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(curationYAML, up.url, auditPath))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var lists []string
 	for _, version := range []string{"2025-06-18", ""} {
-		cs := connect(t, base+"/mcp", nil, version)
+		cs := gatewaytest.Connect(t, base+"/mcp", nil, version)
 		res, err := cs.ListTools(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -161,7 +162,7 @@ func TestCurationEndToEnd(t *testing.T) {
 	}
 	// Audit carries both names, and the arguments that ran.
 	var said, added bool
-	for _, r := range auditRecords(t, auditPath) {
+	for _, r := range gatewaytest.AuditRecords(t, auditPath) {
 		switch {
 		case r["name"] == "up__echo" && r["curated_name"] == "say":
 			said = true
@@ -181,25 +182,25 @@ func TestCurationEndToEnd(t *testing.T) {
 // A reload that changes only a route's curation tells the route's
 // sessions tools/list_changed, and their next list is curated anew.
 func TestCurationReloadListChanged(t *testing.T) {
-	alphaURL, _ := sdkUpstream(t, "alpha")
+	alphaURL, _ := gatewaytest.SDKUpstream(t, "alpha")
 	base := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\nroutes:\n  - path: /mcp\n", alphaURL)
-	gw, url, _ := startReloadable(t, base)
+	gw, url, _ := gatewaytest.StartReloadable(t, base)
 	changed := make(chan struct{}, 16)
-	cs := connect(t, url+"/mcp", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+	cs := gatewaytest.Connect(t, url+"/mcp", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		select {
 		case changed <- struct{}{}:
 		default:
 		}
 	}}, "2025-06-18")
-	if names := sdkToolNames(t, cs); !slices.Contains(names, "alpha__echo") {
+	if names := gatewaytest.SDKToolNames(t, cs); !slices.Contains(names, "alpha__echo") {
 		t.Fatalf("tools before: %v", names)
 	}
-	drainSignals(changed)
-	if err := gw.Reload(parseConfig(t, base+"    tools: {curate: [{tool: alpha__echo, rename: say}]}\n")); err != nil {
+	gatewaytest.DrainSignals(changed)
+	if err := gw.Reload(gatewaytest.ParseConfig(t, base+"    tools: {curate: [{tool: alpha__echo, rename: say}]}\n")); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	waitSignal(t, changed, "tools/list_changed after a curation change")
-	if names := sdkToolNames(t, cs); !slices.Contains(names, "say") || slices.Contains(names, "alpha__echo") {
+	gatewaytest.WaitSignal(t, changed, "tools/list_changed after a curation change")
+	if names := gatewaytest.SDKToolNames(t, cs); !slices.Contains(names, "say") || slices.Contains(names, "alpha__echo") {
 		t.Fatalf("tools after: %v", names)
 	}
 }
@@ -210,9 +211,9 @@ func TestCurationReloadListChanged(t *testing.T) {
 // identical to the uncurated route's, and the curated ones differing only
 // in what the rules change.
 func TestCurationServerEverything(t *testing.T) {
-	cmd := serverEverything(t)
+	cmd := gatewaytest.ServerEverything(t)
 	argv, _ := json.Marshal(cmd)
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   ev: {command: %s}
@@ -242,9 +243,9 @@ routes:
 		}
 		return out
 	}
-	raw := byName(connect(t, base+"/raw", nil, "2025-06-18"))
+	raw := byName(gatewaytest.Connect(t, base+"/raw", nil, "2025-06-18"))
 	for _, version := range []string{"2025-06-18", ""} {
-		cs := connect(t, base+"/mcp", nil, version)
+		cs := gatewaytest.Connect(t, base+"/mcp", nil, version)
 		cur := byName(cs)
 		if cur["shout"] == nil || cur["ev__echo"] != nil || len(cur) != len(raw) {
 			t.Fatalf("%s: curated tools %d, raw %d; shout listed %v", version, len(cur), len(raw), cur["shout"] != nil)
@@ -301,22 +302,22 @@ routes:
 func TestCuratedNamesInMetrics(t *testing.T) {
 	up := startCurationUpstream(t)
 	auditPath := filepath.Join(t.TempDir(), "audit.log")
-	gw, base, admin := startAdminGateway(t, fmt.Sprintf(curationYAML, up.url, auditPath)+"admin: {listen: 127.0.0.1:0}\n", gateway.Options{})
-	cs := connect(t, base+"/mcp", nil, "")
+	gw, base, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf(curationYAML, up.url, auditPath)+"admin: {listen: 127.0.0.1:0}\n", gateway.Options{})
+	cs := gatewaytest.Connect(t, base+"/mcp", nil, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "say", Arguments: map[string]any{"text": "hi"}}); err != nil {
 		t.Fatal(err)
 	}
-	mfs, _ := scrape(t, admin)
+	mfs, _ := gatewaytest.Scrape(t, admin)
 	for _, c := range []struct {
 		tool, upstream string
 	}{{"say", "up__echo"}, {"gem", "up__secret"}} {
-		if v, ok := sample(mfs, "mcpgw_curated_tool_names", "route", "/mcp", "tool", c.tool, "upstream_tool", c.upstream); !ok || v != 1 {
+		if v, ok := gatewaytest.Sample(mfs, "mcpgw_curated_tool_names", "route", "/mcp", "tool", c.tool, "upstream_tool", c.upstream); !ok || v != 1 {
 			t.Errorf("mcpgw_curated_tool_names{tool=%q, upstream_tool=%q} = %v (present %v), want 1", c.tool, c.upstream, v, ok)
 		}
 	}
-	if v, ok := sample(mfs, "mcpgw_tool_calls_total", "route", "/mcp", "tool", "up__echo", "outcome", "ok"); !ok || v != 1 {
+	if v, ok := gatewaytest.Sample(mfs, "mcpgw_tool_calls_total", "route", "/mcp", "tool", "up__echo", "outcome", "ok"); !ok || v != 1 {
 		t.Errorf("mcpgw_tool_calls_total{tool=up__echo} (the call to say) = %v (present %v), want 1", v, ok)
 	}
 	// A reload without the renames leaves no series of them.
@@ -327,8 +328,8 @@ func TestCuratedNamesInMetrics(t *testing.T) {
 	if err := gw.Reload(next); err != nil {
 		t.Fatal(err)
 	}
-	mfs, _ = scrape(t, admin)
-	if v, ok := sample(mfs, "mcpgw_curated_tool_names", "route", "/mcp", "tool", "say", "upstream_tool", "up__echo"); ok {
+	mfs, _ = gatewaytest.Scrape(t, admin)
+	if v, ok := gatewaytest.Sample(mfs, "mcpgw_curated_tool_names", "route", "/mcp", "tool", "say", "upstream_tool", "up__echo"); ok {
 		t.Errorf("after a reload without the rename, mcpgw_curated_tool_names{tool=say} = %v is still exported", v)
 	}
 }

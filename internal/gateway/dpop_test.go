@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // dpopTransport is a Go DPoP client's: every request presents the token
@@ -60,7 +61,7 @@ func (d dpopTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestDPoPProtectedRoute(t *testing.T) {
 	t.Parallel()
 	is := authtest.NewIssuer(t)
-	srv := testServer("rec", 10)
+	srv := gatewaytest.SDKServer("rec", 10)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -83,9 +84,9 @@ policy: {default: allow}
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &gatewaytest.SyncBuffer{}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel)
-	runGateway(t, cfg, gateway.Options{Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())), Listener: ln, Auth: auth.Options{KeyRefreshInterval: time.Millisecond}})
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())), Listener: ln, Auth: auth.Options{KeyRefreshInterval: time.Millisecond}})
 
 	mcpURL := base + "/mcp"
 	key, err := oauthclient.NewDPoPKey(nil)
@@ -107,7 +108,7 @@ policy: {default: allow}
 		t.Fatalf("DPoP client: %v", err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	if got := echo(t, cs, "echo"); got != "rec:hi" {
+	if got := gatewaytest.Echo(t, cs, "echo"); got != "rec:hi" {
 		t.Errorf("echo through the DPoP route = %q", got)
 	}
 
@@ -116,7 +117,7 @@ policy: {default: allow}
 		t.Fatal(err)
 	}
 	getProof, _ := key.Proof(http.MethodGet, mcpURL, bound)
-	raw := &rawClient{t: t, url: mcpURL}
+	raw := &gatewaytest.RawClient{T: t, URL: mcpURL}
 	for _, tc := range []struct {
 		name        string
 		authz, dpop string
@@ -127,15 +128,15 @@ policy: {default: allow}
 		{"proof for another method", "DPoP " + bound, getProof, `error="invalid_dpop_proof", error_description="the DPoP proof is for method`},
 		{"token without its proof", "DPoP " + bound, "", `error="invalid_dpop_proof"`},
 	} {
-		r := raw.do(http.MethodPost, initBody, func(req *http.Request) {
+		r := raw.Do(http.MethodPost, initBody, func(req *http.Request) {
 			req.Header.Set("Authorization", tc.authz)
 			if tc.dpop != "" {
 				req.Header.Set("DPoP", tc.dpop)
 			}
 		})
-		ch := r.header.Values("WWW-Authenticate")
-		if r.status != http.StatusUnauthorized || len(ch) != 1 || !strings.HasPrefix(ch[0], "DPoP ") || !strings.Contains(ch[0], tc.want) {
-			t.Errorf("%s: HTTP %d, challenges %q; want 401 with a DPoP challenge containing %q", tc.name, r.status, ch, tc.want)
+		ch := r.Header.Values("WWW-Authenticate")
+		if r.Status != http.StatusUnauthorized || len(ch) != 1 || !strings.HasPrefix(ch[0], "DPoP ") || !strings.Contains(ch[0], tc.want) {
+			t.Errorf("%s: HTTP %d, challenges %q; want 401 with a DPoP challenge containing %q", tc.name, r.Status, ch, tc.want)
 		}
 	}
 	// A proof replayed: the first use (with the gateway's nonce) passes,
@@ -143,12 +144,12 @@ policy: {default: allow}
 	key.SetNonce(mcpURL, key.Nonce(mcpURL))
 	proof, _ = key.Proof(http.MethodPost, mcpURL, bound)
 	for i, want := range []int{http.StatusOK, http.StatusUnauthorized} {
-		r := raw.do(http.MethodPost, initBody, func(req *http.Request) {
+		r := raw.Do(http.MethodPost, initBody, func(req *http.Request) {
 			req.Header.Set("Authorization", "DPoP "+bound)
 			req.Header.Set("DPoP", proof)
 		})
-		if r.status != want || (want == http.StatusUnauthorized && !strings.Contains(r.header.Get("WWW-Authenticate"), "used before")) {
-			t.Errorf("use %d of one proof: HTTP %d %q, want %d", i+1, r.status, r.header.Get("WWW-Authenticate"), want)
+		if r.Status != want || (want == http.StatusUnauthorized && !strings.Contains(r.Header.Get("WWW-Authenticate"), "used before")) {
+			t.Errorf("use %d of one proof: HTTP %d %q, want %d", i+1, r.Status, r.Header.Get("WWW-Authenticate"), want)
 		}
 	}
 	for _, secret := range []string{bound, unbound, proof, getProof} {

@@ -10,57 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// twoUpstreams is a gateway over alpha (official SDK, Streamable HTTP) and
-// beta (official SDK, stdio child), both paging their lists 2 items at a time.
-func twoUpstreams(t *testing.T) string {
-	t.Helper()
-	alpha := httpUpstream(t, "alpha", 2)
-	exe := stdioUpstream(t)
-	_, base := startGateway(t, fmt.Sprintf(`
-listen: 127.0.0.1:0
-upstreams:
-  alpha:
-    url: %s
-  beta:
-    command: [%q]
-    env: {MCPGW_TEST_STDIO_SERVER: beta}
-routes:
-  - path: /mcp
-  - path: /mcp/beta
-    upstreams: [beta]
-    prefix: false
-  - path: /mcp/small
-    page_size: 4
-`, alpha, exe))
-	return base
-}
-
-func textOf(t *testing.T, res *mcp.CallToolResult) string {
-	t.Helper()
-	if res.IsError {
-		t.Fatalf("tool error: %+v", res.Content)
-	}
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "")
-}
-
 func TestMergedCatalogEveryRevision(t *testing.T) {
 	t.Parallel()
-	base := twoUpstreams(t)
+	base := gatewaytest.TwoUpstreams(t)
 	// "" is the SDK's default: it tries 2026-07-28's server/discover first
 	// and must fall back to initialize against this gateway.
 	for _, version := range []string{"", "2025-11-25", "2025-06-18", "2025-03-26"} {
 		t.Run("version="+version, func(t *testing.T) {
 			ctx := context.Background()
-			cs := connect(t, base+"/mcp", nil, version)
+			cs := gatewaytest.Connect(t, base+"/mcp", nil, version)
 			if version != "" && cs.InitializeResult().ProtocolVersion != version {
 				t.Errorf("negotiated %q, want %q", cs.InitializeResult().ProtocolVersion, version)
 			}
@@ -97,7 +59,7 @@ func TestMergedCatalogEveryRevision(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := textOf(t, res); got != up+":hi" {
+				if got := gatewaytest.TextOf(t, res); got != up+":hi" {
 					t.Errorf("%s__echo = %q", up, got)
 				}
 			}
@@ -119,7 +81,7 @@ func TestMergedCatalogEveryRevision(t *testing.T) {
 // a time: alpha 10 tools, beta 7).
 func TestPaginationPageByPage(t *testing.T) {
 	t.Parallel()
-	base := twoUpstreams(t)
+	base := gatewaytest.TwoUpstreams(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		route string
@@ -129,7 +91,7 @@ func TestPaginationPageByPage(t *testing.T) {
 		{"/mcp/small", []int{4, 4, 4, 4, 1}}, // alpha 2+2, 2+2, 2 + beta 2, beta 2+2, 1
 	} {
 		t.Run(tc.route, func(t *testing.T) {
-			cs := connect(t, base+tc.route, nil, "2025-11-25")
+			cs := gatewaytest.Connect(t, base+tc.route, nil, "2025-11-25")
 			var cursor string
 			var sizes []int
 			seen := map[string]bool{}
@@ -165,8 +127,8 @@ func TestPaginationPageByPage(t *testing.T) {
 
 func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
 	t.Parallel()
-	base := twoUpstreams(t)
-	cs := connect(t, base+"/mcp", nil, "2025-11-25")
+	base := gatewaytest.TwoUpstreams(t)
+	cs := gatewaytest.Connect(t, base+"/mcp", nil, "2025-11-25")
 	ctx := context.Background()
 
 	var uris []string
@@ -237,8 +199,8 @@ func TestResourcesTemplatesAndCompletionRouted(t *testing.T) {
 
 func TestUnprefixedRoute(t *testing.T) {
 	t.Parallel()
-	base := twoUpstreams(t)
-	cs := connect(t, base+"/mcp/beta", nil, "2025-06-18")
+	base := gatewaytest.TwoUpstreams(t)
+	cs := gatewaytest.Connect(t, base+"/mcp/beta", nil, "2025-06-18")
 	ctx := context.Background()
 	var names []string
 	for tool, err := range cs.Tools(ctx, nil) {
@@ -254,7 +216,7 @@ func TestUnprefixedRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := textOf(t, res); got != "beta:x" {
+	if got := gatewaytest.TextOf(t, res); got != "beta:x" {
 		t.Errorf("echo = %q", got)
 	}
 	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mem://shared"})
@@ -271,7 +233,7 @@ func TestUnprefixedRoute(t *testing.T) {
 
 func TestProgressReachesOnlyItsCaller(t *testing.T) {
 	t.Parallel()
-	base := twoUpstreams(t)
+	base := gatewaytest.TwoUpstreams(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	// Two sessions use the same progress token and the same request ids; a
@@ -284,7 +246,7 @@ func TestProgressReachesOnlyItsCaller(t *testing.T) {
 	sessions := make([]*mcp.ClientSession, 2)
 	for i := range sessions {
 		tl := tallies[i]
-		sessions[i] = connect(t, base+"/mcp", &mcp.ClientOptions{
+		sessions[i] = gatewaytest.Connect(t, base+"/mcp", &mcp.ClientOptions{
 			ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 				tl.mu.Lock()
 				tl.counts[fmt.Sprint(req.Params.ProgressToken, "/", req.Params.Message)]++

@@ -3,10 +3,8 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
@@ -26,266 +25,29 @@ import (
 // response stream that carries it; stdio upstreams cannot, so the gateway
 // relays to the single interactive call in flight and refuses otherwise.
 
-const fidVersion = "2025-11-25"
-
-// fidConnect opens an official-SDK client session (2025-11-25) to url,
-// offering roots when given.
-func fidConnect(t *testing.T, url string, opts *mcp.ClientOptions, roots ...*mcp.Root) *mcp.ClientSession {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c := mcp.NewClient(&mcp.Implementation{Name: "fidelity-client", Version: "1"}, opts)
-	if len(roots) > 0 {
-		c.AddRoots(roots...)
-	}
-	// A transport of its own, whose idle connections are closed once the
-	// session is: a pooled connection that never carried a request holds
-	// the gateway's http.Server.Shutdown for 5s.
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: tr}},
-		&mcp.ClientSessionOptions{ProtocolVersion: fidVersion})
-	if err != nil {
-		t.Fatalf("connect %s: %v", url, err)
-	}
-	if got := cs.InitializeResult().ProtocolVersion; got != fidVersion {
-		t.Fatalf("negotiated %q, want %q", got, fidVersion)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
-}
-
-// fidCall calls a tool and returns its text and whether it is an error result.
-func fidCall(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any) (string, bool, error) {
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		return "", false, err
-	}
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, ""), res.IsError, nil
-}
-
-// fidExpect calls a tool and checks its text.
-func fidExpect(ctx context.Context, t *testing.T, who string, cs *mcp.ClientSession, name string, args map[string]any, want string) {
-	t.Helper()
-	got, isErr, err := fidCall(ctx, cs, name, args)
-	switch {
-	case err != nil:
-		t.Errorf("%s: %s: %v", who, name, err)
-	case isErr || got != want:
-		t.Errorf("%s: %s = %q (isError %v), want %q", who, name, got, isErr, want)
-	}
-}
-
-// fidInbox collects what a client's handlers saw.
-type fidInbox struct {
-	mu    sync.Mutex
-	items []string
-}
-
-func (b *fidInbox) add(s string) {
-	b.mu.Lock()
-	b.items = append(b.items, s)
-	b.mu.Unlock()
-}
-
-func (b *fidInbox) get() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.items)
-}
-
-// fidSorted is the inbox sorted: the SDK client runs notification handlers
-// asynchronously, so their order is not the wire order.
-func (b *fidInbox) sorted() []string {
-	s := b.get()
-	slices.Sort(s)
-	return s
-}
-
-// fidGather waits (bounded) until every inbox holds what is wanted, then a
-// little longer so that anything extra or foreign would show up too, and
-// returns what each inbox holds, sorted.
-func fidGather(inboxes map[string]*fidInbox, want map[string][]string) map[string][]string {
-	sortedWant := map[string][]string{}
-	for k := range inboxes {
-		w := slices.Clone(want[k])
-		slices.Sort(w)
-		sortedWant[k] = w
-	}
-	deadline := time.Now().Add(testwait.Long) // returns as soon as all is there
-	for time.Now().Before(deadline) {
-		ok := true
-		for k, ib := range inboxes {
-			if !slices.Equal(ib.sorted(), sortedWant[k]) {
-				ok = false
-			}
-		}
-		if ok {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
-	}
-	// A negative check (nothing more arrives): a wait cut short by load
-	// only misses a failure, never makes one.
-	time.Sleep(150 * time.Millisecond)
-	got := map[string][]string{}
-	for k, ib := range inboxes {
-		got[k] = ib.sorted()
-	}
-	return got
-}
-
-// fidSettle is fidGather followed by fidCompare.
-func fidSettle(t *testing.T, inboxes map[string]*fidInbox, want map[string][]string) {
-	t.Helper()
-	fidCompare(t, fidGather(inboxes, want), want)
-}
-
-// fidCompare checks what each session received (got is sorted).
-func fidCompare(t *testing.T, got, want map[string][]string) {
-	t.Helper()
-	for k := range got {
-		w := slices.Clone(want[k])
-		slices.Sort(w)
-		if !slices.Equal(got[k], w) {
-			t.Errorf("session %s received %q, want %q", k, got[k], w)
-		}
-	}
-}
-
-// fidWaitEvent waits (bounded) until the upstream recorded ev; in process
-// it wakes on the log's channel, for a stdio child it polls the log file.
-func fidWaitEvent(up *fidUpstream, ev string, d time.Duration) bool {
-	var wake <-chan string
-	if m, ok := up.log.(*fidMemLog); ok {
-		wake = m.events
-	}
-	deadline := time.After(d) // the caller's bound on the event
-	for {
-		if slices.Contains(up.log.all(), ev) {
-			return true
-		}
-		select {
-		case <-wake:
-		case <-time.After(10 * time.Millisecond): // a poll of the log file, bounded by deadline
-		case <-deadline:
-			return false
-		}
-	}
-}
-
-func fidCount(evs []string, ev string) int {
-	n := 0
-	for _, e := range evs {
-		if e == ev {
-			n++
-		}
-	}
-	return n
-}
-
-// fidEachKind runs body against an HTTP and a stdio fidelity upstream, the
-// two at once: each has a gateway and an upstream of its own.
-func fidEachKind(t *testing.T, body func(t *testing.T, stdio bool)) {
-	fidKinds(t, true, body)
-}
-
-// fidEachKindInTurn is fidEachKind one kind after the other, for a test
-// whose timing must not share the machine.
-func fidEachKindInTurn(t *testing.T, body func(t *testing.T, stdio bool)) {
-	fidKinds(t, false, body)
-}
-
-func fidKinds(t *testing.T, parallel bool, body func(t *testing.T, stdio bool)) {
-	for _, stdio := range []bool{false, true} {
-		name := "http"
-		if stdio {
-			name = "stdio"
-		}
-		t.Run(name, func(t *testing.T) {
-			if parallel {
-				t.Parallel()
-			}
-			body(t, stdio)
-		})
-	}
-}
-
-// fidUp builds a fidelity upstream of the kind asked for; barrier applies
-// to the in-process (HTTP) one only.
-func fidUp(t *testing.T, stdio bool, name string, barrier int, extra ...string) *fidUpstream {
-	t.Helper()
-	if stdio {
-		return fidStdioUpstream(t, name, extra...)
-	}
-	return fidHTTPUpstream(t, name, barrier, extra...)
-}
-
-// fidRun runs the sessions' calls: concurrently on an HTTP upstream, one
-// after the other on a stdio upstream (where the gateway can only relay to
-// the single interactive call in flight).
-func fidRun(stdio bool, calls ...func()) {
-	if stdio {
-		for _, c := range calls {
-			c()
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	for _, c := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c()
-		}()
-	}
-	wg.Wait()
-}
-
-func fidSampler(name string, inbox *fidInbox) *mcp.ClientOptions {
-	return &mcp.ClientOptions{
-		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			var q string
-			if len(req.Params.Messages) > 0 {
-				if tc, ok := req.Params.Messages[0].Content.(*mcp.TextContent); ok {
-					q = tc.Text
-				}
-			}
-			inbox.add(q)
-			return &mcp.CreateMessageResult{Role: "assistant", Model: "model-" + name, Content: &mcp.TextContent{Text: "answer-from-" + name}}, nil
-		},
-	}
-}
-
 func TestFidelitySamplingReachesItsCaller(t *testing.T) {
 	t.Parallel()
-	fidEachKind(t, func(t *testing.T, stdio bool) {
-		up := fidUp(t, stdio, "up", 2)
-		base := fidGateway(t, "", up)
+	gatewaytest.FidEachKind(t, func(t *testing.T, stdio bool) {
+		up := gatewaytest.FidUp(t, stdio, "up", 2)
+		base := gatewaytest.FidGateway(t, "", up)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		inA, inB := &fidInbox{}, &fidInbox{}
-		a := fidConnect(t, base+"/mcp", fidSampler("A", inA))
-		b := fidConnect(t, base+"/mcp", fidSampler("B", inB))
+		inA, inB := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+		a := gatewaytest.FidConnect(t, base+"/mcp", gatewaytest.FidSampler("A", inA))
+		b := gatewaytest.FidConnect(t, base+"/mcp", gatewaytest.FidSampler("B", inB))
 		// On HTTP both tools meet at a barrier before sampling, so both
 		// sampling requests are in flight at once.
-		fidRun(stdio,
+		gatewaytest.FidRun(stdio,
 			func() {
-				fidExpect(ctx, t, "A", a, "up__sample", map[string]any{"tag": "A", "barrier": !stdio}, "tag=A answer=answer-from-A")
+				gatewaytest.FidExpect(ctx, t, "A", a, "up__sample", map[string]any{"tag": "A", "barrier": !stdio}, "tag=A answer=answer-from-A")
 			},
 			func() {
-				fidExpect(ctx, t, "B", b, "up__sample", map[string]any{"tag": "B", "barrier": !stdio}, "tag=B answer=answer-from-B")
+				gatewaytest.FidExpect(ctx, t, "B", b, "up__sample", map[string]any{"tag": "B", "barrier": !stdio}, "tag=B answer=answer-from-B")
 			})
-		if got := inA.get(); !slices.Equal(got, []string{"question from A"}) {
+		if got := inA.Get(); !slices.Equal(got, []string{"question from A"}) {
 			t.Errorf("A's sampling handler saw %q, want only its own question", got)
 		}
-		if got := inB.get(); !slices.Equal(got, []string{"question from B"}) {
+		if got := inB.Get(); !slices.Equal(got, []string{"question from B"}) {
 			t.Errorf("B's sampling handler saw %q, want only its own question", got)
 		}
 	})
@@ -300,31 +62,31 @@ func TestFidelitySamplingReachesItsCaller(t *testing.T) {
 // call, beside a sampler's, is refused, never relayed to the sampler.
 func TestFidelityStdioOverlappingSampling(t *testing.T) {
 	t.Parallel()
-	up := fidStdioUpstream(t, "pipe")
-	base := fidGateway(t, "", up)
+	up := gatewaytest.FidStdioUpstream(t, "pipe")
+	base := gatewaytest.FidGateway(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	inA, inB := &fidInbox{}, &fidInbox{}
-	a := fidConnect(t, base+"/mcp", fidSampler("A", inA))
-	b := fidConnect(t, base+"/mcp", fidSampler("B", inB))
-	n := fidConnect(t, base+"/mcp", nil) // declares no sampling capability
+	inA, inB := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+	a := gatewaytest.FidConnect(t, base+"/mcp", gatewaytest.FidSampler("A", inA))
+	b := gatewaytest.FidConnect(t, base+"/mcp", gatewaytest.FidSampler("B", inB))
+	n := gatewaytest.FidConnect(t, base+"/mcp", nil) // declares no sampling capability
 
 	// B's call is in flight (on the shared child) until B cancels it.
 	ctxB, cancelB := context.WithCancel(ctx)
 	defer cancelB()
 	held := make(chan error, 1)
 	go func() {
-		_, _, err := fidCall(ctxB, b, "pipe__block", map[string]any{"tag": "hold", "hold": true})
+		_, _, err := gatewaytest.FidCall(ctxB, b, "pipe__block", map[string]any{"tag": "hold", "hold": true})
 		held <- err
 	}()
-	if !fidWaitEvent(up, "start hold", testwait.Long) {
+	if !gatewaytest.FidWaitEvent(up, "start hold", testwait.Long) {
 		t.Fatal("B's call never reached the upstream")
 	}
 	// The first overlap, on a fresh gateway: served, on a child of its own.
-	fidExpect(ctx, t, "A", a, "pipe__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
+	gatewaytest.FidExpect(ctx, t, "A", a, "pipe__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
 	// A client that cannot be asked, beside B's call: its upstream's
 	// request has two candidates and is refused; B never sees it.
-	got, isErr, err := fidCall(ctx, n, "pipe__sample", map[string]any{"tag": "N"})
+	got, isErr, err := gatewaytest.FidCall(ctx, n, "pipe__sample", map[string]any{"tag": "N"})
 	if err != nil {
 		t.Fatalf("N: %v", err)
 	}
@@ -335,46 +97,46 @@ func TestFidelityStdioOverlappingSampling(t *testing.T) {
 	if err := testwait.Recv(t, held, "B's cancelled call to return"); err == nil {
 		t.Error("B's cancelled call returned no error")
 	}
-	if !fidWaitEvent(up, "cancel hold", testwait.Long) {
+	if !gatewaytest.FidWaitEvent(up, "cancel hold", testwait.Long) {
 		t.Error("B's cancellation never reached the upstream")
 	}
-	if got := inA.get(); !slices.Equal(got, []string{"question from A"}) {
+	if got := inA.Get(); !slices.Equal(got, []string{"question from A"}) {
 		t.Errorf("A's sampling handler saw %q, want only its own question", got)
 	}
-	if got := inB.get(); len(got) != 0 {
+	if got := inB.Get(); len(got) != 0 {
 		t.Errorf("B's sampling handler saw %q", got)
 	}
 }
 
 func TestFidelityElicitation(t *testing.T) {
 	t.Parallel()
-	fidEachKind(t, func(t *testing.T, stdio bool) {
-		up := fidUp(t, stdio, "up", 3)
-		base := fidGateway(t, "", up)
+	gatewaytest.FidEachKind(t, func(t *testing.T, stdio bool) {
+		up := gatewaytest.FidUp(t, stdio, "up", 3)
+		base := gatewaytest.FidGateway(t, "", up)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		eliciter := func(name string, inbox *fidInbox) *mcp.ClientOptions {
+		eliciter := func(name string, inbox *gatewaytest.FidInbox) *mcp.ClientOptions {
 			return &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-				inbox.add(req.Params.Mode + ":" + req.Params.Message)
+				inbox.Add(req.Params.Mode + ":" + req.Params.Message)
 				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "user-" + name}}, nil
 			}}
 		}
-		inA, inB := &fidInbox{}, &fidInbox{}
-		a := fidConnect(t, base+"/mcp", eliciter("A", inA))
-		b := fidConnect(t, base+"/mcp", eliciter("B", inB))
-		n := fidConnect(t, base+"/mcp", nil) // declares no elicitation capability
+		inA, inB := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+		a := gatewaytest.FidConnect(t, base+"/mcp", eliciter("A", inA))
+		b := gatewaytest.FidConnect(t, base+"/mcp", eliciter("B", inB))
+		n := gatewaytest.FidConnect(t, base+"/mcp", nil) // declares no elicitation capability
 		if n.InitializeResult() == nil {
 			t.Fatal("no initialize result")
 		}
-		fidRun(stdio,
+		gatewaytest.FidRun(stdio,
 			func() {
-				fidExpect(ctx, t, "A", a, "up__elicit", map[string]any{"tag": "A", "barrier": !stdio}, "tag=A action=accept name=user-A")
+				gatewaytest.FidExpect(ctx, t, "A", a, "up__elicit", map[string]any{"tag": "A", "barrier": !stdio}, "tag=A action=accept name=user-A")
 			},
 			func() {
-				fidExpect(ctx, t, "B", b, "up__elicit", map[string]any{"tag": "B", "barrier": !stdio}, "tag=B action=accept name=user-B")
+				gatewaytest.FidExpect(ctx, t, "B", b, "up__elicit", map[string]any{"tag": "B", "barrier": !stdio}, "tag=B action=accept name=user-B")
 			},
 			func() {
-				got, isErr, err := fidCall(ctx, n, "up__elicit", map[string]any{"tag": "N", "barrier": !stdio})
+				got, isErr, err := gatewaytest.FidCall(ctx, n, "up__elicit", map[string]any{"tag": "N", "barrier": !stdio})
 				if err != nil {
 					// A JSON-RPC error is acceptable too, if it names the capability.
 					got, isErr = err.Error(), true
@@ -383,10 +145,10 @@ func TestFidelityElicitation(t *testing.T) {
 					t.Errorf("N (no elicitation capability): %q (isError %v), want an error naming the elicitation capability", got, isErr)
 				}
 			})
-		if got := inA.get(); !slices.Equal(got, []string{"form:who is A?"}) {
+		if got := inA.Get(); !slices.Equal(got, []string{"form:who is A?"}) {
 			t.Errorf("A's elicitation handler saw %q, want only its own form", got)
 		}
-		if got := inB.get(); !slices.Equal(got, []string{"form:who is B?"}) {
+		if got := inB.Get(); !slices.Equal(got, []string{"form:who is B?"}) {
 			t.Errorf("B's elicitation handler saw %q, want only its own form", got)
 		}
 	})
@@ -394,20 +156,26 @@ func TestFidelityElicitation(t *testing.T) {
 
 func TestFidelityRoots(t *testing.T) {
 	t.Parallel()
-	fidEachKind(t, func(t *testing.T, stdio bool) {
-		cfg := fidUp(t, stdio, "cfg", 0, `roots: [{uri: "file:///srv/data", name: data}]`)
-		fwd := fidUp(t, stdio, "fwd", 0, `forward_roots: true`)
-		base := fidGateway(t, "", cfg, fwd)
+	gatewaytest.FidEachKind(t, func(t *testing.T, stdio bool) {
+		cfg := gatewaytest.FidUp(t, stdio, "cfg", 0, `roots: [{uri: "file:///srv/data", name: data}]`)
+		fwd := gatewaytest.FidUp(t, stdio, "fwd", 0, `forward_roots: true`)
+		base := gatewaytest.FidGateway(t, "", cfg, fwd)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		a := fidConnect(t, base+"/mcp", nil, &mcp.Root{URI: "file:///home/a", Name: "a"})
-		b := fidConnect(t, base+"/mcp", nil, &mcp.Root{URI: "file:///home/b", Name: "b"}, &mcp.Root{URI: "file:///home/b2", Name: "b2"})
-		fidRun(stdio,
-			func() { fidExpect(ctx, t, "A", a, "cfg__roots", map[string]any{"tag": "x"}, "file:///srv/data|data") },
-			func() { fidExpect(ctx, t, "B", b, "cfg__roots", map[string]any{"tag": "x"}, "file:///srv/data|data") },
-			func() { fidExpect(ctx, t, "A", a, "fwd__roots", map[string]any{"tag": "x"}, "file:///home/a|a") },
+		a := gatewaytest.FidConnect(t, base+"/mcp", nil, &mcp.Root{URI: "file:///home/a", Name: "a"})
+		b := gatewaytest.FidConnect(t, base+"/mcp", nil, &mcp.Root{URI: "file:///home/b", Name: "b"}, &mcp.Root{URI: "file:///home/b2", Name: "b2"})
+		gatewaytest.FidRun(stdio,
 			func() {
-				fidExpect(ctx, t, "B", b, "fwd__roots", map[string]any{"tag": "x"}, "file:///home/b|b,file:///home/b2|b2")
+				gatewaytest.FidExpect(ctx, t, "A", a, "cfg__roots", map[string]any{"tag": "x"}, "file:///srv/data|data")
+			},
+			func() {
+				gatewaytest.FidExpect(ctx, t, "B", b, "cfg__roots", map[string]any{"tag": "x"}, "file:///srv/data|data")
+			},
+			func() {
+				gatewaytest.FidExpect(ctx, t, "A", a, "fwd__roots", map[string]any{"tag": "x"}, "file:///home/a|a")
+			},
+			func() {
+				gatewaytest.FidExpect(ctx, t, "B", b, "fwd__roots", map[string]any{"tag": "x"}, "file:///home/b|b,file:///home/b2|b2")
 			},
 		)
 	})
@@ -415,9 +183,9 @@ func TestFidelityRoots(t *testing.T) {
 
 func TestFidelityLogging(t *testing.T) {
 	t.Parallel()
-	logger := func(inbox *fidInbox) *mcp.ClientOptions {
+	logger := func(inbox *gatewaytest.FidInbox) *mcp.ClientOptions {
 		return &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
-			inbox.add(fmt.Sprint(req.Params.Level, ":", req.Params.Data))
+			inbox.Add(fmt.Sprint(req.Params.Level, ":", req.Params.Data))
 		}}
 	}
 	want := map[string][]string{
@@ -425,13 +193,13 @@ func TestFidelityLogging(t *testing.T) {
 		"B": {"info:B info", "error:B error"}, // B asked for "debug"
 	}
 	run := func(t *testing.T, stdio bool, stricterLast bool) {
-		up := fidUp(t, stdio, "up", 0)
-		base := fidGateway(t, "", up)
+		up := gatewaytest.FidUp(t, stdio, "up", 0)
+		base := gatewaytest.FidGateway(t, "", up)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		inA, inB := &fidInbox{}, &fidInbox{}
-		a := fidConnect(t, base+"/mcp", logger(inA))
-		b := fidConnect(t, base+"/mcp", logger(inB))
+		inA, inB := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+		a := gatewaytest.FidConnect(t, base+"/mcp", logger(inA))
+		b := gatewaytest.FidConnect(t, base+"/mcp", logger(inB))
 		setA := func() {
 			if err := a.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
 				t.Fatal(err)
@@ -449,14 +217,14 @@ func TestFidelityLogging(t *testing.T) {
 			setA()
 			setB()
 		}
-		fidRun(stdio,
-			func() { fidExpect(ctx, t, "A", a, "up__log", map[string]any{"tag": "A"}, "logged A") },
-			func() { fidExpect(ctx, t, "B", b, "up__log", map[string]any{"tag": "B"}, "logged B") })
-		inboxes := map[string]*fidInbox{"A": inA, "B": inB}
-		got := fidGather(inboxes, want)
-		fidCompare(t, got, want)
+		gatewaytest.FidRun(stdio,
+			func() { gatewaytest.FidExpect(ctx, t, "A", a, "up__log", map[string]any{"tag": "A"}, "logged A") },
+			func() { gatewaytest.FidExpect(ctx, t, "B", b, "up__log", map[string]any{"tag": "B"}, "logged B") })
+		inboxes := map[string]*gatewaytest.FidInbox{"A": inA, "B": inB}
+		got := gatewaytest.FidGather(inboxes, want)
+		gatewaytest.FidCompare(t, got, want)
 	}
-	fidEachKind(t, func(t *testing.T, stdio bool) {
+	gatewaytest.FidEachKind(t, func(t *testing.T, stdio bool) {
 		t.Run("stricter level set first", func(t *testing.T) { run(t, stdio, false) })
 		t.Run("stricter level set last", func(t *testing.T) { run(t, stdio, true) })
 	})
@@ -464,20 +232,20 @@ func TestFidelityLogging(t *testing.T) {
 
 func TestFidelityResourceSubscriptions(t *testing.T) {
 	t.Parallel()
-	fidEachKind(t, func(t *testing.T, stdio bool) {
-		up := fidUp(t, stdio, "up", 0)
-		base := fidGateway(t, "  - path: /mcp\n  - path: /mcp/solo\n    upstreams: [up]\n    prefix: false\n", up)
+	gatewaytest.FidEachKind(t, func(t *testing.T, stdio bool) {
+		up := gatewaytest.FidUp(t, stdio, "up", 0)
+		base := gatewaytest.FidGateway(t, "  - path: /mcp\n  - path: /mcp/solo\n    upstreams: [up]\n    prefix: false\n", up)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		watcher := func(inbox *fidInbox) *mcp.ClientOptions {
+		watcher := func(inbox *gatewaytest.FidInbox) *mcp.ClientOptions {
 			return &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-				inbox.add(req.Params.URI)
+				inbox.Add(req.Params.URI)
 			}}
 		}
-		inA, inB, inC := &fidInbox{}, &fidInbox{}, &fidInbox{}
-		a := fidConnect(t, base+"/mcp", watcher(inA))
-		b := fidConnect(t, base+"/mcp", watcher(inB))
-		c := fidConnect(t, base+"/mcp/solo", watcher(inC)) // unprefixed route
+		inA, inB, inC := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+		a := gatewaytest.FidConnect(t, base+"/mcp", watcher(inA))
+		b := gatewaytest.FidConnect(t, base+"/mcp", watcher(inB))
+		c := gatewaytest.FidConnect(t, base+"/mcp/solo", watcher(inC)) // unprefixed route
 		for who, s := range map[string]*mcp.ClientSession{"A": a, "B": b} {
 			if err := s.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 				t.Fatalf("%s subscribe: %v", who, err)
@@ -486,8 +254,8 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if err := c.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("C subscribe: %v", err)
 		}
-		if !fidWaitEvent(up, "subscribe mem://watched", testwait.Long) {
-			t.Fatalf("the upstream saw no subscribe: %q", up.log.all())
+		if !gatewaytest.FidWaitEvent(up, "subscribe mem://watched", testwait.Long) {
+			t.Fatalf("the upstream saw no subscribe: %q", up.Log.All())
 		}
 		if err := b.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 			t.Fatalf("B unsubscribe: %v", err)
@@ -496,21 +264,21 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		fire := func() {
 			t.Helper()
 			if stdio {
-				fidExpect(ctx, t, "C", c, "touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
+				gatewaytest.FidExpect(ctx, t, "C", c, "touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
 				return
 			}
-			if err := up.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "mem://watched"}); err != nil {
+			if err := up.Srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "mem://watched"}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		fire()
-		fidSettle(t, map[string]*fidInbox{"A": inA, "B": inB, "C": inC}, map[string][]string{
+		gatewaytest.FidSettle(t, map[string]*gatewaytest.FidInbox{"A": inA, "B": inB, "C": inC}, map[string][]string{
 			"A": {"mem://watched"}, // unique: the upstream's own URI, prefixed route
 			"C": {"mem://watched"}, // and unprefixed
 			// B unsubscribed: nothing.
 		})
-		evs := up.log.all()
-		if fidCount(evs, "subscribe mem://watched") != 1 || fidCount(evs, "unsubscribe mem://watched") != 0 {
+		evs := up.Log.All()
+		if gatewaytest.FidCount(evs, "subscribe mem://watched") != 1 || gatewaytest.FidCount(evs, "unsubscribe mem://watched") != 0 {
 			t.Errorf("upstream events %q: want one subscribe and no unsubscribe while A and C still watch", evs)
 		}
 
@@ -521,14 +289,14 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		// A negative check (no unsubscribe while C watches): a wait cut
 		// short by load only misses a failure, never makes one.
 		time.Sleep(300 * time.Millisecond)
-		if evs := up.log.all(); fidCount(evs, "unsubscribe mem://watched") != 0 {
+		if evs := up.Log.All(); gatewaytest.FidCount(evs, "unsubscribe mem://watched") != 0 {
 			t.Errorf("upstream unsubscribed while C still watches: %q", evs)
 		}
 		fire()
-		fidSettle(t, map[string]*fidInbox{"B": inB, "C": inC}, map[string][]string{
+		gatewaytest.FidSettle(t, map[string]*gatewaytest.FidInbox{"B": inB, "C": inC}, map[string][]string{
 			"C": {"mem://watched", "mem://watched"},
 		})
-		if got := inA.get(); len(got) != 1 {
+		if got := inA.Get(); len(got) != 1 {
 			t.Errorf("A received %q after its session ended", got)
 		}
 
@@ -536,14 +304,14 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Errorf("close C: %v", err)
 		}
-		if !fidWaitEvent(up, "unsubscribe mem://watched", testwait.Long) {
-			t.Errorf("ending the last subscribed session did not unsubscribe upstream: %q", up.log.all())
+		if !gatewaytest.FidWaitEvent(up, "unsubscribe mem://watched", testwait.Long) {
+			t.Errorf("ending the last subscribed session did not unsubscribe upstream: %q", up.Log.All())
 		}
 		time.Sleep(100 * time.Millisecond) // a negative check (no second unsubscribe), as above
-		if evs := up.log.all(); fidCount(evs, "unsubscribe mem://watched") != 1 || fidCount(evs, "subscribe mem://watched") != 1 {
+		if evs := up.Log.All(); gatewaytest.FidCount(evs, "unsubscribe mem://watched") != 1 || gatewaytest.FidCount(evs, "subscribe mem://watched") != 1 {
 			t.Errorf("upstream events %q: want exactly one subscribe and one unsubscribe", evs)
 		}
-		if got := inB.get(); len(got) != 0 {
+		if got := inB.Get(); len(got) != 0 {
 			t.Errorf("B (unsubscribed) received %q", got)
 		}
 	})
@@ -551,30 +319,30 @@ func TestFidelityResourceSubscriptions(t *testing.T) {
 
 func TestFidelityToolListChanged(t *testing.T) {
 	t.Parallel()
-	fidEachKind(t, func(t *testing.T, stdio bool) {
-		up := fidUp(t, stdio, "up", 0)
-		other := httpUpstream(t, "other", 0)
+	gatewaytest.FidEachKind(t, func(t *testing.T, stdio bool) {
+		up := gatewaytest.FidUp(t, stdio, "up", 0)
+		other := gatewaytest.HTTPUpstream(t, "other", 0)
 		routes := "  - path: /mcp\n    upstreams: [up]\n  - path: /mcp/other\n    upstreams: [other]\n"
-		base := fidGateway(t, routes, up, &fidUpstream{entry: fmt.Sprintf("  other:\n    url: %s\n", other)})
+		base := gatewaytest.FidGateway(t, routes, up, &gatewaytest.FidUpstream{Entry: fmt.Sprintf("  other:\n    url: %s\n", other)})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		counter := func(inbox *fidInbox) *mcp.ClientOptions {
+		counter := func(inbox *gatewaytest.FidInbox) *mcp.ClientOptions {
 			return &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-				inbox.add("tools")
+				inbox.Add("tools")
 			}}
 		}
-		inA, inB, inX := &fidInbox{}, &fidInbox{}, &fidInbox{}
-		a := fidConnect(t, base+"/mcp", counter(inA))
-		b := fidConnect(t, base+"/mcp", counter(inB))
-		fidConnect(t, base+"/mcp/other", counter(inX)) // a route without up
+		inA, inB, inX := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+		a := gatewaytest.FidConnect(t, base+"/mcp", counter(inA))
+		b := gatewaytest.FidConnect(t, base+"/mcp", counter(inB))
+		gatewaytest.FidConnect(t, base+"/mcp/other", counter(inX)) // a route without up
 		add := func(name string) {
 			t.Helper()
 			if stdio {
-				fidExpect(ctx, t, "A", a, "up__grow", map[string]any{"name": name}, "grown "+name)
+				gatewaytest.FidExpect(ctx, t, "A", a, "up__grow", map[string]any{"name": name}, "grown "+name)
 				return
 			}
-			mcp.AddTool(up.srv, &mcp.Tool{Name: name}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-				return fidResult("up/%s", name), nil, nil
+			mcp.AddTool(up.Srv, &mcp.Tool{Name: name}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return gatewaytest.FidResult("up/%s", name), nil, nil
 			})
 		}
 		lists := func(s *mcp.ClientSession, name string) bool {
@@ -586,20 +354,20 @@ func TestFidelityToolListChanged(t *testing.T) {
 		// queued changes in order), so the counts below start after them.
 		add("marker")
 		testwait.Until(t, "A and B to hear of and list up__marker", func() bool {
-			return len(inA.get()) > 0 && len(inB.get()) > 0 && lists(a, "up__marker") && lists(b, "up__marker")
+			return len(inA.Get()) > 0 && len(inB.Get()) > 0 && lists(a, "up__marker") && lists(b, "up__marker")
 		})
-		baseA, baseB, baseX := len(inA.get()), len(inB.get()), len(inX.get())
+		baseA, baseB, baseX := len(inA.Get()), len(inB.Get()), len(inX.Get())
 
 		add("added")
 		deadline := time.Now().Add(testwait.Long) // returns as soon as all is there
-		for time.Now().Before(deadline) && (len(inA.get()) == baseA || len(inB.get()) == baseB) {
+		for time.Now().Before(deadline) && (len(inA.Get()) == baseA || len(inB.Get()) == baseB) {
 			time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 		}
-		if len(inA.get()) == baseA || len(inB.get()) == baseB {
-			t.Fatalf("no tools/list_changed: A %d→%d, B %d→%d", baseA, len(inA.get()), baseB, len(inB.get()))
+		if len(inA.Get()) == baseA || len(inB.Get()) == baseB {
+			t.Fatalf("no tools/list_changed: A %d→%d, B %d→%d", baseA, len(inA.Get()), baseB, len(inB.Get()))
 		}
 		time.Sleep(300 * time.Millisecond) // a negative check: a wait cut short only misses a failure
-		if n := len(inX.get()); n != baseX {
+		if n := len(inX.Get()); n != baseX {
 			t.Errorf("a session on a route without the upstream got %d tools/list_changed", n-baseX)
 		}
 		for who, s := range map[string]*mcp.ClientSession{"A": a, "B": b} {
@@ -615,7 +383,7 @@ func TestFidelityToolListChanged(t *testing.T) {
 				t.Errorf("%s tools/list after the change = %v, want up__added in it", who, names)
 			}
 		}
-		fidExpect(ctx, t, "B", b, "up__added", nil, "up/added")
+		gatewaytest.FidExpect(ctx, t, "B", b, "up__added", nil, "up/added")
 	})
 }
 
@@ -625,13 +393,13 @@ func TestFidelityToolListChanged(t *testing.T) {
 // state); once a bug, now checked here.
 func TestFidelityCancellation(t *testing.T) {
 	t.Parallel()
-	fidEachKind(t, func(t *testing.T, stdio bool) {
-		up := fidUp(t, stdio, "up", 0)
-		base := fidGateway(t, "", up)
+	gatewaytest.FidEachKind(t, func(t *testing.T, stdio bool) {
+		up := gatewaytest.FidUp(t, stdio, "up", 0)
+		base := gatewaytest.FidGateway(t, "", up)
 		ctx, cancel := context.WithTimeout(context.Background(), testwait.Long)
 		defer cancel()
-		a := fidConnect(t, base+"/mcp", nil)
-		b := fidConnect(t, base+"/mcp", nil)
+		a := gatewaytest.FidConnect(t, base+"/mcp", nil)
+		b := gatewaytest.FidConnect(t, base+"/mcp", nil)
 
 		// Both calls hold until released or cancelled: only the
 		// cancellation can end A, and B stays in flight throughout.
@@ -639,25 +407,25 @@ func TestFidelityCancellation(t *testing.T) {
 		defer cancelA()
 		errA := make(chan error, 1)
 		go func() {
-			_, _, err := fidCall(ctxA, a, "up__block", map[string]any{"tag": "A", "hold": true})
+			_, _, err := gatewaytest.FidCall(ctxA, a, "up__block", map[string]any{"tag": "A", "hold": true})
 			errA <- err
 		}()
 		doneB := make(chan struct{})
 		go func() {
 			defer close(doneB)
-			fidExpect(ctx, t, "B", b, "up__block", map[string]any{"tag": "B", "hold": true}, "done B")
+			gatewaytest.FidExpect(ctx, t, "B", b, "up__block", map[string]any{"tag": "B", "hold": true}, "done B")
 		}()
-		if !fidWaitEvent(up, "start A", testwait.Long) || !fidWaitEvent(up, "start B", testwait.Long) {
-			t.Fatalf("calls did not reach the upstream: %q", up.log.all())
+		if !gatewaytest.FidWaitEvent(up, "start A", testwait.Long) || !gatewaytest.FidWaitEvent(up, "start B", testwait.Long) {
+			t.Fatalf("calls did not reach the upstream: %q", up.Log.All())
 		}
 		cancelA()
 		if err := testwait.Recv(t, errA, "A's cancelled call to return"); err == nil {
 			t.Error("A's cancelled call returned no error")
 		}
-		cancelled := fidWaitEvent(up, "cancel A", testwait.Long)
-		fidExpect(ctx, t, "release", a, "up__release", map[string]any{"tag": "B"}, "released B")
+		cancelled := gatewaytest.FidWaitEvent(up, "cancel A", testwait.Long)
+		gatewaytest.FidExpect(ctx, t, "release", a, "up__release", map[string]any{"tag": "B"}, "released B")
 		testwait.Recv(t, doneB, "B's call to finish")
-		evs := up.log.all()
+		evs := up.Log.All()
 		if !slices.Contains(evs, "finish B") || slices.Contains(evs, "cancel B") {
 			t.Errorf("upstream events %q: want B finished, not cancelled", evs)
 		}
@@ -673,9 +441,9 @@ func TestFidelityCancellation(t *testing.T) {
 func TestFidelityTimeoutCancelsUpstream(t *testing.T) {
 	// Not parallel: a 300 ms upstream timeout must not fire for an immediate call, even on a loaded machine;
 	// A holds until the timeout cancels it.
-	fidEachKindInTurn(t, func(t *testing.T, stdio bool) {
-		up := fidUp(t, stdio, "up", 0, "timeout: 300ms")
-		gw, base := fidGatewayGW(t, "", up)
+	gatewaytest.FidEachKindInTurn(t, func(t *testing.T, stdio bool) {
+		up := gatewaytest.FidUp(t, stdio, "up", 0, "timeout: 300ms")
+		gw, base := gatewaytest.FidGatewayGW(t, "", up)
 		// The 300 ms also bounds the handshake's requests: a stdio child
 		// slow to start on a loaded machine fails them and is retried, so
 		// the calls wait for the upstream to be ready.
@@ -685,11 +453,11 @@ func TestFidelityTimeoutCancelsUpstream(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		a := fidConnect(t, base+"/mcp", nil)
-		b := fidConnect(t, base+"/mcp", nil)
-		fidRun(false,
+		a := gatewaytest.FidConnect(t, base+"/mcp", nil)
+		b := gatewaytest.FidConnect(t, base+"/mcp", nil)
+		gatewaytest.FidRun(false,
 			func() {
-				got, isErr, err := fidCall(ctx, a, "up__block", map[string]any{"tag": "A", "hold": true})
+				got, isErr, err := gatewaytest.FidCall(ctx, a, "up__block", map[string]any{"tag": "A", "hold": true})
 				if err == nil {
 					t.Errorf("A: %q (isError %v), want a timeout error", got, isErr)
 				} else if !strings.Contains(err.Error(), "300ms") {
@@ -697,10 +465,10 @@ func TestFidelityTimeoutCancelsUpstream(t *testing.T) {
 				}
 			},
 			func() {
-				fidExpect(ctx, t, "B", b, "up__block", map[string]any{"tag": "B", "ms": 0}, "done B")
+				gatewaytest.FidExpect(ctx, t, "B", b, "up__block", map[string]any{"tag": "B", "ms": 0}, "done B")
 			})
-		cancelled := fidWaitEvent(up, "cancel A", testwait.Long)
-		evs := up.log.all()
+		cancelled := gatewaytest.FidWaitEvent(up, "cancel A", testwait.Long)
+		evs := up.Log.All()
 		if !cancelled {
 			t.Errorf("the timed-out call was not cancelled upstream: %q", evs)
 		}
@@ -715,8 +483,8 @@ func TestFidelityTimeoutCancelsUpstream(t *testing.T) {
 // and must be bridged (per-request log level, subscriptions/listen).
 func TestFidelityModernStdioUpstream(t *testing.T) {
 	t.Parallel()
-	up := fidModernStdioUpstream(t, "up")
-	gw, base := fidGatewayGW(t, "", up)
+	up := gatewaytest.FidModernStdioUpstream(t, "up")
+	gw, base := gatewaytest.FidGatewayGW(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := gw.Host().Upstream("up").Client(ctx)
@@ -728,61 +496,61 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 	}
 
 	t.Run("sampling via input_required", func(t *testing.T) {
-		inA, inB := &fidInbox{}, &fidInbox{}
-		a := fidConnect(t, base+"/mcp", fidSampler("A", inA))
-		b := fidConnect(t, base+"/mcp", fidSampler("B", inB))
+		inA, inB := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+		a := gatewaytest.FidConnect(t, base+"/mcp", gatewaytest.FidSampler("A", inA))
+		b := gatewaytest.FidConnect(t, base+"/mcp", gatewaytest.FidSampler("B", inB))
 		// Concurrent even on stdio: the input requests come back in each
 		// call's own result, not as unattributed server→client requests.
-		fidRun(false,
+		gatewaytest.FidRun(false,
 			func() {
-				fidExpect(ctx, t, "A", a, "up__mrtr_sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
+				gatewaytest.FidExpect(ctx, t, "A", a, "up__mrtr_sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
 			},
 			func() {
-				fidExpect(ctx, t, "B", b, "up__mrtr_sample", map[string]any{"tag": "B"}, "tag=B answer=answer-from-B")
+				gatewaytest.FidExpect(ctx, t, "B", b, "up__mrtr_sample", map[string]any{"tag": "B"}, "tag=B answer=answer-from-B")
 			})
-		if got := inA.get(); !slices.Equal(got, []string{"question from A"}) {
+		if got := inA.Get(); !slices.Equal(got, []string{"question from A"}) {
 			t.Errorf("A's sampling handler saw %q, want only its own question", got)
 		}
-		if got := inB.get(); !slices.Equal(got, []string{"question from B"}) {
+		if got := inB.Get(); !slices.Equal(got, []string{"question from B"}) {
 			t.Errorf("B's sampling handler saw %q, want only its own question", got)
 		}
 	})
 
 	t.Run("logging", func(t *testing.T) {
-		logger := func(inbox *fidInbox) *mcp.ClientOptions {
+		logger := func(inbox *gatewaytest.FidInbox) *mcp.ClientOptions {
 			return &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
-				inbox.add(fmt.Sprint(req.Params.Level, ":", req.Params.Data))
+				inbox.Add(fmt.Sprint(req.Params.Level, ":", req.Params.Data))
 			}}
 		}
-		inA, inB := &fidInbox{}, &fidInbox{}
-		a := fidConnect(t, base+"/mcp", logger(inA))
-		b := fidConnect(t, base+"/mcp", logger(inB))
+		inA, inB := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+		a := gatewaytest.FidConnect(t, base+"/mcp", logger(inA))
+		b := gatewaytest.FidConnect(t, base+"/mcp", logger(inB))
 		if err := a.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 			t.Fatal(err)
 		}
-		fidRun(true,
-			func() { fidExpect(ctx, t, "A", a, "up__log", map[string]any{"tag": "A"}, "logged A") },
-			func() { fidExpect(ctx, t, "B", b, "up__log", map[string]any{"tag": "B"}, "logged B") })
+		gatewaytest.FidRun(true,
+			func() { gatewaytest.FidExpect(ctx, t, "A", a, "up__log", map[string]any{"tag": "A"}, "logged A") },
+			func() { gatewaytest.FidExpect(ctx, t, "B", b, "up__log", map[string]any{"tag": "B"}, "logged B") })
 		want := map[string][]string{
 			"A": {"error:A error"},
 			"B": {"info:B info", "error:B error"},
 		}
-		got := fidGather(map[string]*fidInbox{"A": inA, "B": inB}, want)
-		fidCompare(t, got, want)
+		got := gatewaytest.FidGather(map[string]*gatewaytest.FidInbox{"A": inA, "B": inB}, want)
+		gatewaytest.FidCompare(t, got, want)
 	})
 
 	t.Run("resource subscriptions", func(t *testing.T) {
-		watcher := func(inbox *fidInbox) *mcp.ClientOptions {
+		watcher := func(inbox *gatewaytest.FidInbox) *mcp.ClientOptions {
 			return &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-				inbox.add(req.Params.URI)
+				inbox.Add(req.Params.URI)
 			}}
 		}
-		inA, inB := &fidInbox{}, &fidInbox{}
-		a := fidConnect(t, base+"/mcp", watcher(inA))
-		b := fidConnect(t, base+"/mcp", watcher(inB))
+		inA, inB := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+		a := gatewaytest.FidConnect(t, base+"/mcp", watcher(inA))
+		b := gatewaytest.FidConnect(t, base+"/mcp", watcher(inB))
 		for who, s := range map[string]*mcp.ClientSession{"A": a, "B": b} {
 			// The upstream has no resources/subscribe: the gateway's client
 			// names the URI in its subscriptions/listen stream instead.
@@ -796,24 +564,24 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 		// A subscriptions/listen stream may still be opening when
 		// Subscribe returns: touch until A hears of it.
 		testwait.Until(t, "A's resource update through subscriptions/listen", func() bool {
-			if len(inA.get()) == 0 {
-				fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
+			if len(inA.Get()) == 0 {
+				gatewaytest.FidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
 			}
-			return len(inA.get()) > 0
+			return len(inA.Get()) > 0
 		})
 		// One more touch that A, whose stream is open now, must hear of too.
-		n := len(inA.get())
-		fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-		testwait.Until(t, "A's update of the last touch", func() bool { return len(inA.get()) > n })
+		n := len(inA.Get())
+		gatewaytest.FidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
+		testwait.Until(t, "A's update of the last touch", func() bool { return len(inA.Get()) > n })
 		// A negative check (B hears nothing): a wait cut short by load
 		// only misses a failure, never makes one.
 		time.Sleep(150 * time.Millisecond)
-		for _, u := range inA.get() {
+		for _, u := range inA.Get() {
 			if u != "mem://watched" {
 				t.Errorf("A received an update of %q", u)
 			}
 		}
-		if got := inB.get(); len(got) != 0 {
+		if got := inB.Get(); len(got) != 0 {
 			t.Errorf("B (unsubscribed) received %q", got)
 		}
 	})
@@ -828,24 +596,24 @@ func TestFidelityModernStdioUpstream(t *testing.T) {
 // (TestFidelityStdioOverlappingSampling).
 func TestFidelityStdioWaitingCallStaysAmbiguous(t *testing.T) {
 	t.Parallel()
-	up := fidStdioUpstream(t, "pipe", "interactive_pool: 0")
-	base := fidGateway(t, "", up)
+	up := gatewaytest.FidStdioUpstream(t, "pipe", "interactive_pool: 0")
+	base := gatewaytest.FidGateway(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	release := make(chan struct{})
 	asked := make(chan struct{}, 1)
-	a := fidConnect(t, base+"/mcp", &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	a := gatewaytest.FidConnect(t, base+"/mcp", &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		asked <- struct{}{}
 		<-release // a person thinking
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
 	}})
-	inB := &fidInbox{}
-	b := fidConnect(t, base+"/mcp", fidSampler("B", inB))
+	inB := &gatewaytest.FidInbox{}
+	b := gatewaytest.FidConnect(t, base+"/mcp", gatewaytest.FidSampler("B", inB))
 
 	doneA := make(chan struct{})
 	go func() {
 		defer close(doneA)
-		fidExpect(ctx, t, "A", a, "pipe__elicit", map[string]any{"tag": "A"}, "tag=A action=accept name=Ada")
+		gatewaytest.FidExpect(ctx, t, "A", a, "pipe__elicit", map[string]any{"tag": "A"}, "tag=A action=accept name=Ada")
 	}()
 	select {
 	case <-asked:
@@ -855,13 +623,13 @@ func TestFidelityStdioWaitingCallStaysAmbiguous(t *testing.T) {
 	// A while (past the gateway's 1s bounds): it changes nothing. The
 	// behaviour under test; a sleep is never shorter than asked.
 	time.Sleep(1100 * time.Millisecond)
-	got, isErr, err := fidCall(ctx, b, "pipe__sample", map[string]any{"tag": "B"})
+	got, isErr, err := gatewaytest.FidCall(ctx, b, "pipe__sample", map[string]any{"tag": "B"})
 	if err != nil || !isErr || !strings.Contains(got, "interactive_pool") {
 		t.Errorf("B's sampling while A waits on a person: %q (isError %v, %v), want a refusal naming interactive_pool", got, isErr, err)
 	}
 	close(release)
 	<-doneA
-	if got := inB.get(); len(got) != 0 {
+	if got := inB.Get(); len(got) != 0 {
 		t.Errorf("B's handler saw %q, want nothing (the request was ambiguous)", got)
 	}
 }
@@ -871,27 +639,27 @@ func TestFidelityStdioWaitingCallStaysAmbiguous(t *testing.T) {
 // sessions hold on it: the gateway subscribes again, so updates keep coming.
 func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
 	t.Parallel()
-	for name, replace := range map[string]func(t *testing.T, gw *gateway.Gateway, up *fidUpstream, pid int){
-		"child killed": func(t *testing.T, _ *gateway.Gateway, _ *fidUpstream, pid int) {
+	for name, replace := range map[string]func(t *testing.T, gw *gateway.Gateway, up *gatewaytest.FidUpstream, pid int){
+		"child killed": func(t *testing.T, _ *gateway.Gateway, _ *gatewaytest.FidUpstream, pid int) {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 		},
-		"reload replaces it": func(t *testing.T, gw *gateway.Gateway, up *fidUpstream, _ int) {
-			if err := gw.Reload(parseConfig(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry+"    timeout: 45s\n")); err != nil {
+		"reload replaces it": func(t *testing.T, gw *gateway.Gateway, up *gatewaytest.FidUpstream, _ int) {
+			if err := gw.Reload(gatewaytest.ParseConfig(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.Entry+"    timeout: 45s\n")); err != nil {
 				t.Fatal(err)
 			}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			up := fidStdioUpstream(t, "up")
-			gw, base := fidGatewayGW(t, "", up)
+			up := gatewaytest.FidStdioUpstream(t, "up")
+			gw, base := gatewaytest.FidGatewayGW(t, "", up)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			inbox := &fidInbox{}
-			a := fidConnect(t, base+"/mcp", &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-				inbox.add(req.Params.URI)
+			inbox := &gatewaytest.FidInbox{}
+			a := gatewaytest.FidConnect(t, base+"/mcp", &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+				inbox.Add(req.Params.URI)
 			}})
 			if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 				t.Fatal(err)
@@ -902,17 +670,17 @@ func TestFidelitySubscriptionsSurviveUpstreamReplacement(t *testing.T) {
 			}
 			replace(t, gw, up, pid)
 			deadline := time.Now().Add(10 * time.Second)
-			for fidCount(up.log.all(), "subscribe mem://watched") < 2 {
+			for gatewaytest.FidCount(up.Log.All(), "subscribe mem://watched") < 2 {
 				if time.Now().After(deadline) {
-					t.Fatalf("the new upstream child was not subscribed again: %q", up.log.all())
+					t.Fatalf("the new upstream child was not subscribed again: %q", up.Log.All())
 				}
 				time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 			}
 			if p := gw.Host().Upstream("up").PID(); p == pid || p == 0 {
 				t.Fatalf("child pid %d afterwards (was %d): the upstream was not replaced", p, pid)
 			}
-			fidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-			fidSettle(t, map[string]*fidInbox{"A": inbox}, map[string][]string{"A": {"mem://watched"}})
+			gatewaytest.FidExpect(ctx, t, "A", a, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
+			gatewaytest.FidSettle(t, map[string]*gatewaytest.FidInbox{"A": inbox}, map[string][]string{"A": {"mem://watched"}})
 		})
 	}
 }

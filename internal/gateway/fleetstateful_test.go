@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -115,10 +116,10 @@ const countCall = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"nam
 
 // callVia sends tools/call st__count through replica url and returns the
 // tool's text, or the error's message.
-func callVia(c *rawClient, url string, id int) string {
-	c.t.Helper()
-	c.url = url
-	m := c.post(fmt.Sprintf(countCall, id)).last(c.t)
+func callVia(c *gatewaytest.RawClient, url string, id int) string {
+	c.T.Helper()
+	c.URL = url
+	m := c.Post(fmt.Sprintf(countCall, id)).Last(c.T)
 	if m.Error != nil {
 		return "error: " + m.Error.Message
 	}
@@ -135,8 +136,8 @@ func TestFleetStatefulHTTPUpstream(t *testing.T) {
 
 	t.Run("alternating replicas share one upstream session", func(t *testing.T) {
 		before := up.initializes()
-		c := &rawClient{t: t, url: a}
-		c.initialize("2025-11-25")
+		c := &gatewaytest.RawClient{T: t, URL: a}
+		c.Initialize("2025-11-25")
 		for i, via := range []string{a, b, a, b} {
 			if got, want := callVia(c, via, i+10), fmt.Sprintf("count=%d", i+1); !strings.Contains(got, want) {
 				t.Fatalf("call %d (replica %d): %s, want %s", i+1, i%2, got, want)
@@ -148,8 +149,8 @@ func TestFleetStatefulHTTPUpstream(t *testing.T) {
 	})
 
 	t.Run("an upstream session gone is told, then replaced", func(t *testing.T) {
-		c := &rawClient{t: t, url: b}
-		c.initialize("2025-11-25")
+		c := &gatewaytest.RawClient{T: t, URL: b}
+		c.Initialize("2025-11-25")
 		if got := callVia(c, b, 1); !strings.Contains(got, "count=1") {
 			t.Fatalf("first call: %s", got)
 		}
@@ -182,8 +183,8 @@ func TestFleetStatefulHTTPUpstream(t *testing.T) {
 		for _, s := range up.sessionsCounting() {
 			before[s] = true
 		}
-		c := &rawClient{t: t, url: a}
-		c.initialize("2025-11-25")
+		c := &gatewaytest.RawClient{T: t, URL: a}
+		c.Initialize("2025-11-25")
 		callVia(c, a, 1)
 		callVia(c, b, 2)
 		var fresh []string
@@ -198,8 +199,8 @@ func TestFleetStatefulHTTPUpstream(t *testing.T) {
 			t.Fatalf("upstream sessions new in this subtest with two calls: %q, want exactly one", fresh)
 		}
 		id := fresh[0]
-		c.url = b
-		c.do(http.MethodDelete, "", nil)
+		c.URL = b
+		c.Do(http.MethodDelete, "", nil)
 		deadline := time.Now().Add(5 * time.Second)
 		for up.deleted(id) == 0 && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
@@ -215,16 +216,16 @@ func TestFleetStatefulHTTPUpstream(t *testing.T) {
 // replica is refused, naming the cause and the fix, instead of starting a
 // second child with none of the state — and the holder goes on serving it.
 func TestFleetStatefulStdioNeedsAffinity(t *testing.T) {
-	up := fidStdioUpstream(t, "pipe", "stateful: true")
+	up := gatewaytest.FidStdioUpstream(t, "pipe", "stateful: true")
 	f := newFleet(t, "")
-	f.cfg = strings.Replace(f.cfg, "upstreams:\n", "upstreams:\n"+up.entry, 1)
+	f.cfg = strings.Replace(f.cfg, "upstreams:\n", "upstreams:\n"+up.Entry, 1)
 	a, _ := f.start()
 	b, _ := f.start()
-	c := &rawClient{t: t, url: a}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: a}
+	c.Initialize("2025-11-25")
 	call := func(url string, id int) *jsonrpc.Message {
-		c.url = url
-		return c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"pipe__block","arguments":{"tag":"t","ms":1}}}`, id)).last(t)
+		c.URL = url
+		return c.Post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"pipe__block","arguments":{"tag":"t","ms":1}}}`, id)).Last(t)
 	}
 	if m := call(a, 1); m.Error != nil || !strings.Contains(string(m.Result), "done t") {
 		t.Fatalf("on A: %s %v", m.Result, m.Error)
@@ -247,8 +248,8 @@ func TestFleetStatefulRedisDown(t *testing.T) {
 	f.cfg = strings.Replace(f.cfg, "upstreams:\n", fmt.Sprintf("upstreams:\n  st: {url: %s, stateful: true}\n", up.url), 1)
 	a, _ := f.start()
 	b, _ := f.start()
-	c := &rawClient{t: t, url: a}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: a}
+	c.Initialize("2025-11-25")
 	if got := callVia(c, a, 1); !strings.Contains(got, "count=1") {
 		t.Fatalf("on A: %s", got)
 	}
@@ -275,8 +276,8 @@ func TestFleetStatefulIdleEndDetaches(t *testing.T) {
 	f.cfg = strings.Replace(f.cfg, "upstreams:\n", fmt.Sprintf("upstreams:\n  st: {url: %s, stateful: true}\n", up.url), 1)
 	a, _ := f.start()
 	b, _ := f.start()
-	c := &rawClient{t: t, url: a}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: a}
+	c.Initialize("2025-11-25")
 	want := 0
 	next := func(via string) {
 		t.Helper()

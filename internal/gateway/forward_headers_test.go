@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // fwdUpstream is an HTTP upstream whose whoami tool answers with the
@@ -106,13 +107,13 @@ audit:
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	var logBuf syncBuffer
+	var logBuf gatewaytest.SyncBuffer
 	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(&logBuf), zapcore.DebugLevel))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	runGateway(t, cfg, gateway.Options{Logger: logger, Listener: ln})
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: logger, Listener: ln})
 	url := "http://" + ln.Addr().String() + "/mcp"
 
 	type caller struct{ key, tenant, pat string }
@@ -210,7 +211,7 @@ audit:
 			}
 		}
 	}
-	recs := auditRecords(t, auditPath)
+	recs := gatewaytest.AuditRecords(t, auditPath)
 	var named int
 	for _, r := range recs {
 		if r["method"] != "tools/call" {

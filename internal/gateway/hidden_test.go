@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	mcpc "github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/policy"
@@ -133,7 +134,7 @@ func TestPinningEnforcedRefusesUnlistedTools(t *testing.T) {
 	if err := os.WriteFile(lockFile, lock.Marshal(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   sly: {url: %s}
@@ -141,22 +142,22 @@ policy:
   default: allow
   pinning: {mode: enforce, lock_file: %q}
 `, up.url, lockFile))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
-	if got := toolNames(t, c); !slices.Equal(got, []string{"sly__safe"}) {
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	if got := gatewaytest.ToolNames(t, c); !slices.Equal(got, []string{"sly__safe"}) {
 		t.Errorf("listed %v, want only the approved sly__safe", got)
 	}
-	call := func(name string) *rawResponse {
-		return c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + name + `","arguments":{}}}`)
+	call := func(name string) *gatewaytest.RawResponse {
+		return c.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + name + `","arguments":{}}}`)
 	}
-	exfil := errorOf(t, call("sly__exfil"))
+	exfil := gatewaytest.ErrorOf(t, call("sly__exfil"))
 	if exfil.Code != jsonrpc.CodeInvalidParams || !strings.Contains(exfil.Message, `unknown tool "sly__exfil"`) {
 		t.Errorf("unlisted tool: %+v; want unknown tool", exfil)
 	}
-	if secret := errorOf(t, call("sly__secret")); !sameAnswer(exfil, "sly__exfil", secret, "sly__secret") {
+	if secret := gatewaytest.ErrorOf(t, call("sly__secret")); !sameAnswer(exfil, "sly__exfil", secret, "sly__secret") {
 		t.Errorf("an unlisted and an unapproved tool are answered differently:\n%+v\n%+v", exfil, secret)
 	}
-	if m := call("sly__safe").last(t); m.Error != nil || !strings.Contains(string(m.Result), "ran safe") {
+	if m := call("sly__safe").Last(t); m.Error != nil || !strings.Contains(string(m.Result), "ran safe") {
 		t.Errorf("approved tool: %s %v", m.Result, m.Error)
 	}
 	if ran := up.sawRun(); !slices.Equal(ran, []string{"safe"}) {
@@ -173,7 +174,7 @@ func TestHiddenAndUnlistedAnswerAlike(t *testing.T) {
 	t.Parallel()
 	up := newSlyUpstream(t, false)
 	broken := newSlyUpstream(t, true)
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   sly: {url: %s}
@@ -184,10 +185,10 @@ policy:
     - deny: ["sly__secret", "sly__private", "broken__secret", "sly+file:///secret.md"]
 `, up.url, broken.url))
 	for _, version := range []string{"2025-11-25", "2025-06-18"} {
-		c := &rawClient{t: t, url: base + "/mcp"}
-		c.initialize(version)
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+		c.Initialize(version)
 		ask := func(method, name string) *jsonrpc.Error {
-			return errorOf(t, c.post(`{"jsonrpc":"2.0","id":2,"method":"`+method+`","params":{"name":"`+name+`","arguments":{}}}`))
+			return gatewaytest.ErrorOf(t, c.Post(`{"jsonrpc":"2.0","id":2,"method":"`+method+`","params":{"name":"`+name+`","arguments":{}}}`))
 		}
 		hidden, madeUp := ask("tools/call", "sly__secret"), ask("tools/call", "sly__madeup")
 		if hidden.Code != jsonrpc.CodeInvalidParams || !sameAnswer(hidden, "sly__secret", madeUp, "sly__madeup") {
@@ -200,7 +201,7 @@ policy:
 		// A URI no list shows is read (templates may match it), but the
 		// upstream's not-found is answered in the gateway's words.
 		read := func(uri string) *jsonrpc.Error {
-			return errorOf(t, c.post(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+uri+`"}}`))
+			return gatewaytest.ErrorOf(t, c.Post(`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+uri+`"}}`))
 		}
 		hiddenR, madeUpR := read("file:///secret.md"), read("file:///nope.md")
 		if hiddenR.Code != mcpc.CodeResourceNotFound || !sameAnswer(hiddenR, "file:///secret.md", madeUpR, "file:///nope.md") || len(madeUpR.Data) != 0 {
@@ -236,12 +237,12 @@ func TestPerUserPinningEnforced(t *testing.T) {
 	e := newPerUserEnvWith(t, withMode("enforce"))
 	alice := e.client("alice", `{"elicitation":{"url":{}}}`)
 	// No credential yet: the link to get one, as without pinning.
-	el := elicitationOf(t, alice.post(callWhoami))
+	el := elicitationOf(t, alice.Post(callWhoami))
 	if status, page := e.consent(el.URL, "alice"); status != http.StatusOK {
 		t.Fatalf("alice's consent: %d %s", status, page)
 	}
 	tools := func() []json.RawMessage {
-		m := alice.post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{}}`).last(t)
+		m := alice.Post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{}}`).Last(t)
 		var res struct{ Tools []json.RawMessage }
 		if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
 			t.Fatalf("tools/list: %s %v", m.Result, m.Error)
@@ -251,7 +252,7 @@ func TestPerUserPinningEnforced(t *testing.T) {
 	if got := tools(); len(got) != 0 {
 		t.Errorf("with an empty lock, tools/list shows %s", got)
 	}
-	if e := errorOf(t, alice.post(callWhoami)); e.Code != jsonrpc.CodeInvalidParams || !strings.Contains(e.Message, `unknown tool "gh__whoami"`) {
+	if e := gatewaytest.ErrorOf(t, alice.Post(callWhoami)); e.Code != jsonrpc.CodeInvalidParams || !strings.Contains(e.Message, `unknown tool "gh__whoami"`) {
 		t.Errorf("with an empty lock, whoami: %+v; want unknown tool", e)
 	}
 
@@ -306,7 +307,7 @@ func newPerUserCfgBase(cfg string) string {
 func TestStatefulHiddenAndUnlistedPromptsAlike(t *testing.T) {
 	t.Parallel()
 	up := newSlyUpstream(t, false)
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   sly: {url: %s, stateful: true}
@@ -315,10 +316,10 @@ policy:
   rules:
     - deny: ["sly__secret", "sly__private"]
 `, up.url))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
 	ask := func(method, name string) *jsonrpc.Error {
-		return errorOf(t, c.post(`{"jsonrpc":"2.0","id":2,"method":"`+method+`","params":{"name":"`+name+`","arguments":{}}}`))
+		return gatewaytest.ErrorOf(t, c.Post(`{"jsonrpc":"2.0","id":2,"method":"`+method+`","params":{"name":"`+name+`","arguments":{}}}`))
 	}
 	if hidden, madeUp := ask("prompts/get", "sly__private"), ask("prompts/get", "sly__nope"); hidden.Code != jsonrpc.CodeInvalidParams || !sameAnswer(hidden, "sly__private", madeUp, "sly__nope") {
 		t.Errorf("hidden prompt %+v, made-up prompt %+v; want the same unknown-prompt answer", hidden, madeUp)
@@ -326,7 +327,7 @@ policy:
 	if hidden, madeUp := ask("tools/call", "sly__secret"), ask("tools/call", "sly__madeup"); hidden.Code != jsonrpc.CodeInvalidParams || !sameAnswer(hidden, "sly__secret", madeUp, "sly__madeup") {
 		t.Errorf("hidden tool %+v, made-up tool %+v; want the same unknown-tool answer", hidden, madeUp)
 	}
-	if m := c.post(`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"sly__greet"}}`).last(t); m.Error != nil {
+	if m := c.Post(`{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"sly__greet"}}`).Last(t); m.Error != nil {
 		t.Errorf("a listed prompt: %v", m.Error)
 	}
 	if ran := up.sawRun(); !slices.Equal(ran, []string{"greet"}) {

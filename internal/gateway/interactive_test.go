@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -76,7 +77,7 @@ func interactiveCall(ctx context.Context, cs *mcp.ClientSession, tool, who, prom
 // at once (5 running, the rest queued), every answer its own caller's,
 // none refused; and 4 calls at once in one stateful session, its first.
 func TestInteractiveCallsOverlapOnStdio(t *testing.T) {
-	cmd := serverEverything(t)
+	cmd := gatewaytest.ServerEverything(t)
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   ev:
@@ -90,7 +91,7 @@ routes:
   - path: /st
     upstreams: [st]
 `, cmd[0], cmd[1], cmd[2])
-	_, base := startGateway(t, yaml)
+	_, base := gatewaytest.StartGateway(t, yaml)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

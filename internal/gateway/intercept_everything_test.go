@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -15,8 +16,8 @@ import (
 // (golden); a deny_match argument is refused; a list interceptor hides a
 // definition and a call of it is refused as of a name not listed.
 func TestInterceptorsServerEverything(t *testing.T) {
-	cmd := serverEverything(t)
-	_, base := startGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	cmd := gatewaytest.ServerEverything(t)
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   ev:
     command: [%q, %q, %q]
@@ -43,13 +44,13 @@ interceptors:
     match: {routes: [/mcp]}
     patterns: ["(?i)sum"]
 `, cmd[0], cmd[1], cmd[2]))
-	guarded := &rawClient{t: t, url: base + "/mcp"}
-	guarded.initialize("2025-11-25")
-	raw := &rawClient{t: t, url: base + "/raw"}
-	raw.initialize("2025-11-25")
-	echo := func(c *rawClient, msg string) *jsonrpc.Message {
-		return c.post(mustJSON(t, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-			"params": map[string]any{"name": "ev__echo", "arguments": map[string]string{"message": msg}}})).last(t)
+	guarded := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	guarded.Initialize("2025-11-25")
+	raw := &gatewaytest.RawClient{T: t, URL: base + "/raw"}
+	raw.Initialize("2025-11-25")
+	echo := func(c *gatewaytest.RawClient, msg string) *jsonrpc.Message {
+		return c.Post(gatewaytest.MustJSON(t, map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+			"params": map[string]any{"name": "ev__echo", "arguments": map[string]string{"message": msg}}})).Last(t)
 	}
 	const msg = "key AKIAABCDEFGHIJKLMNOP owner alice@example.com"
 	plain := echo(raw, msg)
@@ -63,15 +64,15 @@ interceptors:
 	if got := echo(guarded, "'; drop table users; --"); got.Error == nil || !strings.Contains(got.Error.Message, "no-drop") {
 		t.Fatalf("deny_match: %s %v", got.Result, got.Error)
 	}
-	list := guarded.post(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`).last(t)
+	list := guarded.Post(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`).Last(t)
 	if list.Error != nil || strings.Contains(string(list.Result), "ev__get-sum") || !strings.Contains(string(list.Result), "ev__echo") {
 		t.Fatalf("list: %v %.300s", list.Error, list.Result)
 	}
-	sum := guarded.post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ev__get-sum","arguments":{"a":1,"b":2}}}`).last(t)
+	sum := guarded.Post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ev__get-sum","arguments":{"a":1,"b":2}}}`).Last(t)
 	if sum.Error == nil {
 		t.Fatalf("the hidden tool was called: %s", sum.Result)
 	}
-	if ok := raw.post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ev__get-sum","arguments":{"a":1,"b":2}}}`).last(t); ok.Error != nil {
+	if ok := raw.Post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ev__get-sum","arguments":{"a":1,"b":2}}}`).Last(t); ok.Error != nil {
 		t.Fatalf("the raw route refused get-sum: %v", ok.Error)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -112,7 +113,7 @@ func TestInterceptorsEndToEnd(t *testing.T) {
 	deadURL := "http://" + dead.Addr().String() + "/hook"
 	dead.Close()
 
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   sx:
@@ -147,11 +148,11 @@ interceptors:
     timeout: 1s
     fail: open
 `, upURL, hook.URL, deadURL))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
 	callTool := func(name, q string) *jsonrpc.Message {
-		return c.post(mustJSON(t, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-			"params": map[string]any{"name": name, "arguments": map[string]string{"q": q}}})).last(t)
+		return c.Post(gatewaytest.MustJSON(t, map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+			"params": map[string]any{"name": name, "arguments": map[string]string{"q": q}}})).Last(t)
 	}
 
 	t.Run("redact golden", func(t *testing.T) {
@@ -171,7 +172,7 @@ interceptors:
 		}
 	})
 	t.Run("list hides the poisoned definition", func(t *testing.T) {
-		list := c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`).last(t)
+		list := c.Post(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`).Last(t)
 		if list.Error != nil || strings.Contains(string(list.Result), "poison") || !strings.Contains(string(list.Result), "sx__leak") {
 			t.Fatalf("list %s %v", list.Result, list.Error)
 		}

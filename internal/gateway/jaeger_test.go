@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // A real OTLP receiver: Jaeger v2 (built from its Go module by .ci/run,
@@ -272,10 +273,10 @@ upstreams:
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &rawClient{t: t, url: "http://" + ln.Addr().String() + "/mcp", header: http.Header{"Traceparent": {"00-" + tc.traceID + "-" + callerSpan + "-01"}}}
-			c.initialize("2025-11-25")
-			c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hi"}}}`).last(t)
-			c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__fail","arguments":{}}}`).last(t)
+			c := &gatewaytest.RawClient{T: t, URL: "http://" + ln.Addr().String() + "/mcp", Header: http.Header{"Traceparent": {"00-" + tc.traceID + "-" + callerSpan + "-01"}}}
+			c.Initialize("2025-11-25")
+			c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hi"}}}`).Last(t)
+			c.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__fail","arguments":{}}}`).Last(t)
 			// Shutdown exports what is batched.
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()

@@ -1,10 +1,8 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,64 +13,21 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
-	"github.com/mcpgw/mcpgw/internal/sse"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
-// legacyPeerServer is an official-SDK upstream whose tools need the client:
-// "ask" sends sampling/createMessage during the call, "block" reports its
-// start on started, waits until the call is cancelled and reports that on
-// cancelled.
-func legacyPeerServer(started, cancelled chan<- string) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "legacy-peer", Version: "1"}, nil)
-	type tagIn struct {
-		Tag string `json:"tag"`
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in tagIn) (*mcp.CallToolResult, any, error) {
-		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
-			MaxTokens: 8,
-			Messages:  []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Tag}}},
-		})
-		if err != nil {
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "sampling failed: " + err.Error()}}}, nil, nil
-		}
-		text := ""
-		if tc, ok := res.Content.(*mcp.TextContent); ok {
-			text = tc.Text
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "answer=" + text}}}, nil, nil
-	})
-	mcp.AddTool(s, &mcp.Tool{Name: "block"}, func(ctx context.Context, req *mcp.CallToolRequest, in tagIn) (*mcp.CallToolResult, any, error) {
-		// A first event starts the upstream's response stream: a call
-		// cancelled before that is not cancelled upstream (a known client
-		// transport limitation, see fidHTTPCancelBug), which is not what
-		// this test is about.
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Message: "blocking " + in.Tag})
-		}
-		started <- in.Tag
-		select {
-		case <-ctx.Done():
-			cancelled <- in.Tag
-			return nil, nil, ctx.Err()
-		case <-time.After(15 * time.Second): // never hold up the test's cleanup
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "not cancelled"}}}, nil, nil
-		}
-	})
-	return s
-}
-
 // legacyGateway is a gateway over alpha (the shared test server) and peer
-// (legacyPeerServer), both official-SDK Streamable HTTP upstreams.
+// (gatewaytest.LegacyPeerServer), both official-SDK Streamable HTTP upstreams.
 func legacyGateway(t *testing.T) (base string, started, cancelled chan string) {
 	t.Helper()
-	alpha := httpUpstream(t, "alpha", 2)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 2)
 	started, cancelled = make(chan string, 8), make(chan string, 8)
-	peer := legacyPeerServer(started, cancelled)
+	peer := gatewaytest.LegacyPeerServer(started, cancelled)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return peer }, nil))
 	t.Cleanup(ts.Close)
-	_, base = startGateway(t, fmt.Sprintf(`
+	_, base = gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   alpha:
@@ -88,31 +43,6 @@ routes:
 	return base, started, cancelled
 }
 
-// connectLegacy opens an official-SDK client session over the 2024-11-05
-// HTTP+SSE transport.
-func connectLegacy(t *testing.T, endpoint string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
-	t.Helper()
-	// The SDK's SSE transport ties its event stream to Connect's context,
-	// so this one must outlive the session: no timeout.
-	ctx := context.Background()
-	c := mcp.NewClient(&mcp.Implementation{Name: "legacy-client", Version: "1"}, opts)
-	var sopts *mcp.ClientSessionOptions
-	if version != "" {
-		sopts = &mcp.ClientSessionOptions{ProtocolVersion: version}
-	}
-	// Its own connection pool, closed after the session: a connection the
-	// pool dialed but never used would hold up the gateway's Shutdown for
-	// 5s (net/http waits that long for a new connection's first request).
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	cs, err := c.Connect(ctx, &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: tr}}, sopts)
-	if err != nil {
-		t.Fatalf("connect %s: %v", endpoint, err)
-	}
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
-}
-
 func TestLegacySSEClient(t *testing.T) {
 	t.Parallel()
 	base, _, _ := legacyGateway(t)
@@ -123,7 +53,7 @@ func TestLegacySSEClient(t *testing.T) {
 			ctx := context.Background()
 			var mu sync.Mutex
 			var progress []string
-			cs := connectLegacy(t, base+"/mcp/sse", &mcp.ClientOptions{
+			cs := gatewaytest.ConnectLegacy(t, base+"/mcp/sse", &mcp.ClientOptions{
 				ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 					mu.Lock()
 					progress = append(progress, req.Params.Message)
@@ -157,7 +87,7 @@ func TestLegacySSEClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := textOf(t, res); got != "alpha:hi" {
+			if got := gatewaytest.TextOf(t, res); got != "alpha:hi" {
 				t.Errorf("alpha__echo = %q", got)
 			}
 
@@ -193,12 +123,12 @@ func TestLegacySSEClient(t *testing.T) {
 func TestLegacySSEUnprefixedRoute(t *testing.T) {
 	t.Parallel()
 	base, _, _ := legacyGateway(t)
-	cs := connectLegacy(t, base+"/mcp/alpha/sse", nil, "2024-11-05")
+	cs := gatewaytest.ConnectLegacy(t, base+"/mcp/alpha/sse", nil, "2024-11-05")
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := textOf(t, res); got != "alpha:x" {
+	if got := gatewaytest.TextOf(t, res); got != "alpha:x" {
 		t.Errorf("echo = %q", got)
 	}
 }
@@ -211,7 +141,7 @@ func TestLegacySSEConcurrentSessions(t *testing.T) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for s := range 2 {
-		cs := connectLegacy(t, base+"/mcp/sse", nil, "2024-11-05")
+		cs := gatewaytest.ConnectLegacy(t, base+"/mcp/sse", nil, "2024-11-05")
 		for i := range 10 {
 			wg.Add(1)
 			go func() {
@@ -222,7 +152,7 @@ func TestLegacySSEConcurrentSessions(t *testing.T) {
 					t.Errorf("%s: %v", text, err)
 					return
 				}
-				if got := textOf(t, res); got != "alpha:"+text {
+				if got := gatewaytest.TextOf(t, res); got != "alpha:"+text {
 					t.Errorf("call %s answered %q", text, got)
 				}
 			}()
@@ -239,7 +169,7 @@ func TestLegacySSESampling(t *testing.T) {
 	ctx := context.Background()
 	var sessions []*mcp.ClientSession
 	for _, name := range []string{"one", "two"} {
-		sessions = append(sessions, connectLegacy(t, base+"/mcp/sse", &mcp.ClientOptions{
+		sessions = append(sessions, gatewaytest.ConnectLegacy(t, base+"/mcp/sse", &mcp.ClientOptions{
 			CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 				q := req.Params.Messages[0].Content.(*mcp.TextContent).Text
 				return &mcp.CreateMessageResult{Model: "m", Role: "assistant", Content: &mcp.TextContent{Text: name + " saw " + q}}, nil
@@ -257,7 +187,7 @@ func TestLegacySSESampling(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			if got, want := textOf(t, res), "answer="+name+" saw q-"+name; got != want {
+			if got, want := gatewaytest.TextOf(t, res), "answer="+name+" saw q-"+name; got != want {
 				t.Errorf("peer__ask = %q, want %q", got, want)
 			}
 		}()
@@ -265,78 +195,12 @@ func TestLegacySSESampling(t *testing.T) {
 	wg.Wait()
 }
 
-// legacyStream opens GET <path>/sse by hand and returns the message
-// endpoint it announces and a reader of the stream's events.
-func legacyStream(t *testing.T, ctx context.Context, url string) (endpoint string, events *sse.Reader, body io.Closer) {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("GET %s: HTTP %d %s", url, resp.StatusCode, b)
-	}
-	events = sse.NewReader(bufio.NewReader(resp.Body), 1<<20)
-	ev, err := events.Next()
-	if err != nil || ev.Name != "endpoint" {
-		t.Fatalf("first event = %+v, %v; want endpoint", ev, err)
-	}
-	return string(ev.Data), events, resp.Body
-}
-
-func legacyPost(t *testing.T, url, body string, mutate func(*http.Request)) (int, *jsonrpc.Message) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if mutate != nil {
-		mutate(req)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m *jsonrpc.Message
-	if len(b) > 0 {
-		m, _ = jsonrpc.Parse(b)
-	}
-	return resp.StatusCode, m
-}
-
-// nextMessage reads the stream's next "message" event, skipping list_changed
-// hints (upstreams coming up send them at any time).
-func nextMessage(t *testing.T, events *sse.Reader) *jsonrpc.Message {
-	t.Helper()
-	for {
-		ev, err := events.Next()
-		if err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		if ev.Name != "message" {
-			continue
-		}
-		m, err := jsonrpc.Parse(ev.Data)
-		if err != nil {
-			t.Fatalf("event data %q: %v", ev.Data, err)
-		}
-		if strings.HasSuffix(m.Method, "/list_changed") {
-			continue
-		}
-		return m
-	}
-}
-
 func TestLegacySSEWire(t *testing.T) {
 	t.Parallel()
 	base, started, cancelled := legacyGateway(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	endpoint, events, body := legacyStream(t, ctx, base+"/mcp/sse")
+	endpoint, events, body := gatewaytest.LegacyStream(t, ctx, base+"/mcp/sse")
 	defer body.Close()
 	if !strings.HasPrefix(endpoint, "/mcp/message?sessionId=") || len(endpoint) < len("/mcp/message?sessionId=")+26 { // crypto/rand.Text: 130 bits
 		t.Fatalf("endpoint = %q, want /mcp/message?sessionId=<unguessable id>", endpoint)
@@ -344,46 +208,46 @@ func TestLegacySSEWire(t *testing.T) {
 	post := base + endpoint
 
 	// Before initialize only ping is answered.
-	if st, _ := legacyPost(t, post, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil); st != http.StatusAccepted {
+	if st, _ := gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil); st != http.StatusAccepted {
 		t.Fatalf("POST before initialize: HTTP %d", st)
 	}
-	if m := nextMessage(t, events); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidRequest || string(m.ID) != "1" {
+	if m := gatewaytest.NextMessage(t, events); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidRequest || string(m.ID) != "1" {
 		t.Errorf("tools/list before initialize = %+v", m)
 	}
 
 	// initialize: an unknown revision gets the latest as counter-offer.
-	legacyPost(t, post, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2099-01-01","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
-	m := nextMessage(t, events)
+	gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2099-01-01","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
+	m := gatewaytest.NextMessage(t, events)
 	if string(m.ID) != `"init"` || !strings.Contains(string(m.Result), `"protocolVersion":"2025-11-25"`) {
 		t.Fatalf("initialize answered %s / %+v", m.Result, m.Error)
 	}
-	legacyPost(t, post, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
-	if st, _ := legacyPost(t, post, `{"jsonrpc":"2.0","id":"again","method":"initialize","params":{"protocolVersion":"2024-11-05"}}`, nil); st != http.StatusAccepted {
+	gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	if st, _ := gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":"again","method":"initialize","params":{"protocolVersion":"2024-11-05"}}`, nil); st != http.StatusAccepted {
 		t.Fatalf("second initialize: HTTP %d", st)
 	}
-	if m := nextMessage(t, events); m.Error == nil || string(m.ID) != `"again"` {
+	if m := gatewaytest.NextMessage(t, events); m.Error == nil || string(m.ID) != `"again"` {
 		t.Errorf("second initialize = %+v, want an error", m)
 	}
 
 	// Parse errors and limits are answered on the POST, as on Streamable HTTP.
-	if st, m := legacyPost(t, post, `{"jsonrpc":`, nil); st != http.StatusBadRequest || m == nil || m.Error.Code != jsonrpc.CodeParseError {
+	if st, m := gatewaytest.LegacyPost(t, post, `{"jsonrpc":`, nil); st != http.StatusBadRequest || m == nil || m.Error.Code != jsonrpc.CodeParseError {
 		t.Errorf("bad JSON: HTTP %d %+v", st, m)
 	}
-	if st, _ := legacyPost(t, post, `{}`, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }); st != http.StatusUnsupportedMediaType {
+	if st, _ := gatewaytest.LegacyPost(t, post, `{}`, func(r *http.Request) { r.Header.Set("Content-Type", "text/plain") }); st != http.StatusUnsupportedMediaType {
 		t.Errorf("text/plain: HTTP %d", st)
 	}
-	if st, _ := legacyPost(t, base+"/mcp/message?sessionId=nope", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); st != http.StatusNotFound {
+	if st, _ := gatewaytest.LegacyPost(t, base+"/mcp/message?sessionId=nope", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); st != http.StatusNotFound {
 		t.Errorf("unknown session: HTTP %d", st)
 	}
-	if st, _ := legacyPost(t, base+"/mcp/message", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); st != http.StatusBadRequest {
+	if st, _ := gatewaytest.LegacyPost(t, base+"/mcp/message", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); st != http.StatusBadRequest {
 		t.Errorf("no sessionId: HTTP %d", st)
 	}
 	// A session belongs to the route that created it.
-	if st, _ := legacyPost(t, base+"/mcp/alpha"+strings.TrimPrefix(endpoint, "/mcp"), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); st != http.StatusNotFound {
+	if st, _ := gatewaytest.LegacyPost(t, base+"/mcp/alpha"+strings.TrimPrefix(endpoint, "/mcp"), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil); st != http.StatusNotFound {
 		t.Errorf("session on another route: HTTP %d", st)
 	}
 	// Edge checks apply to both endpoints.
-	if st, _ := legacyPost(t, post, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }); st != http.StatusForbidden {
+	if st, _ := gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, func(r *http.Request) { r.Header.Set("Origin", "https://evil.example") }); st != http.StatusForbidden {
 		t.Errorf("foreign Origin on POST: HTTP %d", st)
 	}
 	req, _ := http.NewRequest(http.MethodGet, base+"/mcp/sse", nil)
@@ -396,11 +260,11 @@ func TestLegacySSEWire(t *testing.T) {
 
 	// Concurrent requests on one session: one response each.
 	for i := range 5 {
-		legacyPost(t, post, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"c%d"}}}`, 100+i, i), nil)
+		gatewaytest.LegacyPost(t, post, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"c%d"}}}`, 100+i, i), nil)
 	}
 	seen := map[string]bool{}
 	for range 5 {
-		m := nextMessage(t, events)
+		m := gatewaytest.NextMessage(t, events)
 		var i int
 		fmt.Sscan(string(m.ID), &i)
 		if seen[string(m.ID)] || !strings.Contains(string(m.Result), fmt.Sprintf("alpha:c%d", i-100)) {
@@ -410,14 +274,14 @@ func TestLegacySSEWire(t *testing.T) {
 	}
 
 	// Closing the stream ends the session and cancels its calls.
-	legacyPost(t, post, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"peer__block","arguments":{"tag":"wire"},"_meta":{"progressToken":"pt"}}}`, nil)
+	gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"peer__block","arguments":{"tag":"wire"},"_meta":{"progressToken":"pt"}}}`, nil)
 	select {
 	case <-started:
 	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("peer__block did not start")
 	}
 	// The call's progress comes on the stream, with the client's own token.
-	if m := nextMessage(t, events); m.Method != "notifications/progress" || !strings.Contains(string(m.Params), `"progressToken":"pt"`) {
+	if m := gatewaytest.NextMessage(t, events); m.Method != "notifications/progress" || !strings.Contains(string(m.Params), `"progressToken":"pt"`) {
 		t.Errorf("event during the call = %s %s, want progress with token pt", m.Method, m.Params)
 	}
 	cancel()
@@ -432,7 +296,7 @@ func TestLegacySSEWire(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		st, _ := legacyPost(t, post, `{"jsonrpc":"2.0","id":8,"method":"ping"}`, nil)
+		st, _ := gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":8,"method":"ping"}`, nil)
 		if st == http.StatusNotFound {
 			break
 		}
@@ -447,16 +311,16 @@ func TestLegacySSEWire(t *testing.T) {
 // its stream, then ends the stream instead of waiting out the drain timeout.
 func TestLegacySSEDrain(t *testing.T) {
 	t.Parallel()
-	alpha := httpUpstream(t, "alpha", 2)
-	gw, base := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha:\n    url: %s\n", alpha))
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 2)
+	gw, base := gatewaytest.StartGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha:\n    url: %s\n", alpha))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	endpoint, events, body := legacyStream(t, ctx, base+"/mcp/sse")
+	endpoint, events, body := gatewaytest.LegacyStream(t, ctx, base+"/mcp/sse")
 	defer body.Close()
 	post := base + endpoint
-	legacyPost(t, post, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
-	nextMessage(t, events)
-	legacyPost(t, post, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":400}}}`, nil)
+	gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`, nil)
+	gatewaytest.NextMessage(t, events)
+	gatewaytest.LegacyPost(t, post, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":400}}}`, nil)
 	testwait.Until(t, "the call to be in flight", func() bool { return gw.Host().Upstream("alpha").InFlight() == 1 })
 
 	start := time.Now()
@@ -466,7 +330,7 @@ func TestLegacySSEDrain(t *testing.T) {
 		defer scancel()
 		shut <- gw.Shutdown(sctx)
 	}()
-	if m := nextMessage(t, events); string(m.ID) != "1" || !strings.Contains(string(m.Result), "done") {
+	if m := gatewaytest.NextMessage(t, events); string(m.ID) != "1" || !strings.Contains(string(m.Result), "done") {
 		t.Errorf("in-flight call answered %s %s %s %+v", m.ID, m.Method, m.Result, m.Error)
 	}
 	if _, err := events.Next(); err == nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/test/faulty"
 )
@@ -19,18 +20,18 @@ func TestListCacheFollowsListChanged(t *testing.T) {
 	fs := faulty.NewServer(faulty.Options{})
 	ts := httptest.NewServer(fs.HTTP())
 	t.Cleanup(ts.Close)
-	_, base := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  f: {url: %s}\nroutes:\n  - path: /mcp\n", ts.URL))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
-	if names := toolNames(t, c); !slices.Contains(names, "f__echo") || slices.Contains(names, "f__gen_1") {
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  f: {url: %s}\nroutes:\n  - path: /mcp\n", ts.URL))
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	if names := gatewaytest.ToolNames(t, c); !slices.Contains(names, "f__echo") || slices.Contains(names, "f__gen_1") {
 		t.Fatalf("before any change: %v", names)
 	}
-	toolNames(t, c) // warm
+	gatewaytest.ToolNames(t, c) // warm
 
 	change := func(id int) {
 		t.Helper()
 		b, _ := jsonrpc.Encode(jsonrpc.NewRequest(jsonrpc.IntID(int64(id)), "tools/call", faulty.Fault{Kind: faulty.ListChanged}.CallParams("f__", "")))
-		if m := c.post(string(b)).last(t); m.Error != nil {
+		if m := c.Post(string(b)).Last(t); m.Error != nil {
 			t.Fatalf("list_changed call: %v", m.Error)
 		}
 	}
@@ -40,7 +41,7 @@ func TestListCacheFollowsListChanged(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			names := toolNames(t, c)
+			names := gatewaytest.ToolNames(t, c)
 			if ok(names) {
 				return
 			}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/test/idptest"
 )
 
@@ -47,7 +48,7 @@ func TestLoginClientKnowingOnlyTheURL(t *testing.T) {
 		Clients: []idptest.Client{{ID: "mcpgw", Type: "web", Secret: "op-secret-for-the-gateway", RedirectURIs: []string{base + config.LoginCallbackPath}}},
 	})
 	rec := &headerRecorder{}
-	up := httptest.NewServer(rec.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testServer("alpha", 0) }, nil)))
+	up := httptest.NewServer(rec.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return gatewaytest.SDKServer("alpha", 0) }, nil)))
 	t.Cleanup(up.Close)
 	// A listener on every interface (the test's is on loopback): Origin
 	// is checked strictly, so the consent page's own origin must be let
@@ -64,7 +65,7 @@ login:
 	if err != nil {
 		t.Fatal(err)
 	}
-	runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, StateDir: t.TempDir()})
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, StateDir: t.TempDir()})
 
 	// 1. The 401 and the protected resource metadata.
 	resp, err := http.Post(base+"/mcp", "application/json", strings.NewReader(`{}`))
@@ -155,7 +156,7 @@ login:
 	if tr.StatusCode != http.StatusOK || tok.Access == "" {
 		t.Fatalf("token: %d", tr.StatusCode)
 	}
-	session, err := connectWith(t, base+"/mcp", tok.Access, "")
+	session, err := gatewaytest.ConnectWith(t, base+"/mcp", tok.Access, "")
 	if err != nil {
 		t.Fatalf("MCP with the gateway's token: %v", err)
 	}
@@ -170,7 +171,7 @@ login:
 		t.Fatalf("tools/call: %v %+v", err, res)
 	}
 	// Audience-bound: refused on the other route.
-	if _, err := connectWith(t, base+"/mcp/other", tok.Access, ""); err == nil {
+	if _, err := gatewaytest.ConnectWith(t, base+"/mcp/other", tok.Access, ""); err == nil {
 		t.Fatal("the token of /mcp was accepted on /mcp/other")
 	}
 	for _, h := range rec.headers() {
@@ -231,13 +232,13 @@ policy: {default: %s}
 login:
   access_token_ttl: %s
   provider: {issuer: "https://idp.example.com", client_id: mcpgw, client_secret: op-secret}
-`, publicURL, httpUpstream(t, "alpha", 0), policy, ttl)), nil)
+`, publicURL, gatewaytest.HTTPUpstream(t, "alpha", 0), policy, ttl)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return cfg
 	}
-	gw := runGateway(t, yaml("5m", base, "allow"), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	gw := gatewaytest.RunGateway(t, yaml("5m", base, "allow"), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 	for _, c := range []struct {
 		cfg  *config.Config
 		want string

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // After known traffic — allowed calls, policy denials, a rate limit,
@@ -13,8 +14,8 @@ import (
 // series, the denied and rate_limited outcomes apart from errors, and the
 // authentication failures by reason, with exact values.
 func TestMetricsPerToolDeniedAndAuthFailures(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
-	_, base, admin := startAdminGateway(t, fmt.Sprintf(`
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	_, base, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: "127.0.0.1:0"}
 upstreams:
@@ -35,16 +36,16 @@ policy:
       - {tool: alpha__progress, rate: 1/m, burst: 1}
 `, alpha), gateway.Options{})
 
-	client := func(key string) *rawClient {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Authorization": {"Bearer " + key}}}
-		c.initialize("2025-11-25")
+	client := func(key string) *gatewaytest.RawClient {
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"Authorization": {"Bearer " + key}}}
+		c.Initialize("2025-11-25")
 		return c
 	}
 	alice, bob := client("eng-key-0123456789"), client("ops-key-0123456789")
 	id := 0
-	call := func(c *rawClient, tool, args string) {
+	call := func(c *gatewaytest.RawClient, tool, args string) {
 		id++
-		c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args)).last(t)
+		c.Post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args)).Last(t)
 	}
 	for range 3 {
 		call(alice, "alpha__echo", `{"text":"x"}`)
@@ -56,11 +57,11 @@ policy:
 	call(alice, "alpha__progress", `{"tag":"a"}`)
 	call(alice, "alpha__progress", `{"tag":"b"}`) // over the limit: rate_limited
 	for range 2 {
-		(&rawClient{t: t, url: base + "/mcp"}).post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`) // no credentials
+		(&gatewaytest.RawClient{T: t, URL: base + "/mcp"}).Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`) // no credentials
 	}
-	(&rawClient{t: t, url: base + "/mcp", header: http.Header{"Authorization": {"Bearer not-a-key-0123456789"}}}).post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	(&gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"Authorization": {"Bearer not-a-key-0123456789"}}}).Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 
-	mfs, body := scrape(t, admin)
+	mfs, body := gatewaytest.Scrape(t, admin)
 	for _, c := range []struct {
 		name   string
 		labels []string
@@ -83,19 +84,19 @@ policy:
 		{"mcpgw_rate_limited_total", []string{"route", "/mcp"}, 1},
 		{"mcpgw_metric_names_overflow_total", []string{"kind", "tool"}, 0},
 	} {
-		got, ok := sample(mfs, c.name, c.labels...)
+		got, ok := gatewaytest.Sample(mfs, c.name, c.labels...)
 		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
 	// Refusals are not errors: no error or invalid series at all.
 	for _, o := range []string{"error", "invalid"} {
-		if v, ok := sample(mfs, "mcpgw_requests_total", "method", "tools/call", "outcome", o); ok {
+		if v, ok := gatewaytest.Sample(mfs, "mcpgw_requests_total", "method", "tools/call", "outcome", o); ok {
 			t.Errorf("tools/call outcome %s = %v; refusals counted as errors", o, v)
 		}
 	}
-	if _, ok := sample(mfs, "mcpgw_tool_calls_total", "tool", "other"); ok {
+	if _, ok := gatewaytest.Sample(mfs, "mcpgw_tool_calls_total", "tool", "other"); ok {
 		t.Error(`a tool counted as "other" under the bound`)
 	}
-	promtoolCheck(t, body)
+	gatewaytest.PromtoolCheck(t, body)
 }

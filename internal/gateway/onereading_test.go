@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -130,10 +131,6 @@ policy:
 `, u.url)
 }
 
-func call(id int, params string) string {
-	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, id, params)
-}
-
 // refusedUnseen checks that m is the -32600 refusal naming want, and that
 // nothing reached the upstream since it had ran and bodies.
 func refusedUnseen(t *testing.T, u *readingUpstream, m *jsonrpc.Message, id, want string, before int) {
@@ -175,13 +172,13 @@ func describe(m *jsonrpc.Message) string {
 // and completions, on a Streamable HTTP session.
 func TestOneReadingDuplicateTarget(t *testing.T) {
 	u := newReadingUpstream(t)
-	_, base := startGateway(t, readingYAML(u, true))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
-	reachedAfter(t, u, c.post(call(1, `{"name":"echo","arguments":{"text":"hi"}}`)).last(t), "echo:hi")
+	_, base := gatewaytest.StartGateway(t, readingYAML(u, true))
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	reachedAfter(t, u, c.Post(gatewaytest.CallBody(1, `{"name":"echo","arguments":{"text":"hi"}}`)).Last(t), "echo:hi")
 	tests := []struct{ name, body, want string }{
-		{"tools/call name", call(2, `{"name":"echo","name":"add","arguments":{"text":"x"}}`), `duplicate member "name" in params`},
-		{"tools/call escaped name", call(2, `{"name":"echo","n\u0061me":"add","arguments":{"text":"x"}}`), `duplicate member "name" in params`},
+		{"tools/call name", gatewaytest.CallBody(2, `{"name":"echo","name":"add","arguments":{"text":"x"}}`), `duplicate member "name" in params`},
+		{"tools/call escaped name", gatewaytest.CallBody(2, `{"name":"echo","n\u0061me":"add","arguments":{"text":"x"}}`), `duplicate member "name" in params`},
 		{"prompts/get name", `{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"greet","name":"secret"}}`, `duplicate member "name" in params`},
 		{"resources/read uri", `{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"mem://public","uri":"mem://secret"}}`, `duplicate member "uri" in params`},
 		{"completion ref", `{"jsonrpc":"2.0","id":2,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"greet","name":"secret"},"argument":{"name":"a","value":"v"}}}`, `duplicate member "name" in params.ref`},
@@ -190,11 +187,11 @@ func TestOneReadingDuplicateTarget(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, before := u.reached()
-			r := c.post(tt.body)
-			if r.status != http.StatusBadRequest {
-				t.Errorf("HTTP %d, want 400", r.status)
+			r := c.Post(tt.body)
+			if r.Status != http.StatusBadRequest {
+				t.Errorf("HTTP %d, want 400", r.Status)
 			}
-			refusedUnseen(t, u, r.last(t), "2", tt.want, len(before))
+			refusedUnseen(t, u, r.Last(t), "2", tt.want, len(before))
 		})
 	}
 	if ran, _ := u.reached(); !slices.Equal(ran, []string{"tool echo hi"}) {
@@ -206,22 +203,22 @@ func TestOneReadingDuplicateTarget(t *testing.T) {
 // ran with the second.
 func TestOneReadingDuplicateArguments(t *testing.T) {
 	u := newReadingUpstream(t)
-	_, base := startGateway(t, readingYAML(u, true))
+	_, base := gatewaytest.StartGateway(t, readingYAML(u, true))
 	for _, route := range []struct{ path, tool string }{{"/mcp", "repo_tool"}, {"/mcp/p", "ci__repo_tool"}} {
 		t.Run(route.path, func(t *testing.T) {
-			c := &rawClient{t: t, url: base + route.path}
-			c.initialize("2025-06-18")
-			reachedAfter(t, u, c.post(call(1, `{"name":"`+route.tool+`","arguments":{"repo":"acme/x"}}`)).last(t), "ran on acme/x")
-			if e := errorOf(t, c.post(call(2, `{"name":"`+route.tool+`","arguments":{"repo":"evil/x"}}`))); !strings.Contains(e.Message, "forbidden") {
+			c := &gatewaytest.RawClient{T: t, URL: base + route.path}
+			c.Initialize("2025-06-18")
+			reachedAfter(t, u, c.Post(gatewaytest.CallBody(1, `{"name":"`+route.tool+`","arguments":{"repo":"acme/x"}}`)).Last(t), "ran on acme/x")
+			if e := gatewaytest.ErrorOf(t, c.Post(gatewaytest.CallBody(2, `{"name":"`+route.tool+`","arguments":{"repo":"evil/x"}}`))); !strings.Contains(e.Message, "forbidden") {
 				t.Fatalf("the condition itself: %+v", e)
 			}
 			for _, body := range []string{
-				call(3, `{"name":"`+route.tool+`","arguments":{"repo":"acme/x"},"arguments":{"repo":"evil/x"}}`),
-				call(3, `{"name":"`+route.tool+`","arguments":{"repo":"acme/x","repo":"evil/x"}}`),
-				call(3, `{"name":"`+route.tool+`","arguments":{"repo":"acme/x","re\u0070o":"evil/x"}}`),
+				gatewaytest.CallBody(3, `{"name":"`+route.tool+`","arguments":{"repo":"acme/x"},"arguments":{"repo":"evil/x"}}`),
+				gatewaytest.CallBody(3, `{"name":"`+route.tool+`","arguments":{"repo":"acme/x","repo":"evil/x"}}`),
+				gatewaytest.CallBody(3, `{"name":"`+route.tool+`","arguments":{"repo":"acme/x","re\u0070o":"evil/x"}}`),
 			} {
 				_, before := u.reached()
-				m := c.post(body).last(t)
+				m := c.Post(body).Last(t)
 				want := `duplicate member "arguments" in params`
 				if !strings.Contains(body, `},"arguments"`) {
 					want = `duplicate member "repo" in params.arguments`
@@ -245,10 +242,10 @@ func TestOneReadingDuplicateArguments(t *testing.T) {
 // the request never reaches it, whatever its decoder.
 func TestOneReadingCaseVariant(t *testing.T) {
 	u := newReadingUpstream(t)
-	_, base := startGateway(t, readingYAML(u, true))
-	c := &rawClient{t: t, url: base + "/mcp/p"}
-	c.initialize("2025-11-25")
-	reachedAfter(t, u, c.post(call(1, `{"name":"ci__safe_tool","arguments":{"text":"x"}}`)).last(t), "ran safe_tool")
+	_, base := gatewaytest.StartGateway(t, readingYAML(u, true))
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp/p"}
+	c.Initialize("2025-11-25")
+	reachedAfter(t, u, c.Post(gatewaytest.CallBody(1, `{"name":"ci__safe_tool","arguments":{"text":"x"}}`)).Last(t), "ran safe_tool")
 	tests := []struct{ name, params, want string }{
 		{"NAME", `{"name":"ci__safe_tool","NAME":"delete_everything","arguments":{"text":"x"}}`, `member "NAME" in params is a case variant of "name"`},
 		{"Name before name", `{"Name":"delete_everything","name":"ci__safe_tool"}`, `member "Name" in params is a case variant of "name"`},
@@ -258,7 +255,7 @@ func TestOneReadingCaseVariant(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, before := u.reached()
-			refusedUnseen(t, u, c.post(call(2, tt.params)).last(t), "2", tt.want, len(before))
+			refusedUnseen(t, u, c.Post(gatewaytest.CallBody(2, tt.params)).Last(t), "2", tt.want, len(before))
 		})
 	}
 	if ran, _ := u.reached(); slices.Contains(ran, "tool delete_everything") {
@@ -271,15 +268,15 @@ func TestOneReadingCaseVariant(t *testing.T) {
 // the header is compared with the one name there is.
 func TestOneReadingStatelessHeader(t *testing.T) {
 	u := newReadingUpstream(t)
-	_, base := startGateway(t, readingYAML(u, true))
+	_, base := gatewaytest.StartGateway(t, readingYAML(u, true))
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
-	post := func(name, params string) *rawResponse {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+	post := func(name, params string) *gatewaytest.RawResponse {
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{
 			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {name},
 		}}
-		return c.post(call(4, params))
+		return c.Post(gatewaytest.CallBody(4, params))
 	}
-	reachedAfter(t, u, post("echo", `{"name":"echo","arguments":{"text":"hi"},`+meta+`}`).last(t), "echo:hi")
+	reachedAfter(t, u, post("echo", `{"name":"echo","arguments":{"text":"hi"},`+meta+`}`).Last(t), "echo:hi")
 	for _, tt := range []struct{ header, params, want string }{
 		{"echo", `{"name":"echo","name":"add","arguments":{"text":"x"},` + meta + `}`, `duplicate member "name" in params`},
 		{"add", `{"name":"echo","name":"add","arguments":{"text":"x"},` + meta + `}`, `duplicate member "name" in params`},
@@ -288,18 +285,18 @@ func TestOneReadingStatelessHeader(t *testing.T) {
 	} {
 		_, before := u.reached()
 		r := post(tt.header, tt.params)
-		if r.status != http.StatusBadRequest {
-			t.Errorf("%s: HTTP %d, want 400", tt.params, r.status)
+		if r.Status != http.StatusBadRequest {
+			t.Errorf("%s: HTTP %d, want 400", tt.params, r.Status)
 		}
-		refusedUnseen(t, u, r.last(t), "4", tt.want, len(before))
+		refusedUnseen(t, u, r.Last(t), "4", tt.want, len(before))
 	}
 	// Mcp-Method is compared with the one method there is, too.
 	_, before := u.reached()
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{
 		"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}, "Mcp-Name": {"add"},
 	}}
-	r := c.post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","method":"tools/call","params":{"name":"add",` + meta + `}}`)
-	refusedUnseen(t, u, r.last(t), "4", `duplicate member "method" in the message`, len(before))
+	r := c.Post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","method":"tools/call","params":{"name":"add",` + meta + `}}`)
+	refusedUnseen(t, u, r.Last(t), "4", `duplicate member "method" in the message`, len(before))
 	if ran, _ := u.reached(); !slices.Equal(ran, []string{"tool echo hi"}) {
 		t.Errorf("the upstream ran %q, want only the allowed echo", ran)
 	}
@@ -308,8 +305,8 @@ func TestOneReadingStatelessHeader(t *testing.T) {
 // The same refusal on the legacy HTTP+SSE transport (POST <path>/message)
 // and on stdio: every transport parses at one place.
 func TestOneReadingEveryTransport(t *testing.T) {
-	attack := call(2, `{"name":"echo","name":"add","arguments":{"text":"x"}}`)
-	variant := call(3, `{"name":"echo","NAME":"add","arguments":{"text":"x"}}`)
+	attack := gatewaytest.CallBody(2, `{"name":"echo","name":"add","arguments":{"text":"x"}}`)
+	variant := gatewaytest.CallBody(3, `{"name":"echo","NAME":"add","arguments":{"text":"x"}}`)
 	initialize := func(version string) string {
 		return `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
 	}
@@ -317,27 +314,27 @@ func TestOneReadingEveryTransport(t *testing.T) {
 
 	t.Run("legacy SSE", func(t *testing.T) {
 		u := newReadingUpstream(t)
-		_, base := startGateway(t, readingYAML(u, true))
+		_, base := gatewaytest.StartGateway(t, readingYAML(u, true))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		endpoint, events, body := legacyStream(t, ctx, base+"/mcp/sse")
+		endpoint, events, body := gatewaytest.LegacyStream(t, ctx, base+"/mcp/sse")
 		defer body.Close()
 		msgURL := base + endpoint
-		if st, _ := legacyPost(t, msgURL, initialize("2024-11-05"), nil); st != http.StatusAccepted {
+		if st, _ := gatewaytest.LegacyPost(t, msgURL, initialize("2024-11-05"), nil); st != http.StatusAccepted {
 			t.Fatalf("initialize: HTTP %d", st)
 		}
-		if m := nextMessage(t, events); m.Error != nil {
+		if m := gatewaytest.NextMessage(t, events); m.Error != nil {
 			t.Fatalf("initialize: %v", m.Error)
 		}
-		legacyPost(t, msgURL, initialized, nil)
-		legacyPost(t, msgURL, call(1, `{"name":"echo","arguments":{"text":"hi"}}`), nil)
-		reachedAfter(t, u, nextMessage(t, events), "echo:hi")
+		gatewaytest.LegacyPost(t, msgURL, initialized, nil)
+		gatewaytest.LegacyPost(t, msgURL, gatewaytest.CallBody(1, `{"name":"echo","arguments":{"text":"hi"}}`), nil)
+		reachedAfter(t, u, gatewaytest.NextMessage(t, events), "echo:hi")
 		for _, tt := range []struct{ body, id, want string }{
 			{attack, "2", `duplicate member "name" in params`},
 			{variant, "3", `member "NAME" in params is a case variant of "name"`},
 		} {
 			_, before := u.reached()
-			st, m := legacyPost(t, msgURL, tt.body, nil)
+			st, m := gatewaytest.LegacyPost(t, msgURL, tt.body, nil)
 			if st != http.StatusBadRequest {
 				t.Errorf("HTTP %d, want 400", st)
 			}
@@ -347,22 +344,22 @@ func TestOneReadingEveryTransport(t *testing.T) {
 
 	t.Run("stdio", func(t *testing.T) {
 		u := newReadingUpstream(t)
-		in, out, _ := stdioGateway(t, readingYAML(u, false), "/mcp")
-		s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
-		s.send(initialize("2025-06-18"))
-		if m, _ := s.next(); m.Error != nil {
+		in, out, _ := gatewaytest.StdioGateway(t, readingYAML(u, false), "/mcp")
+		s := &gatewaytest.StdioRaw{T: t, In: in, Out: bufio.NewReader(out)}
+		s.Send(initialize("2025-06-18"))
+		if m, _ := s.Next(); m.Error != nil {
 			t.Fatalf("initialize: %v", m.Error)
 		}
-		s.send(initialized, call(1, `{"name":"echo","arguments":{"text":"hi"}}`))
-		m, _ := s.next()
+		s.Send(initialized, gatewaytest.CallBody(1, `{"name":"echo","arguments":{"text":"hi"}}`))
+		m, _ := s.Next()
 		reachedAfter(t, u, m, "echo:hi")
 		for _, tt := range []struct{ body, id, want string }{
 			{attack, "2", `duplicate member "name" in params`},
 			{variant, "3", `member "NAME" in params is a case variant of "name"`},
 		} {
 			_, before := u.reached()
-			s.send(tt.body)
-			m, _ := s.next()
+			s.Send(tt.body)
+			m, _ := s.Next()
 			refusedUnseen(t, u, m, tt.id, tt.want, len(before))
 		}
 	})
@@ -397,10 +394,10 @@ func TestOneReadingUpstreamAnswer(t *testing.T) {
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, res)
 	}))
 	t.Cleanup(ts.Close)
-	_, base := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  dup:\n    url: %s\n    timeout: 3s\n", ts.URL))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
-	e := errorOf(t, c.post(call(1, `{"name":"dup__flip","arguments":{}}`)))
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  dup:\n    url: %s\n    timeout: 3s\n", ts.URL))
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	e := gatewaytest.ErrorOf(t, c.Post(gatewaytest.CallBody(1, `{"name":"dup__flip","arguments":{}}`)))
 	if e.Code != jsonrpc.CodeInternalError || !strings.Contains(e.Message, `refused the upstream's answer`) || !strings.Contains(e.Message, `duplicate member "isError" in result`) {
 		t.Errorf("error %d %q, want -32603 naming the duplicate isError (not a timeout)", e.Code, e.Message)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // paramUpstream is a 2026-07-28 HTTP server with one prompt and one tool
@@ -65,7 +67,7 @@ func TestCallerParamHeadersNotForwarded(t *testing.T) {
 	up := &paramUpstream{}
 	ts := httptest.NewServer(up)
 	defer ts.Close()
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   web: {url: %s, protocol: "2026"}
@@ -75,11 +77,11 @@ upstreams:
 		{"prompts/get", "web__greet", `{"name":"web__greet",` + meta + `}`},
 		{"tools/call", "web__plain", `{"name":"web__plain","arguments":{},` + meta + `}`},
 	} {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{
 			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {tc.method}, "Mcp-Name": {tc.name},
 			"Mcp-Param-Tenant": {"other-tenant"},
 		}}
-		if m := c.post(`{"jsonrpc":"2.0","id":1,"method":"` + tc.method + `","params":` + tc.params + `}`).last(t); m.Error != nil {
+		if m := c.Post(`{"jsonrpc":"2.0","id":1,"method":"` + tc.method + `","params":` + tc.params + `}`).Last(t); m.Error != nil {
 			t.Fatalf("%s: %v", tc.method, m.Error)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	mcpc "github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
@@ -203,14 +204,14 @@ func (e *perUserEnv) stop() {
 }
 
 // client is a raw MCP client for user that declares caps.
-func (e *perUserEnv) client(user, caps string) *rawClient {
-	c := &rawClient{t: e.t, url: e.base + "/mcp", header: http.Header{"Authorization": {"Bearer " + e.tokens[user]}}}
-	r := c.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"raw","version":"1"}}}`)
-	if r.status != http.StatusOK {
-		e.t.Fatalf("initialize: HTTP %d %s", r.status, r.body)
+func (e *perUserEnv) client(user, caps string) *gatewaytest.RawClient {
+	c := &gatewaytest.RawClient{T: e.t, URL: e.base + "/mcp", Header: http.Header{"Authorization": {"Bearer " + e.tokens[user]}}}
+	r := c.Post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":` + caps + `,"clientInfo":{"name":"raw","version":"1"}}}`)
+	if r.Status != http.StatusOK {
+		e.t.Fatalf("initialize: HTTP %d %s", r.Status, r.Body)
 	}
-	c.session = r.header.Get("Mcp-Session-Id")
-	c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	c.Session = r.Header.Get("Mcp-Session-Id")
+	c.Post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return c
 }
 
@@ -221,9 +222,9 @@ type elicitation struct {
 	Mode, ElicitationID, URL, Message string
 }
 
-func elicitationOf(t *testing.T, r *rawResponse) elicitation {
+func elicitationOf(t *testing.T, r *gatewaytest.RawResponse) elicitation {
 	t.Helper()
-	e := errorOf(t, r)
+	e := gatewaytest.ErrorOf(t, r)
 	var d struct{ Elicitations []elicitation }
 	if e.Code != mcpc.CodeURLElicitationRequired || json.Unmarshal(e.Data, &d) != nil || len(d.Elicitations) != 1 {
 		t.Fatalf("want -32042 with one elicitation, got %d %s %s", e.Code, e.Message, e.Data)
@@ -263,12 +264,12 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	// alice's client declares URL elicitation: -32042 naming the start page,
 	// for tools/list (nothing to list until she authorizes) as for a call.
 	alice := e.client("alice", urlCaps)
-	elicitationOf(t, alice.post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`))
+	elicitationOf(t, alice.Post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`))
 	// A client without URL elicitation gets an error carrying the link.
-	if le := errorOf(t, e.client("bob", `{}`).post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`)); le.Code == mcpc.CodeURLElicitationRequired || !strings.Contains(le.Message, e.base+config.StartPath(puName)+"?t=") {
+	if le := gatewaytest.ErrorOf(t, e.client("bob", `{}`).Post(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}`)); le.Code == mcpc.CodeURLElicitationRequired || !strings.Contains(le.Message, e.base+config.StartPath(puName)+"?t=") {
 		t.Fatalf("tools/list of a client without URL elicitation: %d %s", le.Code, le.Message)
 	}
-	el := elicitationOf(t, alice.post(callWhoami))
+	el := elicitationOf(t, alice.Post(callWhoami))
 	if el.Mode != "url" || el.ElicitationID == "" || !strings.HasPrefix(el.URL, e.base+config.StartPath(puName)+"?t=") {
 		t.Fatalf("elicitation %+v", el)
 	}
@@ -288,13 +289,13 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	if got := whoamiRaw(t, alice); got != "alice" {
 		t.Fatalf("after consent, whoami = %q, want alice", got)
 	}
-	if r := alice.post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{}}`); !strings.Contains(string(r.body), `"gh__whoami"`) {
-		t.Fatalf("after consent, tools/list: %s", r.body)
+	if r := alice.Post(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{}}`); !strings.Contains(string(r.Body), `"gh__whoami"`) {
+		t.Fatalf("after consent, tools/list: %s", r.Body)
 	}
 
 	// bob gets his own elicitation, not alice's token; an SDK client that
 	// declares no URL elicitation gets a tool error carrying the link.
-	bob, err := connectWith(t, e.base+"/mcp", e.tokens["bob"], "2025-11-25")
+	bob, err := gatewaytest.ConnectWith(t, e.base+"/mcp", e.tokens["bob"], "2025-11-25")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"revoked":true`) {
 		t.Fatalf("DELETE token: %d %s", resp.StatusCode, body)
 	}
-	elicitationOf(t, alice.post(callWhoami))
+	elicitationOf(t, alice.Post(callWhoami))
 	// Without gateway credentials the DELETE is refused.
 	req, _ = http.NewRequest(http.MethodDelete, e.base+config.TokenPath(puName), nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
@@ -379,7 +380,7 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	if n, err := gateway.RevokeTokens(context.Background(), cfg, puName, "bob@"+e.idp.Issuer, false); err != nil || n != 1 {
 		t.Fatalf("RevokeTokens(bob) = %d, %v", n, err)
 	}
-	bob, err = connectWith(t, e.base+"/mcp", e.tokens["bob"], "2025-11-25")
+	bob, err = gatewaytest.ConnectWith(t, e.base+"/mcp", e.tokens["bob"], "2025-11-25")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,9 +395,9 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 }
 
 // whoamiRaw calls whoami on the raw client and returns its text.
-func whoamiRaw(t *testing.T, c *rawClient) string {
+func whoamiRaw(t *testing.T, c *gatewaytest.RawClient) string {
 	t.Helper()
-	m := c.post(callWhoami).last(t)
+	m := c.Post(callWhoami).Last(t)
 	if m.Error != nil {
 		t.Fatalf("whoami: %d %s", m.Error.Code, m.Error.Message)
 	}
@@ -412,14 +413,14 @@ func whoamiRaw(t *testing.T, c *rawClient) string {
 
 // listenFor opens the session's GET stream and yields the params of the
 // first notification named method.
-func listenFor(t *testing.T, c *rawClient, method string) <-chan string {
+func listenFor(t *testing.T, c *gatewaytest.RawClient, method string) <-chan string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", c.session)
-	for k, v := range c.header {
+	req.Header.Set("Mcp-Session-Id", c.Session)
+	for k, v := range c.Header {
 		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -465,12 +466,12 @@ func TestPerUserOAuthAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
-	b := &rawClient{t: t, url: "http://" + ln.Addr().String() + "/mcp", header: http.Header{"Authorization": {"Bearer " + e.tokens["alice"]}}}
-	r := b.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"raw","version":"1"}}}`)
-	b.session = r.header.Get("Mcp-Session-Id")
-	b.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	el := elicitationOf(t, b.post(callWhoami)) // replica B hands out a link to the public URL (replica A)
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	b := &gatewaytest.RawClient{T: t, URL: "http://" + ln.Addr().String() + "/mcp", Header: http.Header{"Authorization": {"Bearer " + e.tokens["alice"]}}}
+	r := b.Post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	b.Session = r.Header.Get("Mcp-Session-Id")
+	b.Post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	el := elicitationOf(t, b.Post(callWhoami)) // replica B hands out a link to the public URL (replica A)
 	if status, page := e.consent(el.URL, "alice"); status != http.StatusOK {
 		t.Fatalf("consent through replica A: %d %s", status, page)
 	}

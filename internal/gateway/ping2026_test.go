@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // The Go SDK's client pings over Streamable HTTP at 2026-07-28 without
@@ -14,20 +16,20 @@ import (
 // that names 2026-07-28 in its _meta is still refused as removed (the
 // conformance suite checks that: sep-2575).
 func TestGoSDKPingAt20260728(t *testing.T) {
-	up := httpUpstream(t, "alpha", 0)
-	_, base := startGateway(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\nroutes: [{path: /mcp}]\n", up))
-	cs := connect(t, base+"/mcp", nil, "2026-07-28")
+	up := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\nroutes: [{path: /mcp}]\n", up))
+	cs := gatewaytest.Connect(t, base+"/mcp", nil, "2026-07-28")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := cs.Ping(ctx, nil); err != nil {
 		t.Fatalf("ping at 2026-07-28: %v", err)
 	}
-	raw := &rawClient{t: t, url: base + "/mcp"}
-	r := raw.do("POST", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, func(req *http.Request) {
+	raw := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	r := raw.Do("POST", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, func(req *http.Request) {
 		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 		req.Header.Set("Mcp-Method", "ping")
 	})
-	if r.status != http.StatusNotFound || errorOf(t, r).Code != -32601 {
-		t.Errorf("a ping with 2026-07-28 _meta: HTTP %d %s; want 404 and -32601", r.status, r.body)
+	if r.Status != http.StatusNotFound || gatewaytest.ErrorOf(t, r).Code != -32601 {
+		t.Errorf("a ping with 2026-07-28 _meta: HTTP %d %s; want 404 and -32601", r.Status, r.Body)
 	}
 }

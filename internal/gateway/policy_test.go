@@ -10,40 +10,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/policy"
 	"github.com/mcpgw/mcpgw/internal/router"
 )
-
-// toolNames lists a raw client's tools/list result.
-func toolNames(t *testing.T, c *rawClient) []string {
-	t.Helper()
-	m := c.post(`{"jsonrpc":"2.0","id":5,"method":"tools/list"}`).last(t)
-	if m.Error != nil {
-		t.Fatalf("tools/list: %v", m.Error)
-	}
-	var res struct {
-		Tools []struct {
-			Name string `json:"name"`
-		} `json:"tools"`
-	}
-	if err := json.Unmarshal(m.Result, &res); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range res.Tools {
-		names = append(names, tl.Name)
-	}
-	return names
-}
 
 // TestPolicyOnTheRequestPath: lists are filtered per principal, a hidden
 // tool answers like an unknown one and never reaches the upstream, deny
 // wins over allow, and a rate limit answers with a retry hint.
 func TestPolicyOnTheRequestPath(t *testing.T) {
 	t.Parallel()
-	alpha := httpUpstream(t, "alpha", 0)
-	_, base := startGateway(t, fmt.Sprintf(`
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
@@ -62,23 +41,23 @@ policy:
   rate_limits:
     principal: {rate: 2/m, burst: 2}
 `, alpha))
-	as := func(key string) *rawClient {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {key}}}
-		c.initialize("2025-11-25")
+	as := func(key string) *gatewaytest.RawClient {
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"X-Api-Key": {key}}}
+		c.Initialize("2025-11-25")
 		return c
 	}
 	eng, ops := as("eng-secret-0123456789"), as("ops-secret-0123456789")
 
-	engTools := toolNames(t, eng)
+	engTools := gatewaytest.ToolNames(t, eng)
 	if slices.Contains(engTools, "alpha__slow") || !slices.Contains(engTools, "alpha__echo") || !slices.Contains(engTools, "alpha__t06") {
 		t.Errorf("eng sees %v: want every alpha tool but alpha__slow (deny wins)", engTools)
 	}
-	if got := toolNames(t, ops); !slices.Equal(got, []string{"alpha__echo"}) {
+	if got := gatewaytest.ToolNames(t, ops); !slices.Equal(got, []string{"alpha__echo"}) {
 		t.Errorf("ops sees %v, want only alpha__echo", got)
 	}
 
 	// A hidden tool looks absent, exactly like one that does not exist.
-	hiddenErr := errorOf(t, ops.post(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"alpha__t00","arguments":{}}}`))
+	hiddenErr := gatewaytest.ErrorOf(t, ops.Post(`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"alpha__t00","arguments":{}}}`))
 	if hiddenErr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(hiddenErr.Message, `unknown tool "alpha__t00"`) {
 		t.Errorf("hidden tool: %+v", hiddenErr)
 	}
@@ -86,11 +65,11 @@ policy:
 	// Two calls fit the burst; the third is refused with a retry hint.
 	call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"x"}}}`
 	for i := range 2 {
-		if m := ops.post(call).last(t); m.Error != nil {
+		if m := ops.Post(call).Last(t); m.Error != nil {
 			t.Fatalf("call %d: %v", i, m.Error)
 		}
 	}
-	limited := errorOf(t, ops.post(call))
+	limited := gatewaytest.ErrorOf(t, ops.Post(call))
 	var data struct {
 		RetryAfterSeconds int `json:"retryAfterSeconds"`
 	}
@@ -98,7 +77,7 @@ policy:
 		t.Errorf("over the limit: %+v", limited)
 	}
 	// Buckets are per principal: eng is unaffected.
-	if m := eng.post(call).last(t); m.Error != nil {
+	if m := eng.Post(call).Last(t); m.Error != nil {
 		t.Errorf("eng after ops was limited: %v", m.Error)
 	}
 }
@@ -107,12 +86,12 @@ policy:
 // definition is in the lock are listed and callable.
 func TestPinningEnforced(t *testing.T) {
 	t.Parallel()
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	// Approve the upstream's own echo definition, exactly as it lists it.
-	_, probe := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\nroutes:\n  - {path: /mcp, prefix: false}\n", alpha))
-	pc := &rawClient{t: t, url: probe + "/mcp"}
-	pc.initialize("2025-11-25")
-	listed := pc.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).last(t)
+	_, probe := gatewaytest.StartGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\nroutes:\n  - {path: /mcp, prefix: false}\n", alpha))
+	pc := &gatewaytest.RawClient{T: t, URL: probe + "/mcp"}
+	pc.Initialize("2025-11-25")
+	listed := pc.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).Last(t)
 	var res struct {
 		Tools []json.RawMessage `json:"tools"`
 	}
@@ -133,7 +112,7 @@ func TestPinningEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
@@ -141,15 +120,15 @@ policy:
   default: allow
   pinning: {mode: enforce, lock_file: %q}
 `, alpha, lockFile))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
-	if got := toolNames(t, c); !slices.Equal(got, []string{"alpha__echo"}) {
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	if got := gatewaytest.ToolNames(t, c); !slices.Equal(got, []string{"alpha__echo"}) {
 		t.Errorf("listed %v, want only the approved alpha__echo", got)
 	}
-	if e := errorOf(t, c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__t00","arguments":{}}}`)); e.Code != jsonrpc.CodeInvalidParams {
+	if e := gatewaytest.ErrorOf(t, c.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__t00","arguments":{}}}`)); e.Code != jsonrpc.CodeInvalidParams {
 		t.Errorf("unapproved tool call: %+v", e)
 	}
-	if m := c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"ok"}}}`).last(t); m.Error != nil || !strings.Contains(string(m.Result), "alpha:ok") {
+	if m := c.Post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"ok"}}}`).Last(t); m.Error != nil || !strings.Contains(string(m.Result), "alpha:ok") {
 		t.Errorf("approved tool call: %s", m.Result)
 	}
 }
@@ -159,8 +138,8 @@ policy:
 // and the tool stays listed.
 func TestPolicyConditionOnArguments(t *testing.T) {
 	t.Parallel()
-	alpha := httpUpstream(t, "alpha", 0)
-	_, base := startGateway(t, fmt.Sprintf(`
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
@@ -176,16 +155,16 @@ policy:
       deny: ["alpha__echo"]
       when: 'has(arguments.text) && arguments.text.startsWith("rm ")'
 `, alpha))
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {"ops-secret-0123456789"}}}
-	c.initialize("2025-11-25")
-	if got := toolNames(t, c); !slices.Equal(got, []string{"alpha__echo"}) {
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"X-Api-Key": {"ops-secret-0123456789"}}}
+	c.Initialize("2025-11-25")
+	if got := gatewaytest.ToolNames(t, c); !slices.Equal(got, []string{"alpha__echo"}) {
 		t.Errorf("listed %v, want alpha__echo (a conditional deny does not hide it)", got)
 	}
-	ok := c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hello"}}}`).last(t)
+	ok := c.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"hello"}}}`).Last(t)
 	if ok.Error != nil || !strings.Contains(string(ok.Result), "alpha:hello") {
 		t.Errorf("allowed arguments: %s %v", ok.Result, ok.Error)
 	}
-	e := errorOf(t, c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"rm -rf /"}}}`))
+	e := gatewaytest.ErrorOf(t, c.Post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"rm -rf /"}}}`))
 	if !strings.Contains(e.Message, "forbidden") {
 		t.Errorf("refused arguments: %+v", e)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // writeCounter counts the writes to the connections it accepts.
@@ -48,8 +49,8 @@ func TestPostStreamPrimingHoldOff(t *testing.T) {
 
 func testPostStreamPriming(t *testing.T, extra string, wantLeast int64) {
 	t.Parallel()
-	up := fidHTTPUpstream(t, "up", 0)
-	cfg, err := config.Parse("test.yaml", []byte("listen: 127.0.0.1:0\n"+extra+"upstreams:\n"+up.entry), nil)
+	up := gatewaytest.FidHTTPUpstream(t, "up", 0)
+	cfg, err := config.Parse("test.yaml", []byte("listen: 127.0.0.1:0\n"+extra+"upstreams:\n"+up.Entry), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +59,10 @@ func testPostStreamPriming(t *testing.T, extra string, wantLeast int64) {
 		t.Fatal(err)
 	}
 	wc := &writeCounter{Listener: ln}
-	runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: wc})
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: wc})
 	base := "http://" + ln.Addr().String() + "/mcp"
-	c := &rawClient{t: t, url: base}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: base}
+	c.Initialize("2025-11-25")
 
 	call := func(id int, args string) *http.Response {
 		req, err := http.NewRequest(http.MethodPost, base, strings.NewReader(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"up__block","arguments":%s}}`, id, args)))
@@ -70,7 +71,7 @@ func testPostStreamPriming(t *testing.T, extra string, wantLeast int64) {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", c.session)
+		req.Header.Set("Mcp-Session-Id", c.Session)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

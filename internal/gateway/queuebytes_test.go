@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // TestBoundsLegacySSEQueueBytes (issue 27.9): a legacy HTTP+SSE client
@@ -19,7 +21,7 @@ import (
 // session held every answer up to sse_queue and max_requests_per_session
 // (128 × 256 KiB here) and no request was refused for bytes.
 func TestBoundsLegacySSEQueueBytes(t *testing.T) {
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // echoHeaders answers every request with 401 and a body that repeats the
@@ -69,20 +70,20 @@ auth:
     - {name: ci, key: "${API_KEY}"}
 policy:
   default: allow
-`, httpUpstream(t, "alpha", 10), echo, echo, echo, stdioUpstream(t))
+`, gatewaytest.HTTPUpstream(t, "alpha", 10), echo, echo, echo, gatewaytest.StdioUpstream(t))
 	cfg, err := config.Parse("redaction.yaml", []byte(yaml), func(k string) (string, bool) { v, ok := secrets[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	var logs syncBuffer // auth_test.go
+	var logs gatewaytest.SyncBuffer // auth_test.go
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	log := zap.New(zapcore.NewCore(enc, zapcore.AddSync(&logs), zapcore.DebugLevel))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	runGateway(t, cfg, gateway.Options{Logger: log, Listener: ln})
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: log, Listener: ln})
 
 	base := "http://" + ln.Addr().String() + "/mcp"
 	post := func(sid, body string, hdr map[string]string) *http.Response {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	mcpgw "github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
@@ -108,10 +109,10 @@ func (f *fleet) start() (base string, stop func()) {
 	f.t.Cleanup(stop)
 	base = "http://" + ln.Addr().String() + "/mcp"
 	// Wait for the upstream's tools, so the first call finds them.
-	c := &rawClient{t: f.t, url: base}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: f.t, URL: base}
+	c.Initialize("2025-11-25")
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if strings.Contains(string(c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).last(f.t).Result), "up__ticks") {
+		if strings.Contains(string(c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).Last(f.t).Result), "up__ticks") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -119,7 +120,7 @@ func (f *fleet) start() (base string, stop func()) {
 		}
 		time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 	}
-	c.do(http.MethodDelete, "", nil)
+	c.Do(http.MethodDelete, "", nil)
 	return base, stop
 }
 
@@ -193,10 +194,10 @@ func TestRedisResumeOnAnotherReplica(t *testing.T) {
 	f := newFleet(t, "")
 	a, _ := f.start()
 	b, _ := f.start()
-	c := &rawClient{t: t, url: a}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: a}
+	c.Initialize("2025-11-25")
 
-	s := open(t, http.MethodPost, a, c.session, ticksCall(7, 6, 60), "")
+	s := open(t, http.MethodPost, a, c.Session, ticksCall(7, 6, 60), "")
 	prime := s.next()
 	first, second := s.next(), s.next()
 	s.resp.Body.Close() // the connection is cut after tick 2
@@ -204,7 +205,7 @@ func TestRedisResumeOnAnotherReplica(t *testing.T) {
 		t.Fatalf("before the cut: %q %q %q", prime.ID, first.Data, second.Data)
 	}
 
-	ids, msgs := open(t, http.MethodGet, b, c.session, "", second.ID).rest()
+	ids, msgs := open(t, http.MethodGet, b, c.Session, "", second.ID).rest()
 	stream, seq, _ := strings.Cut(second.ID, "/")
 	var want []string
 	for i := range 5 { // ticks 3..6 and the answer
@@ -230,9 +231,9 @@ func TestRedisResumeIntoTrimmedEvents(t *testing.T) {
 	f := newFleet(t, "  replay: {session_events: 3}")
 	a, _ := f.start()
 	b, _ := f.start()
-	c := &rawClient{t: t, url: a}
-	c.initialize("2025-11-25")
-	s := open(t, http.MethodPost, a, c.session, ticksCall(9, 8, 1), "")
+	c := &gatewaytest.RawClient{T: t, URL: a}
+	c.Initialize("2025-11-25")
+	s := open(t, http.MethodPost, a, c.Session, ticksCall(9, 8, 1), "")
 	prime := s.next()
 	// Read the whole call on A, so every event was logged (and copied)
 	// before the resume.
@@ -242,12 +243,12 @@ func TestRedisResumeIntoTrimmedEvents(t *testing.T) {
 	}
 	waitForEnd(t, f.redis.Addr)
 
-	_, msgs := open(t, http.MethodGet, b, c.session, "", prime.ID).rest()
+	_, msgs := open(t, http.MethodGet, b, c.Session, "", prime.ID).rest()
 	if len(msgs) != 1 || msgs[0].Error == nil || msgs[0].Error.Code != mcpgw.CodeEventsPurged || string(msgs[0].ID) != "9" {
 		t.Fatalf("resume into trimmed events on B = %+v, want one error %d for id 9", msgs, mcpgw.CodeEventsPurged)
 	}
 	// What is still there is still served: the answer, after the last tick.
-	_, msgs = open(t, http.MethodGet, b, c.session, "", ids[7]).rest()
+	_, msgs = open(t, http.MethodGet, b, c.Session, "", ids[7]).rest()
 	if len(msgs) != 1 || !strings.Contains(string(msgs[0].Result), "ticked 8") {
 		t.Fatalf("resume after the last tick on B = %+v, want the answer", msgs)
 	}
@@ -277,19 +278,19 @@ func TestRedisDeleteRefusedEverywhere(t *testing.T) {
 	f := newFleet(t, "")
 	a, _ := f.start()
 	b, stopB := f.start()
-	onA := &rawClient{t: t, url: a}
-	onA.initialize("2025-11-25")
+	onA := &gatewaytest.RawClient{T: t, URL: a}
+	onA.Initialize("2025-11-25")
 	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"up__ticks","arguments":{"n":0}}}`
-	onB := &rawClient{t: t, url: b, session: onA.session}
-	if m := onB.post(call).last(t); m.Error != nil {
+	onB := &gatewaytest.RawClient{T: t, URL: b, Session: onA.Session}
+	if m := onB.Post(call).Last(t); m.Error != nil {
 		t.Fatalf("B serving A's session: %v", m.Error)
 	}
-	if r := onA.do(http.MethodDelete, "", nil); r.status != http.StatusNoContent {
-		t.Fatalf("DELETE on A: HTTP %d", r.status)
+	if r := onA.Do(http.MethodDelete, "", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("DELETE on A: HTTP %d", r.Status)
 	}
 	status := 0
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) { // a poll, bounded by deadline
-		if status = onB.post(call).status; status == http.StatusNotFound {
+		if status = onB.Post(call).Status; status == http.StatusNotFound {
 			break
 		}
 	}
@@ -298,8 +299,8 @@ func TestRedisDeleteRefusedEverywhere(t *testing.T) {
 	}
 	stopB()
 	b2, _ := f.start()
-	if r := (&rawClient{t: t, url: b2, session: onA.session}).post(call); r.status != http.StatusNotFound {
-		t.Fatalf("B restarted: HTTP %d, want 404", r.status)
+	if r := (&gatewaytest.RawClient{T: t, URL: b2, Session: onA.Session}).Post(call); r.Status != http.StatusNotFound {
+		t.Fatalf("B restarted: HTTP %d, want 404", r.Status)
 	}
 }
 
@@ -310,21 +311,21 @@ func TestRedisDownCallsGoOn(t *testing.T) {
 	f := newFleet(t, "")
 	a, _ := f.start()
 	b, _ := f.start()
-	onA := &rawClient{t: t, url: a}
-	onA.initialize("2025-11-25")
+	onA := &gatewaytest.RawClient{T: t, URL: a}
+	onA.Initialize("2025-11-25")
 	f.redis.Stop()
 
 	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"up__ticks","arguments":{"n":2,"ms":1}}}`
-	fresh := &rawClient{t: t, url: b}
-	fresh.initialize("2025-11-25")
-	for name, c := range map[string]*rawClient{
+	fresh := &gatewaytest.RawClient{T: t, URL: b}
+	fresh.Initialize("2025-11-25")
+	for name, c := range map[string]*gatewaytest.RawClient{
 		"on A":               onA,
-		"A's session on B":   {t: t, url: b, session: onA.session},
+		"A's session on B":   {T: t, URL: b, Session: onA.Session},
 		"a new session on B": fresh,
 	} {
 		start := time.Now()
 		for range 20 {
-			if m := c.post(call).last(t); m.Error != nil || !strings.Contains(string(m.Result), "ticked 2") {
+			if m := c.Post(call).Last(t); m.Error != nil || !strings.Contains(string(m.Result), "ticked 2") {
 				t.Fatalf("%s with Redis down: %s %v", name, m.Result, m.Error)
 			}
 		}
@@ -335,11 +336,11 @@ func TestRedisDownCallsGoOn(t *testing.T) {
 		}
 	}
 	// Same-replica resumption is local.
-	s := open(t, http.MethodPost, a, onA.session, ticksCall(8, 4, 40), "")
+	s := open(t, http.MethodPost, a, onA.Session, ticksCall(8, 4, 40), "")
 	s.next()
 	first := s.next()
 	s.resp.Body.Close()
-	ids, msgs := open(t, http.MethodGet, a, onA.session, "", first.ID).rest()
+	ids, msgs := open(t, http.MethodGet, a, onA.Session, "", first.ID).rest()
 	if len(ids) != 4 || !strings.Contains(string(msgs[3].Result), "ticked 4") {
 		t.Fatalf("resume on A with Redis down: %v", ids)
 	}

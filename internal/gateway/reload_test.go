@@ -3,9 +3,6 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,185 +12,51 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"go.uber.org/zap/zaptest"
 
-	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/host"
-	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
-
-// sdkUpstream serves a test server over Streamable HTTP and returns its URL
-// and the server, whose Sessions show how many connections it has.
-func sdkUpstream(t *testing.T, name string) (string, *mcp.Server) {
-	t.Helper()
-	srv := testServer(name, 100)
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(ts.Close)
-	return ts.URL + "/mcp", srv
-}
-
-func serverSessions(s *mcp.Server) int {
-	n := 0
-	for range s.Sessions() {
-		n++
-	}
-	return n
-}
-
-func parseConfig(t *testing.T, yaml string) *config.Config {
-	t.Helper()
-	cfg, err := config.Parse("reload.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	return cfg
-}
-
-// startReloadable starts a gateway with metrics on a registry of the test's.
-func startReloadable(t *testing.T, yaml string) (*gateway.Gateway, string, *prometheus.Registry) {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw := runGateway(t, parseConfig(t, yaml), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, Metrics: metrics.New(reg, metrics.Options{})})
-	return gw, "http://" + ln.Addr().String(), reg
-}
-
-func reloads(t *testing.T, reg *prometheus.Registry, result string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "mcpgw_config_reloads_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if labelIs(m, "result", result) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-func labelIs(m *dto.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
-}
-
-func sdkToolNames(t *testing.T, cs *mcp.ClientSession) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var names []string
-	for tool, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			t.Fatalf("tools/list: %v", err)
-		}
-		names = append(names, tool.Name)
-	}
-	return names
-}
-
-func callText(ctx context.Context, cs *mcp.ClientSession, name string, args map[string]any) (string, error) {
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-	if err != nil {
-		return "", err
-	}
-	if res.IsError || len(res.Content) == 0 {
-		return "", fmt.Errorf("tool error: %+v", res.Content)
-	}
-	tc, _ := res.Content[0].(*mcp.TextContent)
-	if tc == nil {
-		return "", fmt.Errorf("not text: %+v", res.Content[0])
-	}
-	return tc.Text, nil
-}
-
-// listChanges opens a session whose tools/list_changed notifications are
-// counted on the returned channel.
-func listChanges(t *testing.T, url string) (*mcp.ClientSession, chan struct{}) {
-	t.Helper()
-	ch := make(chan struct{}, 16)
-	cs := connect(t, url, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}}, "")
-	return cs, ch
-}
-
-func waitSignal(t *testing.T, ch chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second): // a bound on the event, far above its time
-		t.Fatalf("no %s", what)
-	}
-}
-
-func drainSignals(ch chan struct{}) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
-		}
-	}
-}
 
 // (a) A reload that adds an upstream: its tools appear, the session is told
 // with tools/list_changed, and the unchanged upstream is the same object on
 // the same upstream connection (no reconnect).
 func TestReloadAddsUpstream(t *testing.T) {
 	t.Parallel()
-	alphaURL, alphaSrv := sdkUpstream(t, "alpha")
-	betaURL, _ := sdkUpstream(t, "beta")
-	gw, base, reg := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))
-	cs, changed := listChanges(t, base+"/mcp")
-	if names := sdkToolNames(t, cs); slices.Contains(names, "beta__echo") || !slices.Contains(names, "alpha__echo") {
+	alphaURL, alphaSrv := gatewaytest.SDKUpstream(t, "alpha")
+	betaURL, _ := gatewaytest.SDKUpstream(t, "beta")
+	gw, base, reg := gatewaytest.StartReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))
+	cs, changed := gatewaytest.ListChanges(t, base+"/mcp")
+	if names := gatewaytest.SDKToolNames(t, cs); slices.Contains(names, "beta__echo") || !slices.Contains(names, "alpha__echo") {
 		t.Fatalf("tools before: %v", names)
 	}
 	before := gw.Host().Upstream("alpha")
-	sessionsBefore := serverSessions(alphaSrv)
-	drainSignals(changed)
+	sessionsBefore := gatewaytest.ServerSessions(alphaSrv)
+	gatewaytest.DrainSignals(changed)
 
-	if err := gw.Reload(parseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q}\n", alphaURL, betaURL))); err != nil {
+	if err := gw.Reload(gatewaytest.ParseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q}\n", alphaURL, betaURL))); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	waitSignal(t, changed, "tools/list_changed after the reload")
-	names := sdkToolNames(t, cs)
+	gatewaytest.WaitSignal(t, changed, "tools/list_changed after the reload")
+	names := gatewaytest.SDKToolNames(t, cs)
 	if !slices.Contains(names, "beta__echo") || !slices.Contains(names, "alpha__echo") {
 		t.Fatalf("tools after: %v", names)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if got, err := callText(ctx, cs, "beta__echo", map[string]any{"text": "hi"}); err != nil || got != "beta:hi" {
+	if got, err := gatewaytest.CallText(ctx, cs, "beta__echo", map[string]any{"text": "hi"}); err != nil || got != "beta:hi" {
 		t.Fatalf("beta__echo = %q, %v", got, err)
 	}
-	if got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "hi"}); err != nil || got != "alpha:hi" {
+	if got, err := gatewaytest.CallText(ctx, cs, "alpha__echo", map[string]any{"text": "hi"}); err != nil || got != "alpha:hi" {
 		t.Fatalf("alpha__echo = %q, %v", got, err)
 	}
 	if gw.Host().Upstream("alpha") != before {
 		t.Error("the unchanged upstream was replaced")
 	}
-	if n := serverSessions(alphaSrv); n != sessionsBefore {
+	if n := gatewaytest.ServerSessions(alphaSrv); n != sessionsBefore {
 		t.Errorf("alpha's server sessions %d -> %d: the unchanged upstream reconnected", sessionsBefore, n)
 	}
-	if got := reloads(t, reg, "success"); got != 1 {
+	if got := gatewaytest.Reloads(t, reg, "success"); got != 1 {
 		t.Errorf("reload successes = %v, want 1", got)
 	}
 }
@@ -203,8 +66,8 @@ func TestReloadAddsUpstream(t *testing.T) {
 // tools are unknown.
 func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 	t.Parallel()
-	alphaURL, _ := sdkUpstream(t, "alpha")
-	betaURL, betaSrv := sdkUpstream(t, "beta")
+	alphaURL, _ := gatewaytest.SDKUpstream(t, "alpha")
+	betaURL, betaSrv := gatewaytest.SDKUpstream(t, "beta")
 	// The call is in flight until the test lets it go, however long the
 	// reload and the checks after it take on a loaded machine.
 	release := make(chan struct{})
@@ -218,8 +81,8 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 			return nil, nil, ctx.Err()
 		}
 	})
-	gw, base, _ := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q}\n", alphaURL, betaURL))
-	cs := connect(t, base+"/mcp", nil, "")
+	gw, base, _ := gatewaytest.StartReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q}\n", alphaURL, betaURL))
+	cs := gatewaytest.Connect(t, base+"/mcp", nil, "")
 	beta := gw.Host().Upstream("beta")
 
 	type result struct {
@@ -231,11 +94,11 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		text, err := callText(ctx, cs, "beta__held", nil)
+		text, err := gatewaytest.CallText(ctx, cs, "beta__held", nil)
 		done <- result{text, err, time.Now()}
 	}()
 	testwait.Until(t, "the held call to be in flight", func() bool { return beta.InFlight() != 0 })
-	if err := gw.Reload(parseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))); err != nil {
+	if err := gw.Reload(gatewaytest.ParseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
 	if gw.Host().Upstream("beta") != nil || !beta.Retired() {
@@ -269,10 +132,10 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := callText(ctx, cs, "beta__echo", map[string]any{"text": "x"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+	if _, err := gatewaytest.CallText(ctx, cs, "beta__echo", map[string]any{"text": "x"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
 		t.Errorf("call to a removed upstream: %v, want unknown tool", err)
 	}
-	if got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err != nil || got != "alpha:x" {
+	if got, err := gatewaytest.CallText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err != nil || got != "alpha:x" {
 		t.Errorf("alpha__echo after the reload = %q, %v", got, err)
 	}
 }
@@ -281,12 +144,12 @@ func TestReloadRemovesUpstreamAfterInFlightCall(t *testing.T) {
 // counted, and tools, policy and upstreams stay as they were.
 func TestReloadInvalidChangesNothing(t *testing.T) {
 	t.Parallel()
-	alphaURL, _ := sdkUpstream(t, "alpha")
-	betaURL, _ := sdkUpstream(t, "beta")
+	alphaURL, _ := gatewaytest.SDKUpstream(t, "alpha")
+	betaURL, _ := gatewaytest.SDKUpstream(t, "beta")
 	good := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\npolicy:\n  default: allow\n  rules:\n    - deny: [alpha__t00]\n", alphaURL)
-	gw, base, reg := startReloadable(t, good)
-	cs := connect(t, base+"/mcp", nil, "")
-	tools := sdkToolNames(t, cs)
+	gw, base, reg := gatewaytest.StartReloadable(t, good)
+	cs := gatewaytest.Connect(t, base+"/mcp", nil, "")
+	tools := gatewaytest.SDKToolNames(t, cs)
 	alpha := gw.Host().Upstream("alpha")
 	missing := filepath.Join(t.TempDir(), "missing")
 
@@ -295,7 +158,7 @@ func TestReloadInvalidChangesNothing(t *testing.T) {
 		"api key file missing":                 fmt.Sprintf("upstreams:\n  beta: {url: %q}\nauth:\n  api_keys: [{name: ci, key_file: %q}]\n", betaURL, missing),
 		"listen changed":                       fmt.Sprintf("listen: 127.0.0.1:1\nupstreams:\n  beta: {url: %q}\n", betaURL),
 	} {
-		err := gw.Reload(parseConfig(t, yaml))
+		err := gw.Reload(gatewaytest.ParseConfig(t, yaml))
 		if err == nil {
 			t.Fatalf("%s: reload succeeded", name)
 		}
@@ -304,24 +167,24 @@ func TestReloadInvalidChangesNothing(t *testing.T) {
 			t.Errorf("%s: error %q does not name the key and the restart", name, err)
 		}
 	}
-	if got := reloads(t, reg, "failure"); got != 3 {
+	if got := gatewaytest.Reloads(t, reg, "failure"); got != 3 {
 		t.Errorf("reload failures = %v, want 3", got)
 	}
-	if got := reloads(t, reg, "success"); got != 0 {
+	if got := gatewaytest.Reloads(t, reg, "success"); got != 0 {
 		t.Errorf("reload successes = %v, want 0", got)
 	}
 	if names := gw.Host().Names(); !slices.Equal(names, []string{"alpha"}) || gw.Host().Upstream("alpha") != alpha {
 		t.Errorf("upstreams changed: %v", names)
 	}
-	if after := sdkToolNames(t, cs); !slices.Equal(after, tools) {
+	if after := gatewaytest.SDKToolNames(t, cs); !slices.Equal(after, tools) {
 		t.Errorf("tools changed: %v -> %v", tools, after)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := callText(ctx, cs, "alpha__t00", nil); err == nil {
+	if _, err := gatewaytest.CallText(ctx, cs, "alpha__t00", nil); err == nil {
 		t.Error("the old policy's deny no longer holds")
 	}
-	if got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err != nil || got != "alpha:x" {
+	if got, err := gatewaytest.CallText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err != nil || got != "alpha:x" {
 		t.Errorf("alpha__echo = %q, %v", got, err)
 	}
 }
@@ -330,34 +193,34 @@ func TestReloadInvalidChangesNothing(t *testing.T) {
 // which is told its lists changed, without reconnecting.
 func TestReloadPolicyNextCall(t *testing.T) {
 	t.Parallel()
-	alphaURL, _ := sdkUpstream(t, "alpha")
-	gw, base, _ := startReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))
-	cs, changed := listChanges(t, base+"/mcp")
+	alphaURL, _ := gatewaytest.SDKUpstream(t, "alpha")
+	gw, base, _ := gatewaytest.StartReloadable(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))
+	cs, changed := gatewaytest.ListChanges(t, base+"/mcp")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err != nil {
+	if _, err := gatewaytest.CallText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err != nil {
 		t.Fatal(err)
 	}
-	drainSignals(changed)
+	gatewaytest.DrainSignals(changed)
 	deny := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\npolicy:\n  default: allow\n  rules:\n    - deny: [alpha__echo]\n", alphaURL)
-	if err := gw.Reload(parseConfig(t, deny)); err != nil {
+	if err := gw.Reload(gatewaytest.ParseConfig(t, deny)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
+	if _, err := gatewaytest.CallText(ctx, cs, "alpha__echo", map[string]any{"text": "x"}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
 		t.Fatalf("denied call: %v, want unknown tool", err)
 	}
-	waitSignal(t, changed, "tools/list_changed after the policy change")
-	if names := sdkToolNames(t, cs); slices.Contains(names, "alpha__echo") || !slices.Contains(names, "alpha__t00") {
+	gatewaytest.WaitSignal(t, changed, "tools/list_changed after the policy change")
+	if names := gatewaytest.SDKToolNames(t, cs); slices.Contains(names, "alpha__echo") || !slices.Contains(names, "alpha__t00") {
 		t.Errorf("tools after the deny: %v", names)
 	}
-	if got, err := callText(ctx, cs, "alpha__t00", nil); err != nil || got != "alpha/t00" {
+	if got, err := gatewaytest.CallText(ctx, cs, "alpha__t00", nil); err != nil || got != "alpha/t00" {
 		t.Errorf("alpha__t00 = %q, %v", got, err)
 	}
 	// And back.
-	if err := gw.Reload(parseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))); err != nil {
+	if err := gw.Reload(gatewaytest.ParseConfig(t, fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n", alphaURL))); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": "y"}); err != nil || got != "alpha:y" {
+	if got, err := gatewaytest.CallText(ctx, cs, "alpha__echo", map[string]any{"text": "y"}); err != nil || got != "alpha:y" {
 		t.Errorf("alpha__echo after allowing it again = %q, %v", got, err)
 	}
 }
@@ -367,13 +230,13 @@ func TestReloadPolicyNextCall(t *testing.T) {
 // among them); not one fails.
 func TestReloadUnderLoad(t *testing.T) {
 	t.Parallel()
-	alphaURL, _ := sdkUpstream(t, "alpha")
-	betaURL, _ := sdkUpstream(t, "beta")
-	gammaURL, _ := sdkUpstream(t, "gamma")
+	alphaURL, _ := gatewaytest.SDKUpstream(t, "alpha")
+	betaURL, _ := gatewaytest.SDKUpstream(t, "beta")
+	gammaURL, _ := gatewaytest.SDKUpstream(t, "gamma")
 	configA := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q, timeout: 30s}\n", alphaURL, betaURL)
 	configB := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\n  beta: {url: %q, timeout: 20s}\n  gamma: {url: %q}\npolicy:\n  default: allow\n  rules:\n    - deny: [\"gamma__*\", beta__t01]\n", alphaURL, betaURL, gammaURL)
 	broken := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\npolicy:\n  default: allow\n  pinning: {mode: enforce, lock_file: %q}\n", alphaURL, filepath.Join(t.TempDir(), "missing"))
-	gw, base, reg := startReloadable(t, configA)
+	gw, base, reg := gatewaytest.StartReloadable(t, configA)
 	alpha := gw.Host().Upstream("alpha")
 	// Its connection, not its server's session count: the count also sees
 	// sessions the SDK server keeps from the startup probe, which come and
@@ -381,7 +244,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	alphaConn := alpha.SharedClient()
 
 	const workers, calls = 4, 300
-	sessions := []*mcp.ClientSession{connect(t, base+"/mcp", nil, ""), connect(t, base+"/mcp", nil, "")}
+	sessions := []*mcp.ClientSession{gatewaytest.Connect(t, base+"/mcp", nil, ""), gatewaytest.Connect(t, base+"/mcp", nil, "")}
 	var ok, failed atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -395,7 +258,7 @@ func TestReloadUnderLoad(t *testing.T) {
 			for i := range calls {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				text := fmt.Sprintf("w%d-%d", w, i)
-				got, err := callText(ctx, cs, "alpha__echo", map[string]any{"text": text})
+				got, err := gatewaytest.CallText(ctx, cs, "alpha__echo", map[string]any{"text": text})
 				cancel()
 				if err == nil && got != "alpha:"+text {
 					err = fmt.Errorf("got %q", got)
@@ -420,7 +283,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		case i%2 == 0:
 			yaml = configB
 		}
-		if err := gw.Reload(parseConfig(t, yaml)); err != nil {
+		if err := gw.Reload(gatewaytest.ParseConfig(t, yaml)); err != nil {
 			reloadErrs = append(reloadErrs, err)
 		}
 		time.Sleep(40 * time.Millisecond) // the behaviour under test: reloads spaced while calls run
@@ -436,7 +299,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if len(reloadErrs) != 1 {
 		t.Errorf("reload errors: %v, want exactly the broken config's", reloadErrs)
 	}
-	if s, f := reloads(t, reg, "success"), reloads(t, reg, "failure"); s != 19 || f != 1 {
+	if s, f := gatewaytest.Reloads(t, reg, "success"), gatewaytest.Reloads(t, reg, "failure"); s != 19 || f != 1 {
 		t.Errorf("reloads: %v successes, %v failures; want 19 and 1", s, f)
 	}
 	if gw.Host().Upstream("alpha") != alpha || alpha.SharedClient() != alphaConn {
@@ -445,10 +308,10 @@ func TestReloadUnderLoad(t *testing.T) {
 	// The last config applied is configA (i=19): beta serves, gamma is gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if got, err := callText(ctx, sessions[0], "beta__t01", nil); err != nil || got != "beta/t01" {
+	if got, err := gatewaytest.CallText(ctx, sessions[0], "beta__t01", nil); err != nil || got != "beta/t01" {
 		t.Errorf("beta__t01 after the last reload = %q, %v", got, err)
 	}
-	if _, err := callText(ctx, sessions[0], "gamma__echo", map[string]any{"text": "x"}); err == nil {
+	if _, err := gatewaytest.CallText(ctx, sessions[0], "gamma__echo", map[string]any{"text": "x"}); err == nil {
 		t.Error("gamma__echo still answers after the last reload removed gamma")
 	}
 	t.Logf("%d calls ok, %d failed, in %s; 20 reloads in %s with %d calls during them",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // TestSessionServedByAnotherReplica: with a shared sessions.key_file, a
@@ -24,7 +25,7 @@ import (
 // principal; a tampered id, another route or another principal is 404.
 func TestSessionServedByAnotherReplica(t *testing.T) {
 	t.Parallel()
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	keys := filepath.Join(t.TempDir(), "session-keys")
 	// Two keys: the first seals, either opens (rotation).
 	if err := os.WriteFile(keys, []byte("# newest first\nq5x2Wb7y0U5o2cI4JXh8nGc1rL6vP9sT3aE0dK4mN2w=\n00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"), 0o600); err != nil {
@@ -44,38 +45,38 @@ auth:
 policy: {default: allow}
 sessions: {key_file: %q}
 `, alpha, keys)
-	_, replicaA := startGateway(t, cfg)
-	_, replicaB := startGateway(t, cfg)
+	_, replicaA := gatewaytest.StartGateway(t, cfg)
+	_, replicaB := gatewaytest.StartGateway(t, cfg)
 
 	alice := http.Header{"X-Api-Key": {"key-a-0123456789abcdef"}}
-	onA := &rawClient{t: t, url: replicaA + "/mcp", header: alice}
-	onA.initialize("2025-11-25")
-	if !strings.HasPrefix(onA.session, "s1.") {
-		t.Fatalf("session id %q is not a sealed token", onA.session)
+	onA := &gatewaytest.RawClient{T: t, URL: replicaA + "/mcp", Header: alice}
+	onA.Initialize("2025-11-25")
+	if !strings.HasPrefix(onA.Session, "s1.") {
+		t.Fatalf("session id %q is not a sealed token", onA.Session)
 	}
 
 	call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"from B"}}}`
-	onB := &rawClient{t: t, url: replicaB + "/mcp", header: alice, session: onA.session}
-	if m := onB.post(call).last(t); m.Error != nil || !strings.Contains(string(m.Result), "alpha:from B") {
+	onB := &gatewaytest.RawClient{T: t, URL: replicaB + "/mcp", Header: alice, Session: onA.Session}
+	if m := onB.Post(call).Last(t); m.Error != nil || !strings.Contains(string(m.Result), "alpha:from B") {
 		t.Fatalf("replica B serving A's session: %s %v", m.Result, m.Error)
 	}
 
-	for name, c := range map[string]*rawClient{
-		"another principal": {t: t, url: replicaB + "/mcp", header: http.Header{"X-Api-Key": {"key-b-0123456789abcdef"}}, session: onA.session},
-		"another route":     {t: t, url: replicaB + "/other", header: alice, session: onA.session},
-		"tampered id":       {t: t, url: replicaB + "/mcp", header: alice, session: onA.session[:len(onA.session)-3] + "AAA"},
+	for name, c := range map[string]*gatewaytest.RawClient{
+		"another principal": {T: t, URL: replicaB + "/mcp", Header: http.Header{"X-Api-Key": {"key-b-0123456789abcdef"}}, Session: onA.Session},
+		"another route":     {T: t, URL: replicaB + "/other", Header: alice, Session: onA.Session},
+		"tampered id":       {T: t, URL: replicaB + "/mcp", Header: alice, Session: onA.Session[:len(onA.Session)-3] + "AAA"},
 	} {
-		if r := c.post(call); r.status != http.StatusNotFound {
-			t.Errorf("%s: HTTP %d %s", name, r.status, r.body)
+		if r := c.Post(call); r.Status != http.StatusNotFound {
+			t.Errorf("%s: HTTP %d %s", name, r.Status, r.Body)
 		}
 	}
 
 	// Ended on B, it stays ended on B.
-	if r := onB.do(http.MethodDelete, "", nil); r.status != http.StatusNoContent {
-		t.Fatalf("DELETE on B: HTTP %d", r.status)
+	if r := onB.Do(http.MethodDelete, "", nil); r.Status != http.StatusNoContent {
+		t.Fatalf("DELETE on B: HTTP %d", r.Status)
 	}
-	if r := onB.post(call); r.status != http.StatusNotFound {
-		t.Errorf("after DELETE on B: HTTP %d", r.status)
+	if r := onB.Post(call); r.Status != http.StatusNotFound {
+		t.Errorf("after DELETE on B: HTTP %d", r.Status)
 	}
 }
 
@@ -113,21 +114,21 @@ sessions: {key_file: %q, advertise_url: %q}
 		if err != nil {
 			t.Fatal(err)
 		}
-		runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+		gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 		return base
 	}
 	a, b := replica(), replica()
 
-	post := func(base, key, extra string, more http.Header) *rawResponse {
+	post := func(base, key, extra string, more http.Header) *gatewaytest.RawResponse {
 		h := http.Header{"X-Api-Key": {key}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__ask"}}
 		for k, v := range more {
 			h[k] = v
 		}
-		c := &rawClient{t: t, url: base + "/mcp", header: h}
-		return c.post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"up__ask","arguments":{"kind":"sampling"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`)
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: h}
+		return c.Post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"up__ask","arguments":{"kind":"sampling"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`)
 	}
 	const alice, bob = "key-a-0123456789abcdef", "key-b-0123456789abcdef"
-	first := post(a, alice, "", nil).last(t)
+	first := post(a, alice, "", nil).Last(t)
 	var ir struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
@@ -143,20 +144,20 @@ sessions: {key_file: %q, advertise_url: %q}
 
 	// Refused without forwarding: another principal, or a request that
 	// says it was forwarded already.
-	if r := post(b, bob, retry, nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "another principal") {
-		t.Errorf("bob's retry of alice's call on B: HTTP %d %s", r.status, r.body)
+	if r := post(b, bob, retry, nil); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "another principal") {
+		t.Errorf("bob's retry of alice's call on B: HTTP %d %s", r.Status, r.Body)
 	}
-	if r := post(b, alice, retry, http.Header{"Mcp-Gateway-Forwarded": {"1"}}); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "already forwarded") {
-		t.Errorf("a retry marked forwarded on B: HTTP %d %s", r.status, r.body)
+	if r := post(b, alice, retry, http.Header{"Mcp-Gateway-Forwarded": {"1"}}); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "already forwarded") {
+		t.Errorf("a retry marked forwarded on B: HTTP %d %s", r.Status, r.Body)
 	}
 
 	// The genuine retry on B completes the call parked on A.
-	if m := post(b, alice, retry, nil).last(t); m.Error != nil || !strings.Contains(string(m.Result), "sampled four") || string(m.ID) != "9" {
+	if m := post(b, alice, retry, nil).Last(t); m.Error != nil || !strings.Contains(string(m.Result), "sampled four") || string(m.ID) != "9" {
 		t.Fatalf("alice's retry on B: %s %v", m.Result, m.Error)
 	}
 	// Once: the call has ended on A, which says so through B.
-	if r := post(b, alice, retry, nil); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "ended") {
-		t.Errorf("a replayed retry on B: HTTP %d %s", r.status, r.body)
+	if r := post(b, alice, retry, nil); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "ended") {
+		t.Errorf("a replayed retry on B: HTTP %d %s", r.Status, r.Body)
 	}
 }
 
@@ -194,7 +195,7 @@ sessions: {key_file: %q, advertise_url: %q}
 			}
 			return cfg
 		}
-		return base, load, runGateway(t, load(), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+		return base, load, gatewaytest.RunGateway(t, load(), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 	}
 	write := func(path string, keys ...string) {
 		if err := os.WriteFile(path, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
@@ -211,12 +212,12 @@ sessions: {key_file: %q, advertise_url: %q}
 		t.Fatal(err)
 	}
 
-	post := func(base, extra string) *rawResponse {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"X-Api-Key": {"key-a-0123456789abcdef"},
+	post := func(base, extra string) *gatewaytest.RawResponse {
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"X-Api-Key": {"key-a-0123456789abcdef"},
 			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"up__ask"}}}
-		return c.post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"up__ask","arguments":{"kind":"sampling"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`)
+		return c.Post(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"up__ask","arguments":{"kind":"sampling"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}` + extra + `}}`)
 	}
-	first := post(a, "").last(t)
+	first := post(a, "").Last(t)
 	var ir struct {
 		InputRequests map[string]json.RawMessage `json:"inputRequests"`
 		RequestState  string                     `json:"requestState"`
@@ -229,7 +230,7 @@ sessions: {key_file: %q, advertise_url: %q}
 		key = k
 	}
 	retry := `,"inputResponses":{"` + key + `":{"role":"assistant","model":"m","content":{"type":"text","text":"four"}}},"requestState":"` + ir.RequestState + `"`
-	if m := post(b, retry).last(t); m.Error != nil || !strings.Contains(string(m.Result), "sampled four") {
+	if m := post(b, retry).Last(t); m.Error != nil || !strings.Contains(string(m.Result), "sampled four") {
 		t.Fatalf("the retry on B (new key only) of a call A parked after rotating: %s %v", m.Result, m.Error)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // stateUpstream is a 2026-07-28 server whose one tool asks for input
@@ -62,7 +64,7 @@ func TestUpstreamRequestStateBoundToCaller(t *testing.T) {
 	up := &stateUpstream{}
 	ts := httptest.NewServer(up)
 	defer ts.Close()
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   st: {url: %s, protocol: "2026"}
@@ -73,13 +75,13 @@ auth:
 policy:
   default: allow
 `, ts.URL))
-	call := func(key, extra string) *rawResponse {
-		c := &rawClient{t: t, url: base + "/mcp", header: http.Header{
+	call := func(key, extra string) *gatewaytest.RawResponse {
+		c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{
 			"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"st__ask"}, "X-Api-Key": {key},
 		}}
-		return c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"st__ask","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}` + extra + `}}`)
+		return c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"st__ask","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"form":{}}}}` + extra + `}}`)
 	}
-	first := call("alice-secret-0123456789", "").last(t)
+	first := call("alice-secret-0123456789", "").Last(t)
 	var ir struct {
 		ResultType   string `json:"resultType"`
 		RequestState string `json:"requestState"`
@@ -93,11 +95,11 @@ policy:
 	answers := `,"inputResponses":{"e1":{"action":"accept","content":{}}}`
 	for _, state := range []string{ir.RequestState, "st-1"} {
 		r := call("bob-secret-0123456789", `,"requestState":"`+state+`"`+answers)
-		if m := r.last(t); m.Error == nil || m.Error.Code != -32602 || strings.Contains(string(r.body), "done") {
-			t.Errorf("bob retrying with %q: %s; want refused (-32602)", state, r.body)
+		if m := r.Last(t); m.Error == nil || m.Error.Code != -32602 || strings.Contains(string(r.Body), "done") {
+			t.Errorf("bob retrying with %q: %s; want refused (-32602)", state, r.Body)
 		}
 	}
-	if m := call("alice-secret-0123456789", `,"requestState":"`+ir.RequestState+`"`+answers).last(t); m.Error != nil || !strings.Contains(string(m.Result), "done") {
+	if m := call("alice-secret-0123456789", `,"requestState":"`+ir.RequestState+`"`+answers).Last(t); m.Error != nil || !strings.Contains(string(m.Result), "done") {
 		t.Errorf("alice's retry: %+v %s; want the call completed", m.Error, m.Result)
 	}
 	up.mu.Lock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // Hosts such as Claude Code never initialize again after a 404 on their
@@ -21,7 +22,7 @@ import (
 // state directory. Without a state directory (the old behaviour) the same
 // session is refused after the restart, which the control case checks.
 func TestRestartKeepsSessionsWithoutKeyFile(t *testing.T) {
-	up := httpUpstream(t, "alpha", 0)
+	up := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	yaml := fmt.Sprintf("upstreams:\n  alpha: {url: %q}\nroutes: [{path: /mcp}]\n", up)
 	for _, tc := range []struct {
 		name     string
@@ -61,11 +62,11 @@ func TestRestartKeepsSessionsWithoutKeyFile(t *testing.T) {
 				}
 			}
 			gw := start(ln)
-			c := &rawClient{t: t, url: "http://" + addr + "/mcp"}
-			c.initialize("2025-11-25")
+			c := &gatewaytest.RawClient{T: t, URL: "http://" + addr + "/mcp"}
+			c.Initialize("2025-11-25")
 			const call = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__t00"}}`
-			if r := c.post(call); r.status != http.StatusOK || r.last(t).Error != nil {
-				t.Fatalf("call before the restart: HTTP %d %s", r.status, r.body)
+			if r := c.Post(call); r.Status != http.StatusOK || r.Last(t).Error != nil {
+				t.Fatalf("call before the restart: HTTP %d %s", r.Status, r.Body)
 			}
 			stop(gw)
 
@@ -75,14 +76,14 @@ func TestRestartKeepsSessionsWithoutKeyFile(t *testing.T) {
 			}
 			gw = start(ln)
 			defer stop(gw)
-			r := c.post(call)
+			r := c.Post(call)
 			switch {
-			case tc.kept && (r.status != http.StatusOK || r.last(t).Error != nil):
-				t.Fatalf("the session opened before the restart was refused after it: HTTP %d %s", r.status, r.body)
-			case tc.kept && !strings.Contains(string(r.last(t).Result), "alpha/t00"):
-				t.Fatalf("answer after the restart: %s", r.last(t).Result)
-			case !tc.kept && r.status != http.StatusNotFound:
-				t.Fatalf("without a key ring: HTTP %d after the restart, want 404; the control no longer tells the cases apart", r.status)
+			case tc.kept && (r.Status != http.StatusOK || r.Last(t).Error != nil):
+				t.Fatalf("the session opened before the restart was refused after it: HTTP %d %s", r.Status, r.Body)
+			case tc.kept && !strings.Contains(string(r.Last(t).Result), "alpha/t00"):
+				t.Fatalf("answer after the restart: %s", r.Last(t).Result)
+			case !tc.kept && r.Status != http.StatusNotFound:
+				t.Fatalf("without a key ring: HTTP %d after the restart, want 404; the control no longer tells the cases apart", r.Status)
 			}
 		})
 	}

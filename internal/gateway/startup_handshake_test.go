@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
@@ -35,7 +36,7 @@ func TestInitializeWaitsForStartingUpstream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gw, err := gateway.Start(parseConfig(t, yaml), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+		gw, err := gateway.Start(gatewaytest.ParseConfig(t, yaml), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,20 +48,20 @@ func TestInitializeWaitsForStartingUpstream(t *testing.T) {
 		<-reached // the upstream is starting
 		answered := make(chan json.RawMessage, 1)
 		go func() {
-			c := &rawClient{t: t, url: "http://" + ln.Addr().String() + "/mcp"}
-			answered <- c.post(initialize).last(t).Result
+			c := &gatewaytest.RawClient{T: t, URL: "http://" + ln.Addr().String() + "/mcp"}
+			answered <- c.Post(initialize).Last(t).Result
 		}()
 		judgeHandshake(t, answered, gate)
 	})
 	t.Run("stdio", func(t *testing.T) {
 		yaml, reached, gate := gatedUpstream(t)
-		in, out, _ := stdioGateway(t, yaml, "")
+		in, out, _ := gatewaytest.StdioGateway(t, yaml, "")
 		<-reached
 		answered := make(chan json.RawMessage, 1)
 		go func() {
-			s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
-			s.send(initialize)
-			m, _ := s.next()
+			s := &gatewaytest.StdioRaw{T: t, In: in, Out: bufio.NewReader(out)}
+			s.Send(initialize)
+			m, _ := s.Next()
 			answered <- m.Result
 		}()
 		judgeHandshake(t, answered, gate)
@@ -71,7 +72,7 @@ func TestInitializeWaitsForStartingUpstream(t *testing.T) {
 	for _, version := range []string{"2025-11-25", ""} {
 		t.Run("stdio go-sdk "+version, func(t *testing.T) {
 			yaml, reached, gate := gatedUpstream(t)
-			in, out, _ := stdioGateway(t, yaml, "")
+			in, out, _ := gatewaytest.StdioGateway(t, yaml, "")
 			<-reached
 			answered := make(chan json.RawMessage, 1)
 			go func() {

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // The case, end to end: beside a working upstream, one that hangs
@@ -44,8 +45,8 @@ upstreams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not runGateway: that waits for every upstream's first attempt.
-	gw, err := gateway.Start(parseConfig(t, yaml), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	// Not gatewaytest.RunGateway: that waits for every upstream's first attempt.
+	gw, err := gateway.Start(gatewaytest.ParseConfig(t, yaml), gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ upstreams:
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	cs, changed := listChanges(t, "http://"+ln.Addr().String()+"/mcp")
+	cs, changed := gatewaytest.ListChanges(t, "http://"+ln.Addr().String()+"/mcp")
 
 	// One tools/list, as a host that never follows nextCursor makes it; the
 	// 3s bound is the (the default wait is 2s), not a speed goal.
@@ -73,12 +74,12 @@ upstreams:
 		t.Fatalf("first tools/list = %v, want works' tools only", names)
 	}
 
-	drainSignals(changed)
+	gatewaytest.DrainSignals(changed)
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitSignal(t, changed, "tools/list_changed after the slow upstream arrived")
-	if names := sdkToolNames(t, cs); !slices.Contains(names, "late__echo") || !slices.Contains(names, "works__echo") {
+	gatewaytest.WaitSignal(t, changed, "tools/list_changed after the slow upstream arrived")
+	if names := gatewaytest.SDKToolNames(t, cs); !slices.Contains(names, "late__echo") || !slices.Contains(names, "works__echo") {
 		t.Errorf("tools after list_changed = %v, want late's and works'", names)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 
@@ -17,27 +18,27 @@ import (
 // session made while its first is held.
 func TestStatefulStdioUpstream(t *testing.T) {
 	t.Parallel()
-	up := fidStdioUpstream(t, "pipe", "stateful: true")
-	gw, base := fidGatewayGW(t, "", up)
+	up := gatewaytest.FidStdioUpstream(t, "pipe", "stateful: true")
+	gw, base := gatewaytest.FidGatewayGW(t, "", up)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	inA := &fidInbox{}
-	a := fidConnect(t, base+"/mcp", fidSampler("A", inA))
-	b := fidConnect(t, base+"/mcp", nil)
+	inA := &gatewaytest.FidInbox{}
+	a := gatewaytest.FidConnect(t, base+"/mcp", gatewaytest.FidSampler("A", inA))
+	b := gatewaytest.FidConnect(t, base+"/mcp", nil)
 
 	held := make(chan struct{})
 	go func() {
 		defer close(held)
-		fidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold", "hold": true}, "done hold")
+		gatewaytest.FidExpect(ctx, t, "B", b, "pipe__block", map[string]any{"tag": "hold", "hold": true}, "done hold")
 	}()
-	if !fidWaitEvent(up, "start hold", testwait.Long) {
+	if !gatewaytest.FidWaitEvent(up, "start hold", testwait.Long) {
 		t.Fatal("B's call never reached its upstream")
 	}
-	fidExpect(ctx, t, "A", a, "pipe__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
+	gatewaytest.FidExpect(ctx, t, "A", a, "pipe__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
 	// B's call holds in B's own child: the release goes through B's session.
-	fidExpect(ctx, t, "release", b, "pipe__release", map[string]any{"tag": "hold"}, "released hold")
+	gatewaytest.FidExpect(ctx, t, "release", b, "pipe__release", map[string]any{"tag": "hold"}, "released hold")
 	testwait.Recv(t, held, "B's held call to finish")
-	if got := inA.get(); len(got) != 1 {
+	if got := inA.Get(); len(got) != 1 {
 		t.Errorf("A's sampling handler saw %q, want its one question", got)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -47,7 +48,7 @@ func TestStatelessAnswerShape(t *testing.T) {
 	t.Cleanup(session.Close)
 	stateless := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(stateless.Close)
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   bridged:
@@ -57,7 +58,7 @@ upstreams:
     protocol: "2026"
 `, session.URL, stateless.URL))
 
-	c := &rawClient{t: t, url: base + "/mcp"}
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
 	for _, up := range []string{"bridged", "direct"} {
 		for _, tc := range []struct {
 			name          string
@@ -74,26 +75,26 @@ upstreams:
 				tool := up + "__work"
 				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":%q,"arguments":{"before":%d,"after":%d},`+
 					`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":"p"}}}`, tool, tc.before, tc.after)
-				r := c.do(http.MethodPost, body, func(req *http.Request) {
+				r := c.Do(http.MethodPost, body, func(req *http.Request) {
 					req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 					req.Header.Set("Mcp-Method", "tools/call")
 					req.Header.Set("Mcp-Name", tool)
 				})
-				if r.status != http.StatusOK {
-					t.Fatalf("HTTP %d: %s", r.status, r.body)
+				if r.Status != http.StatusOK {
+					t.Fatalf("HTTP %d: %s", r.Status, r.Body)
 				}
-				ct := r.header.Get("Content-Type")
+				ct := r.Header.Get("Content-Type")
 				if got := strings.HasPrefix(ct, "text/event-stream"); got != tc.stream {
 					t.Errorf("Content-Type %q, want an event stream: %v", ct, tc.stream)
 				}
 				var methods []string
-				for _, m := range r.msgs {
+				for _, m := range r.Msgs {
 					methods = append(methods, m.Method)
 				}
 				if !slices.Equal(methods, tc.msgs) {
-					t.Errorf("messages %q, want %q (body %s)", methods, tc.msgs, r.body)
+					t.Errorf("messages %q, want %q (body %s)", methods, tc.msgs, r.Body)
 				}
-				if last := r.last(t); last.Error != nil || !strings.Contains(string(last.Result), "worked") {
+				if last := r.Last(t); last.Error != nil || !strings.Contains(string(last.Result), "worked") {
 					t.Errorf("answer %s %+v", last.Result, last.Error)
 				}
 			})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // chromiumFlags run a headless Chromium that touches nothing outside its
@@ -118,8 +119,8 @@ func TestStatusPageInChromiumWithToken(t *testing.T) {
 	if err := os.WriteFile(tokFile, []byte(tok), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	alpha := httpUpstream(t, "alpha", 0)
-	_, _, admin := startAdminGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: {listen: \"127.0.0.1:0\", token_file: %s}\nupstreams:\n  alpha: {url: %s}\n", tokFile, alpha), gateway.Options{})
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
+	_, _, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: {listen: \"127.0.0.1:0\", token_file: %s}\nupstreams:\n  alpha: {url: %s}\n", tokFile, alpha), gateway.Options{})
 
 	withCreds := strings.Replace(admin, "http://", "http://operator:"+tok+"@", 1) + "/"
 	dom := string(runChromium(t, bin, "--dump-dom", withCreds))

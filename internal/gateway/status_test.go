@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // statusGateway runs a gateway with one ready upstream (alpha), one that
@@ -22,10 +23,10 @@ import (
 // pprof as asked.
 func statusGateway(t *testing.T, pprof bool) (*gateway.Gateway, string, string) {
 	t.Helper()
-	alpha := httpUpstream(t, "alpha", 0)
+	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	tp := sdktrace.NewTracerProvider() // tracing: below is shown, not exported
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	gw, base, admin := startAdminGateway(t, fmt.Sprintf(`
+	gw, base, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 admin: {listen: "127.0.0.1:0", pprof: %v}
 upstreams:
@@ -47,7 +48,7 @@ tracing:
   endpoint: http://127.0.0.1:4318
   headers: {Authorization: "Bearer tracing-secret-token-2"}
 `, pprof, alpha), gateway.Options{TracerProvider: tp})
-	// beta's first attempt has failed (runGateway waited for it).
+	// beta's first attempt has failed (gatewaytest.RunGateway waited for it).
 	return gw, base, admin
 }
 
@@ -112,11 +113,11 @@ func TestStatusPageAndEndpoints(t *testing.T) {
 	if cat.Route != "/mcp" || !names["alpha__echo"] || len(cat.Prompts) == 0 {
 		t.Errorf("/status/catalog: route %q, tools %v, %d prompts", cat.Route, names, len(cat.Prompts))
 	}
-	if status, body := httpGet(t, admin+"/status/catalog?route=/nope"); status != 404 || !strings.Contains(body, `no route "/nope"; routes: [/mcp /mcp/alpha]`) {
+	if status, body := gatewaytest.HTTPGet(t, admin+"/status/catalog?route=/nope"); status != 404 || !strings.Contains(body, `no route "/nope"; routes: [/mcp /mcp/alpha]`) {
 		t.Errorf("unknown route: %d %s", status, body)
 	}
 
-	status, body := httpGet(t, admin+"/status/config")
+	status, body := gatewaytest.HTTPGet(t, admin+"/status/config")
 	var cfg map[string]any
 	if status != 200 || yaml.Unmarshal([]byte(body), &cfg) != nil || cfg["listen"] == nil || cfg["upstreams"] == nil {
 		t.Fatalf("/status/config: %d\n%s", status, body)
@@ -135,7 +136,7 @@ func TestStatusPageAndEndpoints(t *testing.T) {
 		t.Errorf("/status/config does not validate: %v\n%s", err, body)
 	}
 
-	if status, body := httpGet(t, admin+"/debug/pprof/"); status != 404 || !strings.Contains(body, "admin.pprof: true") {
+	if status, body := gatewaytest.HTTPGet(t, admin+"/debug/pprof/"); status != 404 || !strings.Contains(body, "admin.pprof: true") {
 		t.Errorf("pprof off: %d %s", status, body)
 	}
 
@@ -154,18 +155,18 @@ func TestStatusPageAndEndpoints(t *testing.T) {
 
 func TestPprofOptIn(t *testing.T) {
 	_, _, admin := statusGateway(t, true)
-	status, body := httpGet(t, admin+"/debug/pprof/")
+	status, body := gatewaytest.HTTPGet(t, admin+"/debug/pprof/")
 	if status != 200 || !strings.Contains(body, "goroutine") {
 		t.Errorf("pprof on: %d %.200s", status, body)
 	}
-	if status, _ := httpGet(t, admin+"/debug/pprof/goroutine?debug=1"); status != 200 {
+	if status, _ := gatewaytest.HTTPGet(t, admin+"/debug/pprof/goroutine?debug=1"); status != 200 {
 		t.Errorf("goroutine profile: %d", status)
 	}
 }
 
 func getJSON(t *testing.T, url string, into any) {
 	t.Helper()
-	status, body := httpGet(t, url)
+	status, body := gatewaytest.HTTPGet(t, url)
 	if status != 200 {
 		t.Fatalf("GET %s: %d %s", url, status, body)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
 
@@ -50,7 +51,7 @@ func stdio2026Upstream(t *testing.T) (string, *mcp.Server) {
 // the client cancels the listen stream and ServeStdio returns at EOF.
 func TestStdio2026SDKClient(t *testing.T) {
 	url, up := stdio2026Upstream(t)
-	in, out, done := stdioGateway(t, fmt.Sprintf("upstreams:\n  live:\n    url: %s\n", url), "")
+	in, out, done := gatewaytest.StdioGateway(t, fmt.Sprintf("upstreams:\n  live:\n    url: %s\n", url), "")
 	changed := make(chan struct{}, 16)
 	sampled := make(chan string, 4)
 	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-2026", Version: "1"}, &mcp.ClientOptions{
@@ -79,33 +80,33 @@ func TestStdio2026SDKClient(t *testing.T) {
 		t.Errorf("discovered capabilities %+v, want tools with listChanged", caps)
 	}
 
-	if names := sdkToolNames(t, cs); !slices.Equal(names, []string{"live__ask", "live__echo"}) {
+	if names := gatewaytest.SDKToolNames(t, cs); !slices.Equal(names, []string{"live__ask", "live__echo"}) {
 		t.Errorf("tools = %v", names)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "live__echo", Arguments: map[string]any{"text": "hi"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := textOf(t, res); got != "live:hi" {
+	if got := gatewaytest.TextOf(t, res); got != "live:hi" {
 		t.Errorf("live__echo = %q", got)
 	}
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "live__ask", Arguments: map[string]any{"text": "q"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := textOf(t, res); got != "answer=saw q" {
+	if got := gatewaytest.TextOf(t, res); got != "answer=saw q" {
 		t.Errorf("live__ask = %q (sampling bridged through input_required)", got)
 	}
 	if q := <-sampled; q != "q" {
 		t.Errorf("the client was asked %q", q)
 	}
 
-	drainSignals(changed)
+	gatewaytest.DrainSignals(changed)
 	mcp.AddTool(up, &mcp.Tool{Name: "later"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{}, nil, nil
 	})
-	waitSignal(t, changed, "tools/list_changed on the stdio listen stream")
-	if names := sdkToolNames(t, cs); !slices.Contains(names, "live__later") {
+	gatewaytest.WaitSignal(t, changed, "tools/list_changed on the stdio listen stream")
+	if names := gatewaytest.SDKToolNames(t, cs); !slices.Contains(names, "live__later") {
 		t.Errorf("tools after list_changed = %v", names)
 	}
 
@@ -127,12 +128,12 @@ func TestStdio2026SDKClient(t *testing.T) {
 // acknowledged, tagged, and answered when stdin ends.
 func TestStdio2026Wire(t *testing.T) {
 	url, _ := stdio2026Upstream(t)
-	in, out, done := stdioGateway(t, fmt.Sprintf("upstreams:\n  live:\n    url: %s\n", url), "")
-	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
+	in, out, done := gatewaytest.StdioGateway(t, fmt.Sprintf("upstreams:\n  live:\n    url: %s\n", url), "")
+	s := &gatewaytest.StdioRaw{T: t, In: in, Out: bufio.NewReader(out)}
 	const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`)
-	m, _ := s.next()
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`)
+	m, _ := s.Next()
 	var disc struct {
 		ResultType        string   `json:"resultType"`
 		SupportedVersions []string `json:"supportedVersions"`
@@ -150,26 +151,26 @@ func TestStdio2026Wire(t *testing.T) {
 		{"no ping in 2026-07-28", `{"jsonrpc":"2.0","id":4,"method":"ping","params":{` + meta + `}}`, jsonrpc.CodeMethodNotFound, "does not exist in protocol revision 2026-07-28"},
 		{"listen needs notifications", `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{` + meta + `}}`, jsonrpc.CodeInvalidParams, "params.notifications"},
 	} {
-		s.send(tc.line)
-		if m, line := s.next(); m.Error == nil || m.Error.Code != tc.code || !strings.Contains(m.Error.Message, tc.contains) {
+		s.Send(tc.line)
+		if m, line := s.Next(); m.Error == nil || m.Error.Code != tc.code || !strings.Contains(m.Error.Message, tc.contains) {
 			t.Errorf("%s: %s", tc.name, line)
 		}
 	}
 	// Stateless requests need no initialize, and one stays possible.
-	s.send(`{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{` + meta + `}}`)
-	if m, line := s.next(); m.Error != nil || !strings.Contains(string(m.Result), `"name":"live__echo"`) || !strings.Contains(string(m.Result), `"resultType":"complete"`) {
+	s.Send(`{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{` + meta + `}}`)
+	if m, line := s.Next(); m.Error != nil || !strings.Contains(string(m.Result), `"name":"live__echo"`) || !strings.Contains(string(m.Result), `"resultType":"complete"`) {
 		t.Errorf("stateless tools/list: %s", line)
 	}
-	s.send(`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
+	s.Send(`{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	if m, _ := s.next(); m.Error != nil || !strings.Contains(string(m.Result), `"protocolVersion":"2025-11-25"`) {
+	if m, _ := s.Next(); m.Error != nil || !strings.Contains(string(m.Result), `"protocolVersion":"2025-11-25"`) {
 		t.Fatalf("initialize beside 2026-07-28 requests: %+v %s", m.Error, m.Result)
 	}
-	s.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"live__echo","arguments":{"text":"s"}}}`,
+	s.Send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"live__echo","arguments":{"text":"s"}}}`,
 		`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"live__echo","arguments":{"text":"x"},`+meta+`}}`)
 	got := map[string]string{}
 	for range 2 {
-		m, line := s.next()
+		m, line := s.Next()
 		got[string(m.ID)] = string(line)
 	}
 	if !strings.Contains(got["8"], "live:s") || strings.Contains(got["8"], "resultType") {
@@ -179,14 +180,14 @@ func TestStdio2026Wire(t *testing.T) {
 		t.Errorf("stateless call: %s", got["9"])
 	}
 
-	s.send(`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["file:///none"]},` + meta + `}}`)
-	m, line := s.next()
+	s.Send(`{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["file:///none"]},` + meta + `}}`)
+	m, line := s.Next()
 	if m.Method != "notifications/subscriptions/acknowledged" || !strings.Contains(string(line), `"toolsListChanged":true`) ||
 		strings.Contains(string(line), "file:///none") || !strings.Contains(string(line), `"io.modelcontextprotocol/subscriptionId":"L"`) {
 		t.Errorf("listen acknowledgement: %s", line)
 	}
 	in.Close()
-	if m, line := s.next(); string(m.ID) != `"L"` || m.Error != nil || !strings.Contains(string(line), `"resultType":"complete"`) {
+	if m, line := s.Next(); string(m.ID) != `"L"` || m.Error != nil || !strings.Contains(string(line), `"resultType":"complete"`) {
 		t.Errorf("listen at EOF: %s", line)
 	}
 	select {

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,72 +16,19 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 )
-
-// stdioGateway runs gateway.ServeStdio over pipes. It returns the client's
-// ends (write requests to in, read lines from out) and a channel with
-// ServeStdio's result; out is closed once ServeStdio returns.
-func stdioGateway(t *testing.T, yaml, route string) (in *io.PipeWriter, out *io.PipeReader, done <-chan error) {
-	t.Helper()
-	cfg, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	res := make(chan error, 1)
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		err := gateway.ServeStdio(context.Background(), cfg, gateway.Options{Logger: zaptest.NewLogger(t)}, route, inR, outW)
-		outW.Close()
-		res <- err
-	}()
-	t.Cleanup(func() {
-		inW.Close()
-		go io.Copy(io.Discard, outR) // let what is still written go
-		select {
-		case <-finished:
-		case <-time.After(10 * time.Second): // a bound on the event, far above its time
-			t.Error("ServeStdio did not return after stdin closed")
-		}
-	})
-	return inW, outR, res
-}
-
-// stdioYAML is a gateway over alpha (the shared test server) and peer
-// (legacyPeerServer), both official-SDK Streamable HTTP upstreams.
-func stdioYAML(t *testing.T) string {
-	t.Helper()
-	alpha := httpUpstream(t, "alpha", 2)
-	peer := legacyPeerServer(make(chan string, 8), make(chan string, 8))
-	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return peer }, nil))
-	t.Cleanup(ts.Close)
-	return fmt.Sprintf(`
-upstreams:
-  alpha:
-    url: %s
-  peer:
-    url: %s/mcp
-routes:
-  - path: /mcp
-  - path: /mcp/alpha
-    upstreams: [alpha]
-    prefix: false
-`, alpha, ts.URL)
-}
 
 // The official SDK client over newline-delimited stdio pipes into
 // gateway.ServeStdio: lists, calls, progress, sampling, concurrency, and a
 // clean return when the client closes stdin.
 func TestStdioSDKClient(t *testing.T) {
 	t.Parallel()
-	in, out, done := stdioGateway(t, stdioYAML(t), "")
+	in, out, done := gatewaytest.StdioGateway(t, gatewaytest.StdioYAML(t), "")
 	var mu sync.Mutex
 	var progress []string
 	c := mcp.NewClient(&mcp.Implementation{Name: "stdio-client", Version: "1"}, &mcp.ClientOptions{
@@ -125,7 +70,7 @@ func TestStdioSDKClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := textOf(t, res); got != "alpha:hi" {
+	if got := gatewaytest.TextOf(t, res); got != "alpha:hi" {
 		t.Errorf("alpha__echo = %q", got)
 	}
 
@@ -138,7 +83,7 @@ func TestStdioSDKClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := textOf(t, res); got != "answer=saw q" {
+	if got := gatewaytest.TextOf(t, res); got != "answer=saw q" {
 		t.Errorf("peer__ask = %q", got)
 	}
 
@@ -153,7 +98,7 @@ func TestStdioSDKClient(t *testing.T) {
 				t.Errorf("%s: %v", text, err)
 				return
 			}
-			if got := textOf(t, res); got != "alpha:"+text {
+			if got := gatewaytest.TextOf(t, res); got != "alpha:"+text {
 				t.Errorf("call %s answered %q", text, got)
 			}
 		}()
@@ -178,118 +123,53 @@ func TestStdioSDKClient(t *testing.T) {
 	}
 }
 
-// prettyUpstream is a scripted Streamable HTTP upstream whose results are
-// pretty-printed over several lines, as some servers write them.
-func prettyUpstream(t *testing.T) string {
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		m, err := jsonrpc.Parse(body)
-		if err != nil || m.Kind() != jsonrpc.KindRequest {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		res := map[string]string{
-			"initialize": `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"pretty","version":"1"}}`,
-			"tools/list": "{\n  \"tools\": [\n    {\"name\": \"pretty\", \"inputSchema\": {\"type\": \"object\"}}\n  ]\n}",
-			"tools/call": "{\r\n  \"content\": [\r\n    {\"type\": \"text\", \"text\": \"line1\\nline2 \\u2028\"}\r\n  ],\r\n  \"x\": 1.50\r\n}",
-		}[m.Method]
-		w.Header().Set("Content-Type", "application/json")
-		if res == "" {
-			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no script"}}`, m.ID)
-			return
-		}
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, res)
-	}))
-	t.Cleanup(ts.Close)
-	return ts.URL
-}
-
-// stdioRaw sends lines and reads the answers of a ServeStdio over pipes.
-type stdioRaw struct {
-	t   *testing.T
-	in  io.Writer
-	out *bufio.Reader
-}
-
-func (s *stdioRaw) send(lines ...string) {
-	s.t.Helper()
-	for _, l := range lines {
-		if _, err := io.WriteString(s.in, l+"\n"); err != nil {
-			s.t.Fatal(err)
-		}
-	}
-}
-
-// next reads one line and parses it, skipping list_changed hints.
-func (s *stdioRaw) next() (*jsonrpc.Message, []byte) {
-	s.t.Helper()
-	for {
-		line, err := s.out.ReadBytes('\n')
-		if err != nil {
-			s.t.Fatalf("reading stdout: %v (got %q)", err, line)
-		}
-		m, err := jsonrpc.Parse(line)
-		if err != nil {
-			s.t.Fatalf("stdout line %q: %v", line, err)
-		}
-		if strings.HasSuffix(m.Method, "/list_changed") {
-			continue
-		}
-		return m, line
-	}
-}
-
 func TestStdioWire(t *testing.T) {
 	t.Parallel()
-	yaml := fmt.Sprintf("max_body_bytes: 4096\nupstreams:\n  pp:\n    url: %s\n", prettyUpstream(t))
-	in, out, done := stdioGateway(t, yaml, "")
-	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
+	yaml := fmt.Sprintf("max_body_bytes: 4096\nupstreams:\n  pp:\n    url: %s\n", gatewaytest.PrettyUpstream(t))
+	in, out, done := gatewaytest.StdioGateway(t, yaml, "")
+	s := &gatewaytest.StdioRaw{T: t, In: in, Out: bufio.NewReader(out)}
 
 	// Blank lines are skipped; what is not JSON-RPC is answered.
-	s.send("", "   ", "not json")
-	if m, _ := s.next(); m.Error == nil || m.Error.Code != jsonrpc.CodeParseError || string(m.ID) != "null" {
+	s.Send("", "   ", "not json")
+	if m, _ := s.Next(); m.Error == nil || m.Error.Code != jsonrpc.CodeParseError || string(m.ID) != "null" {
 		t.Errorf("not json: %+v", m)
 	}
-	s.send(`{"jsonrpc":"2.0","id":5,"method":7}`)
-	if m, _ := s.next(); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidRequest {
+	s.Send(`{"jsonrpc":"2.0","id":5,"method":7}`)
+	if m, _ := s.Next(); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidRequest {
 		t.Errorf("bad method: %+v", m)
 	}
-	s.send(`{"jsonrpc":"2.0","id":6,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`)
-	if m, _ := s.next(); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(m.Error.Message, "max_body_bytes") {
+	s.Send(`{"jsonrpc":"2.0","id":6,"method":"ping","params":{"pad":"` + strings.Repeat("x", 5000) + `"}}`)
+	if m, _ := s.Next(); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(m.Error.Message, "max_body_bytes") {
 		t.Errorf("oversized line: %+v", m)
 	}
 	// Requests wait for initialize; server/discover is a 2026-07-28
 	// request, which must carry its _meta (stdio2026_test.go has the rest).
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
-	if m, _ := s.next(); m.Error == nil || string(m.ID) != "1" {
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	if m, _ := s.Next(); m.Error == nil || string(m.ID) != "1" {
 		t.Errorf("tools/list before initialize: %+v", m)
 	}
-	s.send(`{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}}`)
-	if m, _ := s.next(); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "_meta") {
+	s.Send(`{"jsonrpc":"2.0","id":"d","method":"server/discover","params":{}}`)
+	if m, _ := s.Next(); m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "_meta") {
 		t.Errorf("server/discover without _meta: %+v", m)
 	}
-	s.send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
+	s.Send(`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	if m, _ := s.next(); m.Error != nil || !strings.Contains(string(m.Result), `"protocolVersion":"2024-11-05"`) {
+	if m, _ := s.Next(); m.Error != nil || !strings.Contains(string(m.Result), `"protocolVersion":"2024-11-05"`) {
 		t.Fatalf("initialize: %+v %s", m.Error, m.Result)
 	}
 
 	// Pretty-printed upstream results go out on one line, compacted and
 	// otherwise unchanged.
-	s.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pp__pretty"}}`)
-	m, line := s.next()
+	s.Send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pp__pretty"}}`)
+	m, line := s.Next()
 	if bytes.Count(line, []byte("\n")) != 1 || bytes.ContainsRune(line, '\r') {
 		t.Errorf("response is not one line: %q", line)
 	}
 	if want := `{"content":[{"type":"text","text":"line1\nline2 \u2028"}],"x":1.50}`; string(m.Result) != want {
 		t.Errorf("result = %s\nwant     %s", m.Result, want)
 	}
-	s.send(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
-	if m, line := s.next(); !strings.Contains(string(m.Result), `"name":"pp__pretty"`) || bytes.Count(line, []byte("\n")) != 1 {
+	s.Send(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
+	if m, line := s.Next(); !strings.Contains(string(m.Result), `"name":"pp__pretty"`) || bytes.Count(line, []byte("\n")) != 1 {
 		t.Errorf("tools/list = %q", line)
 	}
 
@@ -309,16 +189,16 @@ func TestStdioWire(t *testing.T) {
 // at once instead of holding its call.
 func TestStdioEOFAnswersInFlight(t *testing.T) {
 	t.Parallel()
-	in, out, done := stdioGateway(t, stdioYAML(t), "")
-	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
-	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"raw","version":"0"}}}`)
-	s.next()
-	s.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":300}}}`,
+	in, out, done := gatewaytest.StdioGateway(t, gatewaytest.StdioYAML(t), "")
+	s := &gatewaytest.StdioRaw{T: t, In: in, Out: bufio.NewReader(out)}
+	s.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"raw","version":"0"}}}`)
+	s.Next()
+	s.Send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":300}}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"peer__ask","arguments":{"tag":"late"}}}`)
 	in.Close()
 	answers := map[string]string{}
 	for len(answers) < 2 {
-		m, line := s.next()
+		m, line := s.Next()
 		switch {
 		case m.Kind() == jsonrpc.KindRequest && m.Method == "sampling/createMessage":
 			// Relayed, but nobody can answer any more.
@@ -340,23 +220,23 @@ func TestStdioEOFAnswersInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second): // a bound on the event, far above its time
 		t.Fatal("ServeStdio did not return at EOF")
 	}
-	if _, err := s.out.ReadByte(); err != io.EOF {
+	if _, err := s.Out.ReadByte(); err != io.EOF {
 		t.Errorf("stdout not closed after ServeStdio returned: %v", err)
 	}
 }
 
 func TestStdioRouteFlag(t *testing.T) {
 	t.Parallel()
-	in, out, _ := stdioGateway(t, stdioYAML(t), "/mcp/alpha")
-	s := &stdioRaw{t: t, in: in, out: bufio.NewReader(out)}
-	s.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
+	in, out, _ := gatewaytest.StdioGateway(t, gatewaytest.StdioYAML(t), "/mcp/alpha")
+	s := &gatewaytest.StdioRaw{T: t, In: in, Out: bufio.NewReader(out)}
+	s.Send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"r"}}}`)
-	s.next()
-	if m, _ := s.next(); !strings.Contains(string(m.Result), "alpha:r") {
+	s.Next()
+	if m, _ := s.Next(); !strings.Contains(string(m.Result), "alpha:r") {
 		t.Errorf("echo on /mcp/alpha: %s %+v", m.Result, m.Error)
 	}
 
-	cfg, err := config.Parse("test.yaml", []byte(stdioYAML(t)), func(string) (string, bool) { return "", false })
+	cfg, err := config.Parse("test.yaml", []byte(gatewaytest.StdioYAML(t)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

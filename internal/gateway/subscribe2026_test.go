@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/sse"
 )
 
@@ -22,13 +23,13 @@ import (
 // stream, and its updates reach the subscribed session only.
 func TestSubscribeThroughModernUpstream(t *testing.T) {
 	t.Parallel()
-	rec := newFidMemLog()
-	srv := fidelityServer("up", rec, nil, true)
+	rec := gatewaytest.NewFidMemLog()
+	srv := gatewaytest.FidelityServer("up", rec, nil, true)
 	// The SDK speaks 2026-07-28 over HTTP only when stateless.
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(ts.Close)
-	up := &fidUpstream{name: "up", srv: srv, log: rec, entry: fmt.Sprintf("  up:\n    url: %s/mcp\n    protocol: \"2026\"\n", ts.URL)}
-	gw, base := fidGatewayGW(t, "", up)
+	up := &gatewaytest.FidUpstream{Name: "up", Srv: srv, Log: rec, Entry: fmt.Sprintf("  up:\n    url: %s/mcp\n    protocol: \"2026\"\n", ts.URL)}
+	gw, base := gatewaytest.FidGatewayGW(t, "", up)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -40,38 +41,38 @@ func TestSubscribeThroughModernUpstream(t *testing.T) {
 		t.Fatalf("the gateway speaks %s to the upstream, want 2026-07-28", v)
 	}
 
-	watcher := func(inbox *fidInbox) *mcp.ClientOptions {
+	watcher := func(inbox *gatewaytest.FidInbox) *mcp.ClientOptions {
 		return &mcp.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
-			inbox.add(req.Params.URI)
+			inbox.Add(req.Params.URI)
 		}}
 	}
-	inA, inB := &fidInbox{}, &fidInbox{}
-	a := fidConnect(t, base+"/mcp", watcher(inA)) // 2025-11-25
-	b := fidConnect(t, base+"/mcp", watcher(inB))
-	inboxes := map[string]*fidInbox{"A": inA, "B": inB}
+	inA, inB := &gatewaytest.FidInbox{}, &gatewaytest.FidInbox{}
+	a := gatewaytest.FidConnect(t, base+"/mcp", watcher(inA)) // 2025-11-25
+	b := gatewaytest.FidConnect(t, base+"/mcp", watcher(inB))
+	inboxes := map[string]*gatewaytest.FidInbox{"A": inA, "B": inB}
 
 	if err := a.Subscribe(ctx, &mcp.SubscribeParams{URI: "mem://watched"}); err != nil {
 		t.Fatalf("A subscribe: %v", err)
 	}
-	if !slices.Contains(rec.all(), "subscribe mem://watched") {
-		t.Errorf("the upstream saw %q, want a subscription to mem://watched", rec.all())
+	if !slices.Contains(rec.All(), "subscribe mem://watched") {
+		t.Errorf("the upstream saw %q, want a subscription to mem://watched", rec.All())
 	}
-	fidExpect(ctx, t, "B", b, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-	fidSettle(t, inboxes, map[string][]string{"A": {"mem://watched"}})
+	gatewaytest.FidExpect(ctx, t, "B", b, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
+	gatewaytest.FidSettle(t, inboxes, map[string][]string{"A": {"mem://watched"}})
 
 	if err := a.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://watched"}); err != nil {
 		t.Fatalf("A unsubscribe: %v", err)
 	}
 	// The last subscriber gone, the upstream stops watching too.
-	for !slices.Contains(rec.all(), "unsubscribe mem://watched") {
+	for !slices.Contains(rec.All(), "unsubscribe mem://watched") {
 		select {
-		case <-rec.events:
+		case <-rec.Events:
 		case <-ctx.Done():
-			t.Fatalf("the upstream saw %q, want the subscription to mem://watched ended", rec.all())
+			t.Fatalf("the upstream saw %q, want the subscription to mem://watched ended", rec.All())
 		}
 	}
-	fidExpect(ctx, t, "B", b, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
-	fidSettle(t, inboxes, map[string][]string{"A": {"mem://watched"}})
+	gatewaytest.FidExpect(ctx, t, "B", b, "up__touch", map[string]any{"uri": "mem://watched"}, "touched mem://watched")
+	gatewaytest.FidSettle(t, inboxes, map[string][]string{"A": {"mem://watched"}})
 }
 
 // TestListenSubscriptionsObeyPolicy: the resources a subscriptions/listen
@@ -80,8 +81,8 @@ func TestSubscribeThroughModernUpstream(t *testing.T) {
 // never subscribed upstream.
 func TestListenSubscriptionsObeyPolicy(t *testing.T) {
 	t.Parallel()
-	up := fidHTTPUpstream(t, "up", 0)
-	_, base := startGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry+`policy:
+	up := gatewaytest.FidHTTPUpstream(t, "up", 0)
+	_, base := gatewaytest.StartGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.Entry+`policy:
   default: allow
   rules:
     - match: {routes: [/mcp]}
@@ -119,7 +120,7 @@ func TestListenSubscriptionsObeyPolicy(t *testing.T) {
 	if !ack.Params.Notifications.ToolsListChanged || len(ack.Params.Notifications.ResourceSubscriptions) != 0 {
 		t.Errorf("acknowledged %+v, want tools list changes and no denied resource", ack.Params.Notifications)
 	}
-	if got := up.log.all(); slices.Contains(got, "subscribe mem://watched") {
+	if got := up.Log.All(); slices.Contains(got, "subscribe mem://watched") {
 		t.Errorf("the upstream saw %q: a denied resource was subscribed", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/router"
 )
@@ -31,13 +32,13 @@ func TestTaskIDCaseVariantRefused(t *testing.T) {
 	before := len(up.sawTaskIDs())
 	for _, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
 		for _, variant := range []string{"TaskId", "taskID", "TASKID"} {
-			r := bob.post(`{"jsonrpc":"2.0","id":3,"method":"` + method + `","params":{"taskId":"` + mine + `","` + variant + `":"up-1"}}`)
-			if strings.Contains(string(r.body), "up-1") {
-				t.Errorf("%s with %s: the answer names Alice's upstream task: %s", method, variant, r.body)
+			r := bob.Post(`{"jsonrpc":"2.0","id":3,"method":"` + method + `","params":{"taskId":"` + mine + `","` + variant + `":"up-1"}}`)
+			if strings.Contains(string(r.Body), "up-1") {
+				t.Errorf("%s with %s: the answer names Alice's upstream task: %s", method, variant, r.Body)
 			}
-			m := r.last(t)
+			m := r.Last(t)
 			if m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(m.Error.Message, variant) {
-				t.Errorf("%s with %s: %s; want -32600 naming the case variant", method, variant, r.body)
+				t.Errorf("%s with %s: %s; want -32600 naming the case variant", method, variant, r.Body)
 			}
 		}
 	}
@@ -54,7 +55,7 @@ func TestTasksMethodsRateLimitedAndAudited(t *testing.T) {
 	_, url := newTaskUpstream(t)
 	path := filepath.Join(t.TempDir(), "audit.log")
 	for _, bucket := range []string{"principal: {rate: 1/h, burst: 3}", "upstreams: {lab: {rate: 1/h, burst: 3}}"} {
-		gw, base := startGateway(t, fmt.Sprintf(`
+		gw, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   lab: {url: %s}
@@ -74,14 +75,14 @@ audit:
 `, url, bucket, path))
 		alice, _ := taskClient(t, base, "alice-secret-0123456789")
 		id := createTask(t, alice, map[string]any{"hold": true})              // 1
-		resultOf(t, alice.call("tasks/get", map[string]any{"taskId": id}))    // 2
-		resultOf(t, alice.call("tasks/cancel", map[string]any{"taskId": id})) // 3
+		resultOf(t, alice.Call("tasks/get", map[string]any{"taskId": id}))    // 2
+		resultOf(t, alice.Call("tasks/cancel", map[string]any{"taskId": id})) // 3
 		methods := []string{"tasks/get", "tasks/result", "tasks/cancel"}
 		if strings.HasPrefix(bucket, "principal") {
 			methods = append(methods, "tasks/list") // asks every upstream: the caller's bucket
 		}
 		for _, method := range methods {
-			m := alice.call(method, map[string]any{"taskId": id})
+			m := alice.Call(method, map[string]any{"taskId": id})
 			if m.Error == nil || m.Error.Code != router.CodeRateLimited {
 				t.Errorf("%s: %s over the limit: %+v; want %d", bucket, method, m, router.CodeRateLimited)
 			}
@@ -92,7 +93,7 @@ audit:
 		}
 		cancel()
 		var got []string
-		for _, r := range auditRecords(t, path) {
+		for _, r := range gatewaytest.AuditRecords(t, path) {
 			if m, _ := r["method"].(string); strings.HasPrefix(m, "tasks/") {
 				got = append(got, fmt.Sprintf("%s %v %v %v", m, r["outcome"], r["upstream"], r["name"] == id))
 			}
@@ -122,7 +123,7 @@ func TestTasksResultTakesAConcurrencySlot(t *testing.T) {
 			}
 		}
 	})
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   lab: {url: %s}
@@ -143,10 +144,10 @@ policy:
 	seen := len(up.sawTaskIDs())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, alice.url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tasks/result","params":{"taskId":"`+id+`"}}`))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, alice.URL, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tasks/result","params":{"taskId":"`+id+`"}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", alice.session)
+	req.Header.Set("Mcp-Session-Id", alice.Session)
 	req.Header.Set("X-Api-Key", "alice-secret-0123456789")
 	done := make(chan struct{})
 	go func() {
@@ -166,22 +167,22 @@ policy:
 	for _, method := range []string{"tasks/result", "tasks/get"} {
 		// Bounded: a second tasks/result let through would wait for ever.
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-		r := alice.do(http.MethodPost, `{"jsonrpc":"2.0","id":8,"method":"`+method+`","params":{"taskId":"`+id+`"}}`,
+		r := alice.Do(http.MethodPost, `{"jsonrpc":"2.0","id":8,"method":"`+method+`","params":{"taskId":"`+id+`"}}`,
 			func(req *http.Request) { *req = *req.WithContext(rctx) })
 		rcancel()
-		m := r.last(t)
+		m := r.Last(t)
 		if m.Error == nil || m.Error.Code != router.CodeRateLimited || !strings.Contains(m.Error.Message, "concurrency") {
 			t.Errorf("%s while a tasks/result holds the only slot: %+v; want refused for concurrency", method, m)
 		}
 	}
 	// The caller gives up the stream (a disconnect alone is not a
 	// cancellation in Streamable HTTP): the slot comes back.
-	if r := alice.post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`); r.status != http.StatusAccepted {
-		t.Fatalf("notifications/cancelled: HTTP %d %s", r.status, r.body)
+	if r := alice.Post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`); r.Status != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: HTTP %d %s", r.Status, r.Body)
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		m := alice.call("tasks/get", map[string]any{"taskId": id})
+		m := alice.Call("tasks/get", map[string]any{"taskId": id})
 		if m.Error == nil {
 			break
 		}
@@ -191,7 +192,7 @@ policy:
 		time.Sleep(10 * time.Millisecond) // a poll, bounded by deadline
 	}
 	// Ends the task, and with it the upstream's tasks/result handler.
-	resultOf(t, alice.call("tasks/cancel", map[string]any{"taskId": id}))
+	resultOf(t, alice.Call("tasks/cancel", map[string]any{"taskId": id}))
 	cancel()
 	<-done
 }

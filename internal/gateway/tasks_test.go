@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
@@ -300,24 +301,19 @@ func (u *taskUpstream) sawTaskIDs() []string {
 
 // taskClient is a raw legacy session of one principal (key: its API key,
 // "" when authentication is off); it returns the initialize result too.
-func taskClient(t *testing.T, base, key string) (*rawClient, *jsonrpc.Message) {
+func taskClient(t *testing.T, base, key string) (*gatewaytest.RawClient, *jsonrpc.Message) {
 	t.Helper()
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{}}
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{}}
 	if key != "" {
-		c.header.Set("X-Api-Key", key)
+		c.Header.Set("X-Api-Key", key)
 	}
-	r := c.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{},"tasks":{"list":{},"cancel":{}}},"clientInfo":{"name":"raw","version":"1"}}}`)
-	if r.status != http.StatusOK {
-		t.Fatalf("initialize: HTTP %d %s", r.status, r.body)
+	r := c.Post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{},"tasks":{"list":{},"cancel":{}}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if r.Status != http.StatusOK {
+		t.Fatalf("initialize: HTTP %d %s", r.Status, r.Body)
 	}
-	c.session = r.header.Get("Mcp-Session-Id")
-	c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	return c, r.last(t)
-}
-
-func (c *rawClient) call(method string, params any) *jsonrpc.Message {
-	c.t.Helper()
-	return c.post(`{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + mustJSON(c.t, params) + `}`).last(c.t)
+	c.Session = r.Header.Get("Mcp-Session-Id")
+	c.Post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return c, r.Last(t)
 }
 
 func resultOf(t *testing.T, m *jsonrpc.Message) map[string]any {
@@ -333,9 +329,9 @@ func resultOf(t *testing.T, m *jsonrpc.Message) map[string]any {
 }
 
 // createTask calls research as a task and returns the task id handed out.
-func createTask(t *testing.T, c *rawClient, args map[string]any) string {
+func createTask(t *testing.T, c *gatewaytest.RawClient, args map[string]any) string {
 	t.Helper()
-	res := resultOf(t, c.call("tools/call", map[string]any{"name": "research", "arguments": args, "task": map[string]any{"ttl": 60000}}))
+	res := resultOf(t, c.Call("tools/call", map[string]any{"name": "research", "arguments": args, "task": map[string]any{"ttl": 60000}}))
 	task, _ := res["task"].(map[string]any)
 	id, _ := task["taskId"].(string)
 	if !strings.HasPrefix(id, "mcpgw-task1.") {
@@ -344,7 +340,7 @@ func createTask(t *testing.T, c *rawClient, args map[string]any) string {
 	return id
 }
 
-func listed(t *testing.T, c *rawClient) []string {
+func listed(t *testing.T, c *gatewaytest.RawClient) []string {
 	t.Helper()
 	var ids []string
 	cursor := ""
@@ -353,7 +349,7 @@ func listed(t *testing.T, c *rawClient) []string {
 		if cursor != "" {
 			params["cursor"] = cursor
 		}
-		res := resultOf(t, c.call("tasks/list", params))
+		res := resultOf(t, c.Call("tasks/list", params))
 		tasks, _ := res["tasks"].([]any)
 		for _, tk := range tasks {
 			ids = append(ids, tk.(map[string]any)["taskId"].(string))
@@ -367,14 +363,14 @@ func listed(t *testing.T, c *rawClient) []string {
 }
 
 // readStream reads a session's GET stream into a channel of messages.
-func readStream(t *testing.T, c *rawClient) <-chan *jsonrpc.Message {
+func readStream(t *testing.T, c *gatewaytest.RawClient) <-chan *jsonrpc.Message {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", c.session)
-	for k, v := range c.header {
+	req.Header.Set("Mcp-Session-Id", c.Session)
+	for k, v := range c.Header {
 		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -399,13 +395,13 @@ func readStream(t *testing.T, c *rawClient) <-chan *jsonrpc.Message {
 // streamResult sends tasks/result and answers, on the way, the
 // elicitation the task asks for with interpretation; it returns the
 // requests seen and the final answer.
-func streamResult(t *testing.T, c *rawClient, taskID, interpretation string) ([]*jsonrpc.Message, *jsonrpc.Message) {
+func streamResult(t *testing.T, c *gatewaytest.RawClient, taskID, interpretation string) ([]*jsonrpc.Message, *jsonrpc.Message) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tasks/result","params":{"taskId":"`+taskID+`"}}`))
+	req, _ := http.NewRequest(http.MethodPost, c.URL, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tasks/result","params":{"taskId":"`+taskID+`"}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", c.session)
-	for k, v := range c.header {
+	req.Header.Set("Mcp-Session-Id", c.Session)
+	for k, v := range c.Header {
 		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -428,8 +424,8 @@ func streamResult(t *testing.T, c *rawClient, taskID, interpretation string) ([]
 		case jsonrpc.KindRequest:
 			asked = append(asked, m)
 			ans := `{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"action":"accept","content":{"interpretation":"` + interpretation + `"}}}`
-			if r := c.post(ans); r.status != http.StatusAccepted {
-				t.Fatalf("answer: HTTP %d %s", r.status, r.body)
+			if r := c.Post(ans); r.Status != http.StatusAccepted {
+				t.Fatalf("answer: HTTP %d %s", r.Status, r.Body)
 			}
 		case jsonrpc.KindResponse:
 			return asked, m
@@ -445,7 +441,7 @@ func streamResult(t *testing.T, c *rawClient, taskID, interpretation string) ([]
 // URL.
 func aliceAndBob(t *testing.T, url string) string {
 	t.Helper()
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   lab: {url: %s}
@@ -477,25 +473,25 @@ func TestTasksThroughGateway(t *testing.T) {
 
 	// The route offers what the upstream offers.
 	caps, _ := resultOf(t, init)["capabilities"].(map[string]any)
-	if got := mustJSON(t, caps["tasks"]); got != `{"cancel":{},"list":{},"requests":{"tools":{"call":{}}}}` {
+	if got := gatewaytest.MustJSON(t, caps["tasks"]); got != `{"cancel":{},"list":{},"requests":{"tools":{"call":{}}}}` {
 		t.Errorf("tasks capability %s; want list, cancel and requests.tools.call", got)
 	}
 	aliceEvents, bobEvents := readStream(t, alice), readStream(t, bob)
 
 	// Create and fetch, with the elicitation on the result stream.
 	plain := createTask(t, alice, map[string]any{})
-	got := resultOf(t, alice.call("tasks/get", map[string]any{"taskId": plain}))
+	got := resultOf(t, alice.Call("tasks/get", map[string]any{"taskId": plain}))
 	if got["taskId"] != plain {
 		t.Errorf("tasks/get names the task %v, want the id handed out", got["taskId"])
 	}
 	_, final := streamResult(t, alice, plain, "")
 	res := resultOf(t, final)
-	if meta, _ := res["_meta"].(map[string]any); mustJSON(t, meta["io.modelcontextprotocol/related-task"]) != mustJSON(t, map[string]any{"taskId": plain}) {
+	if meta, _ := res["_meta"].(map[string]any); gatewaytest.MustJSON(t, meta["io.modelcontextprotocol/related-task"]) != gatewaytest.MustJSON(t, map[string]any{"taskId": plain}) {
 		t.Errorf("tasks/result _meta %v: related-task must name the id handed out", res["_meta"])
 	}
 	ambiguous := createTask(t, alice, map[string]any{"ambiguous": true})
 	deadline := time.Now().Add(5 * time.Second)
-	for resultOf(t, alice.call("tasks/get", map[string]any{"taskId": ambiguous}))["status"] != "input_required" {
+	for resultOf(t, alice.Call("tasks/get", map[string]any{"taskId": ambiguous}))["status"] != "input_required" {
 		if time.Now().After(deadline) {
 			t.Fatal("the task never asked for input")
 		}
@@ -505,16 +501,16 @@ func TestTasksThroughGateway(t *testing.T) {
 	if len(asked) != 1 || asked[0].Method != "elicitation/create" || !strings.Contains(string(asked[0].Params), `"taskId":"`+ambiguous+`"`) {
 		t.Fatalf("requests on the tasks/result stream: %v; want one elicitation/create naming the task by its id here", asked)
 	}
-	if text := mustJSON(t, resultOf(t, final)["content"]); !strings.Contains(text, "done: historical") {
+	if text := gatewaytest.MustJSON(t, resultOf(t, final)["content"]); !strings.Contains(text, "done: historical") {
 		t.Errorf("result %s does not carry the client's answer", text)
 	}
 
 	// Cancel: the answer names the task as the caller does, also in errors.
 	held := createTask(t, alice, map[string]any{"hold": true})
-	if c := resultOf(t, alice.call("tasks/cancel", map[string]any{"taskId": held})); c["status"] != "cancelled" || c["taskId"] != held {
+	if c := resultOf(t, alice.Call("tasks/cancel", map[string]any{"taskId": held})); c["status"] != "cancelled" || c["taskId"] != held {
 		t.Errorf("tasks/cancel = %v", c)
 	}
-	again := alice.call("tasks/cancel", map[string]any{"taskId": held})
+	again := alice.Call("tasks/cancel", map[string]any{"taskId": held})
 	if again.Error == nil || again.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(again.Error.Message, held) || strings.Contains(again.Error.Message, "up-") {
 		t.Errorf("cancelling a cancelled task: %+v; want the upstream's -32602 naming the id handed out", again.Error)
 	}
@@ -522,13 +518,13 @@ func TestTasksThroughGateway(t *testing.T) {
 	// Bob: his own task; none of Alice's, whatever he tries.
 	bobs := createTask(t, bob, map[string]any{})
 	for _, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
-		m := bob.call(method, map[string]any{"taskId": plain})
+		m := bob.Call(method, map[string]any{"taskId": plain})
 		if m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "task not found") {
 			t.Errorf("bob's %s of alice's task: %+v; want the unknown-task error", method, m)
 		}
 	}
-	unknown := bob.call("tasks/get", map[string]any{"taskId": "mcpgw-task1.bm90LWEtdGFzaw"})
-	if forged := bob.call("tasks/get", map[string]any{"taskId": plain}); unknown.Error == nil || forged.Error == nil ||
+	unknown := bob.Call("tasks/get", map[string]any{"taskId": "mcpgw-task1.bm90LWEtdGFzaw"})
+	if forged := bob.Call("tasks/get", map[string]any{"taskId": plain}); unknown.Error == nil || forged.Error == nil ||
 		strings.ReplaceAll(unknown.Error.Message, "mcpgw-task1.bm90LWEtdGFzaw", "ID") != strings.ReplaceAll(forged.Error.Message, plain, "ID") {
 		t.Errorf("another principal's task must look unknown: %+v vs %+v", forged.Error, unknown.Error)
 	}
@@ -583,7 +579,7 @@ collect:
 // call is refused before it reaches the upstream, with the key to raise.
 func TestTasksIndexFull(t *testing.T) {
 	up, url := newTaskUpstream(t)
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   lab: {url: %s}
@@ -593,7 +589,7 @@ sessions: {max_tasks: 1}
 `, url))
 	c, _ := taskClient(t, base, "")
 	createTask(t, c, map[string]any{})
-	m := c.call("tools/call", map[string]any{"name": "research", "arguments": map[string]any{}, "task": map[string]any{}})
+	m := c.Call("tools/call", map[string]any{"name": "research", "arguments": map[string]any{}, "task": map[string]any{}})
 	if m.Error == nil || !strings.Contains(m.Error.Message, "sessions.max_tasks") {
 		t.Fatalf("second task: %+v; want a refusal naming sessions.max_tasks", m)
 	}
@@ -610,7 +606,7 @@ sessions: {max_tasks: 1}
 // (issue 27.8b).
 func TestAnonymousTasksStayInTheirSession(t *testing.T) {
 	_, url := newTaskUpstream(t)
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   lab: {url: %s}
@@ -626,10 +622,10 @@ routes:
 	if got := listed(t, two); len(got) != 0 {
 		t.Errorf("another anonymous session lists %v, want nothing", got)
 	}
-	if m := two.call("tasks/get", map[string]any{"taskId": id}); m.Error == nil || !strings.Contains(m.Error.Message, "task not found") {
+	if m := two.Call("tasks/get", map[string]any{"taskId": id}); m.Error == nil || !strings.Contains(m.Error.Message, "task not found") {
 		t.Errorf("tasks/get from another anonymous session: %+v; want task not found", m)
 	}
-	if m := resultOf(t, one.call("tasks/get", map[string]any{"taskId": id})); m["taskId"] != id {
+	if m := resultOf(t, one.Call("tasks/get", map[string]any{"taskId": id})); m["taskId"] != id {
 		t.Errorf("tasks/get from the creating session: %v", m)
 	}
 }
@@ -640,7 +636,7 @@ routes:
 func TestTasksListMergedAcrossUpstreams(t *testing.T) {
 	upA, urlA := newTaskUpstream(t)
 	upB, urlB := newTaskUpstream(t)
-	_, base := startGateway(t, fmt.Sprintf(`
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
   a: {url: %s}
@@ -651,13 +647,13 @@ routes:
 	c, _ := taskClient(t, base, "")
 	var want []string
 	for _, up := range []string{"a", "a", "a", "b", "b"} {
-		res := resultOf(t, c.call("tools/call", map[string]any{"name": up + "__research", "arguments": map[string]any{"hold": true}, "task": map[string]any{}}))
+		res := resultOf(t, c.Call("tools/call", map[string]any{"name": up + "__research", "arguments": map[string]any{"hold": true}, "task": map[string]any{}}))
 		want = append(want, res["task"].(map[string]any)["taskId"].(string))
 	}
 	if got := listed(t, c); !slices.Equal(got, want) {
 		t.Errorf("tasks/list = %v; want a's three then b's two: %v", got, want)
 	}
-	if m := resultOf(t, c.call("tasks/cancel", map[string]any{"taskId": want[4]})); m["status"] != "cancelled" {
+	if m := resultOf(t, c.Call("tasks/cancel", map[string]any{"taskId": want[4]})); m["status"] != "cancelled" {
 		t.Errorf("cancel of b's task: %v", m)
 	}
 	if a, b := upA.sawTaskIDs(), upB.sawTaskIDs(); len(a) != 0 || !slices.Equal(b, []string{"up-2"}) {
@@ -690,21 +686,21 @@ policy: {default: allow}
 %s`, url, sessions)
 	}
 	shared := fmt.Sprintf("sessions: {key_file: %q}\n", keys)
-	_, replicaA := startGateway(t, cfg(shared))
-	_, replicaB := startGateway(t, cfg(shared))
-	_, loner := startGateway(t, cfg(""))
+	_, replicaA := gatewaytest.StartGateway(t, cfg(shared))
+	_, replicaB := gatewaytest.StartGateway(t, cfg(shared))
+	_, loner := gatewaytest.StartGateway(t, cfg(""))
 
 	onA, _ := taskClient(t, replicaA, "alice-secret-0123456789")
 	id := createTask(t, onA, map[string]any{})
 	onB, _ := taskClient(t, replicaB, "alice-secret-0123456789")
-	if got := resultOf(t, onB.call("tasks/get", map[string]any{"taskId": id})); got["taskId"] != id {
+	if got := resultOf(t, onB.Call("tasks/get", map[string]any{"taskId": id})); got["taskId"] != id {
 		t.Errorf("replica B's tasks/get of A's task: %v", got)
 	}
-	for name, c := range map[string]*rawClient{
+	for name, c := range map[string]*gatewaytest.RawClient{
 		"bob on replica B":                    first(taskClient(t, replicaB, "bob-secret-0123456789")),
 		"alice on a replica without the ring": first(taskClient(t, loner, "alice-secret-0123456789")),
 	} {
-		if m := c.call("tasks/get", map[string]any{"taskId": id}); m.Error == nil || !strings.Contains(m.Error.Message, "task not found") {
+		if m := c.Call("tasks/get", map[string]any{"taskId": id}); m.Error == nil || !strings.Contains(m.Error.Message, "task not found") {
 			t.Errorf("%s: %+v; want the unknown-task error", name, m)
 		}
 	}

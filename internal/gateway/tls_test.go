@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 	"github.com/mcpgw/mcpgw/internal/tlsconf/tlstest"
 )
@@ -40,7 +41,7 @@ func newTLSSetup(t *testing.T) *tlsSetup {
 	s := &tlsSetup{dir: t.TempDir()}
 	s.serverCA, s.clientCA = tlstest.NewCA(t, "listener-ca"), tlstest.NewCA(t, "callers-ca")
 	s.upCA, s.gwClientCA = tlstest.NewCA(t, "upstream-ca"), tlstest.NewCA(t, "gateway-client-ca")
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testServer("secure", 0) }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return gatewaytest.SDKServer("secure", 0) }, nil)
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.upstreamCN.Store(r.TLS.PeerCertificates[0].Subject.CommonName)
 		h.ServeHTTP(w, r)
@@ -89,7 +90,7 @@ policy:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.gw = runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	s.gw = gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 	s.base = "https://" + ln.Addr().String()
 }
 
@@ -268,7 +269,7 @@ func TestUpstreamTLSNameMismatchNamesTheUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	gw := gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 	var last string
 	testwait.Until(t, "the upstream's connection error", func() bool {
 		if err := gw.Host().Upstream("secure").Status().LastError; err != nil {
@@ -346,7 +347,7 @@ func connectProxy(t *testing.T) (url string, targets func() []string) {
 func TestUpstreamThroughConnectProxy(t *testing.T) {
 	t.Parallel()
 	ca := tlstest.NewCA(t, "up")
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testServer("secure", 0) }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return gatewaytest.SDKServer("secure", 0) }, nil)
 	up := httptest.NewUnstartedServer(h)
 	up.TLS = &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "up").TLS(t)}}
 	up.StartTLS()
@@ -361,8 +362,8 @@ func TestUpstreamThroughConnectProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
-	cs := connect(t, "http://"+ln.Addr().String()+"/mcp", nil, "")
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	cs := gatewaytest.Connect(t, "http://"+ln.Addr().String()+"/mcp", nil, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if got, err := tlsEcho(ctx, cs, "via proxy"); err != nil || got != "secure:via proxy" {
@@ -381,7 +382,7 @@ func TestAdminListenerTLS(t *testing.T) {
 	ca, clients := tlstest.NewCA(t, "admin"), tlstest.NewCA(t, "ops")
 	dir := t.TempDir()
 	srv := ca.Server(t, "admin")
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return testServer("a", 0) }, nil))
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return gatewaytest.SDKServer("a", 0) }, nil))
 	t.Cleanup(up.Close)
 	cfg, err := config.Parse("t.yaml", []byte(fmt.Sprintf("listen: 127.0.0.1:0\nupstreams: {a: {url: %s/mcp}}\nadmin:\n  listen: 127.0.0.1:0\n  tls: {cert_file: %s, key_file: %s, client_ca_file: %s}\n", up.URL,
 		tlstest.Write(t, dir, "a.crt", srv.CertPEM), tlstest.Write(t, dir, "a.key", srv.KeyPEM), tlstest.Write(t, dir, "ops.pem", clients.PEM))), func(string) (string, bool) { return "", false })
@@ -392,7 +393,7 @@ func TestAdminListenerTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	gw := gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 	url := "https://" + gw.AdminAddr().String() + "/healthz"
 	tr := func(leaf *tlstest.Leaf) *http.Client {
 		c := &tls.Config{RootCAs: ca.Pool()}

@@ -18,6 +18,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/test/idptest"
 )
 
@@ -143,7 +144,7 @@ func whoami(t *testing.T, cs *mcp.ClientSession, tool string) (string, error) {
 		}
 		return "", fmt.Errorf("tool error: %s", strings.Join(parts, ""))
 	}
-	return textOf(t, res), nil
+	return gatewaytest.TextOf(t, res), nil
 }
 
 func TestTokenExchangeActsForCaller(t *testing.T) {
@@ -192,7 +193,7 @@ upstreams:
 	exchanges := func() int { return idp.TokenRequests(t)[idptest.GrantTokenExchange] }
 	sessions := map[string]*mcp.ClientSession{}
 	for _, user := range []string{"alice", "bob", "carol"} {
-		cs, err := connectWith(t, base+"/mcp", downstream[user], "")
+		cs, err := gatewaytest.ConnectWith(t, base+"/mcp", downstream[user], "")
 		if err != nil {
 			t.Fatalf("%s connects: %v", user, err)
 		}
@@ -237,13 +238,13 @@ upstreams:
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rec__whoami","arguments":{},` + meta + `}}`
 		before := exchanges()
 		for _, user := range []string{"bob", "alice", "bob"} {
-			h := bearer(downstream[user])
+			h := gatewaytest.Bearer(downstream[user])
 			h.Set("Mcp-Protocol-Version", "2026-07-28")
 			h.Set("Mcp-Method", "tools/call")
 			h.Set("Mcp-Name", "rec__whoami")
-			r := (&rawClient{t: t, url: base + "/mcp", header: h}).post(body)
-			if m := r.last(t); r.status != http.StatusOK || m.Error != nil || !strings.Contains(string(m.Result), `"text":"`+user+`"`) {
-				t.Errorf("%s's stateless call: HTTP %d %s", user, r.status, r.body)
+			r := (&gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: h}).Post(body)
+			if m := r.Last(t); r.Status != http.StatusOK || m.Error != nil || !strings.Contains(string(m.Result), `"text":"`+user+`"`) {
+				t.Errorf("%s's stateless call: HTTP %d %s", user, r.Status, r.Body)
 			}
 		}
 		if n := exchanges() - before; n != 0 {
@@ -309,7 +310,7 @@ upstreams:
 		t.Fatal(err)
 	}
 	var exchanged int
-	for _, r := range auditRecords(t, auditPath) {
+	for _, r := range gatewaytest.AuditRecords(t, auditPath) {
 		if r["name"] == "rec__whoami" && r["outcome"] == "ok" {
 			p, _ := r["principal"].(map[string]any)
 			if r["credential"] != "exchanged" || (p["subject"] != "alice" && p["subject"] != "bob") {

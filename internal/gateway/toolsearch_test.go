@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 // Tool search end to end (docs/protocol.md, "Tool search"): a route over
@@ -256,7 +257,7 @@ func startSearchFixture(t *testing.T, extra string) *searchFixture {
 	fmt.Fprintf(&yaml, "routes:\n  - path: /mcp\n    tools: {mode: search, always: [time__get_current_time]}\n  - path: /all\n")
 	fmt.Fprintf(&yaml, "audit: {output: %s, include_arguments: true}\n", f.audit)
 	yaml.WriteString(extra)
-	f.gw, f.base = startGateway(t, yaml.String())
+	f.gw, f.base = gatewaytest.StartGateway(t, yaml.String())
 	return f
 }
 
@@ -283,7 +284,7 @@ func search(t *testing.T, cs *mcp.ClientSession, args map[string]any) searchResu
 	}
 	// The text block carries the same JSON, for clients that read text.
 	var fromText searchResult
-	if err := json.Unmarshal([]byte(textOf(t, res)), &fromText); err != nil || len(fromText.Tools) != len(sr.Tools) {
+	if err := json.Unmarshal([]byte(gatewaytest.TextOf(t, res)), &fromText); err != nil || len(fromText.Tools) != len(sr.Tools) {
 		t.Errorf("text block is not the structured result: %v", err)
 	}
 	return sr
@@ -307,9 +308,9 @@ func TestToolSearchRoute(t *testing.T) {
 		t.Fatalf("fixture has %d tools, want about 1000", f.tools)
 	}
 	// tools/list: the meta-tools and the always tool, under 4 KiB.
-	raw := &rawClient{t: t, url: f.base + "/mcp"}
-	raw.initialize("2025-11-25")
-	m := raw.post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`).last(t)
+	raw := &gatewaytest.RawClient{T: t, URL: f.base + "/mcp"}
+	raw.Initialize("2025-11-25")
+	m := raw.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`).Last(t)
 	if m.Error != nil {
 		t.Fatal(m.Error)
 	}
@@ -335,9 +336,9 @@ func TestToolSearchRoute(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			var cs *mcp.ClientSession
 			if version == "2026-07-28" {
-				cs = connect2026(t, f.base+"/mcp", nil)
+				cs = gatewaytest.Connect2026(t, f.base+"/mcp", nil)
 			} else {
-				cs = connect(t, f.base+"/mcp", nil, version)
+				cs = gatewaytest.Connect(t, f.base+"/mcp", nil, version)
 			}
 			ctx := context.Background()
 			found := 0
@@ -375,7 +376,7 @@ func TestToolSearchRoute(t *testing.T) {
 				{Name: "github__create_issue", Arguments: map[string]any{"title": "t"}},
 			} {
 				res, err := cs.CallTool(ctx, call)
-				if err != nil || res.IsError || textOf(t, res) != `github/create_issue {"title":"t"}` {
+				if err != nil || res.IsError || gatewaytest.TextOf(t, res) != `github/create_issue {"title":"t"}` {
 					t.Errorf("%s: %v %+v", call.Name, err, res)
 				}
 			}
@@ -394,7 +395,7 @@ func TestToolSearchRoute(t *testing.T) {
 	}
 
 	// The other route lists every tool, as before.
-	all := connect(t, f.base+"/all", nil, "2025-11-25")
+	all := gatewaytest.Connect(t, f.base+"/all", nil, "2025-11-25")
 	lr, err := all.ListTools(context.Background(), nil)
 	if err != nil || len(lr.Tools) != f.tools {
 		t.Errorf("mode all lists %d tools (%v), want %d", len(lr.Tools), err, f.tools)
@@ -465,7 +466,7 @@ policy:
 		t.Fatal(err)
 	}
 	var saw int
-	for _, r := range auditRecords(t, f.audit) {
+	for _, r := range gatewaytest.AuditRecords(t, f.audit) {
 		if r["name"] == "mcpgw__call_tool" {
 			t.Errorf("audit records the meta-tool, not the real one: %v", r)
 		}
@@ -482,7 +483,7 @@ policy:
 // list_changed) is found by the next searches; one it removes is not.
 func TestToolSearchListChanged(t *testing.T) {
 	f := startSearchFixture(t, "")
-	cs := connect(t, f.base+"/mcp", nil, "2025-11-25")
+	cs := gatewaytest.Connect(t, f.base+"/mcp", nil, "2025-11-25")
 	const q = "teleport a quantum widget"
 	if got := search(t, cs, map[string]any{"query": q}).names(); slices.Contains(got, "notion__teleport_widget") {
 		t.Fatalf("found before it exists: %v", got)

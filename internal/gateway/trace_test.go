@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -19,7 +20,7 @@ import (
 // _meta.traceparent is left as it is.
 func TestTraceContextPropagates(t *testing.T) {
 	t.Parallel()
-	srv := testServer("alpha", 0)
+	srv := gatewaytest.SDKServer("alpha", 0)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	type seen struct{ header, meta string }
 	var mu sync.Mutex
@@ -44,18 +45,18 @@ func TestTraceContextPropagates(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	_, base := startGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", ts.URL))
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", ts.URL))
 
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Traceparent": {tp}}}
-	c.initialize("2025-11-25")
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"Traceparent": {tp}}}
+	c.Initialize("2025-11-25")
 	// JSON answer, then a streamed one.
-	c.do(http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"a"}}}`,
+	c.Do(http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"a"}}}`,
 		func(r *http.Request) { r.Header.Set("Accept", "application/json") })
-	c.post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"b"}}}`)
+	c.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"b"}}}`)
 	// The caller's own traceparent in _meta wins.
 	const own = "00-11111111111111111111111111111111-2222222222222222-01"
-	c.post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"c"},"_meta":{"traceparent":"` + own + `"}}}`)
+	c.Post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"c"},"_meta":{"traceparent":"` + own + `"}}}`)
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/telemetry"
 )
 
@@ -105,7 +106,7 @@ func startTracedGateway(t *testing.T, yaml string) (*tracetest.SpanRecorder, str
 	if err != nil {
 		t.Fatal(err)
 	}
-	runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, TracerProvider: tp})
+	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, TracerProvider: tp})
 	return sr, "http://" + ln.Addr().String()
 }
 
@@ -150,12 +151,12 @@ policy:
 `, up.url))
 	const callerTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	const callerSpan = "00f067aa0ba902b7"
-	c := &rawClient{t: t, url: base + "/mcp", header: http.Header{"Traceparent": {"00-" + callerTrace + "-" + callerSpan + "-01"}}}
-	c.initialize("2025-11-25")
-	sessionID := c.session
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp", Header: http.Header{"Traceparent": {"00-" + callerTrace + "-" + callerSpan + "-01"}}}
+	c.Initialize("2025-11-25")
+	sessionID := c.Session
 
 	call := func(id int, body string) {
-		c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, id, body)).last(t)
+		c.Post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, id, body)).Last(t)
 	}
 	call(1, `{"name":"alpha__echo","arguments":{"text":"secret-argument"}}`)
 	// The caller's _meta trace context wins over its header (the MCP convention).
@@ -294,9 +295,9 @@ policy:
 func TestTracingRootSpan(t *testing.T) {
 	up := newTracedUpstream(t)
 	sr, base := startTracedGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", up.url))
-	c := &rawClient{t: t, url: base + "/mcp"}
-	c.initialize("2025-11-25")
-	c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"x"}}}`).last(t)
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"x"}}}`).Last(t)
 	var server sdktrace.ReadOnlySpan
 	for _, s := range spansOf(t, sr, 2) {
 		if s.SpanKind() == trace.SpanKindServer && attrs(s)["mcp.method.name"] == "tools/call" {
@@ -317,12 +318,12 @@ func TestTracingRootSpan(t *testing.T) {
 // and the input_required round trip is mcpgw.bridge.input_required then
 // mcpgw.bridge.resumed on the server span, which covers the whole call.
 func TestTracingBridgedRounds(t *testing.T) {
-	up := fidHTTPUpstream(t, "up", 0)
-	sr, base := startTracedGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.entry)
+	up := gatewaytest.FidHTTPUpstream(t, "up", 0)
+	sr, base := startTracedGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.Entry)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	a := connect2026(t, base+"/mcp", fidSampler("A", &fidInbox{}))
-	fidExpect(ctx, t, "A", a, "up__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
+	a := gatewaytest.Connect2026(t, base+"/mcp", gatewaytest.FidSampler("A", &gatewaytest.FidInbox{}))
+	gatewaytest.FidExpect(ctx, t, "A", a, "up__sample", map[string]any{"tag": "A"}, "tag=A answer=answer-from-A")
 
 	var server, client sdktrace.ReadOnlySpan
 	deadline := time.Now().Add(5 * time.Second)

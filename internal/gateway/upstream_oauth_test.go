@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/host"
 )
 
@@ -140,7 +141,7 @@ type bearerUpstream struct {
 
 func newBearerUpstream(t *testing.T, name string, tokens *tokenEndpoint, sse bool) *bearerUpstream {
 	u := &bearerUpstream{tokens: tokens}
-	srv := testServer(name, 10)
+	srv := gatewaytest.SDKServer(name, 10)
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	if sse {
 		h = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return srv }, nil)
@@ -174,13 +175,13 @@ func (u *bearerUpstream) requests() (seen, bad []string) {
 }
 
 // oauthGateway starts a gateway from yaml with its logs captured.
-func oauthGateway(t *testing.T, yaml string) (*gateway.Gateway, string, *syncBuffer) {
+func oauthGateway(t *testing.T, yaml string) (*gateway.Gateway, string, *gatewaytest.SyncBuffer) {
 	t.Helper()
 	return oauthGatewayAt(t, yaml, nil)
 }
 
 // oauthGatewayAt is oauthGateway whose upstream tokens expire by now.
-func oauthGatewayAt(t *testing.T, yaml string, now func() time.Time) (*gateway.Gateway, string, *syncBuffer) {
+func oauthGatewayAt(t *testing.T, yaml string, now func() time.Time) (*gateway.Gateway, string, *gatewaytest.SyncBuffer) {
 	t.Helper()
 	cfg, err := config.Parse("oauth.yaml", []byte(yaml), nil)
 	if err != nil {
@@ -190,9 +191,9 @@ func oauthGatewayAt(t *testing.T, yaml string, now func() time.Time) (*gateway.G
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &gatewaytest.SyncBuffer{}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel)
-	gw := runGateway(t, cfg, gateway.Options{Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())), Listener: ln, Now: now})
+	gw := gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core())), Listener: ln, Now: now})
 	return gw, "http://" + ln.Addr().String(), logs
 }
 
@@ -212,7 +213,7 @@ func TestUpstreamOAuthClientCredentials(t *testing.T) {
 			if err := os.WriteFile(secretFile, []byte(oauthClientSecret+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var logs *syncBuffer
+			var logs *gatewaytest.SyncBuffer
 			// Registered first, so it runs after the gateway shut down
 			// (the DELETE of the upstream session included).
 			t.Cleanup(func() {
@@ -255,15 +256,15 @@ upstreams:
       auth_method: client_secret_basic
   beta:
     url: %s
-`, up.url, tc.transport, tokens.url(), oauthClientID, secretFile, oauthScope, httpUpstream(t, "beta", 0)), clock.Now)
+`, up.url, tc.transport, tokens.url(), oauthClientID, secretFile, oauthScope, gatewaytest.HTTPUpstream(t, "beta", 0)), clock.Now)
 
 			// The downstream client sends its own token; it must never reach the upstream.
-			cs, err := connectWith(t, base+"/mcp", downstreamToken, "")
+			cs, err := gatewaytest.ConnectWith(t, base+"/mcp", downstreamToken, "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			for range 3 {
-				if got := echo(t, cs, "oa__echo"); got != "oa:hi" {
+				if got := gatewaytest.Echo(t, cs, "oa__echo"); got != "oa:hi" {
 					t.Fatalf("oa__echo = %q", got)
 				}
 			}
@@ -274,13 +275,13 @@ upstreams:
 			// (of the gateway's clock; the token endpoint's is the wall's,
 			// on which the old token is still valid).
 			clock.Advance(3300 * time.Millisecond)
-			if got := echo(t, cs, "oa__echo"); got != "oa:hi" {
+			if got := gatewaytest.Echo(t, cs, "oa__echo"); got != "oa:hi" {
 				t.Fatalf("oa__echo after expiry = %q", got)
 			}
 			if n := tokens.count(); n != 2 {
 				t.Errorf("%d token requests after the token expired, want 2", n)
 			}
-			if got := echo(t, cs, "beta__echo"); got != "beta:hi" {
+			if got := gatewaytest.Echo(t, cs, "beta__echo"); got != "beta:hi" {
 				t.Errorf("beta__echo = %q", got)
 			}
 		})
@@ -305,7 +306,7 @@ upstreams:
       scopes: [%s]
   beta:
     url: %s
-`, up.url, tokens.url(), oauthClientID, oauthClientSecret, oauthScope, httpUpstream(t, "beta", 0)))
+`, up.url, tokens.url(), oauthClientID, oauthClientSecret, oauthScope, gatewaytest.HTTPUpstream(t, "beta", 0)))
 
 	state, cause := gw.Host().Upstream("oa").State()
 	if state == host.StateReady || cause == nil {
@@ -320,7 +321,7 @@ upstreams:
 		t.Errorf("requests reached the upstream without a token: %q", seen)
 	}
 
-	cs := connect(t, base+"/mcp", nil, "")
+	cs := gatewaytest.Connect(t, base+"/mcp", nil, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "oa__echo", Arguments: map[string]any{"text": "hi"}})
@@ -329,7 +330,7 @@ upstreams:
 	if err == nil || !strings.Contains(err.Error(), `"oa"`) || !strings.Contains(err.Error(), "request id ") || strings.Contains(err.Error(), tokens.url()) || strings.Contains(err.Error(), oauthClientSecret) {
 		t.Errorf("oa__echo with the token endpoint down: err = %v, want one naming the upstream and the request id", err)
 	}
-	if got := echo(t, cs, "beta__echo"); got != "beta:hi" {
+	if got := gatewaytest.Echo(t, cs, "beta__echo"); got != "beta:hi" {
 		t.Errorf("beta__echo = %q while oa is down", got)
 	}
 
@@ -345,7 +346,7 @@ upstreams:
 		}
 		time.Sleep(50 * time.Millisecond) // a poll, bounded by deadline
 	}
-	if got := echo(t, cs, "oa__echo"); got != "oa:hi" {
+	if got := gatewaytest.Echo(t, cs, "oa__echo"); got != "oa:hi" {
 		t.Errorf("oa__echo after recovery = %q", got)
 	}
 	if strings.Contains(logs.String(), oauthClientSecret) {

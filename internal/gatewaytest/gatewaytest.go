@@ -1,71 +1,27 @@
-package gateway_test
+package gatewaytest
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap/zaptest"
 )
 
-// The test binary doubles as a stdio upstream: with MCPGW_TEST_STDIO_SERVER
-// set it serves that test server on stdin/stdout instead of running tests,
-// so stdio tests use a real child process speaking through real pipes.
-func TestMain(m *testing.M) {
-	if marker := os.Getenv("MCPGW_TEST_HOSTILE_STDIO"); marker != "" {
-		serveHostileStdio(marker) // hostile_test.go
-		os.Exit(0)
-	}
-	if dir := os.Getenv("MCPGW_TEST_SCRIPTED_STDIO"); dir != "" {
-		serveScriptedStdio(dir)
-		os.Exit(0)
-	}
-	if name := os.Getenv("MCPGW_TEST_STDIO_SERVER"); name != "" {
-		// With MCPGW_TEST_STDIO_RELEASE, a server slow to start: it
-		// answers nothing until that file exists (startup_test.go).
-		// A child process polls for its release file (no channel crosses
-		// processes); the test bounds the wait.
-		for release := os.Getenv("MCPGW_TEST_STDIO_RELEASE"); release != ""; time.Sleep(10 * time.Millisecond) {
-			if _, err := os.Stat(release); err == nil {
-				break
-			}
-		}
-		if err := testServer(name, 2).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-			fmt.Fprintln(os.Stderr, "stdio test server:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	// The tests wait on sockets, child processes and timers far more than
-	// they compute, so more of them run at once than there are cores:
-	// four, unless -test.parallel says otherwise.
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
-	}
-	os.Exit(m.Run())
-}
-
-// testServer builds an official-SDK upstream named name: an "echo" tool
+// SDKServer builds an official-SDK upstream named name: an "echo" tool
 // (present on every server, to prove collisions are kept apart), several
 // numbered tools to page through, a "slow" tool, a prompt, a resource whose
 // URI every test server shares, a template and completions.
-func testServer(name string, pageSize int) *mcp.Server {
+func SDKServer(name string, pageSize int) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "test-" + name, Version: "1"}, &mcp.ServerOptions{
 		PageSize:     pageSize,
 		Instructions: "instructions of " + name,
@@ -136,18 +92,18 @@ func toolCount(name string) int {
 	return 3
 }
 
-// httpUpstream serves a test server over Streamable HTTP on loopback.
-func httpUpstream(t *testing.T, name string, pageSize int) string {
+// HTTPUpstream serves a test server over Streamable HTTP on loopback.
+func HTTPUpstream(t *testing.T, name string, pageSize int) string {
 	t.Helper()
-	srv := testServer(name, pageSize)
+	srv := SDKServer(name, pageSize)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	return ts.URL + "/mcp"
 }
 
-// stdioUpstream returns the config command that runs a test server as a
+// StdioUpstream returns the config command that runs a test server as a
 // child process.
-func stdioUpstream(t *testing.T) string {
+func StdioUpstream(t *testing.T) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -156,9 +112,9 @@ func stdioUpstream(t *testing.T) string {
 	return exe
 }
 
-// startGateway starts a gateway on a free loopback port from YAML and waits
+// StartGateway starts a gateway on a free loopback port from YAML and waits
 // for its upstreams' first connection attempts.
-func startGateway(t *testing.T, yaml string) (*gateway.Gateway, string) {
+func StartGateway(t *testing.T, yaml string) (*gateway.Gateway, string) {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -168,14 +124,14 @@ func startGateway(t *testing.T, yaml string) (*gateway.Gateway, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw := runGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
+	gw := RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 	return gw, "http://" + ln.Addr().String()
 }
 
-// runGateway starts a gateway, stops it when the test ends (failing the
+// RunGateway starts a gateway, stops it when the test ends (failing the
 // test if it cannot drain), and waits for its upstreams' first connection
 // attempts.
-func runGateway(t *testing.T, cfg *config.Config, opts gateway.Options) *gateway.Gateway {
+func RunGateway(t *testing.T, cfg *config.Config, opts gateway.Options) *gateway.Gateway {
 	t.Helper()
 	gw, err := gateway.Start(cfg, opts)
 	if err != nil {
@@ -196,8 +152,8 @@ func runGateway(t *testing.T, cfg *config.Config, opts gateway.Options) *gateway
 	return gw
 }
 
-// connect opens an official-SDK client session to url.
-func connect(t *testing.T, url string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
+// Connect opens an official-SDK client session to url.
+func Connect(t *testing.T, url string, opts *mcp.ClientOptions, version string) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
