@@ -26,6 +26,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/client"
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/demo"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
@@ -51,7 +52,9 @@ func TestMain(m *testing.M) {
 	sandbox.LauncherMain() // sandbox_test.go: the binary is also the launcher
 	switch os.Getenv("MCPGW_HOST_TEST_CHILD") {
 	case "":
-		os.Exit(m.Run())
+		// gatewaytest.Main also serves the stdio upstreams of the tests
+		// that run a whole gateway, then runs the tests.
+		gatewaytest.Main(m)
 	case "late":
 		// A child process polls for its release file (no channel crosses
 		// processes); the test bounds the wait.

@@ -1,0 +1,11 @@
+package core_test
+
+import (
+	"testing"
+
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
+)
+
+// The tests here that run a whole gateway start stdio upstreams as children
+// of this test binary: gatewaytest.Main serves them.
+func TestMain(m *testing.M) { gatewaytest.Main(m) }
