@@ -276,29 +276,12 @@ func (b *bench) startHAProxy(bin, name, mode string, gws []*child) (*extProc, st
 	if err != nil {
 		return nil, "", err
 	}
-	var servers strings.Builder
+	addrs := make([]string, len(gws))
 	for i, g := range gws {
-		fmt.Fprintf(&servers, "    server r%d %s\n", i+1, strings.TrimPrefix(g.mcpURL, "http://"))
-	}
-	balance := "roundrobin"
-	if mode == "http" {
-		balance = "hdr(Mcp-Session-Id)\n    hash-type consistent"
+		addrs[i] = strings.TrimPrefix(g.mcpURL, "http://")
 	}
 	cfg := filepath.Join(b.dir, name+".cfg")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`global
-    maxconn 2000
-    nbthread 1
-defaults
-    mode %s
-    timeout connect 2s
-    timeout client 60s
-    timeout server 60s
-frontend mcp
-    bind 127.0.0.1:%d
-    default_backend mcpgw
-backend mcpgw
-    balance %s
-%s`, mode, port, balance, servers.String())), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(haproxyConfig(mode, port, addrs)), 0o600); err != nil {
 		return nil, "", err
 	}
 	p, err := startExt(b.dir, name, bin, "-db", "-f", cfg)
@@ -311,6 +294,34 @@ backend mcpgw
 		return nil, "", err
 	}
 	return p, "http://" + addr + "/mcp", nil
+}
+
+// haproxyConfig is startHAProxy's configuration: listening on port,
+// balancing over servers (host:port) in mode "http" or "tcp".
+func haproxyConfig(mode string, port int, servers []string) string {
+	balance := "roundrobin"
+	if mode == "http" {
+		balance = "hdr(Mcp-Session-Id)\n    hash-type consistent"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `global
+    maxconn 2000
+    nbthread 1
+defaults
+    mode %s
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+frontend mcp
+    bind 127.0.0.1:%d
+    default_backend mcpgw
+backend mcpgw
+    balance %s
+`, mode, port, balance)
+	for i, s := range servers {
+		fmt.Fprintf(&b, "    server r%d %s\n", i+1, s)
+	}
+	return b.String()
 }
 
 // fleetCell measures every row in one mode, alternating.
