@@ -19,8 +19,11 @@ import (
 
 // The fleet scenario: what a replica costs and what Redis costs, in one
 // table. Rows: one mcpgw alone, one with sessions.redis, three behind
-// HAProxy in http mode without and with Redis, and three behind HAProxy in
-// tcp mode with Redis; every replica shares one key ring, so any of them
+// HAProxy in http mode without and with Redis, three behind HAProxy in
+// tcp mode with Redis, and three with Redis whose connections the
+// generator spreads itself (no balancer process: what the replicas alone
+// cost, as behind a balancer in the kernel); every replica shares one key
+// ring, so any of them
 // serves any session. The http rows balance as docs/operations.md
 // recommends for a fleet: a session's requests to one replica by a
 // consistent hash of Mcp-Session-Id (round robin for requests without
@@ -45,7 +48,8 @@ type fleetRow struct {
 	redis    bool
 	url      string
 	gws      []*child
-	lbMode   string   // HAProxy's mode: "http" (per request) or "tcp" (per connection)
+	lbMode   string   // HAProxy's mode: "http" (per request) or "tcp" (per connection); "client": no HAProxy, the generator spreads its connections
+	spread   []string // lbMode "client": the replicas' URLs
 	lb       *extProc // nil: the one replica is called directly
 	rds      *extProc // nil: no Redis
 }
@@ -217,10 +221,10 @@ sessions:
 		n      int
 		lbMode string
 		redis  bool
-	}{{1, "", false}, {1, "", true}, {3, "http", false}, {3, "http", true}, {3, "tcp", true}} {
+	}{{1, "", false}, {1, "", true}, {3, "http", false}, {3, "http", true}, {3, "tcp", true}, {3, "client", true}} {
 		n := shape.n
-		if n > 1 && haproxyBin == "" {
-			fmt.Fprintln(b.log, "bench: fleet: haproxy not installed; the three-replica rows are skipped")
+		if n > 1 && shape.lbMode != "client" && haproxyBin == "" {
+			fmt.Fprintln(b.log, "bench: fleet: haproxy not installed; the HAProxy rows are skipped")
 			continue
 		}
 		r := &fleetRow{replicas: n, redis: shape.redis, lbMode: shape.lbMode}
@@ -228,11 +232,17 @@ sessions:
 		tag := "mem"
 		if n > 1 {
 			r.name = fmt.Sprintf("%d replicas + HAProxy %s", n, shape.lbMode)
+			if shape.lbMode == "client" {
+				r.name = fmt.Sprintf("%d replicas", n)
+			}
 			tag = shape.lbMode + "-mem"
 		}
 		if shape.redis {
 			r.name += " + Redis"
 			r.rds, tag = rds, strings.Replace(tag, "mem", "redis", 1)
+		}
+		if shape.lbMode == "client" {
+			r.name += ", connections spread by the generator"
 		}
 		for i := range n {
 			gw, err := gateway(fmt.Sprintf("fleet-%d-%s-r%d", n, tag, i+1), shape.redis, replicaProcs(n))
@@ -242,7 +252,11 @@ sessions:
 			r.gws = append(r.gws, gw)
 		}
 		r.url = r.gws[0].mcpURL + "/mcp"
-		if n > 1 {
+		if shape.lbMode == "client" {
+			for _, g := range r.gws {
+				r.spread = append(r.spread, g.mcpURL+"/mcp")
+			}
+		} else if n > 1 {
 			lb, url, err := b.startHAProxy(haproxyBin, fmt.Sprintf("haproxy-%d-%s", n, tag), shape.lbMode, r.gws)
 			if err != nil {
 				return err
@@ -334,7 +348,7 @@ func (b *bench) fleetCell(ctx context.Context, mode string, rows []*fleetRow) er
 	accs := make([]acc, len(rows))
 	loads := make([]load, len(rows))
 	for i, r := range rows {
-		l := load{conc: fleetConc, tool: "up__echo", args: `{"text":"hello"}`, want: []byte(`hello`), dur: b.o.dur}
+		l := load{conc: fleetConc, tool: "up__echo", args: `{"text":"hello"}`, want: []byte(`hello`), dur: b.o.dur, spread: r.spread}
 		if mode == "stateless" {
 			l.tool, l.stateless = "st__echo", true
 		} else {
