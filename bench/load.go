@@ -213,6 +213,10 @@ type load struct {
 	calls     int // when > 0, stop after this many calls instead of dur
 	stateless bool
 	bearer    string // when set, sent as Authorization: Bearer
+	// spread, when set, replaces run's url: worker w calls spread[w%len],
+	// each over its own connection (the fleet's replicas without a
+	// balancer process, as a balancer in the kernel spreads connections).
+	spread []string
 }
 
 // result is what one run measured.
@@ -245,7 +249,11 @@ func (c *caller) run(ctx context.Context, url string, l load) result {
 				errs int
 				msg  string
 			)
-			wc, err := c.conn(url)
+			u := url
+			if len(l.spread) > 0 {
+				u = l.spread[w%len(l.spread)]
+			}
+			wc, err := c.conn(u)
 			if err != nil {
 				mu.Lock()
 				res.errs++

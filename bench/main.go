@@ -67,7 +67,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		quick                                 bool
 	)
 	fs.BoolVar(&quick, "quick", false, "a smoke run (CI): small counts and short runs, under 60 s; explicit flags still win")
-	fs.StringVar(&scen, "scenarios", "call,list,idle,auth,big", "scenarios to run: call (small tools/call), list (10,000-tool tools/list), idle (idle legacy sessions), auth (JWT and a 1,000-rule CEL policy), big (1 MiB result), fleet (1 and 3 replicas, with and without Redis; not in the default run), tls (the small call over TLS on both sides against plain HTTP; not in the default run), intercept (the small call and the big result with a redact of 10 patterns on results against no interceptors; not in the default run)")
+	fs.StringVar(&scen, "scenarios", "call,list,idle,auth,big", "scenarios to run: call (small tools/call), list (10,000-tool tools/list), idle (idle legacy sessions), auth (JWT and a 1,000-rule CEL policy), big (1 MiB result), fleet (1 and 3 replicas, with and without Redis, the 3 behind HAProxy in http or tcp mode or no balancer process; not in the default run), tls (the small call over TLS on both sides against plain HTTP; not in the default run), intercept (the small call and the big result with a redact of 10 patterns on results against no interceptors; not in the default run)")
 	fs.StringVar(&conc, "c", "1,32,256", "call: concurrencies (closed-loop workers)")
 	fs.StringVar(&sess, "sessions", "1,64", "call: legacy sessions the workers share")
 	fs.StringVar(&modes, "modes", "legacy,stateless", "call: legacy (2025-11-25 sessions) and/or stateless (2026-07-28 requests)")

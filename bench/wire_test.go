@@ -230,3 +230,30 @@ func TestCallerDropsStaleConnections(t *testing.T) {
 		t.Fatalf("the new connection's call: %q, %v", buf.String(), err)
 	}
 }
+
+// TestCallerSpreads: a load with spread sends worker w's calls to
+// spread[w%len] over one connection each, as a balancer in the kernel
+// spreads connections over the fleet's replicas; the run's url is unused.
+func TestCallerSpreads(t *testing.T) {
+	var calls [3]atomic.Int32
+	var urls []string
+	for i := range calls {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls[i].Add(1)
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}`)
+		}))
+		defer srv.Close()
+		urls = append(urls, srv.URL)
+	}
+	c := newCaller()
+	defer c.closeIdle()
+	l := load{conc: 6, tool: "echo", args: `{}`, want: []byte("hello"), calls: 60, spread: urls}
+	if r := c.run(t.Context(), "http://127.0.0.1:1/unused", l); r.errs != 0 || len(r.lat) != 60 {
+		t.Fatalf("%d calls, %d errors (%s)", len(r.lat), r.errs, r.errMsg)
+	}
+	for i := range calls {
+		if calls[i].Load() == 0 {
+			t.Errorf("server %d got no call; want every spread URL used", i)
+		}
+	}
+}
