@@ -84,4 +84,15 @@ if [[ -z "$report" ]]; then
 fi
 echo "flaky: failing tests, failed/runs (${count} runs each, ${elapsed}s):"
 printf '%s\n' "$report" | sed 's/^/  /'
+# What each failing test said in the runs that failed (its output from
+# "=== RUN" to "--- FAIL", at most 40 lines a test), so a flake seen once
+# need not be reproduced to be understood.
+printf '%s\n' "$report" | cut -f2 | while read -r pkg test; do
+  [[ "$test" != "[package]" ]] || continue
+  echo "--- $pkg $test"
+  jq -rR --arg p "$pkg" --arg t "$test" '
+    fromjson? | select(.Action == "output" and .Package == $p and .Test == $t) | .Output' "$out" |
+    awk '/^=== RUN/ { chunk = "" } { chunk = chunk $0 "\n" } /^ *--- FAIL/ { printf "%s", chunk; chunk = "" }' |
+    head -40 | sed 's/^/    /'
+done
 exit 1
