@@ -262,7 +262,12 @@ func testKillChildMidCall(t *testing.T, protocol string) {
 	})
 	h.Start()
 	defer h.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// One context spans the whole test: the start, the call, the restart
+	// (each a wait of up to testwait.Long) and the call after it. Under
+	// load, 30s for all of them together was once not enough (1 of 5 runs
+	// of TestKillChildMidCall/auto, whose every start first probes
+	// server/discover).
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testwait.Long)
 	defer cancel()
 	if err := h.WaitReady(ctx); err != nil {
 		t.Fatal(err)
@@ -434,7 +439,12 @@ func TestCloseKillsProcessGroup(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "grandchild.pid")
 	h := host.New(childConfig(t, "stubborn", map[string]string{"MCPGW_HOST_TEST_PIDFILE": pidfile}), host.Options{Logger: zaptest.NewLogger(t)})
 	h.Start()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// One context spans the whole test: the start, the call, the restart
+	// (each a wait of up to testwait.Long) and the call after it. Under
+	// load, 30s for all of them together was once not enough (1 of 5 runs
+	// of TestKillChildMidCall/auto, whose every start first probes
+	// server/discover).
+	ctx, cancel := context.WithTimeout(context.Background(), 4*testwait.Long)
 	defer cancel()
 	if err := h.WaitReady(ctx); err != nil {
 		t.Fatal(err)
