@@ -2,8 +2,8 @@ package gatewaytest
 
 // Helpers of the bounds tests (DESIGN.md invariant 7) that tests in more
 // than one package use: a gateway with metrics of its own, the refusal
-// counter and checks of a refusal, a legacy HTTP+SSE client that never
-// reads, and an upstream that echoes credentials back.
+// counter and checks of a refusal, and a legacy HTTP+SSE client that never
+// reads.
 
 import (
 	"bufio"
@@ -13,7 +13,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -199,19 +198,4 @@ func MuteLegacySession(t *testing.T, base string) (send func(body string) (int, 
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return send, client.CloseIdleConnections
-}
-
-// EchoHeaders starts an HTTP server on loopback that answers every request
-// with 401 and a body that repeats the request's headers and form: an
-// upstream (or token endpoint) that echoes credentials into the error the
-// gateway logs. It returns the server's URL.
-func EchoHeaders(t *testing.T) string {
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprintf(w, "rejected: headers %v form %v", r.Header, r.PostForm)
-	}))
-	t.Cleanup(ts.Close)
-	return ts.URL
 }
