@@ -15,7 +15,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/auth"
 	"github.com/mcpgw/mcpgw/internal/auth/authtest"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
-	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest/redistest"
 )
 
 // dpopClient is a Go DPoP client: its key, and a token bound to it.

@@ -22,16 +22,16 @@ import (
 // (128 × 256 KiB here) and no request was refused for bytes.
 func TestBoundsLegacySSEQueueBytes(t *testing.T) {
 	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
-	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	_, base, m := gatewaytest.BoundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
 sessions:
   sse_write_timeout: 60s
   queue_bytes: 2097152
 `, alpha), true)
-	send, _ := muteLegacySession(t, base)
+	send, _ := gatewaytest.MuteLegacySession(t, base)
 
-	rss0 := rss()
+	rss0 := gatewaytest.RSS()
 	text := strings.Repeat("x", 256<<10)
 	call := func(id int) string {
 		return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"method":"tools/call","params":{"name":"alpha__echo","arguments":{"text":"` + text + `"}}}`
@@ -70,10 +70,10 @@ sessions:
 			t.Fatalf("no request refused for sessions.queue_bytes (last: HTTP %d %s); statuses of the first 100: %v", st, b, counts)
 		}
 	}
-	wantRefusal(t, "POST past queue_bytes", st, h, b, http.StatusTooManyRequests, "sessions.queue_bytes", strconv.Itoa(id))
+	gatewaytest.WantRefusal(t, "POST past queue_bytes", st, h, b, http.StatusTooManyRequests, "sessions.queue_bytes", strconv.Itoa(id))
 	t.Logf("100 POSTs to a client that never reads: HTTP statuses %v; RSS %.0f -> %.0f MB; %v answers or requests refused for bytes",
-		counts, rss0, rss(), refusals(t, m, "sessions.queue_bytes"))
-	if n := refusals(t, m, "sessions.queue_bytes"); n < 2 {
+		counts, rss0, gatewaytest.RSS(), gatewaytest.Refusals(t, m, "sessions.queue_bytes"))
+	if n := gatewaytest.Refusals(t, m, "sessions.queue_bytes"); n < 2 {
 		t.Errorf("mcpgw_limit_refusals_total{bound=sessions.queue_bytes} = %v, want answers past the bound refused too", n)
 	}
 }

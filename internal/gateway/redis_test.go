@@ -20,9 +20,9 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/gatewaytest"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest/redistest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	mcpgw "github.com/mcpgw/mcpgw/internal/mcp"
-	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
 	"github.com/mcpgw/mcpgw/internal/sse"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )

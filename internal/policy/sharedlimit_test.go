@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest/redistest"
 )
 
 // Two Limiters over one Redis (two replicas) share their buckets: 20

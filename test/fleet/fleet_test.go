@@ -30,8 +30,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest/redistest"
 	mcpgw "github.com/mcpgw/mcpgw/internal/mcp"
-	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 

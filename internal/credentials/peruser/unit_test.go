@@ -21,7 +21,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/credentials"
 	"github.com/mcpgw/mcpgw/internal/credentials/oauthclient"
 	"github.com/mcpgw/mcpgw/internal/credentials/peruser"
-	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest/redistest"
 )
 
 // fakeClient answers refreshes with what the test says.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest/redistest"
 )
 
 // BenchmarkSeal is the cost of sealing one session id (AES-GCM over the

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpgw/mcpgw/internal/gatewaytest/redistest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/metrics"
-	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 

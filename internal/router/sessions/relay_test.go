@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpgw/mcpgw/internal/auth"
+	"github.com/mcpgw/mcpgw/internal/gatewaytest/redistest"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/metrics"
-	"github.com/mcpgw/mcpgw/internal/router/sessions/redistest"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
 

@@ -1,4 +1,4 @@
-package gateway_test
+package serial_test
 
 // Bounds (DESIGN.md invariant 7), end to end: every test drives a real
 // gateway on 127.0.0.1 the way a runaway or hostile client would and
@@ -11,125 +11,24 @@ package gateway_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/mcpgw/mcpgw/internal/config"
-	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
-	"github.com/mcpgw/mcpgw/internal/mcp"
-	"github.com/mcpgw/mcpgw/internal/metrics"
 	"github.com/mcpgw/mcpgw/internal/sse"
 	"github.com/mcpgw/mcpgw/internal/testwait"
 )
-
-// boundsGateway starts a gateway from YAML with metrics of its own; wait
-// says whether to wait for the upstreams' first connection attempts.
-func boundsGateway(t *testing.T, yaml string, wait bool) (*gateway.Gateway, string, *metrics.Metrics) {
-	t.Helper()
-	cfg, err := config.Parse("bounds.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New(prometheus.NewRegistry(), metrics.Options{NoRuntimeCollectors: true})
-	opts := gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln, Metrics: m}
-	var gw *gateway.Gateway
-	if wait {
-		gw = gatewaytest.RunGateway(t, cfg, opts)
-	} else {
-		if gw, err = gateway.Start(cfg, opts); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = gw.Shutdown(ctx)
-		})
-	}
-	return gw, "http://" + ln.Addr().String(), m
-}
-
-// refusals is mcpgw_limit_refusals_total{bound}.
-func refusals(t *testing.T, m *metrics.Metrics, bound string) float64 {
-	t.Helper()
-	families, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "mcpgw_limit_refusals_total" {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if l.GetName() == "bound" && l.GetValue() == bound {
-					return s.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
-// wantRefusal checks an HTTP refusal by bound: status, Retry-After and the
-// JSON-RPC error (with id, when one is given) naming the bound's key.
-func wantRefusal(t *testing.T, what string, status int, header http.Header, body []byte, wantStatus int, bound string, id string) {
-	t.Helper()
-	if status != wantStatus {
-		t.Errorf("%s: HTTP %d %s, want %d", what, status, body, wantStatus)
-		return
-	}
-	if ra, err := strconv.Atoi(header.Get("Retry-After")); err != nil || ra < 1 {
-		t.Errorf("%s: Retry-After %q, want whole seconds", what, header.Get("Retry-After"))
-	}
-	m, err := jsonrpc.Parse(body)
-	if err != nil || m.Error == nil {
-		t.Errorf("%s: body %s is not a JSON-RPC error (%v)", what, body, err)
-		return
-	}
-	wantError(t, what, m, bound, id)
-}
-
-// wantError checks a JSON-RPC refusal by bound.
-func wantError(t *testing.T, what string, m *jsonrpc.Message, bound string, id string) {
-	t.Helper()
-	if m.Error == nil {
-		t.Errorf("%s: result %s, want a refusal by %s", what, m.Result, bound)
-		return
-	}
-	var data struct {
-		Bound      string `json:"bound"`
-		Max        int    `json:"max"`
-		RetryAfter int    `json:"retryAfterSeconds"`
-	}
-	_ = json.Unmarshal(m.Error.Data, &data)
-	if m.Error.Code != mcp.CodeRateLimited || data.Bound != bound || data.Max < 1 || data.RetryAfter < 1 || !strings.Contains(m.Error.Message, bound) {
-		t.Errorf("%s: error %d %q data %s; want %d naming %s", what, m.Error.Code, m.Error.Message, m.Error.Data, mcp.CodeRateLimited, bound)
-	}
-	if id != "" && string(m.ID) != id {
-		t.Errorf("%s: error has id %s, want the request's %s", what, m.ID, id)
-	}
-}
 
 // postMessages POSTs one message and returns every JSON-RPC message of the
 // answer (a JSON body or an SSE stream), or the transport's error.
@@ -172,21 +71,6 @@ func postMessages(url, body string, h http.Header) ([]*jsonrpc.Message, error) {
 	}
 }
 
-// rss is the process's resident set in MB (0 where /proc is missing).
-func rss() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			return float64(kb) / 1024
-		}
-	}
-	return 0
-}
-
 // settle waits for the goroutine count to fall to at most want, and
 // returns it.
 func settle(want int, within time.Duration) int {
@@ -198,21 +82,6 @@ func settle(want int, within time.Duration) int {
 		}
 		time.Sleep(20 * time.Millisecond) // a poll, bounded by deadline
 	}
-}
-
-// smallWindowDial connects with a 4 KB receive buffer, so that a client
-// that stops reading stops the gateway's writes after a few kilobytes.
-func smallWindowDial(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
-	}}
-	conn, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
 }
 
 // TestBoundsLegacySSEClientThatNeverReads (finding 4): a legacy HTTP+SSE
@@ -227,7 +96,7 @@ func smallWindowDial(t *testing.T, addr string) net.Conn {
 // 400 POSTs 202, no 404).
 func TestBoundsLegacySSEClientThatNeverReads(t *testing.T) {
 	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
-	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	_, base, m := gatewaytest.BoundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
 sessions:
@@ -235,9 +104,9 @@ sessions:
   sse_write_timeout: 2s
   max_requests_per_session: 16
 `, alpha), true)
-	send, closeIdle := muteLegacySession(t, base)
+	send, closeIdle := gatewaytest.MuteLegacySession(t, base)
 
-	baseline, rss0 := runtime.NumGoroutine(), rss()
+	baseline, rss0 := runtime.NumGoroutine(), gatewaytest.RSS()
 	text := strings.Repeat("x", 64<<10)
 	var mu sync.Mutex
 	counts := map[int]int{}
@@ -273,7 +142,7 @@ sessions:
 	wg.Wait()
 	refused := refusal.status != 0
 	if refused {
-		wantRefusal(t, "POST beyond max_requests_per_session", refusal.status, refusal.header, refusal.body, http.StatusTooManyRequests, "sessions.max_requests_per_session", refusal.id)
+		gatewaytest.WantRefusal(t, "POST beyond max_requests_per_session", refusal.status, refusal.header, refusal.body, http.StatusTooManyRequests, "sessions.max_requests_per_session", refusal.id)
 	}
 	// The client is disconnected within sse_write_timeout of its stream
 	// filling up: its POSTs then find no session.
@@ -285,7 +154,7 @@ sessions:
 	closeIdle()
 	after := settle(baseline+60, 10*time.Second)
 	t.Logf("%d POSTs to a client that never reads: HTTP statuses %v; goroutines %d before, peak %d, %d after; RSS %.0f -> %.0f MB",
-		posts, counts, baseline, peak, after, rss0, rss())
+		posts, counts, baseline, peak, after, rss0, gatewaytest.RSS())
 	// At most 16 calls at once (max_requests_per_session): two goroutines
 	// each, and up to three per pooled upstream connection; plus the 8
 	// senders' connections.
@@ -301,10 +170,10 @@ sessions:
 	if after > baseline+60 { // pooled connections to the upstream (16 calls at once) stay
 		t.Errorf("goroutines: %d before, %d after the client was disconnected", baseline, after)
 	}
-	if n := refusals(t, m, "sessions.sse_write_timeout"); n != 1 {
+	if n := gatewaytest.Refusals(t, m, "sessions.sse_write_timeout"); n != 1 {
 		t.Errorf("mcpgw_limit_refusals_total{bound=sessions.sse_write_timeout} = %v, want 1", n)
 	}
-	if n := refusals(t, m, "sessions.max_requests_per_session"); n < 1 {
+	if n := gatewaytest.Refusals(t, m, "sessions.max_requests_per_session"); n < 1 {
 		t.Errorf("mcpgw_limit_refusals_total{bound=sessions.max_requests_per_session} = %v, want ≥ 1", n)
 	}
 }
@@ -314,7 +183,7 @@ sessions:
 // and max_requests_per_session allow at once, all answered on the stream.
 func TestBoundsLegacySSEReaderKeepsUp(t *testing.T) {
 	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
-	_, base, _ := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	_, base, _ := gatewaytest.BoundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
 sessions: {sse_queue: 4, sse_write_timeout: 2s, max_requests_per_session: 64}
@@ -354,7 +223,7 @@ sessions: {sse_queue: 4, sse_write_timeout: 2s, max_requests_per_session: 64}
 // every initialize was taken (the test's 4th alice session got 200).
 func TestBoundsSessions(t *testing.T) {
 	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
-	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	_, base, m := gatewaytest.BoundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
 auth:
@@ -376,7 +245,7 @@ sessions:
 		alice = append(alice, c)
 	}
 	r := as("alice-secret-0123456789").Post(initialize)
-	wantRefusal(t, "alice's 4th session", r.Status, r.Header, r.Body, http.StatusTooManyRequests, "sessions.max_sessions_per_principal", `"init"`)
+	gatewaytest.WantRefusal(t, "alice's 4th session", r.Status, r.Header, r.Body, http.StatusTooManyRequests, "sessions.max_sessions_per_principal", `"init"`)
 
 	// A legacy HTTP+SSE stream is a session too.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -392,7 +261,7 @@ sessions:
 	bob := as("bob-secret-0123456789")
 	bob.Initialize("2025-11-25") // the 5th session
 	r = as("bob-secret-0123456789").Post(initialize)
-	wantRefusal(t, "a 6th session", r.Status, r.Header, r.Body, http.StatusServiceUnavailable, "sessions.max_sessions", `"init"`)
+	gatewaytest.WantRefusal(t, "a 6th session", r.Status, r.Header, r.Body, http.StatusServiceUnavailable, "sessions.max_sessions", `"init"`)
 	sctx, scancel := context.WithTimeout(ctx, 5*time.Second) // a stream, were it taken
 	defer scancel()
 	sreq, _ := http.NewRequestWithContext(sctx, http.MethodGet, base+"/mcp/sse", nil)
@@ -403,7 +272,7 @@ sessions:
 	} else {
 		b, _ := io.ReadAll(sresp.Body)
 		sresp.Body.Close()
-		wantRefusal(t, "a 6th session over legacy SSE", sresp.StatusCode, sresp.Header, b, http.StatusServiceUnavailable, "sessions.max_sessions", "")
+		gatewaytest.WantRefusal(t, "a 6th session over legacy SSE", sresp.StatusCode, sresp.Header, b, http.StatusServiceUnavailable, "sessions.max_sessions", "")
 	}
 
 	// Ending one frees its slot, for its principal too.
@@ -411,10 +280,10 @@ sessions:
 		t.Fatalf("DELETE: HTTP %d %s", d.Status, d.Body)
 	}
 	as("alice-secret-0123456789").Initialize("2025-11-25")
-	if got := refusals(t, m, "sessions.max_sessions_per_principal"); got != 1 {
+	if got := gatewaytest.Refusals(t, m, "sessions.max_sessions_per_principal"); got != 1 {
 		t.Errorf("refusals{sessions.max_sessions_per_principal} = %v, want 1", got)
 	}
-	if got := refusals(t, m, "sessions.max_sessions"); got != 2 {
+	if got := gatewaytest.Refusals(t, m, "sessions.max_sessions"); got != 2 {
 		t.Errorf("refusals{sessions.max_sessions} = %v, want 2", got)
 	}
 }
@@ -465,7 +334,7 @@ func closedWithin(conn net.Conn, br *bufio.Reader, d time.Duration) (time.Durati
 // checks time out at 3 s).
 func TestBoundsSlowBody(t *testing.T) {
 	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
-	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	_, base, m := gatewaytest.BoundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
 read_body_timeout: 1s
@@ -498,7 +367,7 @@ read_header_timeout: 1s
 		t.Errorf("a normal call during the slow ones: %s", r.Body)
 	}
 	wg.Wait()
-	if n := refusals(t, m, "read_body_timeout"); n < 10 {
+	if n := gatewaytest.Refusals(t, m, "read_body_timeout"); n < 10 {
 		t.Errorf("refusals{read_body_timeout} = %v, want ≥ 10 (one per slow body a handler read)", n)
 	}
 
@@ -567,7 +436,7 @@ func bridgedFirstRound(t *testing.T, base, key string, id int) *gatewaytest.RawR
 // third call parked like the others (input_required, HTTP 200).
 func TestBoundsBridgedCallsPerPrincipal(t *testing.T) {
 	up := gatewaytest.FidHTTPUpstream(t, "up", 0)
-	_, base, m := boundsGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.Entry+`auth:
+	_, base, m := gatewaytest.BoundsGateway(t, "listen: 127.0.0.1:0\nupstreams:\n"+up.Entry+`auth:
   api_keys:
     - {name: a, key: alice-secret-0123456789, principal: alice}
     - {name: b, key: bob-secret-0123456789, principal: bob}
@@ -585,11 +454,11 @@ sessions:
 	parked("alice 1", bridgedFirstRound(t, base, "alice-secret-0123456789", 1))
 	parked("alice 2", bridgedFirstRound(t, base, "alice-secret-0123456789", 2))
 	r := bridgedFirstRound(t, base, "alice-secret-0123456789", 3)
-	wantRefusal(t, "alice's 3rd parked call", r.Status, r.Header, r.Body, http.StatusTooManyRequests, "sessions.max_parked_calls_per_principal", "3")
+	gatewaytest.WantRefusal(t, "alice's 3rd parked call", r.Status, r.Header, r.Body, http.StatusTooManyRequests, "sessions.max_parked_calls_per_principal", "3")
 	parked("bob 1", bridgedFirstRound(t, base, "bob-secret-0123456789", 4))
 	r = bridgedFirstRound(t, base, "bob-secret-0123456789", 5)
-	wantRefusal(t, "a 4th parked call", r.Status, r.Header, r.Body, http.StatusServiceUnavailable, "sessions.max_parked_calls", "5")
-	if a, g := refusals(t, m, "sessions.max_parked_calls_per_principal"), refusals(t, m, "sessions.max_parked_calls"); a != 1 || g != 1 {
+	gatewaytest.WantRefusal(t, "a 4th parked call", r.Status, r.Header, r.Body, http.StatusServiceUnavailable, "sessions.max_parked_calls", "5")
+	if a, g := gatewaytest.Refusals(t, m, "sessions.max_parked_calls_per_principal"), gatewaytest.Refusals(t, m, "sessions.max_parked_calls"); a != 1 || g != 1 {
 		t.Errorf("refusals: per principal %v, global %v; want 1 and 1", a, g)
 	}
 }
@@ -601,7 +470,7 @@ sessions:
 // session took a third connection.
 func TestBoundsStatefulSlotsPerPrincipal(t *testing.T) {
 	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
-	gw, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	gw, base, m := gatewaytest.BoundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha:
     url: %s
@@ -628,12 +497,12 @@ policy: {default: allow}
 			t.Fatalf("alice's session %d: %v", i+1, m.Error)
 		}
 	}
-	wantError(t, "alice's 3rd stateful session", call(a3, 3), "upstreams.alpha.max_sessions_per_principal", "3")
+	gatewaytest.WantError(t, "alice's 3rd stateful session", call(a3, 3), "upstreams.alpha.max_sessions_per_principal", "3")
 	b1, b2 := session("bob-secret-0123456789"), session("bob-secret-0123456789")
 	if m := call(b1, 4); m.Error != nil {
 		t.Fatalf("bob's first session: %v", m.Error)
 	}
-	wantError(t, "a 4th stateful session", call(b2, 5), "upstreams.alpha.max_sessions", "5")
+	gatewaytest.WantError(t, "a 4th stateful session", call(b2, 5), "upstreams.alpha.max_sessions", "5")
 	if n := gw.Host().Upstream("alpha").SessionConnections(); n != 3 {
 		t.Errorf("the upstream holds %d session connections, want 3", n)
 	}
@@ -643,7 +512,7 @@ policy: {default: allow}
 	if m := call(a3, 6); m.Error != nil {
 		t.Errorf("after alice ended a session, her third: %v", m.Error)
 	}
-	if a, g := refusals(t, m, "upstreams.alpha.max_sessions_per_principal"), refusals(t, m, "upstreams.alpha.max_sessions"); a != 1 || g != 1 {
+	if a, g := gatewaytest.Refusals(t, m, "upstreams.alpha.max_sessions_per_principal"), gatewaytest.Refusals(t, m, "upstreams.alpha.max_sessions"); a != 1 || g != 1 {
 		t.Errorf("refusals: per principal %v, global %v; want 1 and 1", a, g)
 	}
 }
@@ -654,7 +523,7 @@ policy: {default: allow}
 // until the call ended.
 func TestBoundsReplayStreams(t *testing.T) {
 	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
-	_, base, m := boundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
+	_, base, m := gatewaytest.BoundsGateway(t, fmt.Sprintf(`listen: 127.0.0.1:0
 upstreams:
   alpha: {url: %s}
 sessions: {max_replay_streams: 2}
@@ -696,8 +565,8 @@ sessions: {max_replay_streams: 2}
 	}
 	r := replay()
 	b, _ := io.ReadAll(r.Body)
-	wantRefusal(t, "a 3rd replay stream", r.StatusCode, r.Header, b, http.StatusTooManyRequests, "sessions.max_replay_streams", "")
-	if n := refusals(t, m, "sessions.max_replay_streams"); n != 1 {
+	gatewaytest.WantRefusal(t, "a 3rd replay stream", r.StatusCode, r.Header, b, http.StatusTooManyRequests, "sessions.max_replay_streams", "")
+	if n := gatewaytest.Refusals(t, m, "sessions.max_replay_streams"); n != 1 {
 		t.Errorf("refusals{sessions.max_replay_streams} = %v, want 1", n)
 	}
 }
@@ -708,7 +577,7 @@ sessions: {max_replay_streams: 2}
 // legacy session (200).
 func TestBoundsLegacySessionIDIsNotStreamable(t *testing.T) {
 	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
-	_, base, _ := boundsGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", alpha), true)
+	_, base, _ := gatewaytest.BoundsGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", alpha), true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	endpoint, events, body := gatewaytest.LegacyStream(t, ctx, base+"/mcp/sse")
@@ -740,7 +609,7 @@ func TestBoundsCancelledCallDuringReload(t *testing.T) {
 	yaml := func(arg string) string {
 		return "listen: 127.0.0.1:0\nupstreams:\n  hung:\n    command: [sleep, \"" + arg + "\"]\n    startup_timeout: 30s\n"
 	}
-	gw, base, _ := boundsGateway(t, yaml("60"), false)
+	gw, base, _ := gatewaytest.BoundsGateway(t, yaml("60"), false)
 	cfg, err := config.Parse("bounds.yaml", []byte(yaml("61")), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -777,7 +646,7 @@ func TestBoundsCancelledCallDuringReload(t *testing.T) {
 // fix each connection was closed without an answer (EOF).
 func TestBoundsDrainTimeoutAnswersCutCalls(t *testing.T) {
 	alpha := gatewaytest.HTTPUpstream(t, "alpha", 0)
-	gw, base, _ := boundsGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", alpha), true)
+	gw, base, _ := gatewaytest.BoundsGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nupstreams:\n  alpha: {url: %s}\n", alpha), true)
 	slow := `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"alpha__slow","arguments":{"ms":20000}%s}}`
 	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
 	c.Initialize("2025-11-25")
@@ -852,49 +721,5 @@ func TestBoundsStdioRequestsPerSession(t *testing.T) {
 			t.Errorf("call %s: %s %+v", id, m.Result, m.Error)
 		}
 	}
-	wantError(t, "a 3rd request at once", answers["3"], "sessions.max_requests_per_session", "3")
-}
-
-// muteLegacySession opens a 2024-11-05 HTTP+SSE session whose client reads
-// its stream's endpoint event and then nothing more (a small receive
-// window, so what the gateway writes backs up), and returns a function
-// that POSTs one message to the session and returns the answer, and one
-// that closes the poster's idle connections.
-func muteLegacySession(t *testing.T, base string) (send func(body string) (int, http.Header, []byte), closeIdle func()) {
-	t.Helper()
-	addr := strings.TrimPrefix(base, "http://")
-	conn := smallWindowDial(t, addr)
-	fmt.Fprintf(conn, "GET /mcp/sse HTTP/1.1\r\nHost: %s\r\nAccept: text/event-stream\r\n\r\n", addr)
-	br := bufio.NewReader(conn)
-	var endpoint string
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for endpoint == "" {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading the stream's endpoint event: %v", err)
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
-			endpoint = v
-		}
-	}
-	// From here on the client reads nothing.
-	post := base + endpoint
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
-	t.Cleanup(client.CloseIdleConnections)
-	send = func(body string) (int, http.Header, []byte) {
-		req, _ := http.NewRequest(http.MethodPost, post, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, b
-	}
-	if st, _, b := send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"mute","version":"0"}}}`); st != http.StatusAccepted {
-		t.Fatalf("initialize: HTTP %d %s", st, b)
-	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	return send, client.CloseIdleConnections
+	gatewaytest.WantError(t, "a 3rd request at once", answers["3"], "sessions.max_requests_per_session", "3")
 }
