@@ -55,7 +55,9 @@ func TestRevisionMatrix(t *testing.T) {
 			}
 			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
 			t.Cleanup(ts.Close)
-			gw, base := gatewaytest.StartGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n    forward_roots: true\n"+col.upstreamYAML)
+			// The admin listener's metrics show when a listen stream ended
+			// (subscriptions).
+			gw, base, admin := gatewaytest.StartAdminGateway(t, "listen: 127.0.0.1:0\nadmin: {listen: \"127.0.0.1:0\"}\nupstreams:\n  up:\n    url: "+ts.URL+"\n    forward_roots: true\n"+col.upstreamYAML, gateway.Options{})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			c, err := gw.Host().Upstream("up").Client(ctx)
@@ -201,6 +203,18 @@ func TestRevisionMatrix(t *testing.T) {
 				if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://doc"}); err != nil {
 					t.Fatalf("unsubscribe: %v", err)
 				}
+				// A 2026 client subscribes with a listen stream per URI
+				// and unsubscribes by cancelling that stream, which ends
+				// at the gateway some time after Unsubscribe returns: the
+				// marker's own stream says nothing of it. Until it ends the
+				// gateway rightly relays mem://doc's updates on it, so wait
+				// until only the marker's stream is open (legacy sessions
+				// have none).
+				testwait.Until(t, "the gateway to close mem://doc's listen stream", func() bool {
+					mfs, _ := gatewaytest.Scrape(t, admin)
+					n, _ := gatewaytest.Sample(mfs, "mcpgw_streams_open", "kind", "listen")
+					return n <= 1
+				})
 				mark("the marker's update after the unsubscribe")
 				n := gatewaytest.FidCount(updates.Get(), "mem://doc")
 				tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
