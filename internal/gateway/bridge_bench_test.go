@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
 func benchSamplingClient(tb testing.TB, url, version string) *mcp.ClientSession {
@@ -41,7 +43,7 @@ func benchSamplingClient(tb testing.TB, url, version string) *mcp.ClientSession 
 
 func benchMatrixUpstream(tb testing.TB, modern bool) string {
 	tb.Helper()
-	srv := matrixServer(modern)
+	srv := gatewaytest.MatrixServer(modern)
 	var opts *mcp.StreamableHTTPOptions
 	if modern {
 		opts = &mcp.StreamableHTTPOptions{Stateless: true}

@@ -64,7 +64,7 @@ policy:
 	c.Initialize("2025-11-25")
 	read := func(p string) string {
 		m := c.Call("tools/call", map[string]any{"name": "fs__read_text_file", "arguments": map[string]string{"path": p}})
-		return describe(m)
+		return gatewaytest.Describe(m)
 	}
 	if got := read(filepath.Join(pub, "a.txt")); !strings.Contains(got, "public words") {
 		t.Fatalf("allowed read: %s", got)

@@ -100,7 +100,7 @@ policy:
 					m := c.Call(method, map[string]string{"uri": tc.uri})
 					if tc.send != "" || tc.then == refused {
 						if m.Error == nil || m.Error.Code != jsonrpc.CodeInvalidParams || !strings.Contains(m.Error.Message, "resource URI") {
-							t.Fatalf("%s %q: %s; want invalid params refusing the URI", method, tc.uri, describe(m))
+							t.Fatalf("%s %q: %s; want invalid params refusing the URI", method, tc.uri, gatewaytest.Describe(m))
 						}
 						if tc.send == "" {
 							continue
@@ -160,21 +160,21 @@ func checkDecision(t *testing.T, method string, m *jsonrpc.Message, want int) {
 	switch want {
 	case 0:
 		if m.Error != nil {
-			t.Errorf("%s: %s; want it served", method, describe(m))
+			t.Errorf("%s: %s; want it served", method, gatewaytest.Describe(m))
 		}
 		if method == mcp.MethodResourcesRead {
 			var r struct{ Contents []struct{ URI, Text string } }
 			if json.Unmarshal(m.Result, &r) != nil || len(r.Contents) == 0 || !strings.HasSuffix(r.Contents[0].URI, "/features.md") {
-				t.Errorf("%s: %s; want features.md", method, describe(m))
+				t.Errorf("%s: %s; want features.md", method, gatewaytest.Describe(m))
 			}
 		}
 	case 1:
 		if m.Error == nil || m.Error.Code != mcp.CodeResourceNotFound {
-			t.Errorf("%s: %s; want it hidden (resource not found)", method, describe(m))
+			t.Errorf("%s: %s; want it hidden (resource not found)", method, gatewaytest.Describe(m))
 		}
 	case 2:
 		if method == mcp.MethodResourcesRead && m.Error == nil {
-			t.Errorf("%s: %s; want the upstream's error", method, describe(m))
+			t.Errorf("%s: %s; want the upstream's error", method, gatewaytest.Describe(m))
 		}
 	}
 }

@@ -87,7 +87,7 @@ sessions: {key_file: %q}
 // bound to its principal, and a request already forwarded is not passed on.
 func TestBridgedRetryForwardedToItsReplica(t *testing.T) {
 	t.Parallel()
-	srv := matrixServer(false) // legacy: sampling bridged to input_required
+	srv := gatewaytest.MatrixServer(false) // legacy: sampling bridged to input_required
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	keys := filepath.Join(t.TempDir(), "session-keys")
@@ -168,7 +168,7 @@ sessions: {key_file: %q, advertise_url: %q}
 // and forward the retry to it.
 func TestKeyRotationReachesRequestStates(t *testing.T) {
 	t.Parallel()
-	srv := matrixServer(false)
+	srv := gatewaytest.MatrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	const oldKey, newKey = "q5x2Wb7y0U5o2cI4JXh8nGc1rL6vP9sT3aE0dK4mN2w=", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="

@@ -1,4 +1,4 @@
-package gateway_test
+package streamable_test
 
 import (
 	"bytes"
@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
@@ -27,107 +26,6 @@ import (
 // speaks only 2026-07-28 to (protocol: "2026"), each through every feature
 // a client uses — tools, resources, prompts, completion, subscriptions,
 // sampling, elicitation and roots. Both ends are the official Go SDK.
-
-// matrixServer is the upstream of the matrix. Its tools ask for input the
-// 2026-07-28 way (an input_required result); on a legacy session the SDK
-// turns that into server→client requests itself, so one server serves both
-// columns with each revision's own wire.
-func matrixServer(modern bool) *mcp.Server {
-	var versions []string
-	if !modern {
-		versions = gatewaytest.FidLegacyVersions()
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "matrix", Version: "1"}, &mcp.ServerOptions{
-		SupportedProtocolVersions: versions,
-		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
-		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
-		CompletionHandler: func(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
-			v := req.Params.Argument.Value
-			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{v + "1", v + "2"}, Total: 2}}, nil
-		},
-	})
-	type whoIn struct {
-		Who string `json:"who"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "greet"}, func(_ context.Context, _ *mcp.CallToolRequest, in whoIn) (*mcp.CallToolResult, any, error) {
-		return gatewaytest.FidResult("hello %s", in.Who), nil, nil
-	})
-	// caps reports the client capabilities the request came with (its
-	// _meta's, or its session's initialize).
-	mcp.AddTool(srv, &mcp.Tool{Name: "caps"}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		c := req.ClientCapabilities()
-		if c == nil {
-			c = &mcp.ClientCapabilities{}
-		}
-		return gatewaytest.FidResult("sampling=%v elicitation=%v", c.Sampling != nil, c.Elicitation != nil), nil, nil
-	})
-	// log sends one message at each of debug, info and error, then answers.
-	mcp.AddTool(srv, &mcp.Tool{Name: "log"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		for _, level := range []mcp.LoggingLevel{"debug", "info", "error"} {
-			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: level, Logger: "matrix", Data: string(level) + " message"})
-		}
-		return gatewaytest.FidResult("logged"), nil, nil
-	})
-	type askIn struct {
-		Kind string `json:"kind"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "ask"}, func(_ context.Context, req *mcp.CallToolRequest, in askIn) (*mcp.CallToolResult, any, error) {
-		switch r := req.Params.InputResponses["q"].(type) {
-		case *mcp.CreateMessageWithToolsResult:
-			var text string
-			for _, c := range r.Content {
-				if tc, ok := c.(*mcp.TextContent); ok {
-					text += tc.Text
-				}
-			}
-			return gatewaytest.FidResult("sampled %s", text), nil, nil
-		case *mcp.ElicitResult:
-			return gatewaytest.FidResult("elicited %s %v", r.Action, r.Content["name"]), nil, nil
-		case *mcp.ListRootsResult:
-			var uris []string
-			for _, root := range r.Roots {
-				uris = append(uris, root.URI)
-			}
-			return gatewaytest.FidResult("roots %s", strings.Join(uris, ",")), nil, nil
-		}
-		var q mcp.InputRequest
-		switch in.Kind {
-		case "sampling":
-			q = &mcp.CreateMessageParams{MaxTokens: 8, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "2+2?"}}}}
-		case "elicitation":
-			q = &mcp.ElicitParams{Message: "name?", RequestedSchema: &jsonschema.Schema{
-				Type: "object", Properties: map[string]*jsonschema.Schema{"name": {Type: "string"}}, Required: []string{"name"},
-			}}
-		case "roots":
-			q = &mcp.ListRootsParams{}
-		default:
-			return gatewaytest.FidErrorResult("unknown kind %q", in.Kind), nil, nil
-		}
-		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": q}}, nil, nil
-	})
-	type touchIn struct {
-		URI string `json:"uri"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "touch"}, func(ctx context.Context, _ *mcp.CallToolRequest, in touchIn) (*mcp.CallToolResult, any, error) {
-		if err := srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: in.URI}); err != nil {
-			return gatewaytest.FidErrorResult("%v", err), nil, nil
-		}
-		return gatewaytest.FidResult("touched"), nil, nil
-	})
-	srv.AddPrompt(&mcp.Prompt{Name: "welcome", Arguments: []*mcp.PromptArgument{{Name: "who"}}},
-		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "welcome " + req.Params.Arguments["who"]}}}}, nil
-		})
-	srv.AddResource(&mcp.Resource{URI: "mem://doc", Name: "doc"},
-		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "the doc"}}}, nil
-		})
-	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "mem://items/{id}", Name: "item"},
-		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, Text: "item " + strings.TrimPrefix(req.Params.URI, "mem://items/")}}}, nil
-		})
-	return srv
-}
 
 func TestRevisionMatrix(t *testing.T) {
 	t.Parallel()
@@ -150,14 +48,16 @@ func TestRevisionMatrix(t *testing.T) {
 		{"2026 client, 2026 upstream, protocol auto", "2026-07-28", true, ""},
 	} {
 		t.Run(col.name, func(t *testing.T) {
-			srv := matrixServer(col.modernUpstream) // one server: its updates must reach every session's subscriptions
+			srv := gatewaytest.MatrixServer(col.modernUpstream) // one server: its updates must reach every session's subscriptions
 			var opts *mcp.StreamableHTTPOptions
 			if col.modernUpstream {
 				opts = &mcp.StreamableHTTPOptions{Stateless: true} // how the SDK serves 2026-07-28
 			}
 			ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, opts))
 			t.Cleanup(ts.Close)
-			gw, base := gatewaytest.StartGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n    forward_roots: true\n"+col.upstreamYAML)
+			// The admin listener's metrics show when a listen stream ended
+			// (subscriptions).
+			gw, base, admin := gatewaytest.StartAdminGateway(t, "listen: 127.0.0.1:0\nadmin: {listen: \"127.0.0.1:0\"}\nupstreams:\n  up:\n    url: "+ts.URL+"\n    forward_roots: true\n"+col.upstreamYAML, gateway.Options{})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			c, err := gw.Host().Upstream("up").Client(ctx)
@@ -303,6 +203,18 @@ func TestRevisionMatrix(t *testing.T) {
 				if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: "mem://doc"}); err != nil {
 					t.Fatalf("unsubscribe: %v", err)
 				}
+				// A 2026 client subscribes with a listen stream per URI
+				// and unsubscribes by cancelling that stream, which ends
+				// at the gateway some time after Unsubscribe returns: the
+				// marker's own stream says nothing of it. Until it ends the
+				// gateway rightly relays mem://doc's updates on it, so wait
+				// until only the marker's stream is open (legacy sessions
+				// have none).
+				testwait.Until(t, "the gateway to close mem://doc's listen stream", func() bool {
+					mfs, _ := gatewaytest.Scrape(t, admin)
+					n, _ := gatewaytest.Sample(mfs, "mcpgw_streams_open", "kind", "listen")
+					return n <= 1
+				})
 				mark("the marker's update after the unsubscribe")
 				n := gatewaytest.FidCount(updates.Get(), "mem://doc")
 				tool(t, "up__touch", map[string]any{"uri": "mem://doc"}, "touched")
@@ -320,7 +232,7 @@ func TestRevisionMatrix(t *testing.T) {
 // upstream never sees a call for it (counted at the upstream's handler).
 func TestStatelessBadInputReachesNoUpstream(t *testing.T) {
 	t.Parallel()
-	srv := matrixServer(false)
+	srv := gatewaytest.MatrixServer(false)
 	var calls atomic.Int64
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -436,7 +348,7 @@ func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
 	t.Parallel()
 	var urls []string
 	for range 2 {
-		srv := matrixServer(false)
+		srv := gatewaytest.MatrixServer(false)
 		ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 		t.Cleanup(ts.Close)
 		urls = append(urls, ts.URL)
@@ -462,7 +374,7 @@ func TestUnknownResourceNamedAsTheClientNamedIt(t *testing.T) {
 // with states that are refused.
 func TestBridgeMetrics(t *testing.T) {
 	t.Parallel()
-	srv := matrixServer(false)
+	srv := gatewaytest.MatrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	_, base, admin := gatewaytest.StartAdminGateway(t, "listen: 127.0.0.1:0\nadmin: {listen: 127.0.0.1:0}\nupstreams:\n  up:\n    url: "+ts.URL+"\n", gateway.Options{})
@@ -524,7 +436,7 @@ func TestBridgeMetrics(t *testing.T) {
 // the level its request's _meta asks for, and none when it asks for none.
 func TestStatelessLogLevelOverLegacyUpstream(t *testing.T) {
 	t.Parallel()
-	srv := matrixServer(false)
+	srv := gatewaytest.MatrixServer(false)
 	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 	_, base := gatewaytest.StartGateway(t, "listen: 127.0.0.1:0\nupstreams:\n  up:\n    url: "+ts.URL+"\n")

@@ -1,4 +1,4 @@
-package gateway_test
+package streamable_test
 
 import (
 	"encoding/json"

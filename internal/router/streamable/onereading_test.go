@@ -1,4 +1,4 @@
-package gateway_test
+package streamable_test
 
 import (
 	"bufio"
@@ -136,7 +136,7 @@ policy:
 func refusedUnseen(t *testing.T, u *readingUpstream, m *jsonrpc.Message, id, want string, before int) {
 	t.Helper()
 	if m == nil || m.Error == nil {
-		t.Fatalf("answer %s, want the -32600 refusal", describe(m))
+		t.Fatalf("answer %s, want the -32600 refusal", gatewaytest.Describe(m))
 	}
 	if m.Error.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(m.Error.Message, want) {
 		t.Errorf("error %d %q, want -32600 saying %q", m.Error.Code, m.Error.Message, want)
@@ -155,16 +155,8 @@ func refusedUnseen(t *testing.T, u *readingUpstream, m *jsonrpc.Message, id, wan
 func reachedAfter(t *testing.T, u *readingUpstream, m *jsonrpc.Message, want string) {
 	t.Helper()
 	if m == nil || m.Error != nil || !strings.Contains(string(m.Result), want) {
-		t.Fatalf("allowed call: %s, want a result with %q", describe(m), want)
+		t.Fatalf("allowed call: %s, want a result with %q", gatewaytest.Describe(m), want)
 	}
-}
-
-func describe(m *jsonrpc.Message) string {
-	if m == nil {
-		return "none"
-	}
-	b, _ := jsonrpc.Encode(m)
-	return string(b)
 }
 
 // Finding 1: a duplicate target on a prefix: false route was judged as
