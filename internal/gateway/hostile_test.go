@@ -47,7 +47,7 @@ auth:
     - {name: bob, key: bob-key-0123456789, principal: bob}
 policy:
   default: allow
-`, gatewaytest.StdioUpstream(t), marker, echoHeaders(t))
+`, gatewaytest.StdioUpstream(t), marker, gatewaytest.EchoHeaders(t))
 	cfg, err := config.Parse("hostile.yaml", []byte(yaml), func(k string) (string, bool) { v, ok := secrets[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
