@@ -1,11 +1,10 @@
-package gateway_test
+package core_test
 
 import (
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,20 +16,6 @@ import (
 	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
-
-// echoHeaders answers every request with 401 and a body that repeats the
-// request's headers and form: an upstream (or token endpoint) that echoes
-// credentials into the error the gateway logs.
-func echoHeaders(t *testing.T) string {
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		w.Header().Set("Content-Type", "text/plain")
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprintf(w, "rejected: headers %v form %v", r.Header, r.PostForm)
-	}))
-	t.Cleanup(ts.Close)
-	return ts.URL
-}
 
 // With debug logging, secrets from upstream headers, stdio env, upstream
 // OAuth client secrets and API keys never reach the log, even when a child
@@ -44,7 +29,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		"CLIENT_SECRET": "oauth-secret-2e7c9b4d5a",
 		"API_KEY":       "api-key-secret-6c1e8f3a9b",
 	}
-	echo := echoHeaders(t)
+	echo := gatewaytest.EchoHeaders(t)
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
 upstreams:
