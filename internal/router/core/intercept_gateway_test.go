@@ -1,4 +1,4 @@
-package gateway_test
+package core_test
 
 import (
 	"encoding/json"
