@@ -395,8 +395,8 @@ func parseRetry(v []byte) (int, bool) {
 // Writer writes events to an HTTP response and flushes each one.
 type Writer struct {
 	w   http.ResponseWriter
-	rc  *http.ResponseController // finds Flush through wrapping writers
-	buf []byte                   // an event's framing and short lines, written in one go
+	rc  http.ResponseController // finds Flush through wrapping writers; a value, not one more allocation per stream
+	buf []byte                  // an event's framing and short lines, written in one go
 }
 
 // NewWriter sets the event-stream headers and returns a Writer. The caller
@@ -427,7 +427,7 @@ func NewWriterHeld(w http.ResponseWriter) *Writer {
 	h["Cache-Control"] = valueNoCache
 	h["X-Accel-Buffering"] = valueNo // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	return &Writer{w: w, rc: http.NewResponseController(w)}
+	return &Writer{w: w, rc: *http.NewResponseController(w)}
 }
 
 // errBadField is returned by Write for an id or event name that cannot be

@@ -57,3 +57,12 @@ type bufWriter struct {
 }
 
 func (w *bufWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+
+// A stream's Writer is one allocation: its ResponseController is kept by
+// value (issue 28).
+func TestNewWriterHeldAllocs(t *testing.T) {
+	d := &discardWriter{h: http.Header{}}
+	if n := testing.AllocsPerRun(100, func() { _ = NewWriterHeld(d) }); n > 1 {
+		t.Errorf("NewWriterHeld costs %v allocations, want 1", n)
+	}
+}
