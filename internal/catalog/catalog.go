@@ -349,7 +349,13 @@ func (v *View) PinParams(ctx context.Context, method string, p *mcp.Params, visi
 			return nil, Target{}, jerr
 		}
 	}
-	e := v.explicit(t.Kind, r)
+	// A name sent in its explicit form, as almost every one is, is not
+	// built again to compare (a new string per call); a resource's
+	// explicit forms are explicit's to spell.
+	e := s
+	if t.Kind == mcp.KindResource || v.sep == "" || !spells(s, r.upstream, v.sep, r.internal) {
+		e = v.explicit(t.Kind, r)
+	}
 	tgt.Upstream, tgt.Internal, tgt.template, tgt.Resolved = r.upstream, r.internal, r.template, true
 	if e != s {
 		out, err := rawjson.SetPath(p.Raw, t.Path, e)

@@ -395,8 +395,8 @@ func parseRetry(v []byte) (int, bool) {
 // Writer writes events to an HTTP response and flushes each one.
 type Writer struct {
 	w   http.ResponseWriter
-	rc  *http.ResponseController // finds Flush through wrapping writers
-	buf []byte                   // an event's framing and short lines, written in one go
+	rc  http.ResponseController // finds Flush through wrapping writers; a value, not one more allocation per stream
+	buf []byte                  // an event's framing and short lines, written in one go
 }
 
 // NewWriter sets the event-stream headers and returns a Writer. The caller
@@ -427,7 +427,7 @@ func NewWriterHeld(w http.ResponseWriter) *Writer {
 	h["Cache-Control"] = valueNoCache
 	h["X-Accel-Buffering"] = valueNo // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	return &Writer{w: w, rc: http.NewResponseController(w)}
+	return &Writer{w: w, rc: *http.NewResponseController(w)}
 }
 
 // errBadField is returned by Write for an id or event name that cannot be
@@ -462,11 +462,13 @@ func (s *Writer) WriteLastPieces(ev Event, pieces [][]byte) error { return s.wri
 // is written from its own memory; shorter ones are gathered in buf, which
 // is written once it holds bufMax bytes.
 // A buffer of at most keepMax bytes is kept for the next event: an idle
-// stream (a session's GET stream) holds no more.
+// stream (a session's GET stream) holds no more. A new buffer has room for
+// at least minBuf bytes, which most events fit.
 const (
 	directMin = 1024
 	bufMax    = 4096
 	keepMax   = 512
+	minBuf    = 256
 )
 
 func (s *Writer) write(ev Event, pieces [][]byte) error {
@@ -474,6 +476,11 @@ func (s *Writer) write(ev Event, pieces [][]byte) error {
 		return errBadField
 	}
 	b := s.buf[:0]
+	if need := eventSize(ev, pieces); cap(b) < need {
+		// One buffer for the whole event instead of one per field it
+		// outgrows; room for a small next event too, as most are.
+		b = make([]byte, 0, max(need, minBuf))
+	}
 	if ev.ID != "" {
 		b = append(append(append(b, "id: "...), ev.ID...), '\n')
 	}
@@ -532,6 +539,22 @@ func (s *Writer) write(ev Event, pieces [][]byte) error {
 		s.buf = b[:0] // kept for the next event: a small one
 	}
 	return err
+}
+
+// eventSize is about the bytes write gathers of ev with its data in
+// pieces when that has no line breaks: its fields, their names, the
+// event's end, and the data unless it is long enough to go from its own
+// memory.
+func eventSize(ev Event, pieces [][]byte) int {
+	n := len(ev.ID) + len(ev.Name) + len("id: \nevent: \nretry: 0000000000\ndata: \n\n")
+	data := 0
+	for _, p := range pieces {
+		data += len(p)
+	}
+	if data < directMin {
+		n += data
+	}
+	return n
 }
 
 // put writes b and returns it emptied.

@@ -208,8 +208,13 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	// A client that goes away while the call runs has cut the stream (no
 	// write may fail until the call's next event): tell the log now, as a
 	// resume on another replica may follow at once. Stopped before the
-	// handler returns, which ends r's context too.
-	stopCut := context.AfterFunc(r.Context(), rw.cut)
+	// handler returns, which ends r's context too. Only a log that cares
+	// (sessions.redis) is watched for: the watch costs six allocations of
+	// every call, and the in-memory log's cut is a no-op.
+	stopCut := noCut
+	if rw.cutter != nil {
+		stopCut = context.AfterFunc(r.Context(), rw.cut)
+	}
 	// The hold: most calls answer well within sessions.priming_hold, and
 	// one write instead of two is a tenth or more of the gateway's CPU per
 	// small call (a syscall, which on loopback also runs the receiver's
@@ -228,6 +233,9 @@ func (t *Transport) request(w http.ResponseWriter, r *http.Request, sess *sessio
 	stopCut()
 	sess.Events.Finish(rw.stream)
 }
+
+// noCut is the stop of a cut nobody watches for.
+func noCut() bool { return false }
 
 // Get serves GET on the route path: the session's standalone stream, or
 // the rest of a lost stream (Last-Event-ID).
