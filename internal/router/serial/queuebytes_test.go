@@ -1,4 +1,4 @@
-package gateway_test
+package serial_test
 
 import (
 	"fmt"
