@@ -2,71 +2,27 @@ package gateway_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/gatewaytest"
 )
 
-// chromiumFlags run a headless Chromium that touches nothing outside its
-// fresh profile and reaches only the page it is given.
-var chromiumFlags = []string{
-	"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-	"--disable-background-networking", "--disable-component-update", "--disable-sync",
-	"--disable-dev-shm-usage", "--hide-scrollbars",
-}
-
-// chromium finds the browser, skipping the test when it is not installed
-// unless MCPGW_REQUIRE_CHROMIUM is set (.ci/run sets it and installs the
-// Debian package chromium).
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("MCPGW_REQUIRE_CHROMIUM") != "" {
-		t.Fatal("chromium is not installed and MCPGW_REQUIRE_CHROMIUM is set: apt-get install chromium")
-	}
-	t.Skip("chromium is not installed (apt-get install chromium; set MCPGW_REQUIRE_CHROMIUM=1 to require it)")
-	return ""
-}
-
-func runChromium(t *testing.T, bin string, args ...string) []byte {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	profile := t.TempDir() // a fresh profile every run
-	cmd := exec.CommandContext(ctx, bin, append(append(append([]string{}, chromiumFlags...), "--user-data-dir="+profile), args...)...)
-	cmd.Env = append(os.Environ(), "HOME="+profile) // nothing written to the real home
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
-	}
-	return stdout.Bytes()
-}
-
 // The status page as a person sees it in a real browser (headless
 // Chromium, no JavaScript needed): a screenshot, and the rendered page's
 // text showing each upstream's name and state, the one that is down too.
 func TestStatusPageInChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := gatewaytest.Chromium(t)
 	_, _, admin := statusGateway(t, false)
 
 	shot := filepath.Join(t.TempDir(), "status.png")
-	runChromium(t, bin, "--window-size=1280,900", "--screenshot="+shot, admin+"/")
+	gatewaytest.RunChromium(t, bin, "--window-size=1280,900", "--screenshot="+shot, admin+"/")
 	data, err := os.ReadFile(shot)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
@@ -93,7 +49,7 @@ func TestStatusPageInChromium(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "status.png"), data, 0o644)
 	}
 
-	dom := string(runChromium(t, bin, "--dump-dom", admin+"/"))
+	dom := string(gatewaytest.RunChromium(t, bin, "--dump-dom", admin+"/"))
 	text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(dom, " ")
 	text = strings.Join(strings.Fields(text), " ")
 	// beta is down: "down" between attempts, "breaker_open" once it has
@@ -113,7 +69,7 @@ func TestStatusPageInChromium(t *testing.T) {
 // 401's Basic challenge, here given in the URL) opens it; without, the
 // browser is shown nothing of it.
 func TestStatusPageInChromiumWithToken(t *testing.T) {
-	bin := chromium(t)
+	bin := gatewaytest.Chromium(t)
 	tokFile := filepath.Join(t.TempDir(), "admin-token")
 	const tok = "browser-admin-token-0123456789"
 	if err := os.WriteFile(tokFile, []byte(tok), 0o600); err != nil {
@@ -123,11 +79,11 @@ func TestStatusPageInChromiumWithToken(t *testing.T) {
 	_, _, admin := gatewaytest.StartAdminGateway(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: {listen: \"127.0.0.1:0\", token_file: %s}\nupstreams:\n  alpha: {url: %s}\n", tokFile, alpha), gateway.Options{})
 
 	withCreds := strings.Replace(admin, "http://", "http://operator:"+tok+"@", 1) + "/"
-	dom := string(runChromium(t, bin, "--dump-dom", withCreds))
+	dom := string(gatewaytest.RunChromium(t, bin, "--dump-dom", withCreds))
 	if !strings.Contains(dom, `data-name="alpha" data-state="ready"`) {
 		t.Errorf("with the token: the rendered page does not show alpha ready:\n%s", dom)
 	}
-	dom = string(runChromium(t, bin, "--dump-dom", admin+"/"))
+	dom = string(gatewaytest.RunChromium(t, bin, "--dump-dom", admin+"/"))
 	if strings.Contains(dom, `data-name="alpha"`) {
 		t.Errorf("without the token: the page shows the status:\n%s", dom)
 	}
@@ -137,15 +93,15 @@ func TestStatusPageInChromiumWithToken(t *testing.T) {
 // listener's address (what DNS rebinding achieves; here a resolver rule)
 // gets the refusal, not the catalog, while the address itself is served.
 func TestAdminRebindingInChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := gatewaytest.Chromium(t)
 	_, _, admin := statusGateway(t, false)
 	port := admin[strings.LastIndex(admin, ":")+1:]
 	rule := "--host-resolver-rules=MAP attacker.example 127.0.0.1"
-	dom := string(runChromium(t, bin, rule, "--dump-dom", "http://attacker.example:"+port+"/status/catalog?route=/mcp"))
+	dom := string(gatewaytest.RunChromium(t, bin, rule, "--dump-dom", "http://attacker.example:"+port+"/status/catalog?route=/mcp"))
 	if strings.Contains(dom, "alpha__echo") || !strings.Contains(dom, "DNS-rebinding protection") {
 		t.Errorf("through a rebound name: want the refusal, got:\n%.2000s", dom)
 	}
-	if dom := string(runChromium(t, bin, rule, "--dump-dom", admin+"/status/catalog?route=/mcp")); !strings.Contains(dom, "alpha__echo") {
+	if dom := string(gatewaytest.RunChromium(t, bin, rule, "--dump-dom", admin+"/status/catalog?route=/mcp")); !strings.Contains(dom, "alpha__echo") {
 		t.Errorf("through the address: want the catalog, got:\n%.2000s", dom)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway_test
+package edge_test
 
 import (
 	"context"
@@ -128,7 +128,7 @@ policy: {default: allow}
 		{"proof for another method", "DPoP " + bound, getProof, `error="invalid_dpop_proof", error_description="the DPoP proof is for method`},
 		{"token without its proof", "DPoP " + bound, "", `error="invalid_dpop_proof"`},
 	} {
-		r := raw.Do(http.MethodPost, initBody, func(req *http.Request) {
+		r := raw.Do(http.MethodPost, gatewaytest.InitBody, func(req *http.Request) {
 			req.Header.Set("Authorization", tc.authz)
 			if tc.dpop != "" {
 				req.Header.Set("DPoP", tc.dpop)
@@ -144,7 +144,7 @@ policy: {default: allow}
 	key.SetNonce(mcpURL, key.Nonce(mcpURL))
 	proof, _ = key.Proof(http.MethodPost, mcpURL, bound)
 	for i, want := range []int{http.StatusOK, http.StatusUnauthorized} {
-		r := raw.Do(http.MethodPost, initBody, func(req *http.Request) {
+		r := raw.Do(http.MethodPost, gatewaytest.InitBody, func(req *http.Request) {
 			req.Header.Set("Authorization", "DPoP "+bound)
 			req.Header.Set("DPoP", proof)
 		})

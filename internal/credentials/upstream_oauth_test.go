@@ -1,4 +1,4 @@
-package gateway_test
+package credentials_test
 
 import (
 	"context"
@@ -207,7 +207,7 @@ func TestUpstreamOAuthClientCredentials(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tokens := newTokenEndpoint(t, 4*time.Second)
-			clock := &testClock{now: time.Now()}
+			clock := gatewaytest.NewClock(time.Now())
 			up := newBearerUpstream(t, "oa", tokens, tc.sse)
 			secretFile := filepath.Join(t.TempDir(), "secret")
 			if err := os.WriteFile(secretFile, []byte(oauthClientSecret+"\n"), 0o600); err != nil {
@@ -352,22 +352,4 @@ upstreams:
 	if strings.Contains(logs.String(), oauthClientSecret) {
 		t.Error("the client secret was logged")
 	}
-}
-
-// testClock is a clock the test moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }

@@ -1,4 +1,4 @@
-package gateway_test
+package edge_test
 
 import (
 	"fmt"
@@ -51,7 +51,7 @@ async function rpc(body, sid) {
 // other origin is refused by the browser itself, since the gateway gives
 // it no CORS headers.
 func TestCORSInChromium(t *testing.T) {
-	bin := chromium(t)
+	bin := gatewaytest.Chromium(t)
 	up := gatewaytest.HTTPUpstream(t, "alpha", 0)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +76,7 @@ func TestCORSInChromium(t *testing.T) {
 	gatewaytest.RunGateway(t, cfg, gateway.Options{Logger: zaptest.NewLogger(t), Listener: ln})
 
 	dom := func(pageURL string) string {
-		out := string(runChromium(t, bin, "--virtual-time-budget=15000", "--dump-dom", pageURL))
+		out := string(gatewaytest.RunChromium(t, bin, "--virtual-time-budget=15000", "--dump-dom", pageURL))
 		i, j := strings.Index(out, `<pre id="out">`), strings.Index(out, "</pre>")
 		if i < 0 || j < i {
 			t.Fatalf("no result in the page:\n%s", out)

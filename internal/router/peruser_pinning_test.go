@@ -1,4 +1,4 @@
-package gateway_test
+package router_test
 
 import (
 	"encoding/json"
@@ -14,8 +14,9 @@ import (
 	"github.com/mcpgw/mcpgw/internal/policy"
 )
 
-// This test came from hidden_test.go (now beside router/core): it runs on
-// peruser_test.go's per-user environment, so it stays and moves with that.
+// This test came from internal/gateway/hidden_test.go (whose other tests
+// are beside router/core now): it runs on peruser_test.go's per-user
+// environment, so it lives beside that.
 
 // TestPerUserPinningEnforced: a per-user upstream's tools are judged
 // against the definitions the caller's own connection lists (the gateway

@@ -1,4 +1,4 @@
-package gateway_test
+package router_test
 
 import (
 	"bufio"
@@ -57,7 +57,7 @@ type perUserEnv struct {
 	tokens   map[string]string // downstream tokens by user
 	keyFile  string
 	storeDir string
-	clock    *testClock // the gateway's: its upstream tokens expire by it
+	clock    *gatewaytest.Clock // the gateway's: its upstream tokens expire by it
 }
 
 // protectedUpstream is an SDK server whose whoami tool names the
@@ -76,7 +76,7 @@ func newProtectedUpstream(t *testing.T, idp *idptest.IdP) *protectedUpstream {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: req.Extra.TokenInfo.UserID}}}, nil, nil
 	})
 	verify := func(ctx context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
-		c, err := idp.Verify(ctx, token, idpGWClient) // code-flow tokens: aud is the gateway's client id
+		c, err := idp.Verify(ctx, token, gatewaytest.IdPGWClient) // code-flow tokens: aud is the gateway's client id
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", sdkauth.ErrInvalidToken, err)
 		}
@@ -115,7 +115,7 @@ func newPerUserEnvWith(t *testing.T, edit func(string) string) *perUserEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &perUserEnv{t: t, addr: ln.Addr().String(), base: "http://" + ln.Addr().String(), tokens: map[string]string{}, clock: &testClock{now: time.Now()}}
+	e := &perUserEnv{t: t, addr: ln.Addr().String(), base: "http://" + ln.Addr().String(), tokens: map[string]string{}, clock: gatewaytest.NewClock(time.Now())}
 	dir := t.TempDir()
 	e.keyFile, e.storeDir = filepath.Join(dir, "keys"), filepath.Join(dir, "state")
 	if err := os.WriteFile(e.keyFile, []byte("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n"), 0o600); err != nil {
@@ -124,13 +124,13 @@ func newPerUserEnvWith(t *testing.T, edit func(string) string) *perUserEnv {
 	e.idp = idptest.Start(t, idptest.Config{
 		Users: []idptest.User{{ID: "alice", Username: "alice", Password: "pw-alice"}, {ID: "bob", Username: "bob", Password: "pw-bob"}},
 		Clients: []idptest.Client{
-			{ID: idpAppClient, Type: "native", RedirectURIs: []string{idpAppRedirect}},
-			{ID: idpGWClient, Type: "web", Secret: puSecret, RedirectURIs: []string{e.base + config.RedirectPath(puName)}},
+			{ID: gatewaytest.IdPAppClient, Type: "native", RedirectURIs: []string{gatewaytest.IdPAppRedirect}},
+			{ID: gatewaytest.IdPGWClient, Type: "web", Secret: puSecret, RedirectURIs: []string{e.base + config.RedirectPath(puName)}},
 		},
 		AccessTokenLifetime: "3s", // expiry, then refresh, within the test
 	})
 	for _, user := range []string{"alice", "bob"} {
-		tok, err := e.idp.Login(context.Background(), idpAppClient, idpAppRedirect, user, "pw-"+user, "openid")
+		tok, err := e.idp.Login(context.Background(), gatewaytest.IdPAppClient, gatewaytest.IdPAppRedirect, user, "pw-"+user, "openid")
 		if err != nil {
 			t.Fatalf("%s signs in to the gateway's issuer: %v", user, err)
 		}
@@ -153,7 +153,7 @@ upstreams:
         issuer: %[2]q
         scopes: [openid]
         store: {file: %[9]s}
-`, e.base, e.idp.Issuer, idpAppClient, e.keyFile, puName, e.up.url, idpGWClient, puSecret, filepath.Join(e.storeDir, "tokens.json"))
+`, e.base, e.idp.Issuer, gatewaytest.IdPAppClient, e.keyFile, puName, e.up.url, gatewaytest.IdPGWClient, puSecret, filepath.Join(e.storeDir, "tokens.json"))
 	if edit != nil {
 		e.cfg = edit(e.cfg)
 	}
@@ -299,7 +299,7 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = whoami(t, bob, puName+"__whoami")
+	_, err = gatewaytest.Whoami(t, bob, puName+"__whoami")
 	if err == nil || !strings.Contains(err.Error(), e.base+config.StartPath(puName)+"?t=") {
 		t.Fatalf("bob without authorization: %v; want a tool error with the link", err)
 	}
@@ -307,7 +307,7 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	if status, page := e.consent(link, "bob"); status != http.StatusOK {
 		t.Fatalf("bob's consent: %d %s", status, page)
 	}
-	if got, err := whoami(t, bob, puName+"__whoami"); err != nil || got != "bob" {
+	if got, err := gatewaytest.Whoami(t, bob, puName+"__whoami"); err != nil || got != "bob" {
 		t.Fatalf("bob after consent: %q, %v", got, err)
 	}
 	if got := whoamiRaw(t, alice); got != "alice" {
@@ -384,7 +384,7 @@ func TestPerUserOAuthEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := whoami(t, bob, puName+"__whoami"); err == nil || !strings.Contains(err.Error(), "/start?t=") {
+	if _, err := gatewaytest.Whoami(t, bob, puName+"__whoami"); err == nil || !strings.Contains(err.Error(), "/start?t=") {
 		t.Fatalf("bob after the admin's revoke: %v; want the link again", err)
 	}
 	for _, s := range e.up.sawSubs() {

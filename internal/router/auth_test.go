@@ -1,4 +1,4 @@
-package gateway_test
+package router_test
 
 import (
 	"bufio"
@@ -151,8 +151,6 @@ policy:
 	return e
 }
 
-const initBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
-
 func TestAuthEndToEnd(t *testing.T) {
 	t.Parallel()
 	e := authGateway(t)
@@ -165,11 +163,11 @@ func TestAuthEndToEnd(t *testing.T) {
 	t.Run("no token: 401 with the metadata URL, on every endpoint", func(t *testing.T) {
 		want := `Bearer resource_metadata="` + metaURL + `", scope="` + authRequiredScope + `"`
 		for _, tc := range []struct{ method, path, body string }{
-			{http.MethodPost, "/mcp", initBody},
+			{http.MethodPost, "/mcp", gatewaytest.InitBody},
 			{http.MethodGet, "/mcp", ""},
 			{http.MethodDelete, "/mcp", ""},
 			{http.MethodGet, "/mcp/sse", ""},
-			{http.MethodPost, "/mcp/message?sessionId=x", initBody},
+			{http.MethodPost, "/mcp/message?sessionId=x", gatewaytest.InitBody},
 		} {
 			c := &gatewaytest.RawClient{T: t, URL: e.base + tc.path, Header: http.Header{"Cookie": {authCookie}}}
 			r := c.Do(tc.method, tc.body, nil)
@@ -206,7 +204,7 @@ func TestAuthEndToEnd(t *testing.T) {
 	t.Run("authentication happens before the body is read", func(t *testing.T) {
 		// A body beyond max_body_bytes would get 413 once read.
 		c := &gatewaytest.RawClient{T: t, URL: mcpURL}
-		if r := c.Post(strings.Repeat(" ", 5<<20) + initBody); r.Status != http.StatusUnauthorized {
+		if r := c.Post(strings.Repeat(" ", 5<<20) + gatewaytest.InitBody); r.Status != http.StatusUnauthorized {
 			t.Errorf("oversized body without a token: HTTP %d, want 401", r.Status)
 		}
 	})
@@ -227,7 +225,7 @@ func TestAuthEndToEnd(t *testing.T) {
 			"token in query":   {nil, "?access_token=" + alice, 400, `error="invalid_request"`},
 		} {
 			c := &gatewaytest.RawClient{T: t, URL: mcpURL + tc.query, Header: tc.header}
-			r := c.Post(initBody)
+			r := c.Post(gatewaytest.InitBody)
 			if got := r.Header.Get("WWW-Authenticate"); r.Status != tc.status || !strings.HasPrefix(got, `Bearer resource_metadata="`+metaURL+`", `+tc.want) {
 				t.Errorf("%s: HTTP %d, WWW-Authenticate %q; want %d, %s", name, r.Status, got, tc.status, tc.want)
 			}
@@ -259,14 +257,14 @@ func TestAuthEndToEnd(t *testing.T) {
 	t.Run("insufficient scope: 403 naming what the route needs", func(t *testing.T) {
 		noScope := e.token("carol", resource)
 		c := &gatewaytest.RawClient{T: t, URL: mcpURL, Header: gatewaytest.Bearer(noScope)}
-		r := c.Post(initBody)
+		r := c.Post(gatewaytest.InitBody)
 		want := `Bearer resource_metadata="` + metaURL + `", error="insufficient_scope", error_description="the credential lacks scope mcp:tools", scope="mcp:tools"`
 		if r.Status != http.StatusForbidden || r.Header.Get("WWW-Authenticate") != want {
 			t.Errorf("HTTP %d, %q\nwant 403 %q", r.Status, r.Header.Get("WWW-Authenticate"), want)
 		}
 		admin := mcpURL + "/admin"
 		c = &gatewaytest.RawClient{T: t, URL: admin, Header: gatewaytest.Bearer(e.token("alice", admin, authRequiredScope))}
-		r = c.Post(initBody)
+		r = c.Post(gatewaytest.InitBody)
 		if r.Status != http.StatusForbidden || !strings.HasSuffix(r.Header.Get("WWW-Authenticate"), `scope="mcp:tools mcp:admin"`) {
 			t.Errorf("admin route: HTTP %d, %q", r.Status, r.Header.Get("WWW-Authenticate"))
 		}
@@ -382,10 +380,10 @@ func TestAuthEndToEnd(t *testing.T) {
 		as := func(tok string) func(*http.Request) {
 			return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
 		}
-		if status, _ := gatewaytest.LegacyPost(t, endpoint, initBody, as(bob)); status != http.StatusNotFound {
+		if status, _ := gatewaytest.LegacyPost(t, endpoint, gatewaytest.InitBody, as(bob)); status != http.StatusNotFound {
 			t.Errorf("bob posting to alice's legacy session: HTTP %d", status)
 		}
-		if status, _ := gatewaytest.LegacyPost(t, endpoint, initBody, as(alice)); status != http.StatusAccepted {
+		if status, _ := gatewaytest.LegacyPost(t, endpoint, gatewaytest.InitBody, as(alice)); status != http.StatusAccepted {
 			t.Errorf("alice posting: HTTP %d", status)
 		}
 		if m := gatewaytest.NextMessage(t, events); m.Error != nil || !strings.Contains(string(m.Result), "protocolVersion") {

@@ -1,4 +1,4 @@
-package gateway_test
+package credentials_test
 
 import (
 	"bytes"
@@ -27,12 +27,9 @@ import (
 // official-SDK upstreams that verify every token against the OP's JWKS and
 // bind their sessions to the token's user.
 
-const (
-	idpAppClient   = "mcp-app" // the public client users sign in to the gateway with
-	idpAppRedirect = "http://127.0.0.1/callback"
-	idpGWClient    = "mcpgw" // the gateway's confidential client at the OP
-	idpGWSecret    = "gw-secret-8c1d7e0f42"
-)
+// idpGWSecret is the secret of the gateway's client at the OP
+// (gatewaytest.IdPGWClient).
+const idpGWSecret = "gw-secret-8c1d7e0f42"
 
 // exchangeIdP starts the OP with alice and bob (whose tokens the gateway
 // may exchange), carol (who may be exchanged only with an actor token: a
@@ -45,8 +42,8 @@ func exchangeIdP(t *testing.T) *idptest.IdP {
 			{ID: "carol", Username: "carol", Password: "pw-carol"},
 		},
 		Clients: []idptest.Client{
-			{ID: idpAppClient, Type: "native", RedirectURIs: []string{idpAppRedirect}},
-			{ID: idpGWClient, Type: "web", Secret: idpGWSecret, ClientCredentials: true},
+			{ID: gatewaytest.IdPAppClient, Type: "native", RedirectURIs: []string{gatewaytest.IdPAppRedirect}},
+			{ID: gatewaytest.IdPGWClient, Type: "web", Secret: idpGWSecret, ClientCredentials: true},
 		},
 	})
 }
@@ -127,32 +124,12 @@ func (u *recordingUpstream) requests() []seenRequest {
 	return slices.Clone(u.log)
 }
 
-func whoami(t *testing.T, cs *mcp.ClientSession, tool string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{}})
-	if err != nil {
-		return "", err
-	}
-	if res.IsError {
-		var parts []string
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				parts = append(parts, tc.Text)
-			}
-		}
-		return "", fmt.Errorf("tool error: %s", strings.Join(parts, ""))
-	}
-	return gatewaytest.TextOf(t, res), nil
-}
-
 func TestTokenExchangeActsForCaller(t *testing.T) {
 	t.Parallel()
 	idp := exchangeIdP(t)
 	ctx := context.Background()
 	login := func(user string) string {
-		tok, err := idp.Login(ctx, idpAppClient, idpAppRedirect, user, "pw-"+user, "openid")
+		tok, err := idp.Login(ctx, gatewaytest.IdPAppClient, gatewaytest.IdPAppRedirect, user, "pw-"+user, "openid")
 		if err != nil {
 			t.Fatalf("%s signs in: %v", user, err)
 		}
@@ -188,7 +165,7 @@ upstreams:
         client_secret: %[5]s
         audience: upstream-deleg
         actor: true
-`, idp.Issuer, idpAppClient, rec.url, idpGWClient, idpGWSecret, deleg.url, auditPath))
+`, idp.Issuer, gatewaytest.IdPAppClient, rec.url, gatewaytest.IdPGWClient, idpGWSecret, deleg.url, auditPath))
 
 	exchanges := func() int { return idp.TokenRequests(t)[idptest.GrantTokenExchange] }
 	sessions := map[string]*mcp.ClientSession{}
@@ -203,7 +180,7 @@ upstreams:
 	t.Run("alice's calls reach the upstream as alice, with one exchange for 20 calls", func(t *testing.T) {
 		before := exchanges()
 		for i := range 20 {
-			got, err := whoami(t, sessions["alice"], "rec__whoami")
+			got, err := gatewaytest.Whoami(t, sessions["alice"], "rec__whoami")
 			if err != nil || got != "alice" {
 				t.Fatalf("call %d: whoami = %q, %v; want alice", i, got, err)
 			}
@@ -221,7 +198,7 @@ upstreams:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if got, err := whoami(t, sessions[user], "rec__whoami"); err != nil || got != user {
+				if got, err := gatewaytest.Whoami(t, sessions[user], "rec__whoami"); err != nil || got != user {
 					errs <- fmt.Sprintf("%s's call answered %q, %v", user, got, err)
 				}
 			}()
@@ -253,7 +230,7 @@ upstreams:
 	})
 
 	t.Run("a refusal by the IdP is a clear error naming the upstream and the IdP's error", func(t *testing.T) {
-		_, err := whoami(t, sessions["carol"], "rec__whoami")
+		_, err := gatewaytest.Whoami(t, sessions["carol"], "rec__whoami")
 		if err == nil {
 			t.Fatal("carol's call succeeded, but the OP refuses to exchange her token")
 		}
@@ -269,8 +246,8 @@ upstreams:
 
 	t.Run("with actor, the upstream sees the caller with the gateway as actor", func(t *testing.T) {
 		for _, user := range []string{"carol", "alice"} {
-			if got, err := whoami(t, sessions[user], "deleg__whoami"); err != nil || got != user+" via "+idpGWClient {
-				t.Errorf("%s via deleg: whoami = %q, %v; want %q", user, got, err, user+" via "+idpGWClient)
+			if got, err := gatewaytest.Whoami(t, sessions[user], "deleg__whoami"); err != nil || got != user+" via "+gatewaytest.IdPGWClient {
+				t.Errorf("%s via deleg: whoami = %q, %v; want %q", user, got, err, user+" via "+gatewaytest.IdPGWClient)
 			}
 		}
 	})
@@ -293,8 +270,8 @@ upstreams:
 			if !slices.Contains(r.aud, "upstream-"+name) {
 				t.Errorf("%s: a token for %s has aud %q", name, r.sub, r.aud)
 			}
-			if name == "deleg" && r.actor != idpGWClient {
-				t.Errorf("deleg: a token for %s has actor %q, want %q", r.sub, r.actor, idpGWClient)
+			if name == "deleg" && r.actor != gatewaytest.IdPGWClient {
+				t.Errorf("deleg: a token for %s has actor %q, want %q", r.sub, r.actor, gatewaytest.IdPGWClient)
 			}
 			subs[r.sub]++
 		}
