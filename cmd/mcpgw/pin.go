@@ -24,8 +24,11 @@ const pinUsage = `Usage:
 
 Starts the configured upstreams (no listener), lists every upstream's tools
 and writes the pinning lock file that approves their current definitions:
-to --out, or else to policy.pinning.lock_file. Prints one line per upstream
-(with what changed against the lock file it replaces, by tool name). Nothing
+to --out, or else to policy.pinning.lock_file. A tool the interceptors'
+list phase hides on every route that has its upstream is left out (and
+named on stderr with the interceptor that hid it); a flagged one is
+approved, as it is served. Prints one line per upstream (with what
+changed against the lock file it replaces, by tool name). Nothing
 is written, and the exit status is 1, when an upstream cannot be listed,
 since its approvals would otherwise be dropped. With --upstream, only the
 named upstreams are started and pinned again; every other upstream's
@@ -126,6 +129,10 @@ func cmdPin(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		fmt.Fprintf(stdout, "%s: %s%s\n", name, plural(len(lock.Tools(name)), "tool"), lockChanges(old, lock, name))
+		for _, h := range r.Hidden {
+			fmt.Fprintf(stderr, "mcpgw pin: %s: left out tool %q, which the interceptors' list phase hides on every route that has %s (%s); no caller is shown it, so it is not approved\n",
+				name, h.Name, name, h.By)
+		}
 	}
 	if failed > 0 {
 		hint := "fix or remove them, then run mcpgw pin again"

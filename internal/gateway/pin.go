@@ -2,19 +2,37 @@ package gateway
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
 
 	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/intercept"
+	"github.com/mcpgw/mcpgw/internal/principal"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 )
 
 // UpstreamTools is what ListTools found of one upstream.
 type UpstreamTools struct {
-	Name  string
-	Tools [][]byte // every tool, as the upstream sent it
-	Err   error    // the upstream could not be listed
+	Name string
+	// Tools are the tools some route serves, as the upstream sent them.
+	Tools [][]byte
+	// Hidden are the tools the list phase hides on every route that has
+	// the upstream: no caller is shown them or may call them, so they are
+	// not to be approved.
+	Hidden []HiddenTool
+	Err    error // the upstream could not be listed
+}
+
+// HiddenTool is a tool the interceptors' list phase hides.
+type HiddenTool struct {
+	Name string // the upstream's own name
+	// By says which interceptor hid it and why, per route
+	// ("/mcp: scan: description contains ...").
+	By string
 }
 
 // ListTools builds cfg's upstreams alone (build's modePin: no router, no
@@ -29,6 +47,12 @@ func ListTools(ctx context.Context, cfg *config.Config, opts Options) ([]Upstrea
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
+	}
+	// The list phase judges what is approved as it judges what is served
+	// (issue 33): one judgement, intercept.Set.Hides, as the core's.
+	set, err := buildIntercept(cfg, nil, opts.Logger) // intercept.go
+	if err != nil {
+		return nil, err
 	}
 	b, err := build(cfg, opts, modePin, nil, nil) // build.go
 	if err != nil {
@@ -46,5 +70,55 @@ func ListTools(ctx context.Context, cfg *config.Config, opts Options) ([]Upstrea
 	// Stopped before the caller writes its report: the supervisors log
 	// their retries until then.
 	b.undo.run()
+	for i := range out {
+		if out[i].Err == nil {
+			out[i].Tools, out[i].Hidden = servedTools(ctx, cfg, set, out[i].Name, out[i].Tools)
+		}
+	}
 	return out, nil
+}
+
+// servedTools splits an upstream's tools into those some route serves and
+// those the list phase hides on every route that has the upstream, judged
+// as the core judges a call's target (router/core's hiddenByInterceptor):
+// the upstream's definition under the route's name for it. The caller is
+// one with no groups, so an interceptor limited to some groups hides from
+// them alone and the tool, served to the others, stays approved. A tool no
+// route has is kept: nothing judges it.
+func servedTools(ctx context.Context, cfg *config.Config, set *intercept.Set, upstream string, tools [][]byte) (kept [][]byte, hidden []HiddenTool) {
+	if !set.Has(config.PhaseList) {
+		return tools, nil
+	}
+	var routes []*config.Route
+	for _, r := range cfg.Routes {
+		if r != nil && slices.Contains(cfg.RouteUpstreams(r), upstream) {
+			routes = append(routes, r)
+		}
+	}
+	sep := cfg.Separator
+	if sep == "" {
+		sep = config.DefaultSeparator
+	}
+	kept = tools[:0:0]
+	for _, def := range tools {
+		name, _ := rawjson.GetString(def, "name")
+		var why []string
+		for _, r := range routes {
+			t := intercept.Target{Route: r.Path, Upstream: upstream, Kind: "tool", Name: name, Principal: &principal.Principal{}}
+			if r.Prefixed() {
+				t.Name = upstream + sep + name
+			}
+			hide, by := set.Hides(ctx, &t, def)
+			if !hide {
+				break
+			}
+			why = append(why, r.Path+": "+by)
+		}
+		if len(routes) == 0 || len(why) < len(routes) {
+			kept = append(kept, def)
+			continue
+		}
+		hidden = append(hidden, HiddenTool{Name: name, By: strings.Join(why, "; ")})
+	}
+	return kept, hidden
 }
