@@ -22,6 +22,8 @@ import (
 
 // curationUpstream is a go-sdk server whose add tool records the
 // arguments it was called with, raw, and a secret tool policy denies.
+// add requires mode, which curation defaults: the route must not list it
+// as required.
 type curationUpstream struct {
 	url string
 	mu  sync.Mutex
@@ -44,7 +46,7 @@ func startCurationUpstream(t *testing.T) *curationUpstream {
 			_ = json.Unmarshal(req.Params.Arguments, &a)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil
 		})
-	s.AddTool(&mcp.Tool{Name: "add", Description: "Add.", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"},"mode":{"type":"string"},"debug":{"type":"boolean"}},"required":["a","b"]}`)},
+	s.AddTool(&mcp.Tool{Name: "add", Description: "Add.", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"},"mode":{"type":"string"},"debug":{"type":"boolean"}},"required":["a","b","mode"]}`)},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			u.mu.Lock()
 			u.got = append(u.got, string(req.Params.Arguments))
