@@ -139,9 +139,19 @@ func TestCurationEndToEnd(t *testing.T) {
 		if err != nil || r.IsError || r.Content[0].(*mcp.TextContent).Text != "hi" {
 			t.Fatalf("%s: say: %v %+v", version, err, r)
 		}
-		for _, old := range []string{"up__echo", "echo", "up__secret", "gem"} {
-			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: old, Arguments: map[string]any{"text": "hi"}}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
-				t.Errorf("%s: calling %s: %v, want unknown tool", version, old, err)
+		// The old name of a tool the caller sees is refused naming the
+		// new one; up__secret (renamed gem) is denied by the policy, so
+		// neither of its names tells the caller more than its list.
+		for _, old := range []string{"up__echo", "echo"} {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: old, Arguments: map[string]any{"text": "hi"}})
+			if want := fmt.Sprintf(`tool %q is offered on this route as "say"; call it by that name`, old); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: calling %s: %v, want %s", version, old, err, want)
+			}
+		}
+		for _, hidden := range []string{"up__secret", "secret", "gem"} {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: hidden, Arguments: map[string]any{"text": "hi"}})
+			if err == nil || !strings.Contains(err.Error(), "unknown tool") || strings.Contains(err.Error(), "offered") || strings.Contains(err.Error(), `"gem"`) {
+				t.Errorf("%s: calling %s: %v, want unknown tool, naming nothing else", version, hidden, err)
 			}
 		}
 		before := len(up.calls())

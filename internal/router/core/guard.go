@@ -118,6 +118,7 @@ type Verdict struct {
 	// that it routes by what was judged without reading the params again.
 	external string
 	tgt      catalog.Target // the target as resolved once (PinParams), for the limits, the audit and Forward
+	offered  catalog.Target // with pinErr: the renamed tool an old name meant (offeredAs)
 	// req is the request's params as read once (mcp.ReadParams): what
 	// every step after the edge reads instead of the bytes.
 	req      mcp.Params
@@ -194,6 +195,7 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *
 	pinned, tgt, jerr := rte.View.PinParams(ctx, msg.Method, p, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
+		v.offered = tgt // a renamed tool's old name: admit may name the new one (offeredAs)
 		return
 	}
 	if pinned != nil {
@@ -300,6 +302,7 @@ func decideStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
 func admitStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
 	v := r.Verdict
 	r.core.listedTarget(ctx, r.Route, v) // a name not listed for the caller is answered like a hidden one
+	r.core.offeredAs(ctx, r.Route, v)     // curate.go
 	if v.pinErr != nil {
 		if v.pinErr.Code == mcp.CodeURLElicitationRequired { // checking what the caller's own connection lists needs its credential first
 			return r.core.elicit(r.Sess, r.Msg, v.pinErr)
