@@ -302,7 +302,7 @@ func decideStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
 func admitStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
 	v := r.Verdict
 	r.core.listedTarget(ctx, r.Route, v) // a name not listed for the caller is answered like a hidden one
-	r.core.offeredAs(ctx, r.Route, v)     // curate.go
+	r.core.offeredAs(ctx, r.Route, v)    // curate.go
 	if v.pinErr != nil {
 		if v.pinErr.Code == mcp.CodeURLElicitationRequired { // checking what the caller's own connection lists needs its credential first
 			return r.core.elicit(r.Sess, r.Msg, v.pinErr)
