@@ -72,3 +72,16 @@ func (c *Core) offeredAs(ctx context.Context, rte *Route, v *Verdict) {
 	}
 	v.pinErr = jsonrpc.Errorf(v.pinErr.Code, "tool %q is offered on this route as %q; call it by that name", t.External, t.Renamed)
 }
+
+// refused is the name a refusal "as unknown" names: the target as the
+// pinned params name it, but a curated name as the caller sent it — the
+// upstream's name behind a curated one the caller may not see is not
+// the refusal's to reveal.
+func (v *Verdict) refused() string {
+	if v.kind == string(mcp.KindTool) && v.req.NameOK && v.req.Name != v.external {
+		if _, ok := v.rte.View.Curation().Curated(v.req.Name); ok {
+			return v.req.Name
+		}
+	}
+	return v.external
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/gatewaytest"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/policy"
 )
 
 // curationUpstream is a go-sdk server whose add tool records the
@@ -141,7 +144,8 @@ func TestCurationEndToEnd(t *testing.T) {
 		}
 		// The old name of a tool the caller sees is refused naming the
 		// new one; up__secret (renamed gem) is denied by the policy, so
-		// neither of its names tells the caller more than its list.
+		// none of its names tells the caller more than its list: each is
+		// refused as unknown under the name the caller sent.
 		for _, old := range []string{"up__echo", "echo"} {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: old, Arguments: map[string]any{"text": "hi"}})
 			if want := fmt.Sprintf(`tool %q is offered on this route as "say"; call it by that name`, old); err == nil || !strings.Contains(err.Error(), want) {
@@ -150,7 +154,7 @@ func TestCurationEndToEnd(t *testing.T) {
 		}
 		for _, hidden := range []string{"up__secret", "secret", "gem"} {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: hidden, Arguments: map[string]any{"text": "hi"}})
-			if err == nil || !strings.Contains(err.Error(), "unknown tool") || strings.Contains(err.Error(), "offered") || strings.Contains(err.Error(), `"gem"`) {
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("unknown tool %q:", hidden)) || strings.Contains(err.Error(), "offered") {
 				t.Errorf("%s: calling %s: %v, want unknown tool, naming nothing else", version, hidden, err)
 			}
 		}
@@ -343,5 +347,56 @@ func TestCuratedNamesInMetrics(t *testing.T) {
 	mfs, _ = gatewaytest.Scrape(t, admin)
 	if v, ok := gatewaytest.Sample(mfs, "mcpgw_curated_tool_names", "route", "/mcp", "tool", "say", "upstream_tool", "up__echo"); ok {
 		t.Errorf("after a reload without the rename, mcpgw_curated_tool_names{tool=say} = %v is still exported", v)
+	}
+}
+
+// The refusal of a renamed tool's old name names the new one only when
+// the caller's list shows it: not for a tool pinning has not approved
+// (sly__secret), nor for one the upstream does not list (sly__ghost) —
+// those are answered as a name nothing has, and nothing is forwarded.
+func TestCurationOldNameNamesOnlyListedTools(t *testing.T) {
+	up := newSlyUpstream(t, false)
+	lock, err := policy.BuildLock(map[string]json.RawMessage{"sly": json.RawMessage(`[{"name":"safe","inputSchema":{"type":"object"}}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockFile := filepath.Join(t.TempDir(), "tools.lock.json")
+	if err := os.WriteFile(lockFile, lock.Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  sly: {url: %s}
+policy:
+  default: allow
+  pinning: {mode: enforce, lock_file: %q}
+routes:
+  - path: /mcp
+    tools:
+      curate:
+        - {tool: sly__safe, rename: ok}
+        - {tool: sly__secret, rename: hush}
+        - {tool: sly__ghost, rename: boo}
+`, up.url, lockFile))
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	if got := gatewaytest.ToolNames(t, c); !slices.Equal(got, []string{"ok"}) {
+		t.Fatalf("listed %v, want only ok (sly__safe, the approved one)", got)
+	}
+	call := func(name string) *jsonrpc.Error {
+		return gatewaytest.ErrorOf(t, c.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+name+`","arguments":{}}}`))
+	}
+	if e := call("sly__safe"); e.Code != jsonrpc.CodeInvalidParams || !strings.Contains(e.Message, `tool "sly__safe" is offered on this route as "ok"; call it by that name`) {
+		t.Errorf("sly__safe: %+v, want it named as ok", e)
+	}
+	madeUp := call("sly__madeup")
+	for _, hidden := range []string{"sly__secret", "sly__ghost", "hush", "boo"} {
+		if e := call(hidden); !sameAnswer(madeUp, "sly__madeup", e, hidden) {
+			t.Errorf("%s: %+v; want the made-up name's answer %+v", hidden, e, madeUp)
+		}
+	}
+	if ran := up.sawRun(); len(ran) != 0 {
+		t.Errorf("the upstream ran %v; no refused call may reach it", ran)
 	}
 }

@@ -281,7 +281,7 @@ func (c *Core) notListed(rte *Route, v *Verdict) bool {
 	if v.decided && !v.decision.Allowed {
 		return true
 	}
-	v.pinErr = rte.View.Unknown(mcp.Kind(v.kind), v.external)
+	v.pinErr = rte.View.Unknown(mcp.Kind(v.kind), v.refused())
 	return false
 }
 
@@ -372,7 +372,7 @@ func (c *Core) enforce(ctx context.Context, rte *Route, msg *jsonrpc.Message, v 
 				// call: "unknown" would be a lie about a visible name.
 				return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
 			}
-			return rte.View.Unknown(mcp.Kind(kind), v.external)
+			return rte.View.Unknown(mcp.Kind(kind), v.refused())
 		}
 		c.opts.Metrics.PolicyDecision(route, "allow")
 		au.allowed(d)
@@ -389,7 +389,7 @@ func (c *Core) enforce(ctx context.Context, rte *Route, msg *jsonrpc.Message, v 
 			if !c.pinned(g.Pinner, up, name, def) {
 				c.opts.Metrics.PolicyDecision(route, "unpinned")
 				au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock")
-				return rte.View.Unknown(mcp.Kind(kind), v.external)
+				return rte.View.Unknown(mcp.Kind(kind), v.refused())
 			}
 		case g.Pinner.Mode != config.PinWarn:
 			// Enforce mode judges every tool: one without a definition the
@@ -397,7 +397,7 @@ func (c *Core) enforce(ctx context.Context, rte *Route, msg *jsonrpc.Message, v 
 			// refuses it first; this is the backstop).
 			c.opts.Metrics.PolicyDecision(route, "unpinned")
 			au.refuse(audit.Denied, audit.RulePinning, "", "the tool has no definition to check against the pinning lock")
-			return rte.View.Unknown(mcp.Kind(kind), v.external)
+			return rte.View.Unknown(mcp.Kind(kind), v.refused())
 		}
 	}
 	return nil
