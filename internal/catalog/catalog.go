@@ -291,6 +291,11 @@ type Target struct {
 	Upstream, Internal string
 	Resolved           bool
 	template           bool
+	// Renamed is set only with PinParams' refusal of a renamed tool's
+	// old name (Resolved false: it goes nowhere): the tool's name on the
+	// route, which the router names to a caller that may see the tool
+	// (core.offeredAs), with Canonical, Upstream and Internal the tool's.
+	Renamed string
 }
 
 // resolution is t's, for Forward.
@@ -322,7 +327,8 @@ func (v *View) PinParams(ctx context.Context, method string, p *mcp.Params, visi
 		// everything (a name nothing has is the upstream's to answer).
 		if r, ok, jerr := v.resolve(ctx, t.Kind, s, true, nil); jerr == nil && ok {
 			if v.curatedAway(t.Kind, s, r) { // renamed or not exposed (curation.go)
-				return nil, Target{}, v.unknown(t.Kind, s)
+				away, jerr := v.refuseCuratedAway(t.Kind, s, r)
+				return nil, away, jerr
 			}
 			tgt.Canonical = v.canonicalOf(t.Kind, s, r)
 			tgt.Upstream, tgt.Internal, tgt.template, tgt.Resolved = r.upstream, r.internal, r.template, true
@@ -342,7 +348,8 @@ func (v *View) PinParams(ctx context.Context, method string, p *mcp.Params, visi
 		return nil, Target{}, v.unknown(t.Kind, s)
 	}
 	if v.curatedAway(t.Kind, s, r) { // renamed or not exposed (curation.go)
-		return nil, Target{}, v.unknown(t.Kind, s)
+		away, jerr := v.refuseCuratedAway(t.Kind, s, r)
+		return nil, away, jerr
 	}
 	if readsResource(t) {
 		if jerr := v.checkURI(ctx, s, r, visible); jerr != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/curate"
 	"github.com/mcpgw/mcpgw/internal/host"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
 	"github.com/mcpgw/mcpgw/internal/toolsearch"
 )
@@ -107,6 +108,19 @@ func (v *View) curatedAway(kind mcp.Kind, s string, r resolution) bool {
 		return true
 	}
 	return !v.cur.Exposed(v.displayName(r.upstream, r.internal))
+}
+
+// refuseCuratedAway is the refusal of a name curatedAway: unknown, as a
+// name nothing has. For the old name of a renamed tool the route exposes,
+// the Target also carries the tool and its curated name (Target.Renamed):
+// whether the caller may be told it is the router's to judge, once it
+// knows what the caller's list shows.
+func (v *View) refuseCuratedAway(kind mcp.Kind, s string, r resolution) (Target, *jsonrpc.Error) {
+	var t Target
+	if to, ok := v.cur.Renamed(r.upstream, r.internal); ok && to != s && v.cur.Exposed(v.displayName(r.upstream, r.internal)) {
+		t = Target{Kind: kind, External: s, Canonical: v.canonical(kind, r), Upstream: r.upstream, Internal: r.internal, Renamed: to}
+	}
+	return t, v.unknown(kind, s)
 }
 
 // SameCuration reports whether v and o curate their tools alike.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -226,7 +227,6 @@ func (t *Tool) Definition(def []byte) (out []byte, missing []string, err error) 
 	if len(props) == 0 || props[0] != '{' {
 		props = nil
 	}
-	var gone []string
 	for _, name := range sortedKeys(t.Params) {
 		pc := t.Params[name]
 		prop, has := []byte(nil), false
@@ -244,7 +244,6 @@ func (t *Tool) Definition(def []byte) (out []byte, missing []string, err error) 
 			if props, err = rawjson.Delete(props, name); err != nil {
 				return nil, nil, err
 			}
-			gone = append(gone, name)
 			continue
 		case !has || len(prop) == 0 || prop[0] != '{':
 			continue
@@ -268,23 +267,30 @@ func (t *Tool) Definition(def []byte) (out []byte, missing []string, err error) 
 			return nil, nil, err
 		}
 	}
-	if req, ok := rawjson.Get(schema, "required"); ok && len(gone) > 0 && len(req) > 0 && req[0] == '[' {
-		els, err := rawjson.Elements(req)
+	// A parameter the caller may not send (fixed, hidden) or need not
+	// send (the gateway fills its default) is not required of it.
+	var optional []string
+	for _, name := range sortedKeys(t.Params) {
+		if pc := t.Params[name]; pc.Fixed != nil || pc.Hide || pc.Default != nil {
+			optional = append(optional, name)
+		}
+	}
+	if req, ok := rawjson.Get(schema, "required"); ok && len(req) > 0 && req[0] == '[' {
+		kept, left, err := dropElements(req, optional)
 		if err != nil {
 			return nil, nil, err
 		}
-		kept := els[:0:0]
-		for _, e := range els {
-			var n string
-			if json.Unmarshal(e, &n) == nil && contains(gone, n) {
-				continue
-			}
-			kept = append(kept, e)
+		switch {
+		case left == 0:
+			// Removed rather than left empty: draft-04 schemas require
+			// at least one element (minItems 1), and an absent
+			// "required" means the same in every draft and SDK.
+			schema, err = rawjson.Delete(schema, "required")
+		case len(kept) != len(req):
+			schema, err = rawjson.Set(schema, "required", kept)
 		}
-		if len(kept) != len(els) {
-			if schema, err = rawjson.Set(schema, "required", rawjson.AppendArray(nil, kept)); err != nil {
-				return nil, nil, err
-			}
+		if err != nil {
+			return nil, nil, err
 		}
 	}
 	out, err = rawjson.Set(out, "inputSchema", schema)
@@ -408,6 +414,44 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// dropElements removes from the JSON array arr the strings in names, by
+// byte-span edits (every other byte, spacing included, stays), and
+// reports how many elements are left.
+func dropElements(arr []byte, names []string) ([]byte, int, error) {
+	for {
+		els, err := rawjson.Elements(arr)
+		if err != nil {
+			return nil, 0, err
+		}
+		i := slices.IndexFunc(els, func(e []byte) bool {
+			var n string
+			return json.Unmarshal(e, &n) == nil && contains(names, n)
+		})
+		if i < 0 {
+			return arr, len(els), nil
+		}
+		// An element is a sub-slice of arr: its offset is what its
+		// capacity lacks of arr's.
+		start := func(k int) int { return cap(arr) - cap(els[k]) }
+		end := func(k int) int { return start(k) + len(els[k]) }
+		// From the end of the previous element (or this one's start) to
+		// the end of this one (or the next one's start): the separating
+		// comma goes with it.
+		var cut0, cut1 int
+		switch {
+		case i > 0:
+			cut0, cut1 = end(i-1), end(i)
+		case len(els) > 1:
+			cut0, cut1 = start(0), start(1)
+		default:
+			cut0, cut1 = start(0), end(0)
+		}
+		out := make([]byte, 0, len(arr))
+		out = append(out, arr[:cut0]...)
+		arr = append(out, arr[cut1:]...)
+	}
 }
 
 func contains(s []string, x string) bool {

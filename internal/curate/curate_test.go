@@ -92,3 +92,45 @@ func TestExposed(t *testing.T) {
 		t.Fatal("expose")
 	}
 }
+
+// A parameter the gateway fills (default) or the caller may not send
+// (fixed, hidden) leaves the listed schema's "required", by byte-span
+// edits: the other elements keep their spacing and order. A "required"
+// left empty is removed (draft-04 schemas forbid an empty one).
+func TestDefinitionRequired(t *testing.T) {
+	s := New([]*config.ToolCuration{
+		{Tool: "demo__add", Parameters: map[string]*config.ParamCuration{
+			"b":      {Fixed: val("10")},
+			"c":      {Default: val(`"x"`)},
+			"d":      {Hide: true},
+			"tenant": {Default: val(`"${principal.subject}"`)},
+		}},
+	}, nil, nil, display)
+	tool := s.For("demo", "add")
+	for _, tc := range []struct{ in, want string }{
+		{
+			`{"name":"demo__add","inputSchema":{"type":"object","properties":{"a":{},"b":{},"c":{},"d":{},"tenant":{}},"required":[ "c" , "a",` + "\n" + `"b", "\u0064","tenant" ],"x":1}}`,
+			`{"name":"demo__add","inputSchema":{"type":"object","properties":{"a":{},"c":{"default":"x"},"tenant":{}},"required":[ "a" ],"x":1}}`,
+		},
+		{
+			`{"name":"demo__add","inputSchema":{"type":"object","properties":{"c":{"type":"string"}},"required":["c"], "x":1}}`,
+			`{"name":"demo__add","inputSchema":{"type":"object","properties":{"c":{"type":"string","default":"x"}}, "x":1}}`,
+		},
+		{
+			`{"name":"demo__add","inputSchema":{"required":["b","c"],"type":"object","properties":{"c":{}}}}`,
+			`{"name":"demo__add","inputSchema":{"type":"object","properties":{"c":{"default":"x"}}}}`,
+		},
+		{
+			`{"name":"demo__add","inputSchema":{"type":"object","properties":{"a":{},"c":{}},"required":["a"]}}`,
+			`{"name":"demo__add","inputSchema":{"type":"object","properties":{"a":{},"c":{"default":"x"}},"required":["a"]}}`,
+		},
+	} {
+		out, _, err := tool.Definition([]byte(tc.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != tc.want {
+			t.Errorf("in   %s\ngot  %s\nwant %s", tc.in, out, tc.want)
+		}
+	}
+}

@@ -46,3 +46,42 @@ func (c *Core) curateCall(ctx context.Context, rte *Route, method string, v *Ver
 	}
 	v.params, v.req.Arguments = params, args
 }
+
+// offeredAs words the refusal of a renamed tool's old name (decide set
+// v.offered with it): the caller is told the tool's name on the route,
+// but only when its tools/list would show that name — the policy lists
+// the tool for it, its connection's upstream lists it, no interceptor
+// hides it and pinning approves it — so the refusal tells no more than
+// the list would. Otherwise the refusal stays the unknown name's. It runs
+// at admit, whose ctx carries the caller (the upstream listing may be its
+// own connection's), and only on this refusal path.
+func (c *Core) offeredAs(ctx context.Context, rte *Route, v *Verdict) {
+	t := v.offered
+	if v.pinErr == nil || t.Renamed == "" {
+		return
+	}
+	if visible := visibleTo(ctx, rte); visible != nil && !visible(t.Kind, t.Canonical) {
+		return
+	}
+	up, def, found, jerr := rte.View.ToolDefs().Lookup(ctx, t.Canonical)
+	if jerr != nil || !found || hiddenByInterceptor(ctx, rte, up, t.Canonical, def) {
+		return
+	}
+	if p := rte.Gen.Pinner; p != nil && !c.pinned(p, up, t.Canonical, def) {
+		return
+	}
+	v.pinErr = jsonrpc.Errorf(v.pinErr.Code, "tool %q is offered on this route as %q; call it by that name", t.External, t.Renamed)
+}
+
+// refused is the name a refusal "as unknown" names: the target as the
+// pinned params name it, but a curated name as the caller sent it — the
+// upstream's name behind a curated one the caller may not see is not
+// the refusal's to reveal.
+func (v *Verdict) refused() string {
+	if v.kind == string(mcp.KindTool) && v.req.NameOK && v.req.Name != v.external {
+		if _, ok := v.rte.View.Curation().Curated(v.req.Name); ok {
+			return v.req.Name
+		}
+	}
+	return v.external
+}

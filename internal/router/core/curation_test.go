@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,10 +19,14 @@ import (
 	"github.com/mcpgw/mcpgw/internal/config"
 	"github.com/mcpgw/mcpgw/internal/gateway"
 	"github.com/mcpgw/mcpgw/internal/gatewaytest"
+	"github.com/mcpgw/mcpgw/internal/jsonrpc"
+	"github.com/mcpgw/mcpgw/internal/policy"
 )
 
 // curationUpstream is a go-sdk server whose add tool records the
 // arguments it was called with, raw, and a secret tool policy denies.
+// add requires mode, which curation defaults: the route must not list it
+// as required.
 type curationUpstream struct {
 	url string
 	mu  sync.Mutex
@@ -44,7 +49,7 @@ func startCurationUpstream(t *testing.T) *curationUpstream {
 			_ = json.Unmarshal(req.Params.Arguments, &a)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: a.Text}}}, nil
 		})
-	s.AddTool(&mcp.Tool{Name: "add", Description: "Add.", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"},"mode":{"type":"string"},"debug":{"type":"boolean"}},"required":["a","b"]}`)},
+	s.AddTool(&mcp.Tool{Name: "add", Description: "Add.", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"},"mode":{"type":"string"},"debug":{"type":"boolean"}},"required":["a","b","mode"]}`)},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			u.mu.Lock()
 			u.got = append(u.got, string(req.Params.Arguments))
@@ -137,9 +142,20 @@ func TestCurationEndToEnd(t *testing.T) {
 		if err != nil || r.IsError || r.Content[0].(*mcp.TextContent).Text != "hi" {
 			t.Fatalf("%s: say: %v %+v", version, err, r)
 		}
-		for _, old := range []string{"up__echo", "echo", "up__secret", "gem"} {
-			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: old, Arguments: map[string]any{"text": "hi"}}); err == nil || !strings.Contains(err.Error(), "unknown tool") {
-				t.Errorf("%s: calling %s: %v, want unknown tool", version, old, err)
+		// The old name of a tool the caller sees is refused naming the
+		// new one; up__secret (renamed gem) is denied by the policy, so
+		// none of its names tells the caller more than its list: each is
+		// refused as unknown under the name the caller sent.
+		for _, old := range []string{"up__echo", "echo"} {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: old, Arguments: map[string]any{"text": "hi"}})
+			if want := fmt.Sprintf(`tool %q is offered on this route as "say"; call it by that name`, old); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: calling %s: %v, want %s", version, old, err, want)
+			}
+		}
+		for _, hidden := range []string{"up__secret", "secret", "gem"} {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: hidden, Arguments: map[string]any{"text": "hi"}})
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("unknown tool %q:", hidden)) || strings.Contains(err.Error(), "offered") {
+				t.Errorf("%s: calling %s: %v, want unknown tool, naming nothing else", version, hidden, err)
 			}
 		}
 		before := len(up.calls())
@@ -331,5 +347,56 @@ func TestCuratedNamesInMetrics(t *testing.T) {
 	mfs, _ = gatewaytest.Scrape(t, admin)
 	if v, ok := gatewaytest.Sample(mfs, "mcpgw_curated_tool_names", "route", "/mcp", "tool", "say", "upstream_tool", "up__echo"); ok {
 		t.Errorf("after a reload without the rename, mcpgw_curated_tool_names{tool=say} = %v is still exported", v)
+	}
+}
+
+// The refusal of a renamed tool's old name names the new one only when
+// the caller's list shows it: not for a tool pinning has not approved
+// (sly__secret), nor for one the upstream does not list (sly__ghost) —
+// those are answered as a name nothing has, and nothing is forwarded.
+func TestCurationOldNameNamesOnlyListedTools(t *testing.T) {
+	up := newSlyUpstream(t, false)
+	lock, err := policy.BuildLock(map[string]json.RawMessage{"sly": json.RawMessage(`[{"name":"safe","inputSchema":{"type":"object"}}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockFile := filepath.Join(t.TempDir(), "tools.lock.json")
+	if err := os.WriteFile(lockFile, lock.Marshal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, base := gatewaytest.StartGateway(t, fmt.Sprintf(`
+listen: 127.0.0.1:0
+upstreams:
+  sly: {url: %s}
+policy:
+  default: allow
+  pinning: {mode: enforce, lock_file: %q}
+routes:
+  - path: /mcp
+    tools:
+      curate:
+        - {tool: sly__safe, rename: ok}
+        - {tool: sly__secret, rename: hush}
+        - {tool: sly__ghost, rename: boo}
+`, up.url, lockFile))
+	c := &gatewaytest.RawClient{T: t, URL: base + "/mcp"}
+	c.Initialize("2025-11-25")
+	if got := gatewaytest.ToolNames(t, c); !slices.Equal(got, []string{"ok"}) {
+		t.Fatalf("listed %v, want only ok (sly__safe, the approved one)", got)
+	}
+	call := func(name string) *jsonrpc.Error {
+		return gatewaytest.ErrorOf(t, c.Post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+name+`","arguments":{}}}`))
+	}
+	if e := call("sly__safe"); e.Code != jsonrpc.CodeInvalidParams || !strings.Contains(e.Message, `tool "sly__safe" is offered on this route as "ok"; call it by that name`) {
+		t.Errorf("sly__safe: %+v, want it named as ok", e)
+	}
+	madeUp := call("sly__madeup")
+	for _, hidden := range []string{"sly__secret", "sly__ghost", "hush", "boo"} {
+		if e := call(hidden); !sameAnswer(madeUp, "sly__madeup", e, hidden) {
+			t.Errorf("%s: %+v; want the made-up name's answer %+v", hidden, e, madeUp)
+		}
+	}
+	if ran := up.sawRun(); len(ran) != 0 {
+		t.Errorf("the upstream ran %v; no refused call may reach it", ran)
 	}
 }

@@ -118,6 +118,7 @@ type Verdict struct {
 	// that it routes by what was judged without reading the params again.
 	external string
 	tgt      catalog.Target // the target as resolved once (PinParams), for the limits, the audit and Forward
+	offered  catalog.Target // with pinErr: the renamed tool an old name meant (offeredAs)
 	// req is the request's params as read once (mcp.ReadParams): what
 	// every step after the edge reads instead of the bytes.
 	req      mcp.Params
@@ -194,6 +195,7 @@ func (c *Core) decide(ctx context.Context, rte *Route, msg *jsonrpc.Message, p *
 	pinned, tgt, jerr := rte.View.PinParams(ctx, msg.Method, p, visibleTo(ctx, rte))
 	if jerr != nil {
 		v.pinErr = jerr
+		v.offered = tgt // a renamed tool's old name: admit may name the new one (offeredAs)
 		return
 	}
 	if pinned != nil {
@@ -279,7 +281,7 @@ func (c *Core) notListed(rte *Route, v *Verdict) bool {
 	if v.decided && !v.decision.Allowed {
 		return true
 	}
-	v.pinErr = rte.View.Unknown(mcp.Kind(v.kind), v.external)
+	v.pinErr = rte.View.Unknown(mcp.Kind(v.kind), v.refused())
 	return false
 }
 
@@ -300,6 +302,7 @@ func decideStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
 func admitStage(ctx context.Context, r *Request, next Next) *jsonrpc.Message {
 	v := r.Verdict
 	r.core.listedTarget(ctx, r.Route, v) // a name not listed for the caller is answered like a hidden one
+	r.core.offeredAs(ctx, r.Route, v)    // curate.go
 	if v.pinErr != nil {
 		if v.pinErr.Code == mcp.CodeURLElicitationRequired { // checking what the caller's own connection lists needs its credential first
 			return r.core.elicit(r.Sess, r.Msg, v.pinErr)
@@ -369,7 +372,7 @@ func (c *Core) enforce(ctx context.Context, rte *Route, msg *jsonrpc.Message, v 
 				// call: "unknown" would be a lie about a visible name.
 				return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "forbidden: the access policy does not allow this call of %s with these arguments", name)
 			}
-			return rte.View.Unknown(mcp.Kind(kind), v.external)
+			return rte.View.Unknown(mcp.Kind(kind), v.refused())
 		}
 		c.opts.Metrics.PolicyDecision(route, "allow")
 		au.allowed(d)
@@ -386,7 +389,7 @@ func (c *Core) enforce(ctx context.Context, rte *Route, msg *jsonrpc.Message, v 
 			if !c.pinned(g.Pinner, up, name, def) {
 				c.opts.Metrics.PolicyDecision(route, "unpinned")
 				au.refuse(audit.Denied, audit.RulePinning, "", "tool definition is "+g.Pinner.Check(up, def).Status.String()+", not approved in the pinning lock")
-				return rte.View.Unknown(mcp.Kind(kind), v.external)
+				return rte.View.Unknown(mcp.Kind(kind), v.refused())
 			}
 		case g.Pinner.Mode != config.PinWarn:
 			// Enforce mode judges every tool: one without a definition the
@@ -394,7 +397,7 @@ func (c *Core) enforce(ctx context.Context, rte *Route, msg *jsonrpc.Message, v 
 			// refuses it first; this is the backstop).
 			c.opts.Metrics.PolicyDecision(route, "unpinned")
 			au.refuse(audit.Denied, audit.RulePinning, "", "the tool has no definition to check against the pinning lock")
-			return rte.View.Unknown(mcp.Kind(kind), v.external)
+			return rte.View.Unknown(mcp.Kind(kind), v.refused())
 		}
 	}
 	return nil
