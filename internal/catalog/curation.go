@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/mcpgw/mcpgw/internal/host"
 	"github.com/mcpgw/mcpgw/internal/jsonrpc"
 	"github.com/mcpgw/mcpgw/internal/mcp"
+	"github.com/mcpgw/mcpgw/internal/rawjson"
 	"github.com/mcpgw/mcpgw/internal/toolsearch"
 )
 
@@ -173,4 +175,38 @@ func (v *View) curatedSegment(upstream string, base *toolSegment) *toolSegment {
 	c.by[upstream] = [2]*toolSegment{base, out}
 	c.mu.Unlock()
 	return out
+}
+
+// ListedForm is an upstream's tool definition def as the route lists it:
+// named for the route (rewriteItem) and curated (curateItem), exactly what
+// the list does to that one item. false: the list leaves it out. The call
+// path judges this form with the list-phase interceptors, so that what a
+// caller may call is judged as what the list showed it.
+func (v *View) ListedForm(ctx context.Context, upstream string, def []byte) ([]byte, bool) {
+	id, _ := rawjson.GetString(def, Tools.Field)
+	it, ok := def, true
+	if v.prefixed {
+		if it, ok = v.rewriteItem(ctx, Tools, upstream, it); !ok {
+			return nil, false
+		}
+	}
+	if v.cur != nil {
+		return v.curateItem(upstream, id, it)
+	}
+	return it, true
+}
+
+// ListedName is the upstream and the canonical name (as policy judges it,
+// Canonical) of a name (or URI) a list of kind shows on the route: what
+// the list-phase interceptors judge it as, as the call path does, so that
+// a curated rename never moves a tool out of an interceptor's scope. ok
+// is false when nothing on the route resolves it.
+func (v *View) ListedName(ctx context.Context, kind mcp.Kind, name string) (upstream, canonical string, ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, resolveWait)
+	defer cancel()
+	r, ok, _ := v.resolve(ctx, kind, name, true, nil)
+	if !ok {
+		return "", name, false
+	}
+	return r.upstream, v.canonicalOf(kind, name, r), true
 }

@@ -142,9 +142,11 @@ func appendText(texts []listedText, where string, raw []byte) []listedText {
 }
 
 // List runs the list phase over a list result: definitions it hides are
-// left out of their array; everything else stays as it was. upstream
-// names the upstream of a listed name (for match.upstreams).
-func (s *Set) List(ctx context.Context, t Target, result []byte, upstream func(kind, name string) string) Outcome {
+// left out of their array; everything else stays as it was. resolve
+// returns the upstream of a listed name (for match.upstreams) and the
+// name to judge it as: the canonical one the call path judges (a tool a
+// route renames keeps its upstream's name for the interceptors' match).
+func (s *Set) List(ctx context.Context, t Target, result []byte, resolve func(kind, name string) (upstream, judged string)) Outcome {
 	o := Outcome{Out: result}
 	if !s.Has(config.PhaseList) {
 		return o
@@ -170,8 +172,8 @@ func (s *Set) List(ctx context.Context, t Target, result []byte, upstream func(k
 			}
 			it := t
 			it.Kind, it.Name = a.kind, name
-			if upstream != nil {
-				it.Upstream = upstream(a.kind, name)
+			if resolve != nil {
+				it.Upstream, it.Name = resolve(a.kind, name)
 			}
 			if hide, why := s.Hides(ctx, &it, el); hide {
 				o.Notes = append(o.Notes, strings.TrimSpace(name+" hidden by "+why))

@@ -145,9 +145,14 @@ func (c *Core) interceptList(ctx context.Context, rte *Route, res json.RawMessag
 		return res
 	}
 	t := intercept.Target{Route: rte.Path, Principal: principalPtr(ctx)}
-	o := set.List(ctx, t, res, func(kind, name string) string {
-		up, _, _ := rte.View.Resolve(kind == "resource", name)
-		return up
+	o := set.List(ctx, t, res, func(kind, name string) (string, string) {
+		if kind == "resource" {
+			up, _, _ := rte.View.Resolve(true, name)
+			return up, name
+		}
+		// Judged under its canonical name, as hiddenByInterceptor does.
+		up, canonical, _ := rte.View.ListedName(ctx, mcp.Kind(kind), name)
+		return up, canonical
 	})
 	if len(o.Notes) > 0 {
 		edge.Logger(ctx, c.log).Info("definitions hidden by an interceptor", zap.String("route", rte.Path), zap.Strings("hidden", o.Notes))
@@ -156,14 +161,22 @@ func (c *Core) interceptList(ctx context.Context, rte *Route, res json.RawMessag
 }
 
 // hiddenByInterceptor reports whether the list phase hides the tool
-// definition def: a call of it is refused as of a name not listed, so
-// what can be called, and what pinning judges, is what was listed.
+// definition def (the upstream's) of canonical name: a call of it is
+// refused as of a name not listed, so what can be called, and what
+// pinning judges, is what was listed. It judges what the list judges: the
+// definition as the route lists it (named and curated: a curated clean
+// description is what the caller saw, appended poison is too) under the
+// canonical name.
 func hiddenByInterceptor(ctx context.Context, rte *Route, up, name string, def json.RawMessage) bool {
 	set := rte.Gen.Intercept
 	if !set.Has(config.PhaseList) {
 		return false
 	}
-	hide, _ := set.Hides(ctx, &intercept.Target{Route: rte.Path, Upstream: up, Kind: "tool", Name: name, Principal: principalPtr(ctx)}, def)
+	listed, ok := rte.View.ListedForm(ctx, up, def)
+	if !ok {
+		return true // the list leaves it out
+	}
+	hide, _ := set.Hides(ctx, &intercept.Target{Route: rte.Path, Upstream: up, Kind: "tool", Name: name, Principal: principalPtr(ctx)}, listed)
 	return hide
 }
 
