@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgw/mcpgw/internal/catalog"
 	"github.com/mcpgw/mcpgw/internal/config"
+	"github.com/mcpgw/mcpgw/internal/curate"
 	"github.com/mcpgw/mcpgw/internal/intercept"
 	"github.com/mcpgw/mcpgw/internal/principal"
 	"github.com/mcpgw/mcpgw/internal/rawjson"
@@ -80,8 +81,10 @@ func ListTools(ctx context.Context, cfg *config.Config, opts Options) ([]Upstrea
 
 // servedTools splits an upstream's tools into those some route serves and
 // those the list phase hides on every route that has the upstream, judged
-// as the core judges a call's target (router/core's hiddenByInterceptor):
-// the upstream's definition under the route's name for it. The caller is
+// as the served list and the core judge them (router/core's
+// hiddenByInterceptor): the definition as the route lists it, curated,
+// under its canonical name. What is kept is the upstream's definition,
+// uncurated: pinning approves what the upstream runs. The caller is
 // one with no groups, so an interceptor limited to some groups hides from
 // them alone and the tool, served to the others, stays approved. A tool no
 // route has is kept: nothing judges it.
@@ -99,26 +102,63 @@ func servedTools(ctx context.Context, cfg *config.Config, set *intercept.Set, up
 	if sep == "" {
 		sep = config.DefaultSeparator
 	}
+	curs := make([]*curate.Set, len(routes))
+	for i, r := range routes {
+		curs[i] = routeCuration(cfg, r, upstream, sep)
+	}
 	kept = tools[:0:0]
 	for _, def := range tools {
 		name, _ := rawjson.GetString(def, "name")
 		var why []string
-		for _, r := range routes {
+		serving := 0 // routes that list it at all
+		for i, r := range routes {
 			t := intercept.Target{Route: r.Path, Upstream: upstream, Kind: "tool", Name: name, Principal: &principal.Principal{}}
 			if r.Prefixed() {
 				t.Name = upstream + sep + name
 			}
-			hide, by := set.Hides(ctx, &t, def)
+			if !curs[i].Exposed(t.Name) {
+				continue // the route does not list it: nothing there to judge
+			}
+			serving++
+			listed, err := def, error(nil)
+			if ct := curs[i].For(upstream, name); ct != nil {
+				listed, _, err = ct.Definition(def)
+			}
+			hide, by := err != nil, "curation failed" // the list leaves out what it cannot curate
+			if err == nil {
+				hide, by = set.Hides(ctx, &t, listed)
+			}
 			if !hide {
 				break
 			}
 			why = append(why, r.Path+": "+by)
 		}
-		if len(routes) == 0 || len(why) < len(routes) {
+		if serving == 0 || len(why) < serving {
 			kept = append(kept, def)
 			continue
 		}
 		hidden = append(hidden, HiddenTool{Name: name, By: strings.Join(why, "; ")})
 	}
 	return kept, hidden
+}
+
+// routeCuration is route r's curation of upstream's tools, as the
+// catalog makes it for the served list (catalog's View.curation): the
+// route's rules and the upstream's own.
+func routeCuration(cfg *config.Config, r *config.Route, upstream, sep string) *curate.Set {
+	var route []*config.ToolCuration
+	var expose []string
+	if r.Tools != nil {
+		route, expose = r.Tools.Curate, r.Tools.Expose
+	}
+	var ups map[string][]*config.ToolCuration
+	if u := cfg.Upstreams[upstream]; u != nil && len(u.Curate) > 0 {
+		ups = map[string][]*config.ToolCuration{upstream: u.Curate}
+	}
+	return curate.New(route, expose, ups, func(up, name string) string {
+		if r.Prefixed() {
+			return up + sep + name
+		}
+		return name
+	})
 }
