@@ -145,19 +145,31 @@ func (c *Core) interceptList(ctx context.Context, rte *Route, res json.RawMessag
 		return res
 	}
 	t := intercept.Target{Route: rte.Path, Principal: principalPtr(ctx)}
-	o := set.List(ctx, t, res, func(kind, name string) (string, string) {
-		if kind == "resource" {
-			up, _, _ := rte.View.Resolve(true, name)
-			return up, name
-		}
-		// Judged under its canonical name, as hiddenByInterceptor does.
-		up, canonical, _ := rte.View.ListedName(ctx, mcp.Kind(kind), name)
-		return up, canonical
-	})
+	o := set.List(ctx, t, res, func(kind, name string) (string, string) { return listedAs(ctx, rte, kind, name) })
 	if len(o.Notes) > 0 {
 		edge.Logger(ctx, c.log).Info("definitions hidden by an interceptor", zap.String("route", rte.Path), zap.Strings("hidden", o.Notes))
 	}
 	return o.Out
+}
+
+// listedAs is the upstream of a name a list shows, and the name the list
+// phase judges it as: a tool's or prompt's canonical one, as
+// hiddenByInterceptor judges a call's target; a resource's URI as listed.
+func listedAs(ctx context.Context, rte *Route, kind, name string) (string, string) {
+	if kind == "resource" {
+		up, _, _ := rte.View.Resolve(true, name)
+		return up, name
+	}
+	up, canonical, _ := rte.View.ListedName(ctx, mcp.Kind(kind), name)
+	return up, canonical
+}
+
+// listHides reports whether the list phase hides the tool a list shows as
+// name, in its listed form item (a search's hit).
+func listHides(ctx context.Context, rte *Route, name string, item []byte) bool {
+	up, canonical := listedAs(ctx, rte, "tool", name)
+	hide, _ := rte.Gen.Intercept.Hides(ctx, &intercept.Target{Route: rte.Path, Upstream: up, Kind: "tool", Name: canonical, Principal: principalPtr(ctx)}, item)
+	return hide
 }
 
 // hiddenByInterceptor reports whether the list phase hides the tool

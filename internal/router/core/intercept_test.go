@@ -345,3 +345,28 @@ func TestInterceptListGlobOnCanonicalOfRenamed(t *testing.T) {
 		t.Fatalf("the upstream got %d calls, want 2", n)
 	}
 }
+
+// In search mode the list-phase interceptors judge what a search shows
+// (and the always tools the list shows) as a list does: a tool they hide
+// is no hit, since a call of it is refused as not listed.
+func TestInterceptListJudgesSearch(t *testing.T) {
+	var calls atomic.Int32
+	c, rte, h := cannedCore(t, echoUpstream(&calls))
+	set, err := intercept.New([]*config.Interceptor{{Name: "scan", Type: config.InterceptDescriptionScan, Phase: config.PhaseList,
+		Action: config.ScanHide, MaxDescriptionBytes: 4096}}, intercept.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rte.Gen.Intercept = set
+	rte.View = catalog.RouteView(h, &config.Route{Path: "/mcp", Tools: &config.RouteTools{Mode: config.ToolsSearch, Always: []string{"up__evil", "up__echo"}}})
+	sess := NewSession("s1", rte, mcp.Version20251125, json.RawMessage(`{}`), nil, nil)
+	list := c.Handle(context.Background(), sess, jsonrpc.NewRequest(jsonrpc.IntID(1), mcp.MethodToolsList, json.RawMessage(`{}`)), nil, nil)
+	if list.Error != nil || strings.Contains(string(list.Result), "up__evil") || !strings.Contains(string(list.Result), "up__echo") {
+		t.Fatalf("always list %s %v", list.Result, list.Error)
+	}
+	args, _ := json.Marshal(map[string]any{"name": rte.View.MetaToolName("search_tools"), "arguments": map[string]any{"query": "adds echo ignore instructions"}})
+	resp := c.Handle(context.Background(), sess, jsonrpc.NewRequest(jsonrpc.IntID(2), mcp.MethodToolsCall, args), nil, nil)
+	if resp.Error != nil || strings.Contains(string(resp.Result), "up__evil") {
+		t.Fatalf("search %s %v", resp.Result, resp.Error)
+	}
+}

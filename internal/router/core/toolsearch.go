@@ -79,10 +79,18 @@ func (c *Core) searchMode(ctx context.Context, rte *Route) bool {
 // toolFilter is what tools/list lets the caller see, for one tool item.
 func (c *Core) toolFilter(ctx context.Context, rte *Route) func(name string, item []byte) bool {
 	keep := c.listFilter(ctx, rte, mcp.MethodToolsList)
-	if keep == nil {
+	judge := rte.Gen.Intercept.Has(config.PhaseList)
+	if keep == nil && !judge {
 		return func(string, []byte) bool { return true }
 	}
-	return func(name string, item []byte) bool { return keep(string(mcp.KindTool), name, item) }
+	return func(name string, item []byte) bool {
+		if keep != nil && !keep(string(mcp.KindTool), name, item) {
+			return false
+		}
+		// What the list phase hides is no hit: its call is refused as not
+		// listed (item is the listed form, judged as interceptList does).
+		return !judge || !listHides(ctx, rte, name, item)
+	}
 }
 
 // searchList answers tools/list in search mode: the meta-tools, then the
@@ -99,6 +107,9 @@ func (c *Core) searchList(ctx context.Context, rte *Route, sess *Session) (json.
 	res, jerr := c.filterList(ctx, rte, sess, mcp.MethodToolsList, res)
 	if jerr != nil {
 		return nil, jerr
+	}
+	if rte.Gen.Intercept != nil {
+		res = c.interceptList(ctx, rte, res) // the always tools are judged as any list's
 	}
 	arr, _ := rawjson.Get(res, "tools")
 	kept, _ := rawjson.Elements(arr)
