@@ -115,7 +115,7 @@ func NextMessage(t *testing.T, events *sse.Reader) *jsonrpc.Message {
 func ServerEverything(t *testing.T) []string {
 	t.Helper()
 	node, err := exec.LookPath("node")
-	entry, _ := filepath.Abs(filepath.Join("..", "..", "test", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	entry := filepath.Join(RepoRoot(t), "test", "interop", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if err == nil {
 		_, err = os.Stat(entry)
 	}
@@ -169,4 +169,25 @@ func LegacyPeerServer(started, cancelled chan<- string) *mcp.Server {
 		}
 	})
 	return s
+}
+
+// RepoRoot is the repository's root: the nearest directory above the test's
+// working directory (its package's) that holds go.mod. Tests find the npm
+// servers, configs and docs from there, whatever their package's depth.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
+	}
 }
