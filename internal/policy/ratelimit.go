@@ -41,6 +41,12 @@ type Limiter struct {
 	sharedTimeout time.Duration
 	fallback      func(error)
 
+	// reserve makes one call's reservations on all its buckets, and
+	// their cancellation when one refuses, a single step: a refund is
+	// whole only while no other reservation came after it (x/time/rate),
+	// so calls interleaving there lost tokens they had given back.
+	reserve sync.Mutex
+
 	mu      sync.Mutex
 	lru     *list.List // of *entry, most recently used first
 	entries map[string]*list.Element
@@ -258,6 +264,8 @@ func (l *Limiter) Allow(p Principal, upstream, tool string) (release func(), res
 	}
 
 	var rs [3]*rate.Reservation
+	l.reserve.Lock()
+	defer l.reserve.Unlock()
 	for i := range n {
 		rs[i] = buckets[i].lim.ReserveN(now, 1)
 		d := rs[i].DelayFrom(now)
